@@ -1,0 +1,5 @@
+import RoostJSON
+import RoostPlatform
+import RoostTesting
+
+print("roost-bench: no benchmark selected")

@@ -1,0 +1,53 @@
+# Roost: the two set-up commands are `make serve` and `make test`.
+# Both install what is missing (Debian/Ubuntu), build, and run.
+
+SWIFT        ?= swift
+SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config
+BUILD_FLAGS  := --explicit-target-dependency-import-check=error
+LISTEN       ?= 127.0.0.1:8080
+DATA         ?= ./roost-data
+BENCH_SECONDS ?= 10
+
+.PHONY: serve test deps build release lint format bench-http clean
+
+## Install the Debian packages Roost links against, if any is missing.
+deps:
+	@missing=""; for p in $(SYSTEM_DEPS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get install -y $$missing >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $$missing; }; \
+	  else \
+	    echo "missing system packages; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	$(SWIFT) build $(BUILD_FLAGS)
+
+release: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS)
+
+## Build release and serve on $(LISTEN) with data in $(DATA).
+serve: release
+	$$($(SWIFT) build -c release --show-bin-path)/roost serve --listen $(LISTEN) --data $(DATA)
+
+lint:
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Benchmarks
+
+format:
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Benchmarks
+
+## Install, build (debug, with the layering check) and run every test.
+test: deps lint
+	$(SWIFT) build $(BUILD_FLAGS) --build-tests
+	$(SWIFT) test $(BUILD_FLAGS) --skip-build
+
+## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
+bench-http: release
+	Benchmarks/http/run.sh $(BENCH_SECONDS)
+
+clean:
+	rm -rf .build

@@ -1,0 +1,56 @@
+// swift-tools-version: 6.2
+// Roost: a push-device registry. Module layering follows docs/architecture.md;
+// CI builds with --explicit-target-dependency-import-check=error so that an
+// undeclared import fails the build.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .treatAllWarnings(as: .error),
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "Roost",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "roost", targets: ["roost"]),
+        .executable(name: "roost-bench", targets: ["roost-bench"]),
+    ],
+    targets: [
+        // C system libraries, found through pkg-config.
+        .systemLibrary(
+            name: "CZstd", pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(
+            name: "CCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
+        // Non-variadic wrappers for epoll, eventfd, sockets and CRC-32C.
+        .target(name: "CSystemShims"),
+
+        .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
+        .target(name: "RoostModel", swiftSettings: strict),
+        .target(name: "RoostJSON", swiftSettings: strict),
+        .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
+        .target(
+            name: "RoostAPI",
+            dependencies: ["RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "CCrypto"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "roost",
+            dependencies: ["RoostAPI", "RoostHTTP", "RoostPlatform"],
+            swiftSettings: strict),
+        .target(
+            name: "RoostTesting",
+            dependencies: ["RoostPlatform", "RoostHTTP"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "roost-bench",
+            dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
+            path: "Benchmarks/roost-bench",
+            swiftSettings: strict),
+
+        .testTarget(
+            name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
+            swiftSettings: strict),
+    ]
+)

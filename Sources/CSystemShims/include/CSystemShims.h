@@ -1,0 +1,63 @@
+#ifndef ROOST_CSYSTEMSHIMS_H
+#define ROOST_CSYSTEMSHIMS_H
+
+// Non-variadic, macro-free entry points for the Linux calls Swift cannot
+// import directly (variadic fcntl, epoll_event's packed layout, CRC-32C).
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Sets O_NONBLOCK on a descriptor. Returns 0 or -1 with errno.
+int roost_set_nonblocking(int fd);
+
+/// epoll: create with EPOLL_CLOEXEC; add/modify/remove with a 64-bit token.
+int roost_epoll_create(void);
+int roost_epoll_add(int epfd, int fd, uint32_t events, uint64_t token);
+int roost_epoll_modify(int epfd, int fd, uint32_t events, uint64_t token);
+int roost_epoll_remove(int epfd, int fd);
+
+/// One ready event, unpacked from the kernel's packed epoll_event.
+typedef struct roost_ready_event {
+    uint64_t token;
+    uint32_t events;
+} roost_ready_event;
+
+/// Waits up to timeout_ms and fills at most capacity events. Returns the count or -1.
+int roost_epoll_wait(int epfd, roost_ready_event *out, int capacity, int timeout_ms);
+
+extern const uint32_t roost_epoll_in;
+extern const uint32_t roost_epoll_out;
+extern const uint32_t roost_epoll_err;
+extern const uint32_t roost_epoll_hup;
+extern const uint32_t roost_epoll_rdhup;
+extern const uint32_t roost_epoll_et;
+
+/// eventfd (non-blocking, close-on-exec) for cross-thread wake-ups.
+int roost_eventfd_create(void);
+int roost_eventfd_signal(int fd);
+int roost_eventfd_drain(int fd);
+
+/// A TCP listening socket on host:port (IPv4 dotted quad), SO_REUSEADDR and,
+/// when reuse_port != 0, SO_REUSEPORT. Non-blocking. Returns fd or -1.
+int roost_tcp_listen(const char *host, uint16_t port, int backlog, int reuse_port);
+/// The bound port of a socket, or -1.
+int roost_socket_port(int fd);
+/// accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC, and TCP_NODELAY set on the result.
+int roost_accept(int listen_fd);
+/// A blocking TCP client connection to host:port, TCP_NODELAY. Returns fd or -1.
+int roost_tcp_connect(const char *host, uint16_t port);
+
+/// CRC-32C (Castagnoli), continuing from crc (pass 0 to start).
+/// Uses the SSE4.2 crc32 instruction when the CPU has it, else a table.
+uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,192 @@
+/// The request and response values that cross from RoostHTTP to a responder.
+/// RoostHTTP knows nothing of devices or JSON: a responder turns requests into
+/// responses and supplies the body of every error the server itself writes.
+
+/// An HTTP request method. Unknown methods are kept verbatim so that a router
+/// can answer 405 or 501 as it sees fit.
+public enum HTTPMethod: Hashable, Sendable {
+    case get, head, post, put, patch, delete, options
+    case other(String)
+
+    /// The method's token as it appears on the request line.
+    public var name: String {
+        switch self {
+        case .get: "GET"
+        case .head: "HEAD"
+        case .post: "POST"
+        case .put: "PUT"
+        case .patch: "PATCH"
+        case .delete: "DELETE"
+        case .options: "OPTIONS"
+        case .other(let token): token
+        }
+    }
+}
+
+/// The protocol version on the request line. Only 1.0 and 1.1 are served.
+public enum HTTPVersion: Hashable, Sendable {
+    case http10
+    case http11
+}
+
+/// Header fields in arrival order. Lookup is case-insensitive on the name.
+public struct HTTPHeaders: Sendable, Sequence {
+    /// The fields, names as sent, values with surrounding whitespace removed.
+    public private(set) var fields: [(name: String, value: String)]
+
+    public init(_ fields: [(name: String, value: String)] = []) {
+        self.fields = fields
+    }
+
+    public mutating func append(name: String, value: String) {
+        fields.append((name, value))
+    }
+
+    /// Returns the first value of the named field, or nil. O(number of fields).
+    public subscript(_ name: String) -> String? {
+        for field in fields where asciiCaseInsensitiveEqual(field.name, name) {
+            return field.value
+        }
+        return nil
+    }
+
+    /// Returns every value of the named field, in order.
+    public func values(_ name: String) -> [String] {
+        fields.filter { asciiCaseInsensitiveEqual($0.name, name) }.map(\.value)
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
+        fields.makeIterator()
+    }
+}
+
+/// Returns whether two ASCII strings are equal ignoring case.
+@inlinable
+public func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
+    var left = a.utf8.makeIterator()
+    var right = b.utf8.makeIterator()
+    while true {
+        switch (left.next(), right.next()) {
+        case (nil, nil): return true
+        case (nil, _), (_, nil): return false
+        case (let x?, let y?):
+            let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
+            let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
+            if lx != ly { return false }
+        }
+    }
+}
+
+/// A request line and its header fields, available before the body arrives.
+public struct HTTPRequestHead: Sendable {
+    public var method: HTTPMethod
+    /// The request target as sent (origin form: path and optional query).
+    public var target: String
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+    /// Whether the connection stays open after this request's response
+    /// (HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `keep-alive`).
+    public var keepAlive: Bool
+
+    public init(method: HTTPMethod, target: String, version: HTTPVersion, headers: HTTPHeaders, keepAlive: Bool) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.keepAlive = keepAlive
+    }
+
+    /// The path part of the target, without the query.
+    public var path: Substring {
+        if let question = target.firstIndex(of: "?") { return target[..<question] }
+        return target[...]
+    }
+
+    /// The query part of the target after `?`, or nil.
+    public var query: Substring? {
+        guard let question = target.firstIndex(of: "?") else { return nil }
+        return target[target.index(after: question)...]
+    }
+}
+
+/// A complete request: head and the whole body (de-chunked). The body lives
+/// only as long as the request value.
+public struct HTTPRequest: Sendable {
+    public var head: HTTPRequestHead
+    public var body: [UInt8]
+
+    public init(head: HTTPRequestHead, body: [UInt8]) {
+        self.head = head
+        self.body = body
+    }
+}
+
+/// A response. `Content-Length`, `Date`-free framing and `Connection` are
+/// added by the server; a responder sets status, content type and body.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Extra header fields. Values must not hold CR or LF: the writer refuses
+    /// them (precondition) so user data can never split a response.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why the server refused a request before it reached the responder.
+public enum HTTPRequestFailure: Sendable, Equatable {
+    /// Malformed framing or syntax: 400, connection closed.
+    case badRequest(reason: String)
+    /// Request line plus headers over the limit: 431, connection closed.
+    case headersTooLarge(limitBytes: Int)
+    /// Body over the route's limit: 413, connection closed.
+    case bodyTooLarge(limitBytes: Int)
+    /// A transfer coding other than chunked: 501, connection closed.
+    case unsupportedTransferCoding(String)
+    /// An HTTP version other than 1.0 or 1.1: 505, connection closed.
+    case unsupportedVersion(String)
+
+    /// The status code the server answers with.
+    public var status: Int {
+        switch self {
+        case .badRequest: 400
+        case .headersTooLarge: 431
+        case .bodyTooLarge: 413
+        case .unsupportedTransferCoding: 501
+        case .unsupportedVersion: 505
+        }
+    }
+}
+
+/// A handle with which a responder answers a request later, from any thread.
+/// Exactly one `send` per request; answers go out in request order.
+public protocol HTTPReplySink: Sendable {
+    func send(_ response: HTTPResponse)
+}
+
+/// What a responder does with one request.
+public enum HTTPResponderResult: Sendable {
+    /// The answer is ready now (the fast path: no hop, no allocation of a sink).
+    case respond(HTTPResponse)
+    /// The responder keeps the sink and calls `send` when the answer is ready
+    /// (for example after the covering fsync).
+    case deferred
+}
+
+/// The application side of the server. Called on an event-loop thread; it must
+/// not block. Long work is deferred and answered through the sink.
+public protocol HTTPResponder: Sendable {
+    /// Returns the largest body this request may carry, in bytes, decided from
+    /// its head (a CSV import route may raise the default).
+    func bodyLimitBytes(for head: HTTPRequestHead) -> Int
+
+    /// Handles a complete request.
+    func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult
+
+    /// Returns the response the server writes when it refuses a request itself.
+    func response(for failure: HTTPRequestFailure) -> HTTPResponse
+}
