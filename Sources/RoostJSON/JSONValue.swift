@@ -1,5 +1,5 @@
 /// A parsed JSON document. Objects keep their members in document order
-/// (duplicates kept; `member(_:)` returns the last, as most readers do).
+/// (duplicates kept; `self[key]` returns the last, as most readers do).
 public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)

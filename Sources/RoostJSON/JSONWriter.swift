@@ -1,0 +1,314 @@
+/// A writer of compact JSON (no whitespace) into a byte buffer, for response bodies.
+///
+/// Structural calls insert commas and colons; misuse (a key outside an object, a value
+/// without a key inside one, an unbalanced end, a second top-level value) is a programming
+/// error and stops the process with `precondition`, in release builds too.
+///
+/// ```swift
+/// var writer = JSONWriter()
+/// writer.beginObject()
+/// writer.member("id", 7)
+/// writer.key("tags"); writer.beginArray(); writer.string("a"); writer.endArray()
+/// writer.endObject()
+/// // writer.bytes == Array(#"{"id":7,"tags":["a"]}"#.utf8)
+/// ```
+public struct JSONWriter: Sendable {
+    /// The document written so far; complete once every container opened has been closed.
+    public private(set) var bytes: [UInt8]
+
+    /// One open container: whether it is an object, whether it holds anything yet
+    /// (so a comma is due), and for an object whether a key is waiting for its value.
+    private struct Open: Sendable {
+        var isObject: Bool
+        var isEmpty = true
+        var awaitsValue = false
+    }
+
+    private var open: [Open] = []
+    private var wroteTopLevelValue = false
+
+    /// Creates an empty writer whose buffer has room for `reservingCapacity` bytes.
+    public init(reservingCapacity: Int = 256) {
+        precondition(reservingCapacity >= 0, "JSONWriter: negative capacity \(reservingCapacity)")
+        bytes = []
+        bytes.reserveCapacity(reservingCapacity)
+    }
+
+    // MARK: Structure
+
+    /// Opens an object as the next value.
+    public mutating func beginObject() {
+        beforeValue()
+        open.append(Open(isObject: true))
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    /// Closes the innermost open container, which must be an object with no key awaiting a value.
+    public mutating func endObject() {
+        guard let top = open.last else { preconditionFailure("JSONWriter.endObject() with nothing open") }
+        precondition(top.isObject, "JSONWriter.endObject() while an array is open")
+        precondition(!top.awaitsValue, "JSONWriter.endObject() after key(_:) without a value")
+        open.removeLast()
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Opens an array as the next value.
+    public mutating func beginArray() {
+        beforeValue()
+        open.append(Open(isObject: false))
+        bytes.append(UInt8(ascii: "["))
+    }
+
+    /// Closes the innermost open container, which must be an array.
+    public mutating func endArray() {
+        guard let top = open.last else { preconditionFailure("JSONWriter.endArray() with nothing open") }
+        precondition(!top.isObject, "JSONWriter.endArray() while an object is open")
+        open.removeLast()
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes the key of the next member; the innermost open container must be an object
+    /// whose previous key already has its value.
+    public mutating func key(_ name: String) {
+        guard let top = open.last else { preconditionFailure("JSONWriter.key(\"\(name)\") outside an object") }
+        precondition(top.isObject, "JSONWriter.key(\"\(name)\") inside an array")
+        precondition(!top.awaitsValue, "JSONWriter.key(\"\(name)\") right after another key")
+        if !top.isEmpty {
+            bytes.append(UInt8(ascii: ","))
+        }
+        open[open.count - 1].isEmpty = false
+        open[open.count - 1].awaitsValue = true
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// Checks that a value may come here and writes the comma before it when one is due.
+    private mutating func beforeValue() {
+        guard let top = open.last else {
+            precondition(!wroteTopLevelValue, "JSONWriter: a second top-level value")
+            wroteTopLevelValue = true
+            return
+        }
+        if top.isObject {
+            precondition(top.awaitsValue, "JSONWriter: a value inside an object without key(_:)")
+            open[open.count - 1].awaitsValue = false
+        } else {
+            if !top.isEmpty {
+                bytes.append(UInt8(ascii: ","))
+            }
+            open[open.count - 1].isEmpty = false
+        }
+    }
+
+    // MARK: Scalars
+
+    /// Writes a string value. `"` and `\` are escaped, control characters below 0x20 use
+    /// the short escapes (`\n`, `\t`, …) or `\u00XX`; everything else is copied as UTF-8.
+    public mutating func string(_ value: String) {
+        beforeValue()
+        appendQuoted(value)
+    }
+
+    /// Writes an integer value.
+    public mutating func int(_ value: Int) {
+        beforeValue()
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+        }
+        appendDecimal(UInt64(value.magnitude))
+    }
+
+    /// Writes an unsigned integer value; JSON readers that use doubles lose precision above 2^53.
+    public mutating func uint64(_ value: UInt64) {
+        beforeValue()
+        appendDecimal(value)
+    }
+
+    /// Writes a double in its shortest round-tripping form. JSON has no NaN or infinity, so
+    /// a non-finite value is a programming error.
+    public mutating func double(_ value: Double) {
+        precondition(value.isFinite, "JSONWriter.double(\(value)): JSON has no NaN or infinity")
+        beforeValue()
+        // Swift's description is the shortest round-trip form and always matches the JSON
+        // number grammar for finite values ("1.0", "1e-05", "-0.0", "5e-324").
+        bytes.append(contentsOf: value.description.utf8)
+    }
+
+    /// Writes `true` or `false`.
+    public mutating func bool(_ value: Bool) {
+        beforeValue()
+        bytes.append(contentsOf: value ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
+    }
+
+    /// Writes `null`.
+    public mutating func null() {
+        beforeValue()
+        bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+    }
+
+    /// Writes any value, such as one from `JSONReader.parse`, back out. A `.number` must hold
+    /// a literal in the JSON grammar. O(size of the value); recursion depth is the value's depth.
+    public mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null:
+            null()
+        case .bool(let flag):
+            bool(flag)
+        case .number(let literal):
+            precondition(Self.isNumberLiteral(literal), "JSONWriter.value: \"\(literal)\" is not a JSON number")
+            beforeValue()
+            bytes.append(contentsOf: literal.utf8)
+        case .string(let text):
+            string(text)
+        case .array(let elements):
+            beginArray()
+            for element in elements {
+                self.value(element)
+            }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for member in members {
+                key(member.key)
+                self.value(member.value)
+            }
+            endObject()
+        }
+    }
+
+    /// Writes a pre-encoded JSON value (such as a cached fragment) verbatim. The caller
+    /// guarantees it is one valid JSON value; debug builds check.
+    public mutating func rawUTF8(_ fragment: some Collection<UInt8>) {
+        assert(
+            (try? JSONReader.parse(fragment, limits: JSONLimits(maxDepth: 1024, maxInputBytes: .max))) != nil,
+            "JSONWriter.rawUTF8: the fragment is not one valid JSON value")
+        beforeValue()
+        bytes.append(contentsOf: fragment)
+    }
+
+    // MARK: Members
+
+    /// Writes a member whose value is a string.
+    public mutating func member(_ name: String, _ value: String) {
+        key(name)
+        string(value)
+    }
+
+    /// Writes a member whose value is a string, or `null` when `value` is nil.
+    public mutating func member(_ name: String, _ value: String?) {
+        key(name)
+        if let value {
+            string(value)
+        } else {
+            null()
+        }
+    }
+
+    /// Writes a member whose value is an integer.
+    public mutating func member(_ name: String, _ value: Int) {
+        key(name)
+        int(value)
+    }
+
+    /// Writes a member whose value is `true` or `false`.
+    public mutating func member(_ name: String, _ value: Bool) {
+        key(name)
+        bool(value)
+    }
+
+    /// Writes a member whose value is `null`.
+    public mutating func memberNull(_ name: String) {
+        key(name)
+        null()
+    }
+
+    // MARK: Encoding
+
+    /// Appends `text` as a quoted, escaped JSON string; runs that need no escape are copied whole.
+    private mutating func appendQuoted(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                appendEscape(byte)
+                runStart = index + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendEscape(_ byte: UInt8) {
+        let short: UInt8
+        switch byte {
+        case UInt8(ascii: "\""): short = UInt8(ascii: "\"")
+        case UInt8(ascii: "\\"): short = UInt8(ascii: "\\")
+        case 0x08: short = UInt8(ascii: "b")
+        case 0x0C: short = UInt8(ascii: "f")
+        case 0x0A: short = UInt8(ascii: "n")
+        case 0x0D: short = UInt8(ascii: "r")
+        case 0x09: short = UInt8(ascii: "t")
+        default:
+            let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+            bytes.append(contentsOf: [
+                UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)],
+            ])
+            return
+        }
+        bytes.append(UInt8(ascii: "\\"))
+        bytes.append(short)
+    }
+
+    /// Appends the decimal digits of `value` without building a `String`.
+    private mutating func appendDecimal(_ value: UInt64) {
+        // UInt64.max has 20 digits.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var remaining = value
+            var first = 20
+            repeat {
+                first -= 1
+                digits[first] = UInt8(ascii: "0") + UInt8(remaining % 10)
+                remaining /= 10
+            } while remaining != 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[first..<20]))
+        }
+    }
+
+    /// Returns whether `literal` matches `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+    static func isNumberLiteral(_ literal: String) -> Bool {
+        var utf8 = literal.utf8[...]
+        func digits() -> Int {
+            var count = 0
+            while let byte = utf8.first, byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
+                utf8.removeFirst()
+                count += 1
+            }
+            return count
+        }
+        if utf8.first == UInt8(ascii: "-") {
+            utf8.removeFirst()
+        }
+        if utf8.first == UInt8(ascii: "0") {
+            utf8.removeFirst()
+        } else if digits() == 0 {
+            return false
+        }
+        if utf8.first == UInt8(ascii: ".") {
+            utf8.removeFirst()
+            guard digits() > 0 else { return false }
+        }
+        if utf8.first == UInt8(ascii: "e") || utf8.first == UInt8(ascii: "E") {
+            utf8.removeFirst()
+            if utf8.first == UInt8(ascii: "+") || utf8.first == UInt8(ascii: "-") {
+                utf8.removeFirst()
+            }
+            guard digits() > 0 else { return false }
+        }
+        return utf8.isEmpty
+    }
+}
