@@ -50,6 +50,10 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(
+            name: "RoostAPITests",
+            dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform"],
+            swiftSettings: strict),
+        .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
     ]

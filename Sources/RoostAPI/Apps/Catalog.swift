@@ -1,0 +1,231 @@
+import RoostModel
+import Synchronization
+
+/// The apps and API keys: a value (`CatalogState`) changed only through the
+/// functions below, guarded by one mutex, and written to disk after every
+/// change before the change is acknowledged (see `CatalogStore`).
+///
+/// Apps and keys change rarely and are read on every request (authentication),
+/// so reads take the mutex for a dictionary probe only.
+package final class Catalog: Sendable {
+    /// How many apps one server holds.
+    package static let appsMax = 100_000
+    /// How many live keys one app holds.
+    package static let keysPerAppMax = 1_000
+
+    private let state: Mutex<CatalogState>
+    private let rateLimits: Mutex<[String: TokenBucket]>
+    private let store: CatalogStore?
+    private let clock: any APIClock
+
+    /// Creates a catalog from a loaded state, persisting changes to `store`
+    /// (nil keeps everything in memory: tests only).
+    package init(state: CatalogState = CatalogState(), store: CatalogStore?, clock: any APIClock) {
+        self.state = Mutex(state)
+        self.rateLimits = Mutex([:])
+        self.store = store
+        self.clock = clock
+    }
+
+    // MARK: - Reads
+
+    /// Returns the key whose SHA-256 digest is `digest`, if it is live.
+    package func key(withDigest digest: KeyDigest) -> KeyRecord? {
+        state.withLock { $0.keysByDigest[digest] }
+    }
+
+    /// Returns the whole state (a copy): what the catalog file would hold.
+    package func currentState() -> CatalogState {
+        state.withLock { $0 }
+    }
+
+    package func app(_ id: AppID) -> AppRecord? {
+        state.withLock { $0.apps[id] }
+    }
+
+    /// Returns every app, ordered by id. O(apps log apps).
+    package func apps() -> [AppRecord] {
+        state.withLock { $0.apps.values.sorted { $0.id < $1.id } }
+    }
+
+    /// Returns the number of live keys of `app`. O(keys).
+    package func keyCount(of app: AppID) -> Int {
+        state.withLock { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
+    }
+
+    // MARK: - Changes (each persisted before it returns)
+
+    package func createApp(name: String) throws(APIError) -> AppRecord {
+        let now = clock.wallMilliseconds()
+        return try change { state throws(APIError) in
+            guard state.apps.count < Catalog.appsMax else {
+                throw APIError(status: 409, code: "limit_reached", message: "this server holds \(Catalog.appsMax) apps")
+            }
+            let id = AppID(state.nextAppID)
+            state.nextAppID += 1
+            let record = AppRecord(id: id, name: name, createdAtMilliseconds: now, settings: AppSettings())
+            state.apps[id] = record
+            return record
+        }
+    }
+
+    /// Applies a partial update: nil leaves a value as it is.
+    package func updateApp(
+        _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?
+    ) throws(APIError) -> AppRecord {
+        try change { state throws(APIError) in
+            guard var record = state.apps[id] else { throw APIError.appNotFound }
+            if let name { record.name = name }
+            if let maxDevicesPerPerson { record.settings.maxDevicesPerPerson = maxDevicesPerPerson }
+            if let requireKnownPerson { record.settings.requireKnownPerson = requireKnownPerson }
+            state.apps[id] = record
+            return record
+        }
+    }
+
+    /// Deletes an app and every key of it: its keys answer 401 from now on.
+    package func deleteApp(_ id: AppID) throws(APIError) {
+        try change { state throws(APIError) in
+            guard state.apps.removeValue(forKey: id) != nil else { throw APIError.appNotFound }
+            let digests = state.keysByDigest.filter { $0.value.appID == id }
+            for (digest, record) in digests {
+                state.keysByDigest[digest] = nil
+                state.keyDigestByID[record.id] = nil
+            }
+        }
+    }
+
+    /// Mints a key. Returns its record and the key itself, which is shown once
+    /// and never stored.
+    package func createKey(
+        app: AppID, kind: KeyKind, mode: KeyMode, capabilities: Set<Capability>, label: String,
+        rateLimitPerSecond: Int?
+    ) throws(APIError) -> (record: KeyRecord, key: String) {
+        let now = clock.wallMilliseconds()
+        let secret = KeyMinting.newKey(kind: kind, mode: mode)
+        let id = KeyMinting.newKeyID()
+        guard let digest = KeyDigest(bytes: Crypto.sha256(secret.utf8)) else {
+            preconditionFailure("SHA-256 did not give 32 bytes")
+        }
+        let record = try change { state throws(APIError) in
+            guard state.apps[app] != nil else { throw APIError.appNotFound }
+            let existing = state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) }
+            guard existing < Catalog.keysPerAppMax else {
+                throw APIError(
+                    status: 409, code: "limit_reached", message: "an app holds at most \(Catalog.keysPerAppMax) keys")
+            }
+            precondition(state.keysByDigest[digest] == nil, "a fresh 192-bit key collided")
+            let record = KeyRecord(
+                id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
+                createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
+            state.keysByDigest[digest] = record
+            state.keyDigestByID[id] = digest
+            return record
+        }
+        return (record, secret)
+    }
+
+    /// Revokes a key of `app`. A key of another app answers as unknown.
+    package func revokeKey(app: AppID, keyID: String) throws(APIError) {
+        try change { state throws(APIError) in
+            guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
+                throw APIError(status: 404, code: "key_not_found", message: "no such key")
+            }
+            state.keysByDigest[digest] = nil
+            state.keyDigestByID[keyID] = nil
+        }
+        _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
+    }
+
+    // MARK: - Rate limits
+
+    /// Takes one request from the key's bucket. Returns nil when allowed, or
+    /// the whole seconds after which a retry can succeed.
+    package func admit(_ key: KeyRecord) -> Int? {
+        guard let perSecond = key.rateLimitPerSecond else { return nil }
+        let now = clock.monotonicNanoseconds()
+        return rateLimits.withLock { buckets in
+            var bucket = buckets[key.id] ?? TokenBucket(perSecond: perSecond, now: now)
+            let verdict = bucket.take(now: now)
+            buckets[key.id] = bucket
+            return verdict
+        }
+    }
+
+    // MARK: - Persistence
+
+    /// Runs `body` on a copy of the state; when it succeeds, writes the new
+    /// state to disk and only then publishes it. A failed write changes nothing.
+    private func change<Result>(
+        _ body: (inout CatalogState) throws(APIError) -> Result
+    ) throws(APIError) -> Result {
+        // Changes are serialised by the store's lock so that the file and the
+        // published state advance in the same order; readers keep using the
+        // old state until the new one is durable.
+        guard let store else {
+            return try state.withLock { state throws(APIError) in try body(&state) }
+        }
+        return try store.serialized { () throws(APIError) -> Result in
+            var next = state.withLock { $0 }
+            let result = try body(&next)
+            do {
+                try store.write(next)
+            } catch {
+                throw APIError.unavailable("the catalog could not be written to disk: \(error)")
+            }
+            state.withLock { $0 = next }
+            return result
+        }
+    }
+}
+
+extension APIError {
+    package static let appNotFound = APIError(status: 404, code: "app_not_found", message: "no such app")
+}
+
+/// A token bucket: `perSecond` requests each second with a burst of one
+/// second's worth.
+package struct TokenBucket: Sendable {
+    private let perSecond: Int
+    private var tokens: Double
+    private var lastRefillNanoseconds: UInt64
+
+    package init(perSecond: Int, now: UInt64) {
+        precondition(perSecond > 0, "a rate limit must be positive, got \(perSecond)")
+        self.perSecond = perSecond
+        self.tokens = Double(perSecond)
+        self.lastRefillNanoseconds = now
+    }
+
+    /// Takes a token. Returns nil when one was available, else whole seconds to wait (≥ 1).
+    package mutating func take(now: UInt64) -> Int? {
+        if now > lastRefillNanoseconds {
+            let elapsedSeconds = Double(now - lastRefillNanoseconds) / 1e9
+            tokens = min(Double(perSecond), tokens + elapsedSeconds * Double(perSecond))
+            lastRefillNanoseconds = now
+        }
+        if tokens >= 1 {
+            tokens -= 1
+            return nil
+        }
+        let secondsToOne = (1 - tokens) / Double(perSecond)
+        return max(1, Int(secondsToOne.rounded(.up)))
+    }
+}
+
+/// Mints keys and key ids from the CSPRNG.
+package enum KeyMinting {
+    /// Random bytes in a key: 192 bits.
+    package static let keyRandomBytes = 24
+
+    /// Returns a new key: a readable prefix (`sk_live_`, `mk_test_`, …) and 48 hex digits.
+    package static func newKey(kind: KeyKind, mode: KeyMode) -> String {
+        let prefix = (kind == .secret ? "sk_" : "mk_") + mode.rawValue + "_"
+        return prefix + Crypto.hex(Crypto.randomBytes(keyRandomBytes))
+    }
+
+    /// Returns a new public key id, `key_` + 16 hex digits.
+    package static func newKeyID() -> String {
+        "key_" + Crypto.hex(Crypto.randomBytes(8))
+    }
+}

@@ -1,0 +1,121 @@
+import RoostModel
+
+/// What a key may do. The raw values are the spec's capability names.
+package enum Capability: String, CaseIterable, Sendable, Comparable {
+    case devicesWrite = "devices:write"
+    case devicesRead = "devices:read"
+    case devicesDelete = "devices:delete"
+    case peopleWrite = "people:write"
+    case setupWrite = "setup:write"
+
+    package static func < (lhs: Capability, rhs: Capability) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// A secret key is for backends; a mobile key ships inside apps and may only
+/// register devices and create guest identities.
+package enum KeyKind: String, Sendable {
+    case secret
+    case mobile
+}
+
+/// Live and test data of one app live apart; the key selects which.
+package enum KeyMode: String, Sendable {
+    case live
+    case test
+}
+
+/// An app's settings (spec §3) with their defaults.
+package struct AppSettings: Sendable, Equatable {
+    package static let maxDevicesPerPersonDefault = 10
+    /// The largest `max_devices_per_person` an app may set: a person is one
+    /// human, and every bound device is scanned when one more is bound.
+    package static let maxDevicesPerPersonLimit = 1_000
+
+    package var maxDevicesPerPerson: Int = maxDevicesPerPersonDefault
+    package var requireKnownPerson: Bool = false
+
+    package init(maxDevicesPerPerson: Int = maxDevicesPerPersonDefault, requireKnownPerson: Bool = false) {
+        precondition(
+            (1...AppSettings.maxDevicesPerPersonLimit).contains(maxDevicesPerPerson),
+            "maxDevicesPerPerson \(maxDevicesPerPerson) out of range")
+        self.maxDevicesPerPerson = maxDevicesPerPerson
+        self.requireKnownPerson = requireKnownPerson
+    }
+}
+
+/// One app as the catalog holds it.
+package struct AppRecord: Sendable, Equatable {
+    package static let nameBytesMax = 200
+
+    package var id: AppID
+    package var name: String
+    package var createdAtMilliseconds: Int64
+    package var settings: AppSettings
+}
+
+/// The SHA-256 digest of an API key, the only form in which keys are stored.
+/// Four words so that it hashes and compares quickly as a dictionary key.
+package struct KeyDigest: Hashable, Sendable {
+    package let words: (UInt64, UInt64, UInt64, UInt64)
+
+    package init?(bytes: [UInt8]) {
+        guard bytes.count == 32 else { return nil }
+        func word(_ at: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for index in at..<(at + 8) { value = value << 8 | UInt64(bytes[index]) }
+            return value
+        }
+        words = (word(0), word(8), word(16), word(24))
+    }
+
+    /// The digest's 32 bytes, big-endian word order.
+    package var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for word in [words.0, words.1, words.2, words.3] {
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift)))
+            }
+        }
+        return out
+    }
+
+    package static func == (lhs: KeyDigest, rhs: KeyDigest) -> Bool {
+        // XOR-OR over all four words, no early exit: a dictionary probe must not
+        // become a timing oracle for the stored digests.
+        let difference =
+            (lhs.words.0 ^ rhs.words.0) | (lhs.words.1 ^ rhs.words.1) | (lhs.words.2 ^ rhs.words.2)
+            | (lhs.words.3 ^ rhs.words.3)
+        return difference == 0
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
+    }
+}
+
+/// One API key as stored: everything but the key itself.
+package struct KeyRecord: Sendable, Equatable {
+    package static let labelBytesMax = 200
+    package static let rateLimitPerSecondMax = 1_000_000
+
+    /// Public identifier, `key_` + 16 hex digits; safe to log.
+    package var id: String
+    package var appID: AppID
+    package var kind: KeyKind
+    package var mode: KeyMode
+    /// Fixed at creation: an existing key never gains a capability.
+    package let capabilities: Set<Capability>
+    package var label: String
+    package var createdAtMilliseconds: Int64
+    package var rateLimitPerSecond: Int?
+    package var digest: KeyDigest
+
+    /// Returns whether the key holds `capability`. Mobile keys hold none.
+    package func allows(_ capability: Capability) -> Bool {
+        kind == .secret && capabilities.contains(capability)
+    }
+}

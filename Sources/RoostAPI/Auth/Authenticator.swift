@@ -1,0 +1,83 @@
+import RoostHTTP
+import RoostModel
+
+/// Who is calling: the operator, or one app's key.
+package enum Principal: Sendable {
+    case `operator`
+    case appKey(KeyRecord)
+}
+
+/// Resolves `Authorization: Bearer <key>` to a principal. Keys are compared
+/// as SHA-256 digests without early exit; a key never appears in a log or an
+/// error message.
+package struct Authenticator: Sendable {
+    /// The longest key considered; anything longer is not a key of ours.
+    package static let presentedKeyBytesMax = 512
+
+    private let adminDigest: [UInt8]
+    private let catalog: Catalog
+
+    package init(adminKey: String, catalog: Catalog) {
+        precondition(!adminKey.isEmpty, "the admin key must not be empty")
+        self.adminDigest = Crypto.sha256(adminKey.utf8)
+        self.catalog = catalog
+    }
+
+    /// Returns the principal of a request, or throws 401 (missing or unknown
+    /// key) or 429 (a key over its rate limit).
+    package func authenticate(_ head: HTTPRequestHead) throws(APIError) -> Principal {
+        guard let presented = Authenticator.bearerToken(head.headers["Authorization"]) else {
+            throw APIError.unauthorized
+        }
+        let digest = Crypto.sha256(presented.utf8)
+        if Crypto.constantTimeEqual(digest, adminDigest) { return .operator }
+        guard let keyDigest = KeyDigest(bytes: digest), let key = catalog.key(withDigest: keyDigest) else {
+            throw APIError.unauthorized
+        }
+        if let retryAfter = catalog.admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        return .appKey(key)
+    }
+
+    /// Returns the credentials of a `Bearer` authorization value, or nil.
+    package static func bearerToken(_ value: String?) -> Substring? {
+        guard let value else { return nil }
+        let scheme = "bearer "
+        guard value.utf8.count > scheme.utf8.count, value.utf8.count <= presentedKeyBytesMax + scheme.utf8.count,
+            asciiCaseInsensitiveEqual(String(value.prefix(scheme.count)), scheme)
+        else { return nil }
+        let token = value.dropFirst(scheme.count).drop { $0 == " " }
+        return token.isEmpty ? nil : token
+    }
+}
+
+extension Principal {
+    /// Returns the key when it is an app key holding `capability` (403 otherwise;
+    /// the operator acts on apps, not on their devices).
+    package func requireAppKey(_ capability: Capability) throws(APIError) -> KeyRecord {
+        switch self {
+        case .operator: throw APIError.forbidden
+        case .appKey(let key):
+            guard key.allows(capability) else { throw APIError.forbidden }
+            return key
+        }
+    }
+
+    /// Passes for the operator, or for a secret key of `app` holding
+    /// `setup:write`. Another app's key gets 404, as if the app did not exist.
+    package func requireSetup(of app: AppID) throws(APIError) {
+        switch self {
+        case .operator: return
+        case .appKey(let key):
+            guard key.allows(.setupWrite) else { throw APIError.forbidden }
+            guard key.appID == app else { throw APIError.appNotFound }
+        }
+    }
+
+    /// Passes only for the operator.
+    package func requireOperator() throws(APIError) {
+        switch self {
+        case .operator: return
+        case .appKey: throw APIError.forbidden
+        }
+    }
+}

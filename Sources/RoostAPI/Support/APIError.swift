@@ -1,0 +1,118 @@
+import RoostHTTP
+import RoostJSON
+
+/// An error answered to a client in the envelope of spec §2:
+/// `{"error":{"code":"snake_case","message":"…","field":"name"}}`.
+/// Codes are stable API; every code is listed in docs/api.md.
+package struct APIError: Error, Sendable, Equatable {
+    package var status: Int
+    package var code: String
+    package var message: String
+    package var field: String?
+    /// Seconds for a `Retry-After` header (429 and 503 only).
+    package var retryAfterSeconds: Int?
+    /// Methods for an `Allow` header (405 only).
+    package var allowedMethods: [String]?
+
+    package init(
+        status: Int, code: String, message: String, field: String? = nil, retryAfterSeconds: Int? = nil,
+        allowedMethods: [String]? = nil
+    ) {
+        precondition(status >= 400 && status <= 599, "APIError status \(status) is not an error")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retryAfterSeconds = retryAfterSeconds
+        self.allowedMethods = allowedMethods
+    }
+
+    // MARK: - The codes shared by every route
+
+    package static let unauthorized = APIError(
+        status: 401, code: "unauthorized", message: "missing or invalid API key")
+    package static let forbidden = APIError(
+        status: 403, code: "forbidden", message: "this key lacks the capability for this request")
+
+    package static func notFound(_ what: String = "route") -> APIError {
+        APIError(status: 404, code: "not_found", message: "no such \(what)")
+    }
+
+    package static func invalidJSON(_ detail: String) -> APIError {
+        APIError(status: 400, code: "invalid_json", message: "request body is not valid JSON: \(detail)")
+    }
+
+    package static func missingField(_ field: String) -> APIError {
+        APIError(status: 400, code: "missing_field", message: "\(field) is required", field: field)
+    }
+
+    package static func invalidField(_ field: String, _ message: String) -> APIError {
+        APIError(status: 400, code: "invalid_field", message: message, field: field)
+    }
+
+    package static func methodNotAllowed(_ allowed: [String]) -> APIError {
+        APIError(
+            status: 405, code: "method_not_allowed",
+            message: "method not allowed; allowed: \(allowed.joined(separator: ", "))", allowedMethods: allowed)
+    }
+
+    package static func rateLimited(retryAfterSeconds: Int) -> APIError {
+        APIError(
+            status: 429, code: "rate_limited", message: "rate limit exceeded for this key",
+            retryAfterSeconds: max(1, retryAfterSeconds))
+    }
+
+    package static func unavailable(_ message: String, retryAfterSeconds: Int = 1) -> APIError {
+        APIError(status: 503, code: "unavailable", message: message, retryAfterSeconds: max(1, retryAfterSeconds))
+    }
+
+    /// Returns the HTTP response carrying this error's envelope.
+    package var response: HTTPResponse {
+        var writer = JSONWriter(reservingCapacity: 128)
+        writer.beginObject()
+        writer.key("error")
+        writer.beginObject()
+        writer.member("code", code)
+        writer.member("message", message)
+        if let field { writer.member("field", field) }
+        writer.endObject()
+        writer.endObject()
+        var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
+        if let retryAfterSeconds { headers.append(("Retry-After", String(retryAfterSeconds))) }
+        if let allowedMethods { headers.append(("Allow", allowedMethods.joined(separator: ", "))) }
+        return HTTPResponse(status: status, headers: headers, body: writer.bytes)
+    }
+
+    /// Returns the error for a request the HTTP layer refused before routing.
+    package static func from(_ failure: HTTPRequestFailure) -> APIError {
+        switch failure {
+        case .badRequest(let reason):
+            APIError(status: 400, code: "bad_request", message: "malformed HTTP request: \(reason)")
+        case .headersTooLarge(let limitBytes):
+            APIError(
+                status: 431, code: "headers_too_large",
+                message: "request line and headers exceed \(limitBytes) bytes")
+        case .bodyTooLarge(let limitBytes):
+            APIError(
+                status: 413, code: "payload_too_large", message: "request body exceeds \(limitBytes) bytes")
+        case .unsupportedTransferCoding(let coding):
+            APIError(
+                status: 501, code: "not_implemented",
+                message: "transfer coding '\(sanitizedForMessage(coding))' is not supported")
+        case .unsupportedVersion(let version):
+            APIError(
+                status: 505, code: "http_version_not_supported",
+                message: "HTTP version '\(sanitizedForMessage(version))' is not supported")
+        }
+    }
+
+    /// Returns at most 64 printable ASCII characters of client-supplied text.
+    private static func sanitizedForMessage(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value < 0x7F }))
+    }
+}
+
+/// Returns a 2xx JSON response with the given body.
+package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
+    HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: writer.bytes)
+}

@@ -1,0 +1,95 @@
+import CCrypto
+
+/// The libcrypto primitives Roost needs: SHA-256, HMAC-SHA-256, random bytes
+/// and a comparison without early exit. Every secret is stored only as its
+/// SHA-256 digest and compared with `constantTimeEqual`.
+package enum Crypto {
+    /// The length of a SHA-256 digest in bytes.
+    package static let sha256DigestBytes = 32
+
+    /// Returns the SHA-256 digest of `bytes`.
+    package static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: sha256DigestBytes)
+        let contiguous = Array(bytes)
+        digest.withUnsafeMutableBufferPointer { out in
+            contiguous.withUnsafeBufferPointer { input in
+                _ = SHA256(input.baseAddress, input.count, out.baseAddress)
+            }
+        }
+        return digest
+    }
+
+    /// Returns HMAC-SHA-256 of `message` under `key`.
+    package static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: sha256DigestBytes)
+        var length: UInt32 = 0
+        digest.withUnsafeMutableBufferPointer { out in
+            key.withUnsafeBufferPointer { keyBuffer in
+                message.withUnsafeBufferPointer { input in
+                    _ = HMAC(
+                        EVP_sha256(), keyBuffer.baseAddress, Int32(keyBuffer.count), input.baseAddress, input.count,
+                        out.baseAddress, &length)
+                }
+            }
+        }
+        precondition(length == UInt32(sha256DigestBytes), "HMAC-SHA-256 wrote \(length) bytes")
+        return digest
+    }
+
+    /// Returns `count` bytes from the operating system's CSPRNG (via RAND_bytes).
+    package static func randomBytes(_ count: Int) -> [UInt8] {
+        precondition(count > 0 && count <= 1024, "randomBytes count \(count) out of range")
+        var bytes = [UInt8](repeating: 0, count: count)
+        let status = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        precondition(status == 1, "RAND_bytes failed: the process cannot mint secrets safely")
+        return bytes
+    }
+
+    /// Returns whether two byte strings are equal, taking time that depends only
+    /// on their lengths (CRYPTO_memcmp), so that a secret does not leak by timing.
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return a.withUnsafeBytes { left in
+            b.withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0 }
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Returns the lower-case hex form of `bytes`.
+    package static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Returns the bytes of a lower- or upper-case hex string, or nil.
+    package static func bytes(fromHex text: some StringProtocol) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = hexDigitValue(utf8[index]), let low = hexDigitValue(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+}
+
+/// Returns the value of one hex digit (either case), or nil.
+package func hexDigitValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}

@@ -1,0 +1,99 @@
+import Glibc
+import RoostHTTP
+import RoostJSON
+import Synchronization
+
+@testable import RoostAPI
+
+/// A clock the test moves by hand.
+final class ManualClock: APIClock {
+    private let state = Mutex((wall: Int64(1_790_000_000_000), monotonic: UInt64(1_000_000_000)))
+
+    func wallMilliseconds() -> Int64 { state.withLock { $0.wall } }
+    func monotonicNanoseconds() -> UInt64 { state.withLock { $0.monotonic } }
+
+    func advance(milliseconds: Int64) {
+        state.withLock {
+            $0.wall += milliseconds
+            $0.monotonic += UInt64(milliseconds) * 1_000_000
+        }
+    }
+}
+
+/// An answer as a test sees it.
+struct Answer {
+    var status: Int
+    var headers: [(name: String, value: String)]
+    var body: [UInt8]
+
+    var json: JSONValue? { try? JSONReader.parse(body) }
+    var errorCode: String? { json?["error"]?["code"]?.stringValue }
+    var errorField: String? { json?["error"]?["field"]?.stringValue }
+
+    func header(_ name: String) -> String? {
+        headers.first { asciiCaseInsensitiveEqual($0.name, name) }?.value
+    }
+}
+
+/// An in-process service with a manual clock, optionally backed by a catalog file.
+struct Harness {
+    static let adminKey = "test-admin-key-0123456789"
+
+    let service: RoostService
+    let clock: ManualClock
+    let catalog: Catalog
+
+    init(store: CatalogStore? = nil) throws {
+        clock = ManualClock()
+        catalog = Catalog(state: try store?.load() ?? CatalogState(), store: store, clock: clock)
+        service = RoostService(catalog: catalog, adminKey: Harness.adminKey, clock: clock)
+    }
+
+    func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) -> Answer {
+        call(method, target, key: key, rawBody: body.map { Array($0.utf8) } ?? [])
+    }
+
+    func call(_ method: HTTPMethod, _ target: String, key: String?, rawBody: [UInt8]) -> Answer {
+        var headers = HTTPHeaders([("Host", "test")])
+        if let key { headers.append(name: "Authorization", value: "Bearer \(key)") }
+        let head = HTTPRequestHead(method: method, target: target, version: .http11, headers: headers, keepAlive: true)
+        let response = service.handle(HTTPRequest(head: head, body: rawBody))
+        return Answer(status: response.status, headers: response.headers, body: response.body)
+    }
+
+    /// Creates an app as the operator and returns its id.
+    func createApp(_ name: String = "Example") throws -> Int {
+        let answer = call(.post, "/v1/apps", key: Harness.adminKey, body: #"{"name":"\#(name)"}"#)
+        guard answer.status == 201, let id = answer.json?["id"]?.intValue else {
+            throw HarnessError(message: "create app answered \(answer.status)")
+        }
+        return id
+    }
+
+    /// Creates a key on an app as the operator and returns (id, key).
+    func createKey(app: Int, _ body: String) throws -> (id: String, key: String) {
+        let answer = call(.post, "/v1/apps/\(app)/keys", key: Harness.adminKey, body: body)
+        guard answer.status == 201, let id = answer.json?["id"]?.stringValue,
+            let key = answer.json?["key"]?.stringValue
+        else {
+            throw HarnessError(
+                message: "create key answered \(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
+        }
+        return (id, key)
+    }
+}
+
+struct HarnessError: Error {
+    var message: String
+}
+
+/// A fresh directory under /tmp, removed by the caller.
+func makeTemporaryDirectory() throws -> String {
+    var template = Array("/tmp/roost-test-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw HarnessError(message: "mkdtemp failed") }
+    return String(cString: made)
+}
+
+func removeDirectory(_ path: String) {
+    _ = system("rm -rf '\(path)'")
+}
