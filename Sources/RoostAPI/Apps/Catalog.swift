@@ -73,13 +73,21 @@ package final class Catalog: Sendable {
     package func updateApp(
         _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?
     ) throws(APIError) -> AppRecord {
-        try change { state throws(APIError) in
-            guard var record = state.apps[id] else { throw APIError.appNotFound }
-            if let name { record.name = name }
-            if let maxDevicesPerPerson { record.settings.maxDevicesPerPerson = maxDevicesPerPerson }
-            if let requireKnownPerson { record.settings.requireKnownPerson = requireKnownPerson }
-            state.apps[id] = record
-            return record
+        func patched(_ record: AppRecord) -> AppRecord {
+            var next = record
+            if let name { next.name = name }
+            if let maxDevicesPerPerson { next.settings.maxDevicesPerPerson = maxDevicesPerPerson }
+            if let requireKnownPerson { next.settings.requireKnownPerson = requireKnownPerson }
+            return next
+        }
+        // A patch that changes nothing is answered without a disk write. Were a
+        // concurrent change to land in between, this request is ordered before it.
+        if let current = app(id), patched(current) == current { return current }
+        return try change { state throws(APIError) in
+            guard let record = state.apps[id] else { throw APIError.appNotFound }
+            let next = patched(record)
+            state.apps[id] = next
+            return next
         }
     }
 
