@@ -163,7 +163,13 @@ private struct JSONParser {
                 finished = Self.close(container, values: &values, keys: &keys)
             }
             skipWhitespace()
-            guard index == end else { throw JSONError(kind: .trailingData, offset: index, byte: input[index]) }
+            guard index == end else {
+                var error = unexpected(at: index)
+                if error.kind == .unexpectedByte {
+                    error.kind = .trailingData
+                }
+                throw error
+            }
             return finished
         }
     }
