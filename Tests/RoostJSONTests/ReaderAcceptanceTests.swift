@@ -40,7 +40,9 @@ struct ReaderAcceptanceTests {
         AcceptedCase(name: "escape then raw UTF-8", text: #""\né""#, expected: .string("\né")),
         AcceptedCase(name: "empty array", text: "[]", expected: .array([])),
         AcceptedCase(name: "empty object", text: "{}", expected: .object([])),
-        AcceptedCase(name: "empty containers with whitespace", text: "[ { } , [ ] ]", expected: .array([.object([]), .array([])])),
+        AcceptedCase(
+            name: "empty containers with whitespace", text: "[ { } , [ ] ]",
+            expected: .array([.object([]), .array([])])),
         AcceptedCase(
             name: "array of every kind", text: #"[null,true,false,1,"s",[],{}]"#,
             expected: .array([.null, .bool(true), .bool(false), .number("1"), .string("s"), .array([]), .object([])])),
@@ -56,7 +58,8 @@ struct ReaderAcceptanceTests {
         AcceptedCase(name: "key with escapes", text: #"{"a\"b":true}"#, expected: .object([("a\"b", .bool(true))])),
         AcceptedCase(
             name: "realistic registration body",
-            text: #"{"token":"a1b2c3","platform":"apns","tags":["news","sport"],"badge":3,"sandbox":false,"locale":null}"#,
+            text:
+                #"{"token":"a1b2c3","platform":"apns","tags":["news","sport"],"badge":3,"sandbox":false,"locale":null}"#,
             expected: .object([
                 ("token", .string("a1b2c3")), ("platform", .string("apns")),
                 ("tags", .array([.string("news"), .string("sport")])), ("badge", .number("3")),

@@ -139,15 +139,24 @@ struct ReaderRejectionTests {
     ]
 
     static let limits: [RejectedCase] = [
-        RejectedCase("one level deeper than maxDepth", "[[[]]]", .depthExceeded, at: 2, limits: JSONLimits(maxDepth: 2)),
-        RejectedCase("objects deeper than maxDepth", #"{"a":{"b":{}}}"#, .depthExceeded, at: 10, limits: JSONLimits(maxDepth: 2)),
-        RejectedCase("depth 33 against the default 32",
+        RejectedCase(
+            "one level deeper than maxDepth", "[[[]]]", .depthExceeded, at: 2, limits: JSONLimits(maxDepth: 2)),
+        RejectedCase(
+            "objects deeper than maxDepth", #"{"a":{"b":{}}}"#, .depthExceeded, at: 10, limits: JSONLimits(maxDepth: 2)),
+        RejectedCase(
+            "depth 33 against the default 32",
             String(repeating: "[", count: 33) + String(repeating: "]", count: 33), .depthExceeded, at: 32),
-        RejectedCase("input longer than maxInputBytes", "[1,2]", .tooLarge, at: 4, limits: JSONLimits(maxInputBytes: 4)),
-        RejectedCase("string longer than maxStringBytes", #"["abcde"]"#, .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
-        RejectedCase("key longer than maxStringBytes", #"{"abcde":1}"#, .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
-        RejectedCase("escaped string longer than maxStringBytes", #""ab\ncd""#, .tooLarge, at: 0, limits: JSONLimits(maxStringBytes: 4)),
-        RejectedCase("number longer than maxStringBytes", "[12345]", .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
+        RejectedCase(
+            "input longer than maxInputBytes", "[1,2]", .tooLarge, at: 4, limits: JSONLimits(maxInputBytes: 4)),
+        RejectedCase(
+            "string longer than maxStringBytes", #"["abcde"]"#, .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
+        RejectedCase(
+            "key longer than maxStringBytes", #"{"abcde":1}"#, .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
+        RejectedCase(
+            "escaped string longer than maxStringBytes", #""ab\ncd""#, .tooLarge, at: 0,
+            limits: JSONLimits(maxStringBytes: 4)),
+        RejectedCase(
+            "number longer than maxStringBytes", "[12345]", .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
     ]
 
     @Test("malformed structure is rejected with its kind and offset", arguments: structure)
@@ -194,14 +203,17 @@ struct ReaderRejectionTests {
 
     @Test("error descriptions name the problem and the offset")
     func descriptions() {
-        #expect(JSONError(kind: .unexpectedByte, offset: 12, byte: UInt8(ascii: "x")).description
-            == "unexpected byte 'x' at offset 12")
-        #expect(JSONError(kind: .controlCharacterInString, offset: 3, byte: 0x09).description
-            == "unescaped control character 0x09 in string at offset 3")
+        #expect(
+            JSONError(kind: .unexpectedByte, offset: 12, byte: UInt8(ascii: "x")).description
+                == "unexpected byte 'x' at offset 12")
+        #expect(
+            JSONError(kind: .controlCharacterInString, offset: 3, byte: 0x09).description
+                == "unescaped control character 0x09 in string at offset 3")
         #expect(JSONError(kind: .unexpectedEnd, offset: 0).description == "unexpected end of input at offset 0")
         #expect(JSONError(kind: .invalidUTF8, offset: 5).description == "invalid UTF-8 at offset 5")
-        #expect(JSONError(kind: .trailingData, offset: 3, byte: 0xFE).description
-            == "unexpected data 0xFE after the JSON value at offset 3")
+        #expect(
+            JSONError(kind: .trailingData, offset: 3, byte: 0xFE).description
+                == "unexpected data 0xFE after the JSON value at offset 3")
     }
 
     private func expectRejected(_ testCase: RejectedCase, sourceLocation: SourceLocation = #_sourceLocation) {
@@ -212,5 +224,40 @@ struct ReaderRejectionTests {
             #expect(error.kind == testCase.kind, "\(error)", sourceLocation: sourceLocation)
             #expect(error.offset == testCase.offset, "\(error)", sourceLocation: sourceLocation)
         }
+    }
+}
+
+@Suite("String scanning finds special bytes at every position")
+struct StringScanTests {
+    /// A 24-byte string of `a` with `inserted` at `position`, quoted.
+    private func document(_ inserted: [UInt8], at position: Int) -> [UInt8] {
+        var content = [UInt8](repeating: UInt8(ascii: "a"), count: 24)
+        content.replaceSubrange(position..<position + 1, with: inserted)
+        return [UInt8(ascii: "\"")] + content + [UInt8(ascii: "\"")]
+    }
+
+    @Test("word-at-a-time scanning misses no byte that needs attention", arguments: 0..<24)
+    func everyPosition(_ position: Int) throws {
+        let prefix = String(repeating: "a", count: position)
+        let suffix = String(repeating: "a", count: 23 - position)
+        #expect(throws: JSONError(kind: .controlCharacterInString, offset: 1 + position, byte: 0x01)) {
+            try JSONReader.parse(document([0x01], at: position))
+        }
+        #expect(throws: JSONError(kind: .controlCharacterInString, offset: 1 + position, byte: 0x1F)) {
+            try JSONReader.parse(document([0x1F], at: position))
+        }
+        #expect(throws: JSONError(kind: .invalidUTF8, offset: 1 + position)) {
+            try JSONReader.parse(document([0xFF], at: position))
+        }
+        let afterQuote = UInt8(ascii: position == 23 ? "\"" : "a")
+        #expect(throws: JSONError(kind: .trailingData, offset: 2 + position, byte: afterQuote)) {
+            try JSONReader.parse(document([UInt8(ascii: "\"")], at: position))
+        }
+        #expect(try JSONReader.parse(document([0x7F], at: position)) == .string(prefix + "\u{7F}" + suffix))
+        #expect(try JSONReader.parse(document([0x20], at: position)) == .string(prefix + " " + suffix))
+        #expect(try JSONReader.parse(document([0xC3, 0xA9], at: position)) == .string(prefix + "é" + suffix))
+        #expect(
+            try JSONReader.parse(document(Array(#"\""#.utf8), at: position)) == .string(prefix + "\"" + suffix))
+        #expect(try JSONReader.parse(document(Array(#"\\"#.utf8), at: position)) == .string(prefix + "\\" + suffix))
     }
 }

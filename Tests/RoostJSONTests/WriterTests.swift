@@ -67,7 +67,9 @@ struct WriterTests {
 
     @Test(
         "integers are written exactly at the extremes",
-        arguments: [(0, "0"), (-1, "-1"), (10, "10"), (Int.max, "9223372036854775807"), (Int.min, "-9223372036854775808")])
+        arguments: [
+            (0, "0"), (-1, "-1"), (10, "10"), (Int.max, "9223372036854775807"), (Int.min, "-9223372036854775808"),
+        ])
     func integers(_ value: Int, _ expected: String) throws {
         var writer = JSONWriter()
         writer.int(value)
@@ -78,7 +80,8 @@ struct WriterTests {
     @Test(
         "doubles are written in a JSON form that reads back to the same Double",
         arguments: [
-            0.0, -0.0, 1.0, 0.1, -2.5, 1e-5, 1e21, 123_456_789.125, Double.leastNonzeroMagnitude, Double.greatestFiniteMagnitude,
+            0.0, -0.0, 1.0, 0.1, -2.5, 1e-5, 1e21, 123_456_789.125, Double.leastNonzeroMagnitude,
+            Double.greatestFiniteMagnitude,
             -Double.leastNormalMagnitude,
         ])
     func doubles(_ value: Double) throws {
