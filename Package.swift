@@ -49,6 +49,7 @@ let package = Package(
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
+        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform"],

@@ -102,6 +102,10 @@ private struct JSONParser {
         var open: [OpenContainer] = []
         var values: [JSONValue] = []
         var keys: [String] = []
+        // Room for a typical request body, so that the stacks do not regrow while parsing it.
+        open.reserveCapacity(8)
+        values.reserveCapacity(32)
+        keys.reserveCapacity(32)
 
         nextValue: while true {
             skipWhitespace()
@@ -163,7 +167,13 @@ private struct JSONParser {
                 finished = Self.close(container, values: &values, keys: &keys)
             }
             skipWhitespace()
-            guard index == end else { throw JSONError(kind: .trailingData, offset: index, byte: input[index]) }
+            guard index == end else {
+                var error = unexpected(at: index)
+                if error.kind == .unexpectedByte {
+                    error.kind = .trailingData
+                }
+                throw error
+            }
             return finished
         }
     }
@@ -288,7 +298,9 @@ private struct JSONParser {
         let openingQuote = index
         index += 1
         let start = index
-        while index < end {
+        while true {
+            skipPlainASCII()
+            guard index < end else { break }
             let byte = input[index]
             if byte == .quote {
                 guard index - start <= limits.maxStringBytes else {
@@ -308,6 +320,29 @@ private struct JSONParser {
             }
         }
         throw JSONError(kind: .unexpectedEnd, offset: index)
+    }
+
+    /// Advances `index` over whole 8-byte words of string content that need no attention:
+    /// ASCII from 0x20 up, other than `"` and `\`. Stops at (or up to 7 bytes before) the first
+    /// byte that does, which the byte-wise loop then handles.
+    private mutating func skipPlainASCII() {
+        guard let base = input.baseAddress else { return }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        while index + 8 <= end {
+            let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            // Classic SWAR tests: a byte's high bit ends up set where it is zero after the XOR
+            // (so equal to the quote or backslash), or below 0x20; plus any non-ASCII byte.
+            let quotes = word ^ (ones &* UInt64(UInt8.quote))
+            let backslashes = word ^ (ones &* UInt64(UInt8.backslash))
+            let attention =
+                ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+                | ((word &- ones &* 0x20) & ~word) | word
+            if attention & highBits != 0 {
+                return
+            }
+            index += 8
+        }
     }
 
     /// Continues `parseString` from the first backslash at `index`, decoding into `scratch`.

@@ -32,6 +32,7 @@ public struct JSONWriter: Sendable {
         precondition(reservingCapacity >= 0, "JSONWriter: negative capacity \(reservingCapacity)")
         bytes = []
         bytes.reserveCapacity(reservingCapacity)
+        open.reserveCapacity(8)
     }
 
     // MARK: Structure
@@ -137,13 +138,13 @@ public struct JSONWriter: Sendable {
     /// Writes `true` or `false`.
     public mutating func bool(_ value: Bool) {
         beforeValue()
-        bytes.append(contentsOf: value ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
+        appendASCII(value ? "true" : "false")
     }
 
     /// Writes `null`.
     public mutating func null() {
         beforeValue()
-        bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        appendASCII("null")
     }
 
     /// Writes any value, such as one from `JSONReader.parse`, back out. A `.number` must hold
@@ -253,15 +254,19 @@ public struct JSONWriter: Sendable {
         case 0x0D: short = UInt8(ascii: "r")
         case 0x09: short = UInt8(ascii: "t")
         default:
-            let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [
-                UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)],
-            ])
+            let hexDigits: StaticString = "0123456789abcdef"
+            appendASCII("\\u00")
+            bytes.append(hexDigits.utf8Start[Int(byte >> 4)])
+            bytes.append(hexDigits.utf8Start[Int(byte & 0x0F)])
             return
         }
         bytes.append(UInt8(ascii: "\\"))
         bytes.append(short)
+    }
+
+    /// Appends a literal without allocating.
+    private mutating func appendASCII(_ literal: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
     /// Appends the decimal digits of `value` without building a `String`.
@@ -279,36 +284,41 @@ public struct JSONWriter: Sendable {
         }
     }
 
-    /// Returns whether `literal` matches `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+    /// Returns whether `literal` matches `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`. O(length).
     static func isNumberLiteral(_ literal: String) -> Bool {
-        var utf8 = literal.utf8[...]
-        func digits() -> Int {
-            var count = 0
-            while let byte = utf8.first, byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
-                utf8.removeFirst()
-                count += 1
+        var literal = literal
+        return literal.withUTF8 { utf8 in
+            var index = 0
+            func isDigit(_ offset: Int) -> Bool {
+                offset < utf8.count && utf8[offset] >= UInt8(ascii: "0") && utf8[offset] <= UInt8(ascii: "9")
             }
-            return count
-        }
-        if utf8.first == UInt8(ascii: "-") {
-            utf8.removeFirst()
-        }
-        if utf8.first == UInt8(ascii: "0") {
-            utf8.removeFirst()
-        } else if digits() == 0 {
-            return false
-        }
-        if utf8.first == UInt8(ascii: ".") {
-            utf8.removeFirst()
-            guard digits() > 0 else { return false }
-        }
-        if utf8.first == UInt8(ascii: "e") || utf8.first == UInt8(ascii: "E") {
-            utf8.removeFirst()
-            if utf8.first == UInt8(ascii: "+") || utf8.first == UInt8(ascii: "-") {
-                utf8.removeFirst()
+            func skipDigits() -> Bool {
+                guard isDigit(index) else { return false }
+                while isDigit(index) {
+                    index += 1
+                }
+                return true
             }
-            guard digits() > 0 else { return false }
+            if index < utf8.count && utf8[index] == UInt8(ascii: "-") {
+                index += 1
+            }
+            if index < utf8.count && utf8[index] == UInt8(ascii: "0") {
+                index += 1
+            } else if !skipDigits() {
+                return false
+            }
+            if index < utf8.count && utf8[index] == UInt8(ascii: ".") {
+                index += 1
+                guard skipDigits() else { return false }
+            }
+            if index < utf8.count && (utf8[index] == UInt8(ascii: "e") || utf8[index] == UInt8(ascii: "E")) {
+                index += 1
+                if index < utf8.count && (utf8[index] == UInt8(ascii: "+") || utf8[index] == UInt8(ascii: "-")) {
+                    index += 1
+                }
+                guard skipDigits() else { return false }
+            }
+            return index == utf8.count
         }
-        return utf8.isEmpty
     }
 }
