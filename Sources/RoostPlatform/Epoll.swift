@@ -20,10 +20,21 @@ package final class Epoll {
     package let descriptor: FileDescriptor
     private let ready: UnsafeMutablePointer<roost_ready_event>
 
-    package init() throws(SystemCallError) {
-        let fd = try retryingSyscall("epoll_create1") { roost_epoll_create() }
-        descriptor = FileDescriptor(rawValue: fd)
+    /// Creates an epoll instance.
+    package convenience init() throws(SystemCallError) {
+        self.init(adopting: try Self.makeDescriptor())
+    }
+
+    /// Takes ownership of a descriptor from `makeDescriptor` (created on another thread).
+    package init(adopting descriptor: FileDescriptor) {
+        self.descriptor = descriptor
         ready = .allocate(capacity: Self.eventsPerWaitMax)
+    }
+
+    /// Returns a new epoll descriptor (close-on-exec), to be adopted by one `Epoll`.
+    package static func makeDescriptor() throws(SystemCallError) -> FileDescriptor {
+        let fd = try retryingSyscall("epoll_create1") { roost_epoll_create() }
+        return FileDescriptor(rawValue: fd)
     }
 
     deinit {

@@ -32,6 +32,11 @@ package final class PlatformThread: Sendable {
         return PlatformThread(handle: handle)
     }
 
+    /// The number of online processors, at least 1.
+    package static var onlineProcessorCount: Int {
+        max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
     /// Blocks until the thread has returned. Call at most once.
     package func join() {
         let result = pthread_join(handle, nil)
