@@ -50,6 +50,9 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(
+            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
+            swiftSettings: strict),
+        .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
     ]

@@ -85,6 +85,8 @@ package struct HTTPParser {
     /// Drops consumed bytes so the buffer does not grow with the connection's age,
     /// and releases a large buffer once a big body has been handed over.
     private mutating func compact() {
+        // Body states consume bytes without scanning lines.
+        scanIndex = max(scanIndex, readIndex)
         if readIndex == buffer.count {
             buffer.removeAll(keepingCapacity: buffer.capacity <= limits.readBufferBytes * 2)
             scanIndex -= readIndex
