@@ -126,7 +126,8 @@ package struct HTTPParser {
                 }
                 return finishRequest()
             case .chunkSize:
-                switch scanLine(lengthMax: limits.chunkLineBytesMax, tooLong: .badRequest(reason: "chunk size line too long"))
+                switch scanLine(
+                    lengthMax: limits.chunkLineBytesMax, tooLong: .badRequest(reason: "chunk size line too long"))
                 {
                 case .incomplete: return nil
                 case .failed(let failure): return fail(failure)

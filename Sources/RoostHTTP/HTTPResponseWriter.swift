@@ -15,7 +15,9 @@ enum HTTPResponseWriter {
         out.append(contentsOf: reasonPhrase(status).utf8)
         out.append(contentsOf: crlf)
         for (name, value) in response.headers {
-            precondition(!name.isEmpty && name.utf8.allSatisfy(isTokenByte), "invalid response header name \(name.debugDescription)")
+            precondition(
+                !name.isEmpty && name.utf8.allSatisfy(isTokenByte),
+                "invalid response header name \(name.debugDescription)")
             precondition(
                 !value.utf8.contains(where: { $0 == cr || $0 == lf || $0 == 0 }),
                 "response header \(name) holds CR, LF or NUL: user data would split the response")

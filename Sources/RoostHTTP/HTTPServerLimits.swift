@@ -63,7 +63,8 @@ public struct HTTPServerLimits: Sendable, Equatable {
         require(pipelinedRequestsMax >= 1, "pipelinedRequestsMax \(pipelinedRequestsMax) < 1")
         require(readBufferBytes >= 1024, "readBufferBytes \(readBufferBytes) < 1024")
         require(
-            writeBufferBytesMax >= 4096, "writeBufferBytesMax \(writeBufferBytesMax) < 4096: one error response must fit")
+            writeBufferBytesMax >= 4096,
+            "writeBufferBytesMax \(writeBufferBytesMax) < 4096: one error response must fit")
         require(acceptBacklog >= 1, "acceptBacklog \(acceptBacklog) < 1")
         return found
     }

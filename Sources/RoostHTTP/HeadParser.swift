@@ -156,7 +156,9 @@ enum HeadParser {
         _ line: UnsafeBufferPointer<UInt8>
     ) -> Result<(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>), HTTPRequestFailure> {
         guard let first = line.first else { return .failure(.badRequest(reason: "empty header line")) }
-        if first == space || first == tab { return .failure(.badRequest(reason: "obs-fold (line starts with whitespace)")) }
+        if first == space || first == tab {
+            return .failure(.badRequest(reason: "obs-fold (line starts with whitespace)"))
+        }
         guard let colonIndex = line.firstIndex(of: colon) else {
             return .failure(.badRequest(reason: "header line without colon"))
         }

@@ -25,8 +25,11 @@ package enum TCPSocket {
 
     /// Accepts one pending connection (non-blocking, close-on-exec, TCP_NODELAY).
     @inline(__always)
-    package static func accept(_ listener: FileDescriptor) throws(SystemCallError) -> NonBlockingResult<FileDescriptor> {
-        switch try nonBlockingSyscall("accept4", subject: "fd \(listener.rawValue)", { roost_accept(listener.rawValue) }) {
+    package static func accept(_ listener: FileDescriptor) throws(SystemCallError) -> NonBlockingResult<FileDescriptor>
+    {
+        switch try nonBlockingSyscall(
+            "accept4", subject: "fd \(listener.rawValue)", { roost_accept(listener.rawValue) })
+        {
         case .done(let fd): return .done(FileDescriptor(rawValue: fd))
         case .wouldBlock: return .wouldBlock
         }

@@ -84,7 +84,10 @@ struct HTTPParserTests {
     static let refusals: [(String, Int)] = [
         ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd", 400),
         ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd", 400),
-        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n", 400),
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+            400
+        ),
         ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n", 400),
         ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -4\r\n\r\n", 400),
         ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400),
@@ -156,19 +159,23 @@ struct HTTPParserTests {
         #expect(parseEvents(Array(declared.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
         let exact = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789"
         #expect(parseEvents(Array(exact.utf8), bodyLimit: 10).first?.hasSuffix("0123456789") == true)
-        let chunked = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"
+        let chunked =
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"
         #expect(parseEvents(Array(chunked.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
         let huge = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n"
         #expect(parseEvents(Array(huge.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
         var limits = HTTPServerLimits()
         limits.bodyBytesCeiling = 100
         let raised = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n"
-        #expect(parseEvents(Array(raised.utf8), limits: limits, bodyLimit: 1_000_000).first?.hasPrefix("failure 413") == true)
+        #expect(
+            parseEvents(Array(raised.utf8), limits: limits, bodyLimit: 1_000_000).first?.hasPrefix("failure 413")
+                == true)
     }
 
     @Test("a chunk-size line over chunkLineBytesMax is refused with 400")
     func chunkLineLimit() {
-        let text = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;" + String(repeating: "e", count: 2000)
+        let text =
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;" + String(repeating: "e", count: 2000)
         #expect(parseEvents(Array(text.utf8)).first?.hasPrefix("failure 400") == true)
     }
 
