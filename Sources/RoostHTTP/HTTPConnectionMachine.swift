@@ -165,7 +165,8 @@ package struct HTTPConnectionMachine {
                 noteProgress(now)
                 return .refuse(failure, sequence: sequence)
             case nil:
-                break
+                // The head may have completed without the body: the body timeout starts now.
+                noteProgress(now)
             }
         }
         if pendingOutputBytes > 0 {

@@ -100,9 +100,9 @@ public final class HTTPServer: Sendable {
                     state.threads.append(thread)
                 }
             } catch {
-                if state.threads.isEmpty {
-                    for listener in listeners { listener.close() }
-                } else {
+                // Listeners already handed to a loop are closed by that loop.
+                for listener in listeners.dropFirst(state.threads.count) { listener.close() }
+                if !state.threads.isEmpty {
                     shared.requestShutdown()
                     for mailbox in state.mailboxes { mailbox.wakeup.signal() }
                 }
