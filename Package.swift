@@ -45,7 +45,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
-            dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
+            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform"],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
@@ -53,6 +53,9 @@ let package = Package(
         .testTarget(
             name: "RoostAPITests",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

@@ -1,5 +1,38 @@
+import RoostHTTP
 import RoostJSON
 import RoostPlatform
 import RoostTesting
 
-print("roost-bench: no benchmark selected")
+/// Answers GET /healthz and echoes the size of any POST body: the smallest
+/// responder, so a load generator measures the HTTP layer alone.
+struct BenchResponder: HTTPResponder {
+    func bodyLimitBytes(for head: HTTPRequestHead) -> Int { 64 * 1024 }
+
+    func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
+        if request.head.method == .post {
+            return .respond(
+                HTTPResponse(
+                    status: 201, headers: [("Content-Type", "application/json")],
+                    body: Array("{\"ok\":true,\"bytes\":\(request.body.count)}".utf8)))
+        }
+        return .respond(
+            HTTPResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Array("ok".utf8)))
+    }
+
+    func response(for failure: HTTPRequestFailure) -> HTTPResponse {
+        HTTPResponse(status: failure.status, body: Array("refused".utf8))
+    }
+}
+
+let arguments = CommandLine.arguments
+if arguments.count >= 2 && arguments[1] == "http-serve" {
+    // roost-bench http-serve [port]: serve BenchResponder until killed (for wrk).
+    let port = arguments.count >= 3 ? UInt16(arguments[2]) ?? 8080 : 8080
+    let server = try HTTPServer(
+        configuration: HTTPServerConfiguration(host: "127.0.0.1", port: port), responder: BenchResponder())
+    let bound = try server.start()
+    print("roost-bench: serving on 127.0.0.1:\(bound)")
+    server.waitUntilStopped()
+} else {
+    print("roost-bench: no benchmark selected (try: roost-bench http-serve 8080)")
+}

@@ -52,6 +52,9 @@ int roost_accept(int listen_fd);
 /// A blocking TCP client connection to host:port, TCP_NODELAY. Returns fd or -1.
 int roost_tcp_connect(const char *host, uint16_t port);
 
+/// Sets SO_RCVTIMEO on a blocking socket (0 clears it). Returns 0 or -1 with errno.
+int roost_set_receive_timeout(int fd, int timeout_ms);
+
 /// CRC-32C (Castagnoli), continuing from crc (pass 0 to start).
 /// Uses the SSE4.2 crc32 instruction when the CPU has it, else a table.
 uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length);

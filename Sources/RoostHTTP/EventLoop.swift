@@ -1,0 +1,282 @@
+import Glibc
+import RoostPlatform
+
+/// One connection owned by a loop: its socket, identity and state machine.
+final class LoopConnection {
+    let socket: FileDescriptor
+    /// `id << 32 | fd`, unique for the loop's lifetime.
+    let key: UInt64
+    var machine: HTTPConnectionMachine
+    var interest: EpollEvents = .readable
+
+    init(socket: FileDescriptor, key: UInt64, machine: HTTPConnectionMachine) {
+        self.socket = socket
+        self.key = key
+        self.machine = machine
+    }
+}
+
+/// A single-threaded epoll loop: accepts on its own SO_REUSEPORT listener,
+/// reads, drives each connection's state machine, writes, and enforces
+/// deadlines with a periodic sweep. Confined to the thread that runs `run()`.
+final class EventLoop {
+    private static let listenerToken = UInt64.max
+    private static let wakeupToken = UInt64.max - 1
+    /// Connections accepted per listener wake-up, so one loop cannot starve its clients.
+    private static let acceptsPerWakeMax = 64
+    /// Pause after EMFILE/ENFILE before accepting again.
+    private static let acceptPause: Duration = .milliseconds(100)
+
+    private let epoll: Epoll
+    private var listener: FileDescriptor?
+    private let mailbox: LoopMailbox
+    private let shared: ServerShared
+    private let responder: any HTTPResponder
+    private let limits: HTTPServerLimits
+    private let clock = ContinuousClock()
+    private let sweepInterval: Duration
+
+    private var connections: [LoopConnection?] = []
+    private var openCount = 0
+    private var nextConnectionID: UInt64 = 1
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    private var nextSweep: ContinuousClock.Instant
+    private var acceptPausedUntil: ContinuousClock.Instant?
+    private var drainDeadline: ContinuousClock.Instant?
+
+    init(
+        epoll: Epoll, listener: FileDescriptor, mailbox: LoopMailbox, shared: ServerShared,
+        responder: any HTTPResponder, limits: HTTPServerLimits
+    ) throws(SystemCallError) {
+        self.epoll = epoll
+        self.listener = listener
+        self.mailbox = mailbox
+        self.shared = shared
+        self.responder = responder
+        self.limits = limits
+        readBuffer = .allocate(byteCount: limits.readBufferBytes, alignment: 16)
+        sweepInterval = min(max(limits.shortestTimeout / 4, .milliseconds(5)), .seconds(1))
+        nextSweep = clock.now + sweepInterval
+        try epoll.add(listener, events: .readable, token: Self.listenerToken)
+        try epoll.add(mailbox.wakeup.descriptor, events: .readable, token: Self.wakeupToken)
+    }
+
+    deinit {
+        readBuffer.deallocate()
+    }
+
+    /// Runs until shutdown has drained every connection or the drain deadline passed.
+    func run() {
+        while true {
+            let count: Int
+            do {
+                count = try epoll.wait(timeoutMs: waitTimeoutMs(now: clock.now))
+            } catch {
+                preconditionFailure("epoll_wait failed: \(error)")
+            }
+            let now = clock.now
+            for index in 0..<count {
+                let (token, events) = epoll.event(at: index)
+                switch token {
+                case Self.listenerToken: acceptConnections(now: now)
+                case Self.wakeupToken: handleWakeup(now: now)
+                default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
+                }
+            }
+            if now >= nextSweep { sweep(now: now) }
+            if let pausedUntil = acceptPausedUntil, now >= pausedUntil { resumeAccepting() }
+            if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
+        }
+        for case let connection? in connections { close(connection) }
+        precondition(openCount == 0, "loop stopped with \(openCount) connections counted open")
+    }
+
+    private func waitTimeoutMs(now: ContinuousClock.Instant) -> Int32 {
+        var until = nextSweep
+        if let pausedUntil = acceptPausedUntil { until = min(until, pausedUntil) }
+        if let deadline = drainDeadline { until = min(until, deadline) }
+        let remaining = until - now
+        if remaining <= .zero { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+    }
+
+    // MARK: - Accepting
+
+    private func acceptConnections(now: ContinuousClock.Instant) {
+        guard let listener else { return }
+        for _ in 0..<Self.acceptsPerWakeMax {
+            let accepted: NonBlockingResult<FileDescriptor>
+            do {
+                accepted = try TCPSocket.accept(listener)
+            } catch {
+                switch error.errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors: stop polling the listener for a moment
+                    // instead of spinning on a level-triggered readiness.
+                    epoll.remove(listener)
+                    acceptPausedUntil = now + Self.acceptPause
+                    return
+                default:
+                    continue  // ECONNABORTED and the like concern one peer only.
+                }
+            }
+            switch accepted {
+            case .wouldBlock:
+                return
+            case .done(let socket):
+                register(socket, now: now)
+            }
+        }
+    }
+
+    private func register(_ socket: FileDescriptor, now: ContinuousClock.Instant) {
+        guard shared.reserveConnection() else {
+            socket.close()
+            return
+        }
+        let fd = Int(socket.rawValue)
+        let key = nextConnectionID << 32 | UInt64(UInt32(bitPattern: socket.rawValue))
+        nextConnectionID += 1
+        do {
+            try epoll.add(socket, events: .readable, token: UInt64(fd))
+        } catch {
+            socket.close()
+            shared.releaseConnection()
+            return
+        }
+        if fd >= connections.count {
+            connections.append(contentsOf: repeatElement(nil, count: max(fd + 1 - connections.count, 64)))
+        }
+        precondition(connections[fd] == nil, "descriptor \(fd) accepted while still registered")
+        connections[fd] = LoopConnection(
+            socket: socket, key: key, machine: HTTPConnectionMachine(limits: limits, now: now))
+        openCount += 1
+    }
+
+    private func resumeAccepting() {
+        acceptPausedUntil = nil
+        guard let listener, drainDeadline == nil else { return }
+        do {
+            try epoll.add(listener, events: .readable, token: Self.listenerToken)
+        } catch {
+            acceptPausedUntil = clock.now + Self.acceptPause
+        }
+    }
+
+    // MARK: - Wake-ups: answers from other threads, shutdown
+
+    private func handleWakeup(now: ContinuousClock.Instant) {
+        mailbox.wakeup.drain()
+        for delivery in mailbox.takeAll() {
+            let fd = Int(UInt32(truncatingIfNeeded: delivery.connectionKey))
+            // The connection may have closed meanwhile: its answer is dropped.
+            guard fd < connections.count, let connection = connections[fd], connection.key == delivery.connectionKey
+            else { continue }
+            connection.machine.answer(delivery.response, to: delivery.sequence, now: now)
+            drive(connection, now: now)
+        }
+        if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
+    }
+
+    private func beginDrain(now: ContinuousClock.Instant) {
+        drainDeadline = now + limits.shutdownDrainTimeout
+        acceptPausedUntil = nil
+        if let listener {
+            epoll.remove(listener)
+            listener.close()
+            self.listener = nil
+        }
+        for case let connection? in connections {
+            connection.machine.beginDrain()
+            drive(connection, now: now)
+        }
+    }
+
+    // MARK: - Connections
+
+    private func handleSocket(fd: Int32, events: EpollEvents, now: ContinuousClock.Instant) {
+        guard Int(fd) < connections.count, let connection = connections[Int(fd)] else { return }
+        if !events.isDisjoint(with: [.readable, .error, .hangUp]) {
+            do {
+                switch try connection.socket.read(into: readBuffer) {
+                case .wouldBlock:
+                    break
+                case .done(0):
+                    connection.machine.receivedEndOfStream()
+                case .done(let count):
+                    connection.machine.received(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]), now: now)
+                }
+            } catch {
+                close(connection)  // ECONNRESET and the like: the peer is gone.
+                return
+            }
+        }
+        if events.contains(.writable) { connection.machine.writable(now: now) }
+        drive(connection, now: now)
+    }
+
+    /// Runs the connection's state machine until it waits or closes, performing its actions.
+    private func drive(_ connection: LoopConnection, now: ContinuousClock.Instant) {
+        while true {
+            switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
+            case .dispatch(let request, let sequence):
+                let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
+                switch responder.respond(to: request, sink: sink) {
+                case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
+                case .deferred: break
+                }
+            case .refuse(let failure, let sequence):
+                connection.machine.answer(responder.response(for: failure), to: sequence, now: now)
+            case .write:
+                let result = connection.machine.withOutput { bytes in
+                    Result { () throws(SystemCallError) in try connection.socket.write(bytes) }
+                }
+                switch result {
+                case .success(.done(let count)): connection.machine.wrote(count, now: now)
+                case .success(.wouldBlock): connection.machine.writeWouldBlock()
+                case .failure:
+                    close(connection)
+                    return
+                }
+            case .shutdownWrite:
+                connection.socket.shutdownWrite()
+            case .close:
+                close(connection)
+                return
+            case .wait(let read, let write):
+                var wanted: EpollEvents = []
+                if read { wanted.insert(.readable) }
+                if write { wanted.insert(.writable) }
+                if wanted != connection.interest {
+                    do {
+                        try epoll.modify(connection.socket, events: wanted, token: UInt64(connection.socket.rawValue))
+                        connection.interest = wanted
+                    } catch {
+                        close(connection)
+                    }
+                }
+                return
+            }
+        }
+    }
+
+    private func close(_ connection: LoopConnection) {
+        let fd = Int(connection.socket.rawValue)
+        precondition(connections[fd] === connection, "closing descriptor \(fd) not owned by this connection")
+        epoll.remove(connection.socket)
+        connection.socket.close()
+        connections[fd] = nil
+        openCount -= 1
+        shared.releaseConnection()
+    }
+
+    /// Closes every connection whose peer has been too slow. O(open connections),
+    /// run a few times per shortest timeout.
+    private func sweep(now: ContinuousClock.Instant) {
+        nextSweep = now + sweepInterval
+        for case let connection? in connections where connection.machine.hasTimedOut(now: now) {
+            close(connection)
+        }
+    }
+}

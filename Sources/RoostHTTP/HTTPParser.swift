@@ -1,0 +1,382 @@
+/// What the parser produced from the bytes fed so far.
+package enum HTTPParserEvent: Sendable {
+    /// A complete request: head and de-chunked body.
+    case request(HTTPRequest)
+    /// The bytes cannot be a valid request. The parser accepts nothing more:
+    /// whatever follows on the connection is never parsed.
+    case failure(HTTPRequestFailure)
+}
+
+/// Where the parser stands within the current request; the connection uses it
+/// to pick the header or body timeout.
+package enum HTTPParserPhase: Equatable, Sendable {
+    /// No byte of a next request is buffered.
+    case idle
+    /// Some bytes of a request head are buffered, the head is not complete.
+    case head
+    /// The head is complete; the body is still arriving.
+    case body
+    /// A failure was returned; nothing more will be parsed.
+    case failed
+}
+
+/// An incremental, sans-I/O HTTP/1.1 request parser. Feed it bytes as they
+/// arrive with `append`, then call `next` until it returns nil. The result is
+/// the same however the bytes are split across calls.
+///
+/// It is strict on framing (RFC 9112): CRLF line endings only, no obs-fold,
+/// no whitespace before a field's colon, no control characters, one
+/// `Content-Length` at most, never both `Content-Length` and
+/// `Transfer-Encoding`, `chunked` as the only transfer coding.
+package struct HTTPParser {
+    private enum State {
+        case head
+        case fixedBody(remaining: Int)
+        case chunkSize
+        case chunkData(remaining: Int)
+        case chunkDataEnd
+        case trailers(bytesSeen: Int)
+        case failed
+    }
+
+    private let limits: HTTPServerLimits
+    private var state: State = .head
+    /// Received bytes; those before `readIndex` are consumed.
+    private var buffer: [UInt8] = []
+    private var readIndex = 0
+    /// How far the current line or head has been scanned (absolute index).
+    private var scanIndex = 0
+    /// The head whose body is being read, and the body so far.
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var bodyLimitBytes = 0
+
+    /// Requests returned so far; a change tells the connection a new request began.
+    package private(set) var requestsParsed = 0
+
+    package init(limits: HTTPServerLimits) {
+        self.limits = limits
+    }
+
+    /// Where the parser stands (see `HTTPParserPhase`).
+    package var phase: HTTPParserPhase {
+        switch state {
+        case .head: readIndex < buffer.count ? .head : .idle
+        case .fixedBody, .chunkSize, .chunkData, .chunkDataEnd, .trailers: .body
+        case .failed: .failed
+        }
+    }
+
+    /// Bytes received and not yet consumed by a returned request.
+    package var bufferedBytes: Int { buffer.count - readIndex }
+
+    /// Adds received bytes. O(bytes), amortized.
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if case .failed = state { return }
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Adds received bytes (convenience for tests and tools).
+    package mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Drops consumed bytes so the buffer does not grow with the connection's age,
+    /// and releases a large buffer once a big body has been handed over.
+    private mutating func compact() {
+        // Body states consume bytes without scanning lines.
+        scanIndex = max(scanIndex, readIndex)
+        if readIndex == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= limits.readBufferBytes * 2)
+            scanIndex -= readIndex
+            readIndex = 0
+        } else if readIndex >= 32 * 1024 || (readIndex > 0 && readIndex * 2 >= buffer.count) {
+            buffer.removeSubrange(0..<readIndex)
+            scanIndex -= readIndex
+            readIndex = 0
+        }
+        precondition(scanIndex >= 0, "scan index \(scanIndex) before buffer start")
+    }
+
+    /// Returns the next complete request or failure, or nil when more bytes are needed.
+    /// `bodyLimit` gives the body limit for a head (the responder's choice); it is
+    /// clamped to `limits.bodyBytesCeiling`.
+    package mutating func next(bodyLimit: (HTTPRequestHead) -> Int) -> HTTPParserEvent? {
+        while true {
+            switch state {
+            case .failed:
+                return nil
+            case .head:
+                switch scanHead() {
+                case .incomplete:
+                    return nil
+                case .failed(let failure):
+                    return fail(failure)
+                case .complete(let headEnd):
+                    if let event = startBody(headEnd: headEnd, limitFor: bodyLimit) { return event }
+                }
+            case .fixedBody(let remaining):
+                let available = min(remaining, buffer.count - readIndex)
+                body.append(contentsOf: buffer[readIndex..<(readIndex + available)])
+                readIndex += available
+                if available < remaining {
+                    state = .fixedBody(remaining: remaining - available)
+                    return nil
+                }
+                return finishRequest()
+            case .chunkSize:
+                switch scanLine(
+                    lengthMax: limits.chunkLineBytesMax, tooLong: .badRequest(reason: "chunk size line too long"))
+                {
+                case .incomplete: return nil
+                case .failed(let failure): return fail(failure)
+                case .line(let start, let end):
+                    readIndex = end + 2
+                    switch parseChunkSize(start, end) {
+                    case .failure(let failure): return fail(failure)
+                    case .success(0): state = .trailers(bytesSeen: 0)
+                    case .success(let size):
+                        if size > bodyLimitBytes - body.count { return fail(.bodyTooLarge(limitBytes: bodyLimitBytes)) }
+                        state = .chunkData(remaining: size)
+                    }
+                }
+            case .chunkData(let remaining):
+                let available = min(remaining, buffer.count - readIndex)
+                body.append(contentsOf: buffer[readIndex..<(readIndex + available)])
+                readIndex += available
+                if available < remaining {
+                    state = .chunkData(remaining: remaining - available)
+                    return nil
+                }
+                state = .chunkDataEnd
+            case .chunkDataEnd:
+                if buffer.count - readIndex < 2 { return nil }
+                guard buffer[readIndex] == cr, buffer[readIndex + 1] == lf else {
+                    return fail(.badRequest(reason: "chunk data not followed by CRLF"))
+                }
+                readIndex += 2
+                scanIndex = readIndex
+                state = .chunkSize
+            case .trailers(let bytesSeen):
+                let tooLarge = HTTPRequestFailure.headersTooLarge(limitBytes: limits.headBytesMax)
+                switch scanLine(lengthMax: limits.headBytesMax - bytesSeen, tooLong: tooLarge) {
+                case .incomplete: return nil
+                case .failed(let failure): return fail(failure)
+                case .line(let start, let end):
+                    readIndex = end + 2
+                    if start == end { return finishRequest() }
+                    let line = buffer[start..<end]
+                    if case .failure(let failure) = Self.checkFieldLine(line) { return fail(failure) }
+                    state = .trailers(bytesSeen: bytesSeen + (end + 2 - start))
+                }
+            }
+        }
+    }
+
+    private mutating func fail(_ failure: HTTPRequestFailure) -> HTTPParserEvent {
+        state = .failed
+        buffer = []
+        body = []
+        head = nil
+        readIndex = 0
+        scanIndex = 0
+        return .failure(failure)
+    }
+
+    /// Hands over the finished request; the parser keeps no reference to its body.
+    private mutating func finishRequest() -> HTTPParserEvent {
+        guard let finished = head else { preconditionFailure("a body ended without a head") }
+        let request = HTTPRequest(head: finished, body: body)
+        body = []
+        head = nil
+        state = .head
+        scanIndex = readIndex
+        requestsParsed += 1
+        return .request(request)
+    }
+
+    // MARK: - Head
+
+    private enum HeadScan {
+        case incomplete
+        case complete(headEnd: Int)
+        case failed(HTTPRequestFailure)
+    }
+
+    /// Scans for the blank line ending the head, enforcing CRLF and the size limit.
+    /// Resumes where the previous call stopped, so the whole head is scanned once.
+    private mutating func scanHead() -> HeadScan {
+        // Blank lines before a request line are skipped (RFC 9112 2.2).
+        while buffer.count - readIndex >= 2 && buffer[readIndex] == cr && buffer[readIndex + 1] == lf {
+            readIndex += 2
+        }
+        if scanIndex < readIndex { scanIndex = readIndex }
+        let start = readIndex
+        let limit = limits.headBytesMax
+        let result: HeadScan? = buffer.withUnsafeBufferPointer { bytes in
+            var index = scanIndex
+            defer { scanIndex = index }
+            while index < bytes.count {
+                let byte = bytes[index]
+                let previous: UInt8 = index > start ? bytes[index - 1] : 0
+                if previous == cr && byte != lf { return .failed(.badRequest(reason: "bare CR in head")) }
+                if byte == lf {
+                    if previous != cr { return .failed(.badRequest(reason: "bare LF in head")) }
+                    // An empty line (CRLF right after a CRLF) ends the head.
+                    if index - start >= 3 && bytes[index - 2] == lf && bytes[index - 3] == cr {
+                        index += 1
+                        if index - start > limit { return .failed(.headersTooLarge(limitBytes: limit)) }
+                        return .complete(headEnd: index)
+                    }
+                }
+                index += 1
+                if index - start > limit { return .failed(.headersTooLarge(limitBytes: limit)) }
+            }
+            return nil
+        }
+        return result ?? .incomplete
+    }
+
+    /// Parses the complete head in `readIndex..<headEnd`, chooses the body framing
+    /// and returns an event if the request is already complete or refused.
+    private mutating func startBody(headEnd: Int, limitFor: (HTTPRequestHead) -> Int) -> HTTPParserEvent? {
+        let parsed = buffer.withUnsafeBufferPointer { bytes in
+            HeadParser.parse(UnsafeBufferPointer(rebasing: bytes[readIndex..<(headEnd - 2)]), limits: limits)
+        }
+        readIndex = headEnd
+        scanIndex = headEnd
+        switch parsed {
+        case .failure(let failure):
+            return fail(failure)
+        case .success(let (parsedHead, framing)):
+            head = parsedHead
+            body = []
+            switch framing {
+            case .none:
+                return finishRequest()
+            case .contentLength(let length):
+                bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
+                if length > bodyLimitBytes { return fail(.bodyTooLarge(limitBytes: bodyLimitBytes)) }
+                if length == 0 { return finishRequest() }
+                body.reserveCapacity(length)
+                state = .fixedBody(remaining: length)
+            case .chunked:
+                bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
+                state = .chunkSize
+            }
+            return nil
+        }
+    }
+
+    // MARK: - Chunked body
+
+    private enum LineScan {
+        case incomplete
+        case line(start: Int, end: Int)
+        case failed(HTTPRequestFailure)
+    }
+
+    /// Scans one CRLF-terminated line starting at `readIndex`; `end` is the index of its CR.
+    private mutating func scanLine(lengthMax: Int, tooLong: HTTPRequestFailure) -> LineScan {
+        if scanIndex < readIndex { scanIndex = readIndex }
+        let start = readIndex
+        while scanIndex < buffer.count {
+            let byte = buffer[scanIndex]
+            let previous: UInt8 = scanIndex > start ? buffer[scanIndex - 1] : 0
+            if previous == cr && byte != lf { return .failed(.badRequest(reason: "bare CR in chunked framing")) }
+            if byte == lf {
+                if previous != cr { return .failed(.badRequest(reason: "bare LF in chunked framing")) }
+                let end = scanIndex - 1
+                scanIndex += 1
+                return .line(start: start, end: end)
+            }
+            scanIndex += 1
+            if scanIndex - start > lengthMax { return .failed(tooLong) }
+        }
+        return .incomplete
+    }
+
+    /// Parses `size [ws] [; extensions]`; extensions are ignored.
+    private func parseChunkSize(_ start: Int, _ end: Int) -> Result<Int, HTTPRequestFailure> {
+        var index = start
+        var size: UInt64 = 0
+        var digits = 0
+        while index < end, let value = hexValue(buffer[index]) {
+            digits += 1
+            if digits > 16 { return .failure(.badRequest(reason: "chunk size overflows")) }
+            size = size << 4 | UInt64(value)
+            index += 1
+        }
+        if digits == 0 { return .failure(.badRequest(reason: "chunk size is not hexadecimal")) }
+        if size > UInt64(Int.max) { return .failure(.badRequest(reason: "chunk size overflows")) }
+        while index < end && (buffer[index] == space || buffer[index] == tab) { index += 1 }
+        if index < end && buffer[index] != semicolon {
+            return .failure(.badRequest(reason: "chunk size is not hexadecimal"))
+        }
+        while index < end {
+            if isControl(buffer[index]) { return .failure(.badRequest(reason: "control character in chunk extension")) }
+            index += 1
+        }
+        return .success(Int(size))
+    }
+
+    /// Checks a trailer line with the same rules as a header line.
+    private static func checkFieldLine(_ line: ArraySlice<UInt8>) -> Result<Void, HTTPRequestFailure> {
+        line.withUnsafeBufferPointer { bytes in
+            switch HeadParser.splitField(bytes) {
+            case .failure(let failure): .failure(failure)
+            case .success: .success(())
+            }
+        }
+    }
+}
+
+// MARK: - Byte classes
+
+let cr: UInt8 = 13
+let lf: UInt8 = 10
+let space: UInt8 = 32
+let tab: UInt8 = 9
+let colon: UInt8 = 58
+let semicolon: UInt8 = 59
+let comma: UInt8 = 44
+
+@inline(__always)
+func isControl(_ byte: UInt8) -> Bool {
+    (byte < 0x20 && byte != tab) || byte == 0x7F
+}
+
+@inline(__always)
+func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case 48...57: byte - 48
+    case 65...70: byte - 55
+    case 97...102: byte - 87
+    default: nil
+    }
+}
+
+/// Whether a byte may appear in a token (method, field name): RFC 9110 tchar.
+@inline(__always)
+func isTokenByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case 48...57, 65...90, 97...122: true
+    case 33, 35, 36, 37, 38, 39, 42, 43, 45, 46, 94, 95, 96, 124, 126: true
+    default: false
+    }
+}
+
+@inline(__always)
+func lowercased(_ byte: UInt8) -> UInt8 {
+    (byte >= 65 && byte <= 90) ? byte | 0x20 : byte
+}
+
+/// Returns whether `bytes` equals the lowercase ASCII `name` ignoring case.
+@inline(__always)
+func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+    guard bytes.count == name.utf8CodeUnitCount else { return false }
+    let expected = name.utf8Start
+    for index in 0..<bytes.count where lowercased(bytes[index]) != expected[index] { return false }
+    return true
+}

@@ -1,0 +1,95 @@
+/// Serializes responses into a connection's output buffer. It owns the
+/// framing headers (`Content-Length`, `Connection`): a responder's own
+/// `Content-Length`, `Connection` or `Transfer-Encoding` fields are dropped.
+enum HTTPResponseWriter {
+    /// Appends `response` as HTTP/1.1 bytes to `out`. A HEAD answer, 204 and
+    /// 304 carry no body. O(size of the response).
+    static func append(_ response: HTTPResponse, keepAlive: Bool, isHead: Bool, to out: inout [UInt8]) {
+        let status = response.status
+        precondition(status >= 100 && status <= 999, "response status \(status) is not three digits")
+        out.append(contentsOf: "HTTP/1.1 ".utf8)
+        out.append(UInt8(48 + status / 100))
+        out.append(UInt8(48 + status / 10 % 10))
+        out.append(UInt8(48 + status % 10))
+        out.append(space)
+        out.append(contentsOf: reasonPhrase(status).utf8)
+        out.append(contentsOf: crlf)
+        for (name, value) in response.headers {
+            precondition(
+                !name.isEmpty && name.utf8.allSatisfy(isTokenByte),
+                "invalid response header name \(name.debugDescription)")
+            precondition(
+                !value.utf8.contains(where: { $0 == cr || $0 == lf || $0 == 0 }),
+                "response header \(name) holds CR, LF or NUL: user data would split the response")
+            if isFramingField(name) { continue }
+            out.append(contentsOf: name.utf8)
+            out.append(contentsOf: ": ".utf8)
+            out.append(contentsOf: value.utf8)
+            out.append(contentsOf: crlf)
+        }
+        let bodyAllowed = status >= 200 && status != 204 && status != 304
+        if bodyAllowed {
+            out.append(contentsOf: "Content-Length: ".utf8)
+            appendDecimal(response.body.count, to: &out)
+            out.append(contentsOf: crlf)
+        }
+        out.append(contentsOf: keepAlive ? "Connection: keep-alive\r\n\r\n".utf8 : "Connection: close\r\n\r\n".utf8)
+        if bodyAllowed && !isHead {
+            out.append(contentsOf: response.body)
+        }
+    }
+
+    private static let crlf: [UInt8] = [cr, lf]
+
+    private static func isFramingField(_ name: String) -> Bool {
+        let count = name.utf8.count
+        guard count == 10 || count == 14 || count == 17 else { return false }
+        return asciiCaseInsensitiveEqual(name, "Content-Length") || asciiCaseInsensitiveEqual(name, "Connection")
+            || asciiCaseInsensitiveEqual(name, "Transfer-Encoding")
+    }
+
+    private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+        precondition(value >= 0, "negative length \(value)")
+        if value == 0 {
+            out.append(48)
+            return
+        }
+        var divisor = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            out.append(UInt8(48 + rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    /// Returns the standard reason phrase for the statuses Roost uses.
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 100: "Continue"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 304: "Not Modified"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 413: "Content Too Large"
+        case 415: "Unsupported Media Type"
+        case 422: "Unprocessable Content"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 503: "Service Unavailable"
+        case 505: "HTTP Version Not Supported"
+        default: "Status"
+        }
+    }
+}

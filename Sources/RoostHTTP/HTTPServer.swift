@@ -1,0 +1,135 @@
+import RoostPlatform
+import Synchronization
+
+/// Where and how the server listens.
+public struct HTTPServerConfiguration: Sendable {
+    /// IPv4 address to bind, as a dotted quad.
+    public var host: String
+    /// Port to bind; 0 picks a free one (see `HTTPServer.start`).
+    public var port: UInt16
+    /// Event loops (threads), each with its own listening socket. One per core by default.
+    public var eventLoopCount: Int
+    public var limits: HTTPServerLimits
+
+    public init(
+        host: String = "127.0.0.1", port: UInt16 = 8080, eventLoopCount: Int = onlineProcessorCount(),
+        limits: HTTPServerLimits = HTTPServerLimits()
+    ) {
+        self.host = host
+        self.port = port
+        self.eventLoopCount = eventLoopCount
+        self.limits = limits
+    }
+}
+
+/// Returns the number of online processors (at least 1).
+public func onlineProcessorCount() -> Int {
+    PlatformThread.onlineProcessorCount
+}
+
+/// A configuration the server refuses to run with.
+public struct HTTPServerConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// Every broken rule, in words with the values.
+    public var problems: [String]
+
+    public var description: String { "invalid HTTP server configuration: " + problems.joined(separator: "; ") }
+}
+
+/// An HTTP/1.1 server: one epoll event loop per thread, each accepting on its
+/// own SO_REUSEPORT socket. See docs/http.md.
+public final class HTTPServer: Sendable {
+    private struct State {
+        var started = false
+        var mailboxes: [LoopMailbox] = []
+        var threads: [PlatformThread] = []
+    }
+
+    public let configuration: HTTPServerConfiguration
+    private let responder: any HTTPResponder
+    private let shared: ServerShared
+    private let state = Mutex(State())
+
+    /// Checks the configuration (limits and their relations); binds nothing yet.
+    public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) throws {
+        var problems = configuration.limits.violations
+        if configuration.eventLoopCount < 1 || configuration.eventLoopCount > 256 {
+            problems.append("eventLoopCount \(configuration.eventLoopCount) outside 1...256")
+        }
+        if !problems.isEmpty { throw HTTPServerConfigurationError(problems: problems) }
+        self.configuration = configuration
+        self.responder = responder
+        shared = ServerShared(connectionsMax: configuration.limits.connectionsMax)
+    }
+
+    /// Open connections across all loops (for tests and metrics).
+    public var openConnections: Int { shared.openConnections }
+
+    /// Binds one listening socket per loop and starts the loop threads.
+    /// Returns the bound port: with port 0 the first socket picks it and the
+    /// others bind to the same one.
+    public func start() throws -> UInt16 {
+        try state.withLock { state throws -> UInt16 in
+            precondition(!state.started, "HTTPServer.start called twice")
+            let limits = configuration.limits
+            var listeners: [FileDescriptor] = []
+            var port = configuration.port
+            do {
+                for _ in 0..<configuration.eventLoopCount {
+                    let listener = try TCPSocket.listen(
+                        host: configuration.host, port: port, backlog: Int32(clamping: limits.acceptBacklog),
+                        reusePort: true)
+                    listeners.append(listener)
+                    if port == 0 { port = try TCPSocket.localPort(of: listener) }
+                }
+                for listener in listeners {
+                    let mailbox = LoopMailbox(wakeup: try EventFD())
+                    let epoll = try Epoll.makeDescriptor()
+                    let shared = self.shared
+                    let responder = self.responder
+                    let thread = try PlatformThread.spawn {
+                        do {
+                            let loop = try EventLoop(
+                                epoll: Epoll(adopting: epoll), listener: listener, mailbox: mailbox, shared: shared,
+                                responder: responder, limits: limits)
+                            loop.run()
+                        } catch {
+                            preconditionFailure("event loop could not start: \(error)")
+                        }
+                    }
+                    state.mailboxes.append(mailbox)
+                    state.threads.append(thread)
+                }
+            } catch {
+                // Listeners already handed to a loop are closed by that loop.
+                for listener in listeners.dropFirst(state.threads.count) { listener.close() }
+                if !state.threads.isEmpty {
+                    shared.requestShutdown()
+                    for mailbox in state.mailboxes { mailbox.wakeup.signal() }
+                }
+                throw error
+            }
+            state.started = true
+            return port
+        }
+    }
+
+    /// Stops accepting, closes idle keep-alive connections, lets dispatched
+    /// requests finish and be written (up to `shutdownDrainTimeout`), then the
+    /// loops exit. Returns at once; see `waitUntilStopped`.
+    public func beginShutdown() {
+        shared.requestShutdown()
+        let mailboxes = state.withLock { $0.mailboxes }
+        for mailbox in mailboxes { mailbox.wakeup.signal() }
+    }
+
+    /// Blocks until every loop thread has ended. Returns at once if the
+    /// server never started or another caller already waited.
+    public func waitUntilStopped() {
+        let threads = state.withLock { state in
+            let threads = state.threads
+            state.threads = []
+            return threads
+        }
+        for thread in threads { thread.join() }
+    }
+}

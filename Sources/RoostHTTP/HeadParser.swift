@@ -1,0 +1,221 @@
+/// Lets refusals be thrown inside the parser (typed throws).
+extension HTTPRequestFailure: Error {}
+
+/// How the body of a request is delimited.
+enum BodyFraming: Equatable {
+    case none
+    case contentLength(Int)
+    case chunked
+}
+
+/// Parses one complete request head (request line and header lines, each
+/// ending in CRLF, line endings already checked) into an `HTTPRequestHead`.
+/// Strings are made only for what is stored: target, header names and values.
+enum HeadParser {
+    /// Returns the head and its body framing, or throws the refusal.
+    static func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits
+    ) -> Result<(HTTPRequestHead, BodyFraming), HTTPRequestFailure> {
+        do {
+            return .success(try parseHead(bytes, limits: limits))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseHead(
+        _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits
+    ) throws(HTTPRequestFailure) -> (HTTPRequestHead, BodyFraming) {
+        var lineStart = 0
+        var lineEnd = lineEndIndex(bytes, from: lineStart)
+        let (method, target, version) = try parseRequestLine(UnsafeBufferPointer(rebasing: bytes[lineStart..<lineEnd]))
+        var headers = HTTPHeaders()
+        var fieldCount = 0
+        var hostCount = 0
+        var contentLength: Int?
+        var transferEncoding: [UInt8]?
+        var chunkedCount = 0
+        var unknownCoding = false
+        var connectionClose = false
+        var connectionKeepAlive = false
+        lineStart = lineEnd + 2
+        while lineStart < bytes.count {
+            lineEnd = lineEndIndex(bytes, from: lineStart)
+            let line = UnsafeBufferPointer(rebasing: bytes[lineStart..<lineEnd])
+            lineStart = lineEnd + 2
+            let (name, value) = try splitField(line).get()
+            fieldCount += 1
+            if fieldCount > limits.headerFieldsMax { throw .headersTooLarge(limitBytes: limits.headBytesMax) }
+            headers.append(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+            if equalsLowercase(name, "host") {
+                hostCount += 1
+            } else if equalsLowercase(name, "content-length") {
+                if contentLength != nil { throw .badRequest(reason: "more than one Content-Length") }
+                contentLength = try parseContentLength(value)
+            } else if equalsLowercase(name, "transfer-encoding") {
+                if transferEncoding != nil { transferEncoding?.append(comma) }
+                transferEncoding = (transferEncoding ?? []) + Array(value)
+                forEachListElement(value) { coding in
+                    if equalsLowercase(coding, "chunked") {
+                        chunkedCount += 1
+                    } else {
+                        unknownCoding = true
+                    }
+                }
+            } else if equalsLowercase(name, "connection") {
+                forEachListElement(value) { option in
+                    if equalsLowercase(option, "close") { connectionClose = true }
+                    if equalsLowercase(option, "keep-alive") { connectionKeepAlive = true }
+                }
+            }
+        }
+        if hostCount > 1 { throw .badRequest(reason: "more than one Host") }
+        if hostCount == 0 && version == .http11 { throw .badRequest(reason: "HTTP/1.1 request without Host") }
+        let framing: BodyFraming
+        if let codings = transferEncoding {
+            if contentLength != nil { throw .badRequest(reason: "both Content-Length and Transfer-Encoding") }
+            if version == .http10 { throw .badRequest(reason: "Transfer-Encoding in an HTTP/1.0 request") }
+            if unknownCoding { throw .unsupportedTransferCoding(String(decoding: codings, as: UTF8.self)) }
+            if chunkedCount != 1 { throw .badRequest(reason: "chunked must be applied exactly once") }
+            framing = .chunked
+        } else if let length = contentLength {
+            framing = .contentLength(length)
+        } else {
+            framing = .none
+        }
+        let keepAlive =
+            switch version {
+            case .http11: !connectionClose
+            case .http10: connectionKeepAlive && !connectionClose
+            }
+        let head = HTTPRequestHead(
+            method: method, target: target, version: version, headers: headers, keepAlive: keepAlive)
+        return (head, framing)
+    }
+
+    /// Returns the index of the CR ending the line that starts at `start`.
+    private static func lineEndIndex(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = start
+        while index < bytes.count && bytes[index] != cr { index += 1 }
+        precondition(index + 1 < bytes.count && bytes[index + 1] == lf, "head line at \(start) lacks its CRLF")
+        return index
+    }
+
+    /// Parses `method SP target SP HTTP/x.y` with single spaces.
+    private static func parseRequestLine(
+        _ line: UnsafeBufferPointer<UInt8>
+    ) throws(HTTPRequestFailure) -> (HTTPMethod, String, HTTPVersion) {
+        guard let firstSpace = line.firstIndex(of: space) else {
+            throw .badRequest(reason: "request line without target")
+        }
+        let methodBytes = UnsafeBufferPointer(rebasing: line[0..<firstSpace])
+        if methodBytes.isEmpty || !methodBytes.allSatisfy(isTokenByte) {
+            throw .badRequest(reason: "invalid method")
+        }
+        let afterMethod = firstSpace + 1
+        guard let secondSpace = line[afterMethod...].firstIndex(of: space) else {
+            throw .badRequest(reason: "request line without version (HTTP/0.9)")
+        }
+        let targetBytes = UnsafeBufferPointer(rebasing: line[afterMethod..<secondSpace])
+        if targetBytes.isEmpty || !targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
+            throw .badRequest(reason: "invalid request target")
+        }
+        let versionBytes = UnsafeBufferPointer(rebasing: line[(secondSpace + 1)...])
+        let version = try parseVersion(versionBytes)
+        return (parseMethod(methodBytes), String(decoding: targetBytes, as: UTF8.self), version)
+    }
+
+    private static func parseVersion(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPRequestFailure) -> HTTPVersion {
+        let prefix: [UInt8] = Array("HTTP/".utf8)
+        guard bytes.count == 8, bytes.starts(with: prefix), bytes[6] == UInt8(ascii: "."),
+            let major = decimalValue(bytes[5]), let minor = decimalValue(bytes[7])
+        else {
+            throw .badRequest(reason: "malformed HTTP version")
+        }
+        switch (major, minor) {
+        case (1, 1): return .http11
+        case (1, 0): return .http10
+        default: throw .unsupportedVersion(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    private static func parseMethod(_ bytes: UnsafeBufferPointer<UInt8>) -> HTTPMethod {
+        if bytes.elementsEqual("GET".utf8) { return .get }
+        if bytes.elementsEqual("POST".utf8) { return .post }
+        if bytes.elementsEqual("HEAD".utf8) { return .head }
+        if bytes.elementsEqual("PUT".utf8) { return .put }
+        if bytes.elementsEqual("DELETE".utf8) { return .delete }
+        if bytes.elementsEqual("PATCH".utf8) { return .patch }
+        if bytes.elementsEqual("OPTIONS".utf8) { return .options }
+        return .other(String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// Splits `name: value` and checks both: the name a token right before the
+    /// colon, the value free of control characters; surrounding whitespace removed.
+    static func splitField(
+        _ line: UnsafeBufferPointer<UInt8>
+    ) -> Result<(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>), HTTPRequestFailure> {
+        guard let first = line.first else { return .failure(.badRequest(reason: "empty header line")) }
+        if first == space || first == tab {
+            return .failure(.badRequest(reason: "obs-fold (line starts with whitespace)"))
+        }
+        guard let colonIndex = line.firstIndex(of: colon) else {
+            return .failure(.badRequest(reason: "header line without colon"))
+        }
+        let name = UnsafeBufferPointer(rebasing: line[0..<colonIndex])
+        if name.isEmpty { return .failure(.badRequest(reason: "empty header name")) }
+        if let last = name.last, last == space || last == tab {
+            return .failure(.badRequest(reason: "whitespace before colon in header name"))
+        }
+        if !name.allSatisfy(isTokenByte) { return .failure(.badRequest(reason: "invalid byte in header name")) }
+        var valueStart = colonIndex + 1
+        var valueEnd = line.count
+        while valueStart < valueEnd && (line[valueStart] == space || line[valueStart] == tab) { valueStart += 1 }
+        while valueEnd > valueStart && (line[valueEnd - 1] == space || line[valueEnd - 1] == tab) { valueEnd -= 1 }
+        let value = UnsafeBufferPointer(rebasing: line[valueStart..<valueEnd])
+        for byte in value where isControl(byte) {
+            return .failure(.badRequest(reason: "control character in header value"))
+        }
+        return .success((name, value))
+    }
+
+    /// Parses a Content-Length value: decimal digits only, no sign, no list.
+    private static func parseContentLength(_ value: UnsafeBufferPointer<UInt8>) throws(HTTPRequestFailure) -> Int {
+        if value.isEmpty { throw .badRequest(reason: "empty Content-Length") }
+        var length = 0
+        for byte in value {
+            guard let digit = decimalValue(byte) else { throw .badRequest(reason: "Content-Length is not a number") }
+            let (times10, overflow1) = length.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(Int(digit))
+            if overflow1 || overflow2 { throw .badRequest(reason: "Content-Length overflows") }
+            length = sum
+        }
+        return length
+    }
+
+    /// Calls `body` with each non-empty element of a comma-separated list, trimmed.
+    private static func forEachListElement(
+        _ value: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) {
+        var start = 0
+        while start <= value.count {
+            var end = start
+            while end < value.count && value[end] != comma { end += 1 }
+            var elementStart = start
+            var elementEnd = end
+            while elementStart < elementEnd && (value[elementStart] == space || value[elementStart] == tab) {
+                elementStart += 1
+            }
+            while elementEnd > elementStart && (value[elementEnd - 1] == space || value[elementEnd - 1] == tab) {
+                elementEnd -= 1
+            }
+            if elementEnd > elementStart { body(UnsafeBufferPointer(rebasing: value[elementStart..<elementEnd])) }
+            start = end + 1
+        }
+    }
+
+    @inline(__always)
+    private static func decimalValue(_ byte: UInt8) -> Int? {
+        byte >= 48 && byte <= 57 ? Int(byte - 48) : nil
+    }
+}

@@ -1,0 +1,45 @@
+import Glibc
+
+/// A joinable POSIX thread running one closure. Used for event loops, which
+/// must own their thread rather than share Swift's cooperative pool.
+package final class PlatformThread: Sendable {
+    private let handle: pthread_t
+
+    private init(handle: pthread_t) {
+        self.handle = handle
+    }
+
+    /// Starts a thread that runs `body` and returns its handle.
+    package static func spawn(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> PlatformThread {
+        final class Box {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        var handle = pthread_t()
+        let result = pthread_create(
+            &handle, nil,
+            { raw in
+                guard let raw else { return nil }
+                let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
+                box.body()
+                return nil
+            }, context)
+        guard result == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw SystemCallError(call: "pthread_create", errno: result)
+        }
+        return PlatformThread(handle: handle)
+    }
+
+    /// The number of online processors, at least 1.
+    package static var onlineProcessorCount: Int {
+        max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
+    /// Blocks until the thread has returned. Call at most once.
+    package func join() {
+        let result = pthread_join(handle, nil)
+        precondition(result == 0, "pthread_join failed with \(result)")
+    }
+}

@@ -1,0 +1,190 @@
+import Testing
+
+@testable import RoostHTTP
+@testable import RoostTesting
+
+/// Feeds `bytes` to a fresh parser in pieces cut at `cuts` and returns every
+/// event, described as text so results can be compared.
+func parseEvents(
+    _ bytes: [UInt8], cuts: [Int] = [], limits: HTTPServerLimits = HTTPServerLimits(), bodyLimit: Int? = nil
+) -> [String] {
+    var parser = HTTPParser(limits: limits)
+    var events: [String] = []
+    var start = 0
+    for end in cuts.sorted() + [bytes.count] where end >= start {
+        parser.append(Array(bytes[start..<end]))
+        start = end
+        while let event = parser.next(bodyLimit: { _ in bodyLimit ?? limits.bodyBytesDefault }) {
+            events.append(describe(event))
+        }
+    }
+    return events
+}
+
+func describe(_ event: HTTPParserEvent) -> String {
+    switch event {
+    case .request(let request):
+        let head = request.head
+        let headers = head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+        return "\(head.method.name) \(head.target) \(head.version) keepAlive=\(head.keepAlive) [\(headers)] "
+            + String(decoding: request.body, as: UTF8.self)
+    case .failure(let failure):
+        return "failure \(failure.status) \(failure)"
+    }
+}
+
+let validCorpus: [String] = [
+    "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /devices?app=x&limit=5 HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n",
+    "POST /v1/devices HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"token\":\"x\"}",
+    "POST /import HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + "5;name=value\r\nhello\r\n7 ; ext\r\n, world\r\n0\r\nX-Trailer: yes\r\nOther: 1\r\n\r\n",
+    "GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+    "GET /old HTTP/1.0\r\n\r\n",
+    "GET /old HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    "GET /bye HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    "HEAD /h HTTP/1.1\r\nhost: a\r\n\r\n\r\nDELETE /d HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+    "PURGE /x HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Spaces:   padded value  \r\n\r\n",
+]
+
+@Suite("HTTP parser")
+struct HTTPParserTests {
+    @Test("a valid request gives the same events fed whole, byte by byte, and in seeded random splits")
+    func splitIndependence() throws {
+        for text in validCorpus {
+            let bytes = Array(text.utf8)
+            let whole = parseEvents(bytes)
+            #expect(!whole.isEmpty, "no request parsed from \(text.debugDescription)")
+            #expect(!whole.contains { $0.hasPrefix("failure") }, "\(whole)")
+            let byteByByte = parseEvents(bytes, cuts: Array(0..<bytes.count))
+            #expect(byteByByte == whole, "byte-by-byte differs for \(text.debugDescription)")
+            for seed in UInt64(1)...40 {
+                var random = SeededRandom(seed: seed)
+                let cutCount = Int.random(in: 1...8, using: &random)
+                let cuts = (0..<cutCount).map { _ in Int.random(in: 0...bytes.count, using: &random) }
+                let split = parseEvents(bytes, cuts: cuts)
+                #expect(split == whole, "seed \(seed) cuts \(cuts) differ for \(text.debugDescription)")
+            }
+        }
+    }
+
+    @Test("fields, body, version and keep-alive are parsed as sent")
+    func parsedValues() {
+        let events = parseEvents(Array(validCorpus[3].utf8))
+        #expect(events == ["POST /import http11 keepAlive=true [Host=a,Transfer-Encoding=chunked] hello, world"])
+        #expect(parseEvents(Array(validCorpus[5].utf8)) == ["GET /old http10 keepAlive=false [] "])
+        #expect(
+            parseEvents(Array(validCorpus[6].utf8)) == ["GET /old http10 keepAlive=true [Connection=keep-alive] "])
+        #expect(
+            parseEvents(Array(validCorpus[7].utf8)) == ["GET /bye http11 keepAlive=false [Host=a,Connection=close] "])
+        #expect(parseEvents(Array(validCorpus[9].utf8)).first?.contains("X-Spaces=padded value]") == true)
+        #expect(parseEvents(Array(validCorpus[4].utf8)).count == 2)
+    }
+
+    static let refusals: [(String, Int)] = [
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd", 400),
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+            400
+        ),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -4\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551616\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4, 5\r\n\r\nabcd", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +4\r\n\r\nabcd", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX-Long: one\r\n  two\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\n Host: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\nHost: a\n\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\n\r\n", 400),
+        ("GET / HTTP/1.1\rHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: a\u{0}b\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: a\u{1}b\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: a\u{7F}b\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400),
+        ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        ("GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", 400),
+        ("GET /\r\n\r\n", 400),
+        ("GET\r\n\r\n", 400),
+        ("GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1 \r\nHost: a\r\n\r\n", 400),
+        ("G@T / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\n: empty\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+        ("GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505),
+    ]
+
+    @Test("malformed framing is refused with its status, whole and byte by byte, and nothing after it is parsed")
+    func refusalCorpus() {
+        for (text, status) in Self.refusals {
+            let bytes = Array((text + "GET /after HTTP/1.1\r\nHost: a\r\n\r\n").utf8)
+            let whole = parseEvents(bytes)
+            #expect(whole.count == 1, "\(text.debugDescription) gave \(whole)")
+            #expect(whole.last?.hasPrefix("failure \(status)") == true, "\(text.debugDescription) gave \(whole)")
+            #expect(parseEvents(bytes, cuts: Array(0..<bytes.count)) == whole, "\(text.debugDescription) split")
+        }
+    }
+
+    @Test("a head over headBytesMax is refused with 431 even before it ends")
+    func headLimit() {
+        var limits = HTTPServerLimits()
+        limits.headBytesMax = 256
+        let long = "GET / HTTP/1.1\r\nHost: a\r\nX: " + String(repeating: "v", count: 300)
+        #expect(parseEvents(Array(long.utf8), limits: limits) == ["failure 431 headersTooLarge(limitBytes: 256)"])
+        let fits = "GET / HTTP/1.1\r\nHost: a\r\nX: " + String(repeating: "v", count: 200) + "\r\n\r\n"
+        #expect(parseEvents(Array(fits.utf8), limits: limits).first?.hasPrefix("GET") == true)
+        limits.headerFieldsMax = 2
+        let many = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n"
+        #expect(parseEvents(Array(many.utf8), limits: limits).first?.hasPrefix("failure 431") == true)
+    }
+
+    @Test("a body over the responder's limit is refused with 413, by Content-Length or by chunks")
+    func bodyLimit() {
+        let declared = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n"
+        #expect(parseEvents(Array(declared.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
+        let exact = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789"
+        #expect(parseEvents(Array(exact.utf8), bodyLimit: 10).first?.hasSuffix("0123456789") == true)
+        let chunked =
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"
+        #expect(parseEvents(Array(chunked.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
+        let huge = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffff\r\n"
+        #expect(parseEvents(Array(huge.utf8), bodyLimit: 10) == ["failure 413 bodyTooLarge(limitBytes: 10)"])
+        var limits = HTTPServerLimits()
+        limits.bodyBytesCeiling = 100
+        let raised = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n"
+        #expect(
+            parseEvents(Array(raised.utf8), limits: limits, bodyLimit: 1_000_000).first?.hasPrefix("failure 413")
+                == true)
+    }
+
+    @Test("a chunk-size line over chunkLineBytesMax is refused with 400")
+    func chunkLineLimit() {
+        let text =
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;" + String(repeating: "e", count: 2000)
+        #expect(parseEvents(Array(text.utf8)).first?.hasPrefix("failure 400") == true)
+    }
+
+    @Test("the default limits hold their relations and broken ones are named")
+    func limitRelations() {
+        #expect(HTTPServerLimits().violations.isEmpty)
+        var broken = HTTPServerLimits()
+        broken.bodyBytesDefault = broken.bodyBytesCeiling + 1
+        broken.pipelinedRequestsMax = 0
+        #expect(broken.violations.count == 2)
+    }
+}
