@@ -58,6 +58,9 @@ let package = Package(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
             swiftSettings: strict),
         .testTarget(
+            name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
+            swiftSettings: strict),
+        .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
     ]
