@@ -45,7 +45,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
-            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform"],
+            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI"],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 

@@ -98,14 +98,14 @@ public struct HTTPRequestHead: Sendable {
 
     /// The path part of the target, without the query.
     public var path: Substring {
-        if let question = target.firstIndex(of: "?") { return target[..<question] }
+        if let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) { return target[..<question] }
         return target[...]
     }
 
     /// The query part of the target after `?`, or nil.
     public var query: Substring? {
-        guard let question = target.firstIndex(of: "?") else { return nil }
-        return target[target.index(after: question)...]
+        guard let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return target[target.utf8.index(after: question)...]
     }
 }
 

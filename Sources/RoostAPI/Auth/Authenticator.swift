@@ -29,7 +29,7 @@ package struct Authenticator: Sendable {
         guard let presented = Authenticator.bearerToken(head.headers["Authorization"]) else {
             throw APIError.unauthorized
         }
-        let digest = Crypto.sha256(presented.utf8)
+        let digest = Crypto.sha256(utf8: presented)
         if Crypto.constantTimeEqual(digest, adminDigest) { return .operator }
         guard let keyDigest = KeyDigest(bytes: digest), let key = catalog.key(withDigest: keyDigest) else {
             throw APIError.unauthorized
@@ -43,9 +43,13 @@ package struct Authenticator: Sendable {
         guard let value else { return nil }
         let scheme = "bearer "
         guard value.utf8.count > scheme.utf8.count, value.utf8.count <= presentedKeyBytesMax + scheme.utf8.count,
-            asciiCaseInsensitiveEqual(String(value.prefix(scheme.count)), scheme)
+            zip(value.utf8, scheme.utf8).allSatisfy({ $0 | 0x20 == $1 })
         else { return nil }
-        let token = value.dropFirst(scheme.count).drop { $0 == " " }
+        var start = value.utf8.index(value.utf8.startIndex, offsetBy: scheme.utf8.count)
+        while start < value.utf8.endIndex && value.utf8[start] == UInt8(ascii: " ") {
+            start = value.utf8.index(after: start)
+        }
+        let token = value[start...]
         return token.isEmpty ? nil : token
     }
 }

@@ -2,7 +2,8 @@ import RoostHTTP
 
 /// One piece of a route pattern.
 package enum PathPattern: Sendable, Equatable {
-    case literal(String)
+    /// A segment that must match byte for byte.
+    case literal([UInt8])
     /// A path segment captured for the handler, percent-decoded.
     case parameter
 }
@@ -27,7 +28,7 @@ package struct Route: Sendable {
     package init(_ method: HTTPMethod, _ path: String, _ handler: @escaping RouteHandler) {
         self.method = method
         self.pattern = path.split(separator: "/").map { segment in
-            segment.hasPrefix("{") ? .parameter : .literal(String(segment))
+            segment.hasPrefix("{") ? .parameter : .literal(Array(segment.utf8))
         }
         self.handler = handler
     }
@@ -52,44 +53,70 @@ package struct Router: Sendable {
         self.routes = routes
     }
 
-    /// Returns the matching route and its decoded parameters. O(routes).
+    /// Returns the matching route and its decoded parameters. O(routes ×
+    /// path bytes), on bytes: no String is made but for the parameters of the
+    /// route that matched.
     package func match(method: HTTPMethod, path: Substring) throws(APIError) -> (Route, [String]) {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        guard path.first == "/", segments.count <= Router.pathSegmentsMax else { throw APIError.notFound() }
-        var allowed: [String] = []
-        for route in routes where route.pattern.count == segments.count {
-            var parameters: [String] = []
-            var matches = true
-            for (pattern, segment) in zip(route.pattern, segments) {
-                switch pattern {
-                case .literal(let text):
-                    if segment != text { matches = false }
-                case .parameter:
-                    guard !segment.isEmpty, let decoded = percentDecoded(segment) else {
-                        matches = false
-                        break
-                    }
+        var path = path
+        let found = path.withUTF8 { bytes -> Result<(Route, [String]), APIError> in
+            // Segment boundaries: segment k is bytes[starts[k]..<ends[k]].
+            guard bytes.first == UInt8(ascii: "/") else { return .failure(APIError.notFound()) }
+            var starts: [Int] = []
+            var ends: [Int] = []
+            starts.reserveCapacity(8)
+            ends.reserveCapacity(8)
+            var start = 1
+            for index in 1...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
+                starts.append(start)
+                ends.append(index)
+                start = index + 1
+                if starts.count > Router.pathSegmentsMax { return .failure(APIError.notFound()) }
+            }
+            var allowed: [String] = []
+            for route in routes where route.pattern.count == starts.count {
+                guard Router.matches(route.pattern, bytes, starts, ends) else { continue }
+                let methodMatches = route.method == method || (method == .head && route.method == .get)
+                guard methodMatches else {
+                    allowed.append(route.method.name)
+                    continue
+                }
+                var parameters: [String] = []
+                for (index, pattern) in route.pattern.enumerated() where pattern == .parameter {
+                    let segment = UnsafeBufferPointer(rebasing: bytes[starts[index]..<ends[index]])
+                    guard let decoded = percentDecoded(segment) else { return .failure(APIError.notFound()) }
                     parameters.append(decoded)
                 }
-                if !matches { break }
+                return .success((route, parameters))
             }
-            guard matches else { continue }
-            let methodMatches = route.method == method || (method == .head && route.method == .get)
-            if methodMatches { return (route, parameters) }
-            allowed.append(route.method.name)
+            return .failure(allowed.isEmpty ? APIError.notFound() : APIError.methodNotAllowed(allowed))
         }
-        if allowed.isEmpty { throw APIError.notFound() }
-        throw APIError.methodNotAllowed(allowed)
+        return try found.get()
+    }
+
+    private static func matches(
+        _ pattern: [PathPattern], _ bytes: UnsafeBufferPointer<UInt8>, _ starts: [Int], _ ends: [Int]
+    ) -> Bool {
+        for (index, piece) in pattern.enumerated() {
+            let length = ends[index] - starts[index]
+            switch piece {
+            case .parameter:
+                if length == 0 { return false }
+            case .literal(let text):
+                guard text.count == length else { return false }
+                for offset in 0..<length where text[offset] != bytes[starts[index] + offset] { return false }
+            }
+        }
+        return true
     }
 }
 
 /// Returns a path segment with `%XX` escapes decoded, or nil when an escape is
 /// malformed or the result is not valid UTF-8.
-package func percentDecoded(_ segment: Substring) -> String? {
-    guard segment.utf8.contains(UInt8(ascii: "%")) else { return String(segment) }
+package func percentDecoded(_ segment: UnsafeBufferPointer<UInt8>) -> String? {
+    guard segment.contains(UInt8(ascii: "%")) else { return String(validating: segment, as: UTF8.self) }
     var bytes: [UInt8] = []
-    bytes.reserveCapacity(segment.utf8.count)
-    var iterator = segment.utf8.makeIterator()
+    bytes.reserveCapacity(segment.count)
+    var iterator = segment.makeIterator()
     while let byte = iterator.next() {
         guard byte == UInt8(ascii: "%") else {
             bytes.append(byte)

@@ -7,15 +7,32 @@ package enum Crypto {
     /// The length of a SHA-256 digest in bytes.
     package static let sha256DigestBytes = 32
 
+    /// The SHA-256 implementation, fetched once: `SHA256()` and `EVP_sha256()`
+    /// look the algorithm up under a lock on every call in OpenSSL 3.
+    private static let sha256Algorithm = FetchedDigest(name: "SHA256")
+
     /// Returns the SHA-256 digest of `bytes`.
     package static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: sha256DigestBytes)
-        let contiguous = Array(bytes)
-        digest.withUnsafeMutableBufferPointer { out in
-            contiguous.withUnsafeBufferPointer { input in
-                _ = SHA256(input.baseAddress, input.count, out.baseAddress)
-            }
+        if let digest = bytes.withContiguousStorageIfAvailable({ sha256(UnsafeRawBufferPointer($0)) }) {
+            return digest
         }
+        return Array(bytes).withUnsafeBytes { sha256($0) }
+    }
+
+    /// Returns the SHA-256 digest of the UTF-8 bytes of `text`.
+    package static func sha256(utf8 text: Substring) -> [UInt8] {
+        var copy = text
+        return copy.withUTF8 { sha256(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Returns the SHA-256 digest of the bytes in `buffer`.
+    package static func sha256(_ buffer: UnsafeRawBufferPointer) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: sha256DigestBytes)
+        var length: UInt32 = 0
+        let status = digest.withUnsafeMutableBufferPointer { out in
+            EVP_Digest(buffer.baseAddress, buffer.count, out.baseAddress, &length, sha256Algorithm.pointer, nil)
+        }
+        precondition(status == 1 && length == UInt32(sha256DigestBytes), "EVP_Digest(SHA-256) failed")
         return digest
     }
 
@@ -27,7 +44,8 @@ package enum Crypto {
             key.withUnsafeBufferPointer { keyBuffer in
                 message.withUnsafeBufferPointer { input in
                     _ = HMAC(
-                        EVP_sha256(), keyBuffer.baseAddress, Int32(keyBuffer.count), input.baseAddress, input.count,
+                        sha256Algorithm.pointer, keyBuffer.baseAddress, Int32(keyBuffer.count), input.baseAddress,
+                        input.count,
                         out.baseAddress, &length)
                 }
             }
@@ -91,5 +109,18 @@ package func hexDigitValue(_ byte: UInt8) -> UInt8? {
     case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
     case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
     default: nil
+    }
+}
+
+/// An `EVP_MD` fetched once and never freed: immutable and safe to share
+/// between threads (OpenSSL 3 documents fetched algorithms as thread-safe).
+private final class FetchedDigest: Sendable {
+    nonisolated(unsafe) let pointer: OpaquePointer
+
+    init(name: String) {
+        guard let fetched = EVP_MD_fetch(nil, name, nil) else {
+            preconditionFailure("libcrypto has no \(name)")
+        }
+        pointer = fetched
     }
 }
