@@ -49,6 +49,7 @@ let package = Package(
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
+        .testTarget(name: "RoostModelTests", dependencies: ["RoostModel"], swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
