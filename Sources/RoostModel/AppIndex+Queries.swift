@@ -183,3 +183,30 @@ extension AppIndex {
         }
     }
 }
+
+/// Where an index's memory goes, in bytes (capacities, not just counts).
+package struct MemoryEstimate: Hashable, Sendable {
+    package var deviceRecords: Int
+    package var hashTables: Int
+    package var blobs: Int
+    package var digests: Int
+    package var order: Int
+    package var people: Int
+
+    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people }
+}
+
+extension AppIndex {
+    /// Returns the approximate heap bytes held by this index (interned strings and
+    /// credentials, a few kilobytes per app, are left out).
+    package func memoryEstimate() -> MemoryEstimate {
+        MemoryEstimate(
+            deviceRecords: records.capacity * MemoryLayout<DeviceRecord>.stride + freeDeviceSlots.capacity * 4,
+            hashTables: tokenSlots.bucketBytes + installationSlots.bucketBytes + sequenceSlots.bucketBytes
+                + personSlots.bucketBytes,
+            blobs: blobs.reservedBytes,
+            digests: digests.capacity * MemoryLayout<SecretDigest>.stride + freeDigestSlots.capacity * 4,
+            order: order.capacity * 8,
+            people: people.capacity * MemoryLayout<PersonRecord>.stride + freePersonSlots.capacity * 4)
+    }
+}
