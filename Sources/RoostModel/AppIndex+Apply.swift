@@ -147,7 +147,8 @@ extension AppIndex {
         if live != deviceCount { problems.append("device count \(deviceCount) != \(live)") }
         if withToken != tokenSlots.count { problems.append("token index has \(tokenSlots.count), devices \(withToken)") }
         if withInstallation != installationSlots.count { problems.append("installation index size") }
-        if live != sequenceSlots.count { problems.append("id index size") }
+        if order.count != orderSlots.count { problems.append("order arrays differ in length") }
+        if orderSlots.filter({ $0 == DeviceRecord.noSlot }).count != orderDeadCount { problems.append("dead count") }
         if invalidated != invalidatedCount { problems.append("invalidated count") }
         if ios != iosCount { problems.append("ios count") }
         strings.forEachLive { id, references in

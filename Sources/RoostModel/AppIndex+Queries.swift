@@ -158,8 +158,9 @@ extension AppIndex {
         var scanned = 0
         while position < order.count {
             let sequence = order[position]
+            let slot = orderSlots[position]
             position += 1
-            guard let slot = slot(ofSequence: sequence) else { continue }
+            guard slot != DeviceRecord.noSlot else { continue }
             scanned += 1
             if accept(slot) && page.count == query.limit || scanned >= Limits.listScanMax {
                 let more = position < order.count
@@ -171,9 +172,7 @@ extension AppIndex {
 
     /// Calls `body` with every device in creation order (export, snapshots). O(devices).
     package func forEachDevice(_ body: (Device) -> Void) {
-        for sequence in order {
-            if let slot = slot(ofSequence: sequence) { body(device(at: slot)) }
-        }
+        for slot in orderSlots where slot != DeviceRecord.noSlot { body(device(at: slot)) }
     }
 
     /// Every known person, sorted by external id. O(people log people).
@@ -202,11 +201,10 @@ extension AppIndex {
     package func memoryEstimate() -> MemoryEstimate {
         MemoryEstimate(
             deviceRecords: records.capacity * MemoryLayout<DeviceRecord>.stride + freeDeviceSlots.capacity * 4,
-            hashTables: tokenSlots.bucketBytes + installationSlots.bucketBytes + sequenceSlots.bucketBytes
-                + personSlots.bucketBytes,
+            hashTables: tokenSlots.bucketBytes + installationSlots.bucketBytes + personSlots.bucketBytes,
             blobs: blobs.reservedBytes,
             digests: digests.capacity * MemoryLayout<SecretDigest>.stride + freeDigestSlots.capacity * 4,
-            order: order.capacity * 8,
+            order: order.capacity * 8 + orderSlots.capacity * 4,
             people: people.capacity * MemoryLayout<PersonRecord>.stride + freePersonSlots.capacity * 4)
     }
 }

@@ -24,7 +24,6 @@ package struct AppIndex: Sendable {
     var freeDeviceSlots: [UInt32] = []
     var tokenSlots = SlotTable()
     var installationSlots = SlotTable()
-    var sequenceSlots = SlotTable()
     var people: ContiguousArray<PersonRecord> = []
     var freePersonSlots: [UInt32] = []
     var personSlots = SlotTable()
@@ -33,8 +32,11 @@ package struct AppIndex: Sendable {
     var digests: ContiguousArray<SecretDigest> = []
     var freeDigestSlots: [UInt32] = []
     /// Device sequences in ascending order, including deleted ones until compaction:
-    /// the stable list order behind cursors.
+    /// the stable list order behind cursors, and the device id index (binary
+    /// search; 12 bytes a device instead of a third hash table).
     var order: [UInt64] = []
+    /// The slot of `order[i]`'s device, or `DeviceRecord.noSlot` once deleted.
+    var orderSlots: [UInt32] = []
     var orderDeadCount = 0
     var deviceCount = 0
     var invalidatedCount = 0
@@ -55,8 +57,8 @@ package struct AppIndex: Sendable {
     package mutating func reserveCapacity(devices deviceCount: Int) {
         records.reserveCapacity(deviceCount)
         tokenSlots.reserveCapacity(deviceCount)
-        sequenceSlots.reserveCapacity(deviceCount)
         order.reserveCapacity(deviceCount)
+        orderSlots.reserveCapacity(deviceCount)
     }
 
     // MARK: Lookups
@@ -65,9 +67,17 @@ package struct AppIndex: Sendable {
     static let installationDomain: UInt8 = 2
     static let personDomain: UInt8 = 3
 
-    /// Returns the slot of the device with `sequence`, or nil.
+    /// Returns the position of `sequence` in `order`, or nil. O(log devices).
+    func orderPosition(of sequence: UInt64) -> Int? {
+        let position = lowerBound(in: order, sequence)
+        return position < order.count && order[position] == sequence ? position : nil
+    }
+
+    /// Returns the slot of the device with `sequence`, or nil. O(log devices).
     func slot(ofSequence sequence: UInt64) -> UInt32? {
-        sequenceSlots.find(hash: slotHash(sequence)) { records[Int($0)].sequence == sequence }
+        guard let position = orderPosition(of: sequence) else { return nil }
+        let slot = orderSlots[position]
+        return slot == DeviceRecord.noSlot ? nil : slot
     }
 
     /// Returns the slot of `id` when it is a device of this index.
@@ -214,8 +224,10 @@ package struct AppIndex: Sendable {
         let sequence = records[Int(slot)].sequence
         precondition(sequence != 0, "removing free device slot \(slot)")
         unindex(slot: slot)
-        let removed = sequenceSlots.remove(slot: slot, hash: slotHash(sequence))
-        precondition(removed, "device slot \(slot) missing from the id index")
+        guard let position = orderPosition(of: sequence), orderSlots[position] == slot else {
+            preconditionFailure("device slot \(slot) missing from the id index")
+        }
+        orderSlots[position] = DeviceRecord.noSlot
         records[Int(slot)] = .free
         freeDeviceSlots.append(slot)
         orderDeadCount += 1
@@ -232,28 +244,41 @@ package struct AppIndex: Sendable {
             records.append(.free)
         }
         records[Int(slot)].sequence = sequence
-        sequenceSlots.insert(slot: slot, hash: slotHash(sequence))
-        insertIntoOrder(sequence)
+        insertIntoOrder(sequence, slot: slot)
         if sequence >= nextDeviceSequence { nextDeviceSequence = sequence + 1 }
         return slot
     }
 
-    private mutating func insertIntoOrder(_ sequence: UInt64) {
+    /// Adds a new device's sequence: appended in the usual case (sequences grow),
+    /// inserted when a replay brings an older id back. O(1), or O(devices) for an insert.
+    private mutating func insertIntoOrder(_ sequence: UInt64, slot: UInt32) {
         if let last = order.last, last >= sequence {
             let position = lowerBound(in: order, sequence)
             if position < order.count && order[position] == sequence {
-                orderDeadCount -= 1  // a deleted id comes back during replay: revive its entry
+                precondition(orderSlots[position] == DeviceRecord.noSlot, "sequence \(sequence) stored twice")
+                orderSlots[position] = slot  // a deleted id comes back during replay: revive its entry
+                orderDeadCount -= 1
                 precondition(orderDeadCount >= 0, "order dead count negative")
             } else {
                 order.insert(sequence, at: position)
+                orderSlots.insert(slot, at: position)
             }
         } else {
             order.append(sequence)
+            orderSlots.append(slot)
         }
     }
 
+    /// Drops deleted entries once they are more than half of `order`. O(devices), amortized O(1).
     private mutating func compactOrder() {
-        order = order.filter { slot(ofSequence: $0) != nil }
+        var write = 0
+        for read in order.indices where orderSlots[read] != DeviceRecord.noSlot {
+            order[write] = order[read]
+            orderSlots[write] = orderSlots[read]
+            write += 1
+        }
+        order.removeLast(order.count - write)
+        orderSlots.removeLast(orderSlots.count - write)
         orderDeadCount = 0
     }
 

@@ -1,6 +1,7 @@
-/// The packed form of a `Device` inside an `AppIndex` (128-byte stride).
+/// The packed form of a `Device` inside an `AppIndex` (115 bytes, 120-byte stride).
 ///
-/// Layout, in bytes: sequence 8, four timestamps 32 (`Int64.min` = none), token
+/// Layout, in bytes: sequence 8, four 48-bit millisecond timestamps 24 (enough
+/// until the year 10889; all ones = none), token
 /// 32 inline (tokens of up to 32 bytes: every APNs token Apple issues today) or
 /// a `BlobStore` cell number in `token0` for longer ones, person slot and next
 /// device of that person 8, five interned string ids 20, secret digest slot 4,
@@ -11,10 +12,14 @@ struct DeviceRecord: Sendable {
     static let noSlot = UInt32.max
 
     var sequence: UInt64
-    var createdAt: Int64
-    var lastSeenAt: Int64
-    var boundAt: Int64
-    var invalidatedAt: Int64
+    private var createdAtLow: UInt32
+    private var lastSeenAtLow: UInt32
+    private var boundAtLow: UInt32
+    private var invalidatedAtLow: UInt32
+    private var createdAtHigh: UInt16
+    private var lastSeenAtHigh: UInt16
+    private var boundAtHigh: UInt16
+    private var invalidatedAtHigh: UInt16
     var token0: UInt64
     var token1: UInt64
     var token2: UInt64
@@ -39,11 +44,52 @@ struct DeviceRecord: Sendable {
     /// 2 true), bit 4 opted_in.
     var flags: UInt8
 
-    static let free = DeviceRecord(
-        sequence: 0, createdAt: 0, lastSeenAt: 0, boundAt: noTimestamp, invalidatedAt: noTimestamp,
-        token0: 0, token1: 0, token2: 0, token3: 0, person: noSlot, nextOfPerson: noSlot,
+    static let free: DeviceRecord = {
+        var record = DeviceRecord(
+            sequence: 0, createdAtLow: 0, lastSeenAtLow: 0, boundAtLow: 0, invalidatedAtLow: 0, createdAtHigh: 0,
+            lastSeenAtHigh: 0, boundAtHigh: 0, invalidatedAtHigh: 0, token0: 0, token1: 0, token2: 0, token3: 0, person: noSlot, nextOfPerson: noSlot,
         bundleID: 0, appVersion: 0, timezone: 0, locale: 0, invalidationReason: 0, digest: noSlot, strikes: 0,
         installation: .none, tokenLength: 0, tags: .none, flags: 0)
+        record.boundAt = noTimestamp
+        record.invalidatedAt = noTimestamp
+        return record
+    }()
+
+    /// Milliseconds since the epoch, or `noTimestamp`.
+    var createdAt: Int64 {
+        get { Self.join(createdAtLow, createdAtHigh) }
+        set { (createdAtLow, createdAtHigh) = Self.split(newValue) }
+    }
+    var lastSeenAt: Int64 {
+        get { Self.join(lastSeenAtLow, lastSeenAtHigh) }
+        set { (lastSeenAtLow, lastSeenAtHigh) = Self.split(newValue) }
+    }
+    var boundAt: Int64 {
+        get { Self.join(boundAtLow, boundAtHigh) }
+        set { (boundAtLow, boundAtHigh) = Self.split(newValue) }
+    }
+    var invalidatedAt: Int64 {
+        get { Self.join(invalidatedAtLow, invalidatedAtHigh) }
+        set { (invalidatedAtLow, invalidatedAtHigh) = Self.split(newValue) }
+    }
+
+    private static let allOnes48: UInt64 = 0xFFFF_FFFF_FFFF
+
+    private static func split(_ value: Int64) -> (UInt32, UInt16) {
+        let bits: UInt64
+        if value == noTimestamp {
+            bits = allOnes48
+        } else {
+            precondition(value >= 0 && UInt64(value) < allOnes48, "timestamp \(value) does not fit 48 bits")
+            bits = UInt64(value)
+        }
+        return (UInt32(truncatingIfNeeded: bits), UInt16(truncatingIfNeeded: bits >> 32))
+    }
+
+    private static func join(_ low: UInt32, _ high: UInt16) -> Int64 {
+        let bits = UInt64(high) << 32 | UInt64(low)
+        return bits == allOnes48 ? noTimestamp : Int64(bits)
+    }
 
     var isFree: Bool { sequence == 0 }
     var platform: Platform { flags & 1 == 0 ? .ios : .android }

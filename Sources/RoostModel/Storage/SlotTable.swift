@@ -113,10 +113,3 @@ func slotHash(domain: UInt8, bytes: UnsafeRawBufferPointer) -> UInt32 {
 func slotHash(domain: UInt8, bytes: [UInt8]) -> UInt32 {
     bytes.withUnsafeBytes { slotHash(domain: domain, bytes: $0) }
 }
-
-/// Returns a 32-bit hash of a 64-bit value (per-process seed).
-func slotHash(_ value: UInt64) -> UInt32 {
-    var hasher = Hasher()
-    hasher.combine(value)
-    return UInt32(truncatingIfNeeded: hasher.finalize())
-}
