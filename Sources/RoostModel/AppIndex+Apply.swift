@@ -130,7 +130,9 @@ extension AppIndex {
             if !record.installation.isNone {
                 withInstallation += 1
                 let installation = InstallationID(unchecked: blobs.string(record.installation))
-                if self.slot(ofInstallation: installation) != slot { problems.append("slot \(slot): installation index") }
+                if self.slot(ofInstallation: installation) != slot {
+                    problems.append("slot \(slot): installation index")
+                }
             }
             if record.isInvalidated { invalidated += 1 }
             if record.platform == .ios { ios += 1 }
@@ -145,7 +147,9 @@ extension AppIndex {
             if let violation = device(at: slot).violation() { problems.append("slot \(slot): \(violation)") }
         }
         if live != deviceCount { problems.append("device count \(deviceCount) != \(live)") }
-        if withToken != tokenSlots.count { problems.append("token index has \(tokenSlots.count), devices \(withToken)") }
+        if withToken != tokenSlots.count {
+            problems.append("token index has \(tokenSlots.count), devices \(withToken)")
+        }
         if withInstallation != installationSlots.count { problems.append("installation index size") }
         if order.count != orderSlots.count { problems.append("order arrays differ in length") }
         if orderSlots.filter({ $0 == DeviceRecord.noSlot }).count != orderDeadCount { problems.append("dead count") }

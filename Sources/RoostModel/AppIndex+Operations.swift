@@ -168,12 +168,13 @@ extension AppIndex {
     package mutating func deleteCredential(_ key: CredentialKey) -> Removal {
         let existed = credentials.removeValue(forKey: key) != nil
         var slots: [UInt32] = []
-        let bundleString = key.bundleID.rawValue
-        for (slot, record) in records.enumerated()
-        where !record.isFree && record.platform == .ios && record.environment == key.environment
-            && strings.string(record.bundleID) == bundleString
-        {
-            slots.append(UInt32(slot))
+        if let bundle = strings.id(of: key.bundleID.rawValue) {
+            for (slot, record) in records.enumerated()
+            where !record.isFree && record.bundleID == bundle && record.platform == .ios
+                && record.environment == key.environment
+            {
+                slots.append(UInt32(slot))
+            }
         }
         var removal = remove(slots: slots)
         removal.deleted = existed

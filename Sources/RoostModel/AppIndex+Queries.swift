@@ -143,14 +143,17 @@ extension AppIndex {
             return true
         }
         if let externalID = query.externalID {
-            guard let personSlot = personSlot(of: externalID) else { return .success(DevicePage(devices: [], nextCursor: nil)) }
+            guard let personSlot = personSlot(of: externalID) else {
+                return .success(DevicePage(devices: [], nextCursor: nil))
+            }
             let slots = deviceSlots(ofPerson: personSlot).filter { records[Int($0)].sequence > after }.sorted {
                 records[Int($0)].sequence < records[Int($1)].sequence
             }
-            for slot in slots where accept(slot) && page.count == query.limit {
-                let last = records[Int(slot)].sequence
-                let more = slots.last.map { records[Int($0)].sequence > last } ?? false
-                return .success(DevicePage(devices: page, nextCursor: more ? DeviceCursor(afterSequence: last) : nil))
+            for (position, slot) in slots.enumerated() {
+                guard accept(slot), page.count == query.limit else { continue }
+                let more = position + 1 < slots.count
+                let cursor = DeviceCursor(afterSequence: records[Int(slot)].sequence)
+                return .success(DevicePage(devices: page, nextCursor: more ? cursor : nil))
             }
             return .success(DevicePage(devices: page, nextCursor: nil))
         }
@@ -164,7 +167,8 @@ extension AppIndex {
             scanned += 1
             if accept(slot) && page.count == query.limit || scanned >= Limits.listScanMax {
                 let more = position < order.count
-                return .success(DevicePage(devices: page, nextCursor: more ? DeviceCursor(afterSequence: sequence) : nil))
+                return .success(
+                    DevicePage(devices: page, nextCursor: more ? DeviceCursor(afterSequence: sequence) : nil))
             }
         }
         return .success(DevicePage(devices: page, nextCursor: nil))

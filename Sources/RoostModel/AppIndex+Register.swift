@@ -51,7 +51,7 @@ extension AppIndex {
         }
 
         var target: UInt32?
-        var loser: (slot: UInt32, reason: InvalidationReason)?
+        var loser: (slot: UInt32, kind: Displacement)?
         var tokenChange = TokenChange.unchanged
         if let named = proven ?? installationSlot {
             if let holder = tokenSlot, holder != named {
@@ -108,15 +108,16 @@ extension AppIndex {
         var displaced: DeviceID?
         if let loser {
             var lost = self.device(at: loser.slot)
-            switch loser.reason {
+            switch loser.kind {
             case .reassigned:
                 lost.token = nil
-            default:
+                lost.invalidationReason = .reassigned
+            case .superseded:
                 lost.installationSecretDigest = nil
                 if let wanted = request.installationID, lost.installationID == wanted { lost.installationID = nil }
+                lost.invalidationReason = .superseded
             }
             lost.invalidatedAt = now
-            lost.invalidationReason = loser.reason
             storeDevice(lost)
             mutations.append(.deviceUpsert(lost))
             displaced = lost.id
@@ -158,6 +159,14 @@ extension AppIndex {
             RegisterOutcome(
                 created: target == nil, device: device, tokenChange: tokenChange, displaced: displaced,
                 evicted: evicted, mutations: mutations))
+    }
+
+    /// How the device that held the token, or the proven device, loses out.
+    enum Displacement {
+        /// Rule 4: the holder loses its token to the named installation.
+        case reassigned
+        /// Rule 5: the proven device loses to the holder of the token.
+        case superseded
     }
 
     /// Makes `externalID` known (creating the person) and evicts their devices

@@ -125,7 +125,9 @@ package struct AppIndex: Sendable {
         precondition(record.tokenLength > 0, "record without token")
         if record.tokenLength <= 32 {
             var words = (record.token0, record.token1, record.token2, record.token3)
-            return withUnsafeBytes(of: &words) { body(UnsafeRawBufferPointer(rebasing: $0[0..<Int(record.tokenLength)])) }
+            return withUnsafeBytes(of: &words) {
+                body(UnsafeRawBufferPointer(rebasing: $0[0..<Int(record.tokenLength)]))
+            }
         }
         return blobs.withBytes(BlobRef(cell: UInt32(record.token0), length: record.tokenLength), body)
     }
@@ -172,7 +174,8 @@ package struct AppIndex: Sendable {
         device.tags = record.tags.isNone ? .empty : decodeStoredTags(record.tags)
         if record.isInvalidated {
             device.invalidatedAt = Timestamp(millisecondsSinceEpoch: record.invalidatedAt)
-            device.invalidationReason = strings.string(record.invalidationReason).map(InvalidationReason.init(unchecked:))
+            device.invalidationReason = strings.string(record.invalidationReason).map(
+                InvalidationReason.init(unchecked:))
         }
         device.strikes = record.strikes
         return device
@@ -206,7 +209,9 @@ package struct AppIndex: Sendable {
     mutating func storeDevice(_ device: Device) -> UInt32 {
         precondition(device.id.appID == appID, "device \(device.id) of another app stored in \(appID)")
         precondition(device.mode == mode, "device \(device.id) of another mode stored in \(mode)")
-        if let violation = device.violation() { preconditionFailure("storing invalid device \(device.id): \(violation)") }
+        if let violation = device.violation() {
+            preconditionFailure("storing invalid device \(device.id): \(violation)")
+        }
         let slot: UInt32
         if let existing = self.slot(ofSequence: device.id.sequence) {
             precondition(records[Int(existing)].platform == device.platform, "device \(device.id) changed platform")
@@ -357,7 +362,9 @@ package struct AppIndex: Sendable {
             let hash = withTokenBytes(of: record) { Self.tokenHash(platform: record.platform, bytes: $0) }
             let removed = tokenSlots.remove(slot: slot, hash: hash)
             precondition(removed, "token of slot \(slot) missing from the token index")
-            if record.tokenLength > 32 { blobs.release(BlobRef(cell: UInt32(record.token0), length: record.tokenLength)) }
+            if record.tokenLength > 32 {
+                blobs.release(BlobRef(cell: UInt32(record.token0), length: record.tokenLength))
+            }
         }
         if !record.installation.isNone {
             let hash = blobs.withBytes(record.installation) { slotHash(domain: Self.installationDomain, bytes: $0) }

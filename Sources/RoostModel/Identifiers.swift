@@ -49,7 +49,9 @@ package struct BundleID: Hashable, Comparable, Sendable, CustomStringConvertible
     package init(_ rawValue: String) throws(RegistryRejection) {
         let utf8 = rawValue.utf8
         guard utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax,
-            utf8.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") })
+            utf8.allSatisfy({
+                isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+            })
         else { throw .invalidField("bundle_id") }
         self.rawValue = rawValue
     }
@@ -84,7 +86,9 @@ package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
         var result: [UInt8] = []
         result.reserveCapacity(32)
         for word in [word0, word1, word2, word3] {
-            for shift in stride(from: UInt64(0), to: 64, by: 8) { result.append(UInt8(truncatingIfNeeded: word >> shift)) }
+            for shift in stride(from: UInt64(0), to: 64, by: 8) {
+                result.append(UInt8(truncatingIfNeeded: word >> shift))
+            }
         }
         return result
     }

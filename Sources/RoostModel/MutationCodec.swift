@@ -172,10 +172,13 @@ package enum MutationCodec {
                 throw .invalidValue(field: "token", offset: offset)
             }
         }
-        var device = Device(id: id, environment: environment, token: token, createdAt: Timestamp(millisecondsSinceEpoch: 0))
+        var device = Device(
+            id: id, environment: environment, token: token, createdAt: Timestamp(millisecondsSinceEpoch: 0))
         offset = reader.offset
         if let text = try reader.optionalString("bundle_id", max: Limits.bundleIDBytesMax) {
-            device.bundleID = try validated("bundle_id", at: offset) { () throws(RegistryRejection) in try BundleID(text) }
+            device.bundleID = try validated("bundle_id", at: offset) { () throws(RegistryRejection) in
+                try BundleID(text)
+            }
         }
         offset = reader.offset
         if let text = try reader.optionalString("installation_id", max: 4 * Limits.installationIDCharactersMax) {

@@ -46,7 +46,8 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     package init(validatingBytes bytes: [UInt8], platform: Platform) throws(RegistryRejection) {
         switch platform {
         case .ios:
-            guard bytes.count >= Limits.apnsTokenHexCharactersMin / 2, bytes.count <= Limits.apnsTokenHexCharactersMax / 2
+            guard bytes.count >= Limits.apnsTokenHexCharactersMin / 2,
+                bytes.count <= Limits.apnsTokenHexCharactersMax / 2
             else { throw .invalidTokenFormat }
         case .android:
             guard bytes.count >= Limits.fcmTokenCharactersMin, bytes.count <= Limits.fcmTokenCharactersMax,

@@ -65,13 +65,15 @@ struct RandomWorkload {
             _ = harness.register(request)
         case 10:
             if let device = existingDevice() {
-                let result = harness.index.patchDevice(device.id, tags: .merge(tagPatch()), optedIn: chance(50) ? nil : chance(50))
+                let result = harness.index.patchDevice(
+                    device.id, tags: .merge(tagPatch()), optedIn: chance(50) ? nil : chance(50))
                 harness.record(result.value?.mutations ?? [])
             }
         case 11:
             if let device = existingDevice() { harness.record(harness.index.deleteDevice(device.id).mutations) }
         case 12:
-            let reported = chance(50) ? nil : Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch - Int64(pick(5_000)))
+            let reported =
+                chance(50) ? nil : Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch - Int64(pick(5_000)))
             let feedback = harness.index.invalidate(
                 token: token(), reason: try InvalidationReason("Unregistered"), reportedAt: reported, at: now)
             harness.record(feedback.mutations)
@@ -80,11 +82,15 @@ struct RandomWorkload {
         case 14:
             if chance(30) { harness.record(harness.index.erasePerson(person("p\(pick(8))")).value?.mutations ?? []) }
         case 15:
-            if let device = existingDevice() { harness.record(harness.index.recordStrike(device.id).value?.mutations ?? []) }
+            if let device = existingDevice() {
+                harness.record(harness.index.recordStrike(device.id).value?.mutations ?? [])
+            }
         case 16:
-            let key = CredentialKey(bundleID: try BundleID("com.example.b\(pick(2))"), environment: chance(50) ? .production : .sandbox)
+            let key = CredentialKey(
+                bundleID: try BundleID("com.example.b\(pick(2))"), environment: chance(50) ? .production : .sandbox)
             if chance(70) {
-                harness.record(harness.index.putCredential(try APNsCredential(key: key, teamID: "T\(pick(3))", keyID: "K1")))
+                harness.record(
+                    harness.index.putCredential(try APNsCredential(key: key, teamID: "T\(pick(3))", keyID: "K1")))
             } else {
                 harness.record(harness.index.deleteCredential(key).mutations)
             }
@@ -186,13 +192,18 @@ struct MutationCodecTests {
     func invalidValues() throws {
         var device = try Self.sampleDevice()
         device.boundAt = nil  // external_id without bound_at
-        #expect(throws: ByteDecodingError.self) { try MutationCodec.decode(MutationCodec.encode(.deviceUpsert(device))) }
-        var zeroApp = MutationCodec.encode(.deviceTombstone(DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 3)))
+        #expect(throws: ByteDecodingError.self) {
+            try MutationCodec.decode(MutationCodec.encode(.deviceUpsert(device)))
+        }
+        var zeroApp = MutationCodec.encode(
+            .deviceTombstone(DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 3)))
         for index in 2..<6 { zeroApp[index] = 0 }
         #expect(throws: ByteDecodingError.invalidValue(field: "id", offset: 2)) { try MutationCodec.decode(zeroApp) }
         var settings = MutationCodec.encode(.settings(.defaults))
         settings[2] = 0
-        #expect(throws: ByteDecodingError.invalidValue(field: "settings", offset: 2)) { try MutationCodec.decode(settings) }
+        #expect(throws: ByteDecodingError.invalidValue(field: "settings", offset: 2)) {
+            try MutationCodec.decode(settings)
+        }
         var ios = Device(
             id: DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 1), environment: .production,
             token: PushToken(unchecked: [1, 2, 3], platform: .ios), createdAt: Timestamp(millisecondsSinceEpoch: 0))
@@ -229,7 +240,9 @@ struct MutationCodecTests {
 
 @Suite("Replay")
 struct ReplayTests {
-    @Test("replaying a random workload's mutations into an empty index reproduces it", arguments: [1, 2, 3, 4, 5] as [UInt64])
+    @Test(
+        "replaying a random workload's mutations into an empty index reproduces it",
+        arguments: [1, 2, 3, 4, 5] as [UInt64])
     func randomWorkload(seed: UInt64) throws {
         var workload = RandomWorkload(seed: seed)
         for step in 0..<1_500 {
@@ -257,13 +270,17 @@ struct ReplayTests {
         #expect(restored.invariantViolations() == [])
     }
 
-    @Test("a later state plus a replay from an earlier point converges (fuzzy snapshot)", arguments: [11, 12, 13] as [UInt64])
+    @Test(
+        "a later state plus a replay from an earlier point converges (fuzzy snapshot)",
+        arguments: [11, 12, 13] as [UInt64])
     func fuzzySnapshot(seed: UInt64) throws {
         var workload = RandomWorkload(seed: seed)
         var states: [(logCount: Int, snapshot: [Mutation])] = []
         for step in 0..<1_200 {
             try workload.step()
-            if step % 100 == 50 { states.append((workload.harness.log.count, workload.harness.index.snapshotMutations())) }
+            if step % 100 == 50 {
+                states.append((workload.harness.log.count, workload.harness.index.snapshotMutations()))
+            }
         }
         let final = workload.harness.index.snapshotMutations()
         var random = SplitMix64(seed: seed)
@@ -272,7 +289,9 @@ struct ReplayTests {
             var index = AppIndex(appID: testApp, mode: .live)
             try index.apply(state.snapshot)
             try index.apply(Array(workload.harness.log[earlier...]))
-            #expect(index.snapshotMutations() == final, "seed \(seed): snapshot at \(state.logCount), replay from \(earlier)")
+            #expect(
+                index.snapshotMutations() == final,
+                "seed \(seed): snapshot at \(state.logCount), replay from \(earlier)")
             #expect(index.invariantViolations() == [], "seed \(seed)")
         }
     }

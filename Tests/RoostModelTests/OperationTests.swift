@@ -20,7 +20,8 @@ struct TagsTests {
     @Test(
         "limits after the merge: 50 keys and 4,096 bytes pass, one more is rejected",
         arguments: [
-            (50, 200, nil as RegistryRejection?), (51, 204, .tagsTooLarge), (50, 4_096, nil), (50, 4_097, .tagsTooLarge),
+            (50, 200, nil as RegistryRejection?), (51, 204, .tagsTooLarge), (50, 4_096, nil),
+            (50, 4_097, .tagsTooLarge),
         ])
     func limits(count: Int, bytes: Int, expected: RegistryRejection?) {
         let patch = Self.tags(count: count, bytes: bytes)
@@ -92,10 +93,12 @@ struct DeviceOperationTests {
     @Test("PATCH merges tags and sets opted_in without touching last_seen_at")
     func patch() throws {
         var harness = Harness()
-        let device = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["plan": .string("free")]) }).device
+        let device = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["plan": .string("free")]) })
+            .device
         harness.advance(seconds: 100)
         let change = try #require(
-            harness.index.patchDevice(device.id, tags: .merge(["plan": .string("pro"), "trial": nil]), optedIn: false).value)
+            harness.index.patchDevice(device.id, tags: .merge(["plan": .string("pro"), "trial": nil]), optedIn: false)
+                .value)
         harness.record(change.mutations)
         #expect(change.device.tags["plan"] == .string("pro"))
         #expect(!change.device.optedIn)
@@ -110,7 +113,8 @@ struct DeviceOperationTests {
     func patchTooLarge(count: Int, bytes: Int) throws {
         var harness = Harness()
         let device = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .bool(true)]) }).device
-        let result = harness.index.patchDevice(device.id, tags: .merge(TagsTests.tags(count: count, bytes: bytes)), optedIn: false)
+        let result = harness.index.patchDevice(
+            device.id, tags: .merge(TagsTests.tags(count: count, bytes: bytes)), optedIn: false)
         #expect(result.rejection == .tagsTooLarge)
         #expect(harness.index.device(device.id) == device)
         let viaRegistration = harness.register(
@@ -187,7 +191,9 @@ struct DeviceOperationTests {
         let second = harness.index.invalidate(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now)
         #expect(second.result == .alreadyInvalidated(device.id))
         #expect(second.mutations.isEmpty)
-        #expect(harness.index.invalidate(token: fcmToken(2), reason: reason, reportedAt: nil, at: harness.now).result == .unknownToken)
+        #expect(
+            harness.index.invalidate(token: fcmToken(2), reason: reason, reportedAt: nil, at: harness.now).result
+                == .unknownToken)
         #expect(harness.index.stats().invalidated == 1)
         #expect(harness.index.stats().active == 0)
         try harness.verify()
@@ -201,10 +207,11 @@ struct DeviceOperationTests {
         let key = CredentialKey(bundleID: bundle, environment: .production)
         harness.record(harness.index.putCredential(try APNsCredential(key: key, teamID: "T1", keyID: "K1")))
         let doomed = try harness.mustRegister(request(apnsToken(1)) { $0.bundleID = .set(bundle) }).device
-        _ = try harness.mustRegister(request(apnsToken(2)) {
-            $0.bundleID = .set(bundle)
-            $0.environment = .sandbox
-        })
+        _ = try harness.mustRegister(
+            request(apnsToken(2)) {
+                $0.bundleID = .set(bundle)
+                $0.environment = .sandbox
+            })
         _ = try harness.mustRegister(request(apnsToken(3)) { $0.bundleID = .set(other) })
         _ = try harness.mustRegister(request(fcmToken(4)) { $0.bundleID = .set(bundle) })
         let removal = harness.index.deleteCredential(key)
@@ -220,8 +227,9 @@ struct DeviceOperationTests {
     @Test("settings are validated and logged once")
     func settings() throws {
         var harness = Harness()
-        #expect(harness.index.updateSettings(AppSettings(maxDevicesPerPerson: 0, requireKnownPerson: false)).rejection
-            == .invalidField("max_devices_per_person"))
+        #expect(
+            harness.index.updateSettings(AppSettings(maxDevicesPerPerson: 0, requireKnownPerson: false)).rejection
+                == .invalidField("max_devices_per_person"))
         let changed = AppSettings(maxDevicesPerPerson: 2, requireKnownPerson: true)
         harness.record(try #require(harness.index.updateSettings(changed).value))
         #expect(harness.index.updateSettings(changed).value == [])
@@ -252,7 +260,9 @@ struct PeopleTests {
     @Test("erasing a person deletes their devices; the same external_id later starts with none")
     func erase() throws {
         var harness = Harness()
-        for n in 0..<3 { _ = try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) }) }
+        for n in 0..<3 {
+            _ = try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) })
+        }
         _ = try harness.mustRegister(request(apnsToken(9)) { $0.externalID = .set(person("q")) })
         let erased = try #require(harness.index.erasePerson(person("p")).value)
         harness.record(erased.mutations)
@@ -319,7 +329,8 @@ struct ListingTests {
         #expect(try sequences(DeviceQuery(state: .invalidated)) == Array(stride(from: 0, to: 30, by: 3)))
         #expect(try sequences(DeviceQuery(state: .active)).count == 20)
         #expect(
-            try sequences(DeviceQuery(externalID: person("p0"), platform: .android, tags: ["n": "0"], state: .invalidated))
+            try sequences(
+                DeviceQuery(externalID: person("p0"), platform: .android, tags: ["n": "0"], state: .invalidated))
                 == [0])
         #expect(try sequences(DeviceQuery(externalID: person("nobody"))) == [])
     }
@@ -339,7 +350,9 @@ struct ListingTests {
 
     @Test("limits outside 1...1000 and foreign cursors are refused", arguments: [0, 1001])
     func badLimits(limit: Int) {
-        #expect(AppIndex(appID: testApp, mode: .live).listDevices(DeviceQuery(limit: limit)).rejection == .invalidField("limit"))
+        #expect(
+            AppIndex(appID: testApp, mode: .live).listDevices(DeviceQuery(limit: limit)).rejection
+                == .invalidField("limit"))
         #expect(DeviceCursor(encoded: "dev_x") == nil)
         #expect(DeviceCursor(encoded: "c000000000000000g") == nil)
     }
@@ -347,6 +360,9 @@ struct ListingTests {
     @Test("stats count devices, active, invalidated, people and platforms")
     func stats() throws {
         let stats = try Self.populated().index.stats()
-        #expect(stats == RegistryStats(devices: 30, active: 20, invalidated: 10, people: 5, byPlatform: [.ios: 15, .android: 15]))
+        #expect(
+            stats
+                == RegistryStats(
+                    devices: 30, active: 20, invalidated: 10, people: 5, byPlatform: [.ios: 15, .android: 15]))
     }
 }

@@ -27,13 +27,15 @@ struct TokenAndPersonRuleTests {
         try harness.verify()
     }
 
-    @Test("the same token again is the same device (200): last_seen_at refreshed, created_at kept, invalidation cleared")
+    @Test(
+        "the same token again is the same device (200): last_seen_at refreshed, created_at kept, invalidation cleared")
     func reregisters() throws {
         var harness = Harness()
         let first = try harness.mustRegister(request(apnsToken(1)) { $0.appVersion = .set("1.0") })
         harness.advance(seconds: 60)
         let feedback = harness.index.invalidate(
-            token: apnsToken(1), reason: try InvalidationReason("Unregistered"), reportedAt: harness.now, at: harness.now)
+            token: apnsToken(1), reason: try InvalidationReason("Unregistered"), reportedAt: harness.now,
+            at: harness.now)
         harness.record(feedback.mutations)
         #expect(feedback.result == .invalidated(first.device.id))
         let second = try harness.mustRegister(request(apnsToken(1)))
@@ -104,7 +106,8 @@ struct TokenAndPersonRuleTests {
         var harness = Harness(settings: AppSettings(maxDevicesPerPerson: 3, requireKnownPerson: false))
         var ids: [DeviceID] = []
         for n in 0..<3 {
-            ids.append(try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) }).device.id)
+            ids.append(
+                try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) }).device.id)
         }
         // Refresh device 0 last, so the least recently registered is device 1 unless 0 was never refreshed.
         if expectedVictim != 0 || !invalidated.isEmpty {
@@ -128,7 +131,9 @@ struct TokenAndPersonRuleTests {
     @Test("re-registering a device its person already has does not evict")
     func noEvictionWithoutNewBinding() throws {
         var harness = Harness(settings: AppSettings(maxDevicesPerPerson: 2, requireKnownPerson: false))
-        for n in 0..<2 { _ = try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) }) }
+        for n in 0..<2 {
+            _ = try harness.mustRegister(request(apnsToken(UInt64(n))) { $0.externalID = .set(person("p")) })
+        }
         let again = try harness.mustRegister(request(apnsToken(0)) { $0.externalID = .set(person("p")) })
         #expect(again.evicted.isEmpty)
         #expect(harness.index.stats().devices == 2)
@@ -150,17 +155,19 @@ struct TokenAndPersonRuleTests {
         #expect(rejected.rejection == .unknownIdentity)
         #expect(harness.index.person(person("stranger")) == nil)
         #expect(harness.index.device(existing.device.id)?.appVersion == nil)
-        let fresh = harness.register(request(apnsToken(2)) {
-            $0.externalID = .set(person("stranger"))
-            $0.requireKnownPerson = routeFlag
-        })
+        let fresh = harness.register(
+            request(apnsToken(2)) {
+                $0.externalID = .set(person("stranger"))
+                $0.requireKnownPerson = routeFlag
+            })
         #expect(fresh.rejection == .unknownIdentity)
         #expect(harness.index.stats().devices == 1)
         harness.record(harness.index.putPerson(person("stranger"), at: harness.now).mutations)
-        let accepted = try harness.mustRegister(request(apnsToken(2)) {
-            $0.externalID = .set(person("stranger"))
-            $0.requireKnownPerson = routeFlag
-        })
+        let accepted = try harness.mustRegister(
+            request(apnsToken(2)) {
+                $0.externalID = .set(person("stranger"))
+                $0.requireKnownPerson = routeFlag
+            })
         #expect(accepted.device.externalID == person("stranger"))
         try harness.verify()
     }
@@ -233,7 +240,10 @@ struct TokenAndPersonRuleTests {
         #expect(merged.device.locale == "en-US")
         let kept = try harness.mustRegister(request(apnsToken(1)))
         #expect(kept.device.tags == merged.device.tags)
-        let cleared = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .clear; $0.locale = .clear })
+        let cleared = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.tags = .clear; $0.locale = .clear
+            })
         #expect(cleared.device.tags.isEmpty)
         #expect(cleared.device.locale == nil)
         try harness.verify()
@@ -292,7 +302,9 @@ struct InstallationRuleTests {
         #expect(moved.displaced == a.device.id)
         #expect(harness.index.device(token: apnsToken(2)) == nil)
         #expect(harness.index.device(a.device.id)?.invalidationReason == .reassigned)
-        #expect(harness.index.stats() == RegistryStats(devices: 2, active: 1, invalidated: 1, people: 0, byPlatform: [.ios: 2, .android: 0]))
+        #expect(
+            harness.index.stats()
+                == RegistryStats(devices: 2, active: 1, invalidated: 1, people: 0, byPlatform: [.ios: 2, .android: 0]))
         try harness.verify()
     }
 
@@ -440,7 +452,8 @@ struct ProofRuleTests {
         let a = try harness.mustRegister(request(apnsToken(1)) { $0.installationID = installation("A") })
         for _ in 0..<3 { harness.record(try #require(harness.index.recordStrike(a.device.id).value).mutations) }
         #expect(try harness.mustRegister(request(apnsToken(1))).device.strikes == 3)
-        #expect(try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("p")) }).device.strikes == 3)
+        #expect(
+            try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("p")) }).device.strikes == 3)
         let b = try harness.mustRegister(request(apnsToken(2)) { $0.installationID = installation("B") })
         harness.record(try #require(harness.index.recordStrike(b.device.id).value).mutations)
         let moved = try harness.mustRegister(request(apnsToken(1)) { $0.installationID = installation("B") })

@@ -86,7 +86,8 @@ struct Harness {
         let result = index.register(request, at: now)
         switch result {
         case .success(let outcome): log += outcome.mutations
-        case .failure: #expect(index.snapshotMutations() == before, "a rejection changed state", sourceLocation: sourceLocation)
+        case .failure:
+            #expect(index.snapshotMutations() == before, "a rejection changed state", sourceLocation: sourceLocation)
         }
         return result
     }
@@ -96,7 +97,8 @@ struct Harness {
         _ request: RegisterRequest, sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> RegisterOutcome {
         let result = register(request, sourceLocation: sourceLocation)
-        return try #require(result.value, "rejected: \(String(describing: result.rejection))", sourceLocation: sourceLocation)
+        return try #require(
+            result.value, "rejected: \(String(describing: result.rejection))", sourceLocation: sourceLocation)
     }
 
     mutating func record(_ mutations: [Mutation]) { log += mutations }
@@ -111,7 +113,8 @@ struct Harness {
             try replayed.apply(decoded)
         }
         #expect(replayed.invariantViolations() == [], sourceLocation: sourceLocation)
-        #expect(replayed.snapshotMutations() == index.snapshotMutations(), "replay differs", sourceLocation: sourceLocation)
+        #expect(
+            replayed.snapshotMutations() == index.snapshotMutations(), "replay differs", sourceLocation: sourceLocation)
         #expect(replayed.stats() == index.stats(), sourceLocation: sourceLocation)
     }
 }

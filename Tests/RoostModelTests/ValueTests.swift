@@ -112,7 +112,8 @@ struct DeviceIDTests {
     @Test(
         "rejects strings this server did not mint",
         arguments: [
-            "", "dev_", "dev_0000000000000000000000000", "dev_00000000000000000000000000", "DEV_1234567890abcdefghjkmnpqrs",
+            "", "dev_", "dev_0000000000000000000000000", "dev_00000000000000000000000000",
+            "DEV_1234567890abcdefghjkmnpqrs",
             "dev_zzzzzzzzzzzzzzzzzzzzzzzzzz", "dev_1234567890abcdefghjkmnpqrsu", "dev_123456789Oabcdefghjkmnpqrs",
         ])
     func rejectsForeign(text: String) {
@@ -159,7 +160,10 @@ struct TokenTests {
             (String(repeating: "a", count: 40) + " ", .android, .invalidTokenFormat),
             (String(repeating: "é", count: 40), .android, .invalidTokenFormat),
             // A platform/token mismatch: an FCM token is not hex.
-            ("dXNlcl80Mg:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx" + String(repeating: "x", count: 100), .ios, .invalidTokenFormat),
+            (
+                "dXNlcl80Mg:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx" + String(repeating: "x", count: 100), .ios,
+                .invalidTokenFormat
+            ),
             (hex64, .android, nil),
         ])
     func shapes(text: String, platform: Platform, expected: RegistryRejection?) {
@@ -232,6 +236,25 @@ struct TokenTests {
             #expect(rejection.field == field)
             #expect(!rejection.message.isEmpty)
         }
+    }
+
+    @Test("limits are consistent with each other")
+    func limitRelations() {
+        #expect(Limits.maxDevicesPerPersonRange.contains(Limits.maxDevicesPerPersonDefault))
+        #expect(AppSettings.defaults.validationError() == nil)
+        #expect(Limits.listLimitDefault <= Limits.listLimitMax)
+        #expect(Limits.listLimitMax <= Limits.listScanMax)
+        #expect(Limits.tagKeyBytesMax < Limits.tagBytesMax)
+        #expect(Limits.tagKeysMax <= Int(UInt8.max), "the tag count is encoded in one byte")
+        #expect(Limits.apnsTokenHexCharactersMin / 2 <= 32, "every APNs token of minimum length is stored inline")
+        #expect(Limits.fcmTokenCharactersMax <= Int(UInt16.max) && Limits.mutationBytesMax <= BlobStore.lengthMax)
+        // A device with every field at its maximum, encoded, fits a record (see the codec round trip).
+        let fixed = 200
+        let worstDevice =
+            fixed + Limits.fcmTokenCharactersMax + Limits.bundleIDBytesMax + 4 * Limits.installationIDCharactersMax
+            + 4 * Limits.externalIDCharactersMax + Limits.appVersionBytesMax + Limits.timezoneBytesMax
+            + Limits.localeBytesMax + Limits.invalidationReasonBytesMax + Limits.tagBytesMax + Limits.tagKeysMax * 6
+        #expect(worstDevice <= Limits.mutationBytesMax)
     }
 
     @Test("a device record is packed into 120 bytes")

@@ -74,7 +74,9 @@ struct BlobStore: Sendable {
         let classIndex = (Int(ref.length) - 1) / Self.granularity
         let cellSize = (classIndex + 1) * Self.granularity
         return classes[classIndex].bytes.withUnsafeBytes { buffer in
-            body(UnsafeRawBufferPointer(rebasing: buffer[Int(ref.cell) * cellSize..<Int(ref.cell) * cellSize + Int(ref.length)]))
+            body(
+                UnsafeRawBufferPointer(
+                    rebasing: buffer[Int(ref.cell) * cellSize..<Int(ref.cell) * cellSize + Int(ref.length)]))
         }
     }
 

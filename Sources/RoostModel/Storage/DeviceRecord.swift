@@ -47,9 +47,10 @@ struct DeviceRecord: Sendable {
     static let free: DeviceRecord = {
         var record = DeviceRecord(
             sequence: 0, createdAtLow: 0, lastSeenAtLow: 0, boundAtLow: 0, invalidatedAtLow: 0, createdAtHigh: 0,
-            lastSeenAtHigh: 0, boundAtHigh: 0, invalidatedAtHigh: 0, token0: 0, token1: 0, token2: 0, token3: 0, person: noSlot, nextOfPerson: noSlot,
-        bundleID: 0, appVersion: 0, timezone: 0, locale: 0, invalidationReason: 0, digest: noSlot, strikes: 0,
-        installation: .none, tokenLength: 0, tags: .none, flags: 0)
+            lastSeenAtHigh: 0, boundAtHigh: 0, invalidatedAtHigh: 0, token0: 0, token1: 0, token2: 0, token3: 0,
+            person: noSlot, nextOfPerson: noSlot,
+            bundleID: 0, appVersion: 0, timezone: 0, locale: 0, invalidationReason: 0, digest: noSlot, strikes: 0,
+            installation: .none, tokenLength: 0, tags: .none, flags: 0)
         record.boundAt = noTimestamp
         record.invalidatedAt = noTimestamp
         return record

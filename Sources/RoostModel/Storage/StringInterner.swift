@@ -53,6 +53,9 @@ struct StringInterner: Sendable {
         }
     }
 
+    /// Returns the id of `string` if it is live, without adding a reference.
+    func id(of string: String) -> UInt32? { ids[string] }
+
     /// Returns the string of `id`, or nil for 0.
     func string(_ id: UInt32) -> String? {
         guard id != 0 else { return nil }
