@@ -76,13 +76,36 @@ extension AppIndex {
     /// the sequence floor. Two indexes hold the same state exactly when these are
     /// equal. O(devices + people log people).
     package func snapshotMutations() -> [Mutation] {
+        var result = snapshotHeader()
+        forEachDevice { result.append(.deviceUpsert($0)) }
+        result.append(.deviceSequenceFloor(nextDeviceSequence))
+        return result
+    }
+
+    /// One bounded slice of a snapshot's devices: the upserts of at most `limit`
+    /// devices created after `afterSequence`, in creation order, and the sequence
+    /// to continue from (nil when done). With `snapshotHeader()` written first and
+    /// the floor last, slices taken between requests form a fuzzy snapshot that
+    /// replay from its starting LSN makes exact. O(limit + log devices).
+    package func snapshotDevices(afterSequence: UInt64, limit: Int) -> (mutations: [Mutation], next: UInt64?) {
+        precondition(limit >= 1, "snapshot slice limit must be positive, got \(limit)")
+        var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
+        var result: [Mutation] = []
+        while position < order.count && result.count < limit {
+            let slot = orderSlots[position]
+            position += 1
+            if slot != DeviceRecord.noSlot { result.append(.deviceUpsert(device(at: slot))) }
+        }
+        return (result, position < order.count ? order[position - 1] : nil)
+    }
+
+    /// The non-device part of a snapshot: settings, credentials, people.
+    package func snapshotHeader() -> [Mutation] {
         var result: [Mutation] = [.settings(settings)]
         for key in credentials.keys.sorted() {
             if let credential = credentials[key] { result.append(.credentialUpsert(credential)) }
         }
         for person in allPeople() { result.append(.personUpsert(person)) }
-        forEachDevice { result.append(.deviceUpsert($0)) }
-        result.append(.deviceSequenceFloor(nextDeviceSequence))
         return result
     }
 

@@ -132,7 +132,10 @@ extension AppIndex {
             device.boundAt = nil
         case .set:
             if let bindTo {
-                evicted = makeRoom(for: bindTo, excluding: target, at: now, mutations: &mutations)
+                evicted = makeRoom(
+                    for: bindTo, excluding: target,
+                    limit: request.maxDevicesPerPersonOverride ?? settings.maxDevicesPerPerson,
+                    at: now, mutations: &mutations)
                 device.externalID = bindTo
                 device.boundAt = now
             }
@@ -170,10 +173,12 @@ extension AppIndex {
     }
 
     /// Makes `externalID` known (creating the person) and evicts their devices
-    /// until one more fits under `max_devices_per_person`; returns the evicted ids.
+    /// until one more fits under `limit`; returns the evicted ids.
     mutating func makeRoom(
-        for externalID: ExternalID, excluding target: UInt32?, at now: Timestamp, mutations: inout [Mutation]
+        for externalID: ExternalID, excluding target: UInt32?, limit: Int, at now: Timestamp,
+        mutations: inout [Mutation]
     ) -> [DeviceID] {
+        precondition(limit >= 1, "max devices per person must be positive, got \(limit)")
         let personSlot: UInt32
         if let known = self.personSlot(of: externalID) {
             personSlot = known
@@ -184,7 +189,7 @@ extension AppIndex {
         }
         var members = deviceSlots(ofPerson: personSlot).filter { $0 != target }
         var evicted: [DeviceID] = []
-        while members.count >= settings.maxDevicesPerPerson, let victim = evictionVictim(among: members) {
+        while members.count >= limit, let victim = evictionVictim(among: members) {
             let id = device(at: victim).id
             removeDevice(at: victim)
             mutations.append(.deviceTombstone(id))

@@ -29,6 +29,9 @@ package struct RegisterRequest: Hashable, Sendable {
     /// Requires an APNs credential for (bundle id, environment): the Barua route's
     /// 409 `notification_app_not_found`.
     package var requireCredential: Bool
+    /// Replaces the app's `max_devices_per_person` for this request (the Barua seed
+    /// fixes it at 10 whatever the app setting); must lie in `Limits.maxDevicesPerPersonRange`.
+    package var maxDevicesPerPersonOverride: Int?
 
     package var platform: Platform { token.platform }
 
@@ -49,11 +52,15 @@ package struct RegisterRequest: Hashable, Sendable {
         self.tags = .keep
         self.requireKnownPerson = false
         self.requireCredential = false
+        self.maxDevicesPerPersonOverride = nil
     }
 
     /// Returns the first field out of bounds, or nil. Does not look at stored state.
     func validationError() -> RegistryRejection? {
         guard environment.isAllowed(for: platform) else { return .invalidEnvironment }
+        if let limit = maxDevicesPerPersonOverride, !Limits.maxDevicesPerPersonRange.contains(limit) {
+            return .invalidField("max_devices_per_person")
+        }
         let texts: [(FieldChange<String>, Int, String)] = [
             (appVersion, Limits.appVersionBytesMax, "app_version"),
             (timezone, Limits.timezoneBytesMax, "timezone"),

@@ -296,6 +296,28 @@ struct ReplayTests {
         }
     }
 
+    @Test("a snapshot written in bounded slices restores the same index", arguments: [1, 7, 1_000])
+    func slicedSnapshot(limit: Int) throws {
+        var workload = RandomWorkload(seed: 21)
+        for _ in 0..<600 { try workload.step() }
+        let source = workload.harness.index
+        var restored = AppIndex(appID: testApp, mode: .live)
+        try restored.apply(source.snapshotHeader())
+        var after: UInt64 = 0
+        var slices = 0
+        while true {
+            let slice = source.snapshotDevices(afterSequence: after, limit: limit)
+            #expect(slice.mutations.count <= limit)
+            try restored.apply(slice.mutations)
+            slices += 1
+            guard let next = slice.next else { break }
+            after = next
+        }
+        try restored.apply(.deviceSequenceFloor(source.nextDeviceSequence))
+        #expect(restored.snapshotMutations() == source.snapshotMutations())
+        #expect(slices >= source.count / limit)
+    }
+
     @Test("apply refuses devices of another app or mode and changes nothing")
     func foreignRecords() throws {
         var index = AppIndex(appID: testApp, mode: .live)

@@ -128,6 +128,42 @@ struct TokenAndPersonRuleTests {
         try harness.verify()
     }
 
+    @Test("a route may fix the person limit whatever the app setting (Barua: 10)")
+    func limitOverride() throws {
+        var harness = Harness(settings: AppSettings(maxDevicesPerPerson: 2, requireKnownPerson: false))
+        var evicted: [DeviceID] = []
+        for n in 0..<11 {
+            let outcome = try harness.mustRegister(
+                request(apnsToken(UInt64(n))) {
+                    $0.externalID = .set(person("p"))
+                    $0.maxDevicesPerPersonOverride = 10
+                })
+            evicted += outcome.evicted
+        }
+        #expect(evicted.count == 1)
+        #expect(harness.index.person(person("p"))?.devices.count == 10)
+        let bad = harness.register(request(apnsToken(99)) { $0.maxDevicesPerPersonOverride = 0 })
+        #expect(bad.rejection == .invalidField("max_devices_per_person"))
+        try harness.verify()
+    }
+
+    @Test("a test-mode index mints test-mode ids and refuses live ones with 422")
+    func testMode() throws {
+        var harness = Harness(mode: .test)
+        let device = try harness.mustRegister(request(apnsToken(1)) { $0.installationSecretDigest = digest(1) }).device
+        #expect(device.mode == .test)
+        #expect(DeviceID(rendered: device.id.rendered)?.mode == .test)
+        let live = DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: device.id.sequence)
+        #expect(harness.index.device(live) == nil)
+        let result = harness.register(
+            request(apnsToken(2)) {
+                $0.deviceID = live
+                $0.installationSecretDigest = digest(1)
+            })
+        #expect(result.rejection == .deviceIdentityConflict(field: "device_id"))
+        try harness.verify()
+    }
+
     @Test("re-registering a device its person already has does not evict")
     func noEvictionWithoutNewBinding() throws {
         var harness = Harness(settings: AppSettings(maxDevicesPerPerson: 2, requireKnownPerson: false))
