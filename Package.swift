@@ -60,6 +60,7 @@ let package = Package(
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
             swiftSettings: strict),
+        .testTarget(name: "RoostModelTests", dependencies: ["RoostModel"], swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),

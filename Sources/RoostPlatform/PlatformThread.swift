@@ -42,4 +42,11 @@ package final class PlatformThread: Sendable {
         let result = pthread_join(handle, nil)
         precondition(result == 0, "pthread_join failed with \(result)")
     }
+
+    /// Lets the thread release its resources when it returns, without a join.
+    /// Call at most once, and never together with `join`.
+    package func detach() {
+        let result = pthread_detach(handle)
+        precondition(result == 0, "pthread_detach failed with \(result)")
+    }
 }

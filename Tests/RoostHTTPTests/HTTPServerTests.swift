@@ -1,4 +1,5 @@
 import Glibc
+import RoostPlatform
 import Synchronization
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 @testable import RoostTesting
 
 /// A responder for tests. Targets:
-/// `/defer/<ms>` answers from another task after <ms> milliseconds;
+/// `/defer/<ms>` answers from another thread after <ms> milliseconds;
 /// `/hold` keeps the sink until `releaseHeld` is called; anything else
 /// answers at once with `<method> <target> <body bytes>`.
 final class TestResponder: HTTPResponder {
@@ -39,10 +40,14 @@ final class TestResponder: HTTPResponder {
             return .deferred
         }
         if target.hasPrefix("/defer/"), let milliseconds = Int(target.dropFirst(7)) {
-            Task.detached {
-                try? await Task.sleep(for: .milliseconds(milliseconds))
+            // A thread of its own, not a Task: blocking tests can occupy every
+            // thread of the cooperative pool on a 2-core machine.
+            let thread = try? PlatformThread.spawn {
+                usleep(UInt32(milliseconds) * 1000)
                 sink.send(HTTPResponse(status: 200, body: Array("deferred \(target)".utf8)))
             }
+            precondition(thread != nil, "cannot start a thread for a deferred answer")
+            thread?.detach()
             return .deferred
         }
         let text = "\(request.head.method.name) \(target) \(request.body.count)"

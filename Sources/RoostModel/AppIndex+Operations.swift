@@ -1,0 +1,193 @@
+/// The result of a change to one device.
+package struct DeviceChange: Hashable, Sendable {
+    package var device: Device
+    /// Empty when nothing changed (an empty tag map, a repeated value).
+    package var mutations: [Mutation]
+}
+
+/// The result of a delete: whether something was removed, and the log entries.
+package struct Removal: Hashable, Sendable {
+    package var deleted: Bool
+    package var devicesRemoved: Int
+    package var mutations: [Mutation]
+
+    static let nothing = Removal(deleted: false, devicesRemoved: 0, mutations: [])
+}
+
+/// The result of `PUT /v1/people/{external_id}`.
+package struct PersonPut: Hashable, Sendable {
+    /// True for 201 (the person was not known).
+    package var created: Bool
+    package var person: Person
+    package var mutations: [Mutation]
+}
+
+/// What provider feedback did (`POST /v1/feedback`).
+package enum FeedbackResult: Hashable, Sendable {
+    /// The device is now invalidated with the feedback's reason.
+    case invalidated(DeviceID)
+    /// The device was already invalidated; nothing changed.
+    case alreadyInvalidated(DeviceID)
+    /// APNs feedback not later than the device's latest registration: ignored.
+    case stale(DeviceID)
+    /// No device holds this token.
+    case unknownToken
+}
+
+extension AppIndex {
+    /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`. Never touches
+    /// `last_seen_at` or registration metadata. Rejected merges change nothing.
+    package mutating func patchDevice(
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?
+    ) -> Result<DeviceChange, RegistryRejection> {
+        guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
+        var device = device(at: slot)
+        switch change.applied(to: device.tags) {
+        case .success(let tags): device.tags = tags
+        case .failure(let rejection): return .failure(rejection)
+        }
+        if let optedIn { device.optedIn = optedIn }
+        return .success(write(device, unlessEqualTo: slot))
+    }
+
+    /// Adds one failed-delivery strike to a device (saturating); Native Notify's
+    /// route decides what a number of strikes means.
+    package mutating func recordStrike(_ id: DeviceID) -> Result<DeviceChange, RegistryRejection> {
+        guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
+        var device = device(at: slot)
+        device.strikes = device.strikes == UInt32.max ? device.strikes : device.strikes + 1
+        return .success(write(device, unlessEqualTo: slot))
+    }
+
+    /// Invalidates a device by id (a dead flag, an operator action) with `reason` at `now`.
+    package mutating func invalidateDevice(
+        _ id: DeviceID, reason: InvalidationReason, at now: Timestamp
+    ) -> Result<DeviceChange, RegistryRejection> {
+        guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
+        var device = device(at: slot)
+        if device.invalidatedAt != nil { return .success(DeviceChange(device: device, mutations: [])) }
+        device.invalidatedAt = now
+        device.invalidationReason = reason
+        return .success(write(device, unlessEqualTo: slot))
+    }
+
+    private mutating func write(_ device: Device, unlessEqualTo slot: UInt32) -> DeviceChange {
+        if device == self.device(at: slot) { return DeviceChange(device: device, mutations: []) }
+        storeDevice(device)
+        return DeviceChange(device: device, mutations: [.deviceUpsert(device)])
+    }
+
+    /// `DELETE /v1/devices/{id}`.
+    package mutating func deleteDevice(_ id: DeviceID) -> Removal {
+        guard let slot = slot(of: id) else { return .nothing }
+        return remove(slots: [slot])
+    }
+
+    /// Native Notify's deregister and Connect's `DELETE /v1/me/devices/{installation_id}`:
+    /// removes the installation's device, only if it is bound to `owner` when one is given.
+    package mutating func deleteDevice(installation: InstallationID, ownedBy owner: ExternalID? = nil) -> Removal {
+        guard let slot = slot(ofInstallation: installation), isOwned(slot, by: owner) else { return .nothing }
+        return remove(slots: [slot])
+    }
+
+    /// Barua's `DELETE`: removes the token's device, only while it belongs to `owner`
+    /// when one is given (a late sign-out cannot remove the next person's registration).
+    package mutating func deleteDevice(token: PushToken, ownedBy owner: ExternalID? = nil) -> Removal {
+        guard let slot = slot(ofToken: token), isOwned(slot, by: owner) else { return .nothing }
+        return remove(slots: [slot])
+    }
+
+    private func isOwned(_ slot: UInt32, by owner: ExternalID?) -> Bool {
+        guard let owner else { return true }
+        let personSlot = records[Int(slot)].person
+        return personSlot != DeviceRecord.noSlot && personSlot == self.personSlot(of: owner)
+    }
+
+    private mutating func remove(slots: [UInt32]) -> Removal {
+        var mutations: [Mutation] = []
+        for slot in slots {
+            let id = device(at: slot).id
+            removeDevice(at: slot)
+            mutations.append(.deviceTombstone(id))
+        }
+        return Removal(deleted: !slots.isEmpty, devicesRemoved: slots.count, mutations: mutations)
+    }
+
+    /// `PUT /v1/people/{external_id}`: makes the person known (201 when new).
+    package mutating func putPerson(_ externalID: ExternalID, at now: Timestamp) -> PersonPut {
+        if let slot = personSlot(of: externalID) {
+            return PersonPut(created: false, person: person(at: slot), mutations: [])
+        }
+        let person = Person(externalID: externalID, createdAt: now)
+        insertPerson(person)
+        return PersonPut(created: true, person: person, mutations: [.personUpsert(person)])
+    }
+
+    /// `DELETE /v1/people/{external_id}`: erases the person and their devices; the
+    /// same external id used later starts with none. 404 `person_not_found` when unknown.
+    /// O(devices of the person).
+    package mutating func erasePerson(_ externalID: ExternalID) -> Result<Removal, RegistryRejection> {
+        guard let personSlot = personSlot(of: externalID) else { return .failure(.personNotFound) }
+        var removal = remove(slots: deviceSlots(ofPerson: personSlot))
+        removePerson(at: personSlot)
+        removal.deleted = true
+        removal.mutations.append(.personErase(externalID))
+        return .success(removal)
+    }
+
+    /// `POST /v1/feedback`: the provider reports `token` dead.
+    ///
+    /// APNs feedback carries the time the token was seen invalid; when that is not
+    /// later than the device's latest registration (`last_seen_at`), the token was
+    /// registered again since and the feedback is ignored. FCM feedback has no such
+    /// time and always applies. `invalidated_at` is the reported time when given,
+    /// else `now`.
+    package mutating func invalidate(
+        token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at now: Timestamp
+    ) -> (result: FeedbackResult, mutations: [Mutation]) {
+        guard let slot = slot(ofToken: token) else { return (.unknownToken, []) }
+        var device = device(at: slot)
+        if token.platform == .ios, let reportedAt, reportedAt <= device.lastSeenAt { return (.stale(device.id), []) }
+        if device.invalidatedAt != nil { return (.alreadyInvalidated(device.id), []) }
+        device.invalidatedAt = max(reportedAt ?? now, device.lastSeenAt)
+        device.invalidationReason = reason
+        storeDevice(device)
+        return (.invalidated(device.id), [.deviceUpsert(device)])
+    }
+
+    /// `PUT /v1/credentials/apns/{bundle_id}/{environment}`.
+    package mutating func putCredential(_ credential: APNsCredential) -> [Mutation] {
+        if credentials[credential.key] == credential { return [] }
+        credentials[credential.key] = credential
+        return [.credentialUpsert(credential)]
+    }
+
+    /// `DELETE /v1/credentials/apns/{bundle_id}/{environment}`: removes the credential
+    /// and the ios devices registered for that bundle id and environment (even when
+    /// no credential was stored, so the call is idempotent). O(devices).
+    package mutating func deleteCredential(_ key: CredentialKey) -> Removal {
+        let existed = credentials.removeValue(forKey: key) != nil
+        var slots: [UInt32] = []
+        if let bundle = strings.id(of: key.bundleID.rawValue) {
+            for (slot, record) in records.enumerated()
+            where !record.isFree && record.bundleID == bundle && record.platform == .ios
+                && record.environment == key.environment
+            {
+                slots.append(UInt32(slot))
+            }
+        }
+        var removal = remove(slots: slots)
+        removal.deleted = existed
+        if existed { removal.mutations.append(.credentialDelete(key)) }
+        return removal
+    }
+
+    /// `PATCH /v1/apps/{app}` settings (the engine applies them to both modes).
+    /// Lowering `max_devices_per_person` evicts nothing now; the next binding does.
+    package mutating func updateSettings(_ newSettings: AppSettings) -> Result<[Mutation], RegistryRejection> {
+        if let rejection = newSettings.validationError() { return .failure(rejection) }
+        if newSettings == settings { return .success([]) }
+        settings = newSettings
+        return .success([.settings(newSettings)])
+    }
+}

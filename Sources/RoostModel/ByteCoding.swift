@@ -1,0 +1,199 @@
+/// Appends little-endian integers and length-prefixed fields to a byte array.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func u16(_ value: UInt16) { integer(value) }
+    mutating func u32(_ value: UInt32) { integer(value) }
+    mutating func u64(_ value: UInt64) { integer(value) }
+    mutating func i64(_ value: Int64) { integer(UInt64(bitPattern: value)) }
+
+    private mutating func integer<T: FixedWidthInteger>(_ value: T) {
+        var little = value.littleEndian
+        withUnsafeBytes(of: &little) { bytes.append(contentsOf: $0) }
+    }
+
+    /// A field of at most 65,535 bytes, prefixed by its length as `u16`.
+    mutating func field(_ value: some Collection<UInt8>) {
+        precondition(value.count <= Int(UInt16.max), "field of \(value.count) bytes")
+        u16(UInt16(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func string(_ value: String) { field(Array(value.utf8)) }
+
+    mutating func optionalString(_ value: String?) {
+        if let value {
+            u8(1)
+            string(value)
+        } else {
+            u8(0)
+        }
+    }
+
+    mutating func optionalTimestamp(_ value: Timestamp?) {
+        i64(value?.millisecondsSinceEpoch ?? -1)
+    }
+}
+
+/// Why bytes could not be decoded. Decoding never traps on bad input.
+package enum ByteDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    case truncated(offset: Int)
+    case unsupportedVersion(UInt8)
+    case unknownKind(UInt8, offset: Int)
+    case lengthOutOfBounds(field: String, length: Int, max: Int)
+    case invalidValue(field: String, offset: Int)
+    case trailingBytes(count: Int)
+
+    package var description: String {
+        switch self {
+        case .truncated(let offset): "record truncated at byte \(offset)"
+        case .unsupportedVersion(let version): "unsupported record format version \(version)"
+        case .unknownKind(let kind, let offset): "unknown record kind \(kind) at byte \(offset)"
+        case .lengthOutOfBounds(let field, let length, let max): "\(field) length \(length) exceeds \(max)"
+        case .invalidValue(let field, let offset): "invalid \(field) at byte \(offset)"
+        case .trailingBytes(let count): "\(count) bytes after the end of the record"
+        }
+    }
+}
+
+/// Reads what `ByteWriter` wrote, checking every bound.
+struct ByteReader {
+    let bytes: [UInt8]
+    private(set) var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func u8() throws(ByteDecodingError) -> UInt8 {
+        guard remaining >= 1 else { throw .truncated(offset: offset) }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func u16() throws(ByteDecodingError) -> UInt16 { try integer() }
+    mutating func u32() throws(ByteDecodingError) -> UInt32 { try integer() }
+    mutating func u64() throws(ByteDecodingError) -> UInt64 { try integer() }
+    mutating func i64() throws(ByteDecodingError) -> Int64 { Int64(bitPattern: try integer() as UInt64) }
+
+    private mutating func integer<T: FixedWidthInteger>() throws(ByteDecodingError) -> T {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { throw .truncated(offset: offset) }
+        var value: T = 0
+        for index in 0..<size { value |= T(bytes[offset + index]) << (8 * index) }
+        offset += size
+        return value
+    }
+
+    /// A length-prefixed field of at most `max` bytes.
+    mutating func field(_ name: String, max: Int) throws(ByteDecodingError) -> [UInt8] {
+        let length = Int(try u16())
+        guard length <= max else { throw .lengthOutOfBounds(field: name, length: length, max: max) }
+        guard remaining >= length else { throw .truncated(offset: offset) }
+        defer { offset += length }
+        return Array(bytes[offset..<offset + length])
+    }
+
+    /// A length-prefixed UTF-8 string of at most `max` bytes; invalid UTF-8 is rejected.
+    mutating func string(_ name: String, max: Int) throws(ByteDecodingError) -> String {
+        let start = offset
+        let raw = try field(name, max: max)
+        guard let text = String(validating: raw, as: UTF8.self) else {
+            throw .invalidValue(field: name, offset: start)
+        }
+        return text
+    }
+
+    mutating func optionalString(_ name: String, max: Int) throws(ByteDecodingError) -> String? {
+        let start = offset
+        switch try u8() {
+        case 0: return nil
+        case 1: return try string(name, max: max)
+        default: throw .invalidValue(field: name, offset: start)
+        }
+    }
+
+    mutating func timestamp(_ name: String) throws(ByteDecodingError) -> Timestamp {
+        let start = offset
+        guard let value = Timestamp(validatingMilliseconds: try i64()) else {
+            throw .invalidValue(field: name, offset: start)
+        }
+        return value
+    }
+
+    mutating func optionalTimestamp(_ name: String) throws(ByteDecodingError) -> Timestamp? {
+        let start = offset
+        let raw = try i64()
+        if raw == -1 { return nil }
+        guard let value = Timestamp(validatingMilliseconds: raw) else {
+            throw .invalidValue(field: name, offset: start)
+        }
+        return value
+    }
+
+    mutating func bool(_ name: String) throws(ByteDecodingError) -> Bool {
+        let start = offset
+        switch try u8() {
+        case 0: return false
+        case 1: return true
+        default: throw .invalidValue(field: name, offset: start)
+        }
+    }
+
+    func invalid(_ name: String) -> ByteDecodingError { .invalidValue(field: name, offset: offset) }
+}
+
+extension Tags {
+    /// Writes the tags sorted by key: count `u8`, then per entry the key as a
+    /// field and a type byte (0 string + field, 1 number + 8 bytes, 2 false, 3 true).
+    func encode(into writer: inout ByteWriter) {
+        writer.u8(UInt8(count))
+        for (key, value) in sortedEntries {
+            writer.string(key)
+            switch value {
+            case .string(let text):
+                writer.u8(0)
+                writer.string(text)
+            case .number(let number):
+                writer.u8(1)
+                writer.u64(number.bitPattern)
+            case .bool(let flag):
+                writer.u8(flag ? 3 : 2)
+            }
+        }
+    }
+
+    /// Reads what `encode` wrote and checks the tag limits.
+    static func decode(from reader: inout ByteReader) throws(ByteDecodingError) -> Tags {
+        let count = Int(try reader.u8())
+        guard count <= Limits.tagKeysMax else {
+            throw .lengthOutOfBounds(field: "tags", length: count, max: Limits.tagKeysMax)
+        }
+        var values: [String: TagValue] = [:]
+        for _ in 0..<count {
+            let keyOffset = reader.offset
+            let key = try reader.string("tag key", max: Limits.tagKeyBytesMax)
+            let kindOffset = reader.offset
+            let value: TagValue
+            switch try reader.u8() {
+            case 0: value = .string(try reader.string("tag value", max: Limits.tagBytesMax))
+            case 1:
+                let number = Double(bitPattern: try reader.u64())
+                guard number.isFinite else { throw .invalidValue(field: "tag value", offset: kindOffset) }
+                value = .number(number)
+            case 2: value = .bool(false)
+            case 3: value = .bool(true)
+            default: throw .invalidValue(field: "tag kind", offset: kindOffset)
+            }
+            guard !key.isEmpty, values.updateValue(value, forKey: key) == nil else {
+                throw .invalidValue(field: "tag key", offset: keyOffset)
+            }
+        }
+        let tags = Tags(unchecked: values)
+        guard tags.byteCount <= Limits.tagBytesMax else {
+            throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
+        }
+        return tags
+    }
+}

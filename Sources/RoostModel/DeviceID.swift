@@ -1,0 +1,109 @@
+/// A device's stable identity, rendered `dev_` + 26 lower-case Crockford base32 characters.
+///
+/// Internally a device id is (app, mode, platform, sequence): `sequence` counts
+/// devices created in one (app, mode) from 1 and is never reused. A device record
+/// stores only the sequence; app and mode belong to its `AppIndex`.
+///
+/// The 128 rendered bits are `app(32) | mode(1) | platform(1) | marker(30) | sequence(64)`
+/// passed through a fixed 4-round Feistel permutation, so that ids look random and
+/// do not reveal counts (obfuscation, not secrecy: `device_id` is public context,
+/// the installation secret is the proof). Because app, mode and platform are in
+/// the id, an `AppIndex` can tell a foreign app's id (no reuse) from this app's id
+/// minted under the other mode or platform (422 `device_identity_conflict`, rule 5)
+/// without asking the other mode's index; the 30-bit marker rejects typed-in or
+/// forged strings with probability 1 - 2^-30.
+package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
+    package let appID: AppID
+    package let mode: AppMode
+    package let platform: Platform
+    package let sequence: UInt64
+
+    package init(appID: AppID, mode: AppMode, platform: Platform, sequence: UInt64) {
+        precondition(sequence > 0, "DeviceID sequence must be positive")
+        self.appID = appID
+        self.mode = mode
+        self.platform = platform
+        self.sequence = sequence
+    }
+
+    private static let marker: UInt64 = 0x2B1D_0E5A & 0x3FFF_FFFF
+    private static let roundKeys: [UInt64] = [
+        0x243F_6A88_85A3_08D3, 0x1319_8A2E_0370_7344, 0xA409_3822_299F_31D0, 0x082E_FA98_EC4E_6C89,
+    ]
+    private static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
+    private static let prefix = Array("dev_".utf8)
+
+    /// The `dev_…` string form (30 characters).
+    package var rendered: String {
+        let high =
+            UInt64(appID.rawValue) << 32 | UInt64(mode.rawValue) << 31 | UInt64(platform.rawValue) << 30 | Self.marker
+        var (left, right) = (high, sequence)
+        for key in Self.roundKeys {
+            (left, right) = (right, left ^ Self.mix(right &+ key))
+        }
+        var out = Self.prefix
+        out.reserveCapacity(30)
+        // 26 characters: the first carries the top 3 bits, then 25 × 5 bits.
+        out.append(Self.alphabet[Int(left >> 61)])
+        for index in 0..<25 {
+            let bitOffset = 125 - 5 * (index + 1)  // position of the group's lowest bit in the 125 low bits
+            let value: UInt64
+            if bitOffset >= 64 {
+                value = (left >> UInt64(bitOffset - 64)) & 0x1F
+            } else if bitOffset + 5 <= 64 {
+                value = (right >> UInt64(bitOffset)) & 0x1F
+            } else {
+                let lowBits = 64 - bitOffset
+                value = ((right >> UInt64(bitOffset)) | (left << UInt64(lowBits))) & 0x1F
+            }
+            out.append(Self.alphabet[Int(value)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    package var description: String { rendered }
+
+    /// Parses the `dev_…` form; nil for anything that this server did not mint
+    /// (wrong length, alphabet, or marker). Strict lower-case: one spelling per id.
+    package init?(rendered text: some StringProtocol) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 30, utf8.starts(with: Self.prefix) else { return nil }
+        var left: UInt64 = 0
+        var right: UInt64 = 0
+        for (index, character) in utf8[4...].enumerated() {
+            guard let value = Self.alphabet.firstIndex(of: character) else { return nil }
+            if index == 0 {
+                guard value < 8 else { return nil }
+                left = UInt64(value) << 61
+                continue
+            }
+            let bitOffset = 125 - 5 * index
+            let bits = UInt64(value)
+            if bitOffset >= 64 {
+                left |= bits << UInt64(bitOffset - 64)
+            } else if bitOffset + 5 <= 64 {
+                right |= bits << UInt64(bitOffset)
+            } else {
+                right |= bits << UInt64(bitOffset)
+                left |= bits >> UInt64(64 - bitOffset)
+            }
+        }
+        for key in Self.roundKeys.reversed() {
+            (left, right) = (right ^ Self.mix(left &+ key), left)
+        }
+        guard left & 0x3FFF_FFFF == Self.marker, right > 0 else { return nil }
+        let app = UInt32(truncatingIfNeeded: left >> 32)
+        guard app > 0, let mode = AppMode(rawValue: UInt8((left >> 31) & 1)),
+            let platform = Platform(rawValue: UInt8((left >> 30) & 1))
+        else { return nil }
+        self.init(appID: AppID(app), mode: mode, platform: platform, sequence: right)
+    }
+
+    /// SplitMix64's finalizer: a bijective mixer used as the Feistel round function.
+    private static func mix(_ input: UInt64) -> UInt64 {
+        var z = input
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

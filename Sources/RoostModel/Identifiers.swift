@@ -1,0 +1,136 @@
+/// A person's identity chosen by the customer (`external_id`): 1 to 256 Unicode scalars.
+package struct ExternalID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+
+    /// Wraps a value already checked (read back from the index).
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    /// Validates the length; 400 `invalid_field` (`external_id`) otherwise.
+    package init(_ rawValue: String) throws(RegistryRejection) {
+        let count = rawValue.unicodeScalars.count
+        guard count >= 1 && count <= Limits.externalIDCharactersMax else {
+            throw .invalidField("external_id")
+        }
+        self.rawValue = rawValue
+    }
+
+    package static func < (lhs: ExternalID, rhs: ExternalID) -> Bool { lhs.rawValue < rhs.rawValue }
+    package var description: String { rawValue }
+}
+
+/// A client-chosen installation key (`installation_id`): 1 to 200 Unicode scalars,
+/// unique per (app, mode) (spec §5 rule 4).
+package struct InstallationID: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+
+    /// Wraps a value already checked (read back from the index).
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    /// Validates the length; 400 `invalid_field` (`installation_id`) otherwise.
+    package init(_ rawValue: String) throws(RegistryRejection) {
+        let count = rawValue.unicodeScalars.count
+        guard count >= 1 && count <= Limits.installationIDCharactersMax else {
+            throw .invalidField("installation_id")
+        }
+        self.rawValue = rawValue
+    }
+
+    package var description: String { rawValue }
+}
+
+/// An app bundle id (iOS) or package name (android): 1 to 255 bytes of `A-Za-z0-9._-`.
+package struct BundleID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+
+    /// Wraps a value already checked (read back from the index).
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    /// Validates the shape; 400 `invalid_field` (`bundle_id`) otherwise.
+    package init(_ rawValue: String) throws(RegistryRejection) {
+        let utf8 = rawValue.utf8
+        guard utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax,
+            utf8.allSatisfy({
+                isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+            })
+        else { throw .invalidField("bundle_id") }
+        self.rawValue = rawValue
+    }
+
+    package static func < (lhs: BundleID, rhs: BundleID) -> Bool { lhs.rawValue < rhs.rawValue }
+    package var description: String { rawValue }
+}
+
+/// The SHA-256 digest of an installation secret (spec §5 rule 5). The model never
+/// sees the secret: the API hashes it. Compared in constant time; never printed.
+package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
+    package var word0: UInt64
+    package var word1: UInt64
+    package var word2: UInt64
+    package var word3: UInt64
+
+    /// Creates a digest from exactly 32 bytes; nil for any other length.
+    package init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 32 else { return nil }
+        var words: [UInt64] = [0, 0, 0, 0]
+        for (offset, byte) in bytes.enumerated() {
+            words[offset / 8] |= UInt64(byte) << (UInt64(offset % 8) * 8)
+        }
+        word0 = words[0]
+        word1 = words[1]
+        word2 = words[2]
+        word3 = words[3]
+    }
+
+    /// The 32 digest bytes, in order.
+    package var bytes: [UInt8] {
+        var result: [UInt8] = []
+        result.reserveCapacity(32)
+        for word in [word0, word1, word2, word3] {
+            for shift in stride(from: UInt64(0), to: 64, by: 8) {
+                result.append(UInt8(truncatingIfNeeded: word >> shift))
+            }
+        }
+        return result
+    }
+
+    /// Returns whether both digests are equal, in time independent of where they differ.
+    package func constantTimeEquals(_ other: SecretDigest) -> Bool {
+        ((word0 ^ other.word0) | (word1 ^ other.word1) | (word2 ^ other.word2) | (word3 ^ other.word3)) == 0
+    }
+
+    package var description: String { "SecretDigest(redacted)" }
+}
+
+/// Why a device can no longer be sent to: a provider's word (`Unregistered`,
+/// `UNREGISTERED`, …) or one of Roost's own (`Reassigned`, `Superseded`).
+package struct InvalidationReason: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+
+    /// The device lost its token to another installation (spec §5 rule 4).
+    package static let reassigned = InvalidationReason(unchecked: "Reassigned")
+    /// The proven device lost to the device that already held the new token (spec §5 rule 5).
+    package static let superseded = InvalidationReason(unchecked: "Superseded")
+    /// A device evicted for failing too often (Native Notify's dead flag), set by `recordStrike`'s caller.
+    package static let dead = InvalidationReason(unchecked: "Dead")
+
+    /// Validates 1 to 64 bytes of printable ASCII; 400 `invalid_field` (`reason`) otherwise.
+    package init(_ rawValue: String) throws(RegistryRejection) {
+        let utf8 = rawValue.utf8
+        guard utf8.count >= 1 && utf8.count <= Limits.invalidationReasonBytesMax,
+            utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
+        else { throw .invalidField("reason") }
+        self.rawValue = rawValue
+    }
+
+    /// Wraps a value already checked (read back from the index).
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    package var description: String { rawValue }
+}
+
+/// Returns whether an ASCII byte is a letter or a digit.
+@inline(__always)
+func isAlphanumeric(_ byte: UInt8) -> Bool {
+    (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+        || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+}

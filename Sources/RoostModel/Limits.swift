@@ -1,0 +1,45 @@
+/// Every bound the model enforces, in one place (HOUSE_STYLE rule 4).
+///
+/// The API layer checks these where data enters; the model checks them again
+/// where the data is stored and the codec checks them when it reads a record.
+package enum Limits {
+    /// APNs tokens in hex characters (spec §2): 64 to 400, even.
+    package static let apnsTokenHexCharactersMin = 64
+    package static let apnsTokenHexCharactersMax = 400
+    /// FCM tokens in characters of `A-Za-z0-9_-:.` (spec §2).
+    package static let fcmTokenCharactersMin = 32
+    package static let fcmTokenCharactersMax = 400
+    /// `external_id`: 1 to 256 characters (spec §2), counted as Unicode scalars.
+    package static let externalIDCharactersMax = 256
+    /// `installation_id`: at most 200 characters (spec §5 rule 4).
+    package static let installationIDCharactersMax = 200
+    /// `bundle_id`: Apple allows 155; Android package names are shorter than 255.
+    package static let bundleIDBytesMax = 255
+    /// Free-form metadata (`app_version`, `timezone`, `locale`), in UTF-8 bytes.
+    package static let appVersionBytesMax = 64
+    package static let timezoneBytesMax = 64
+    package static let localeBytesMax = 64
+    /// `invalidation_reason` (a provider's word such as `Unregistered`), in UTF-8 bytes.
+    package static let invalidationReasonBytesMax = 64
+    /// APNs credential metadata (`team_id`, `key_id`), in ASCII characters.
+    package static let credentialFieldBytesMax = 64
+    /// Tags after a merge (spec §4 via the Carillon seed): 50 keys and 4,096 bytes,
+    /// counted as documented on `Tags.byteCount`.
+    package static let tagKeysMax = 50
+    package static let tagBytesMax = 4_096
+    /// A single tag key, in UTF-8 bytes (a key alone could otherwise take the whole budget).
+    package static let tagKeyBytesMax = 128
+    /// `max_devices_per_person`: default 10 (spec §3), settable within this range.
+    package static let maxDevicesPerPersonDefault = 10
+    package static let maxDevicesPerPersonRange = 1...1_000
+    /// `GET /v1/devices` page size: default 100, at most 1,000 (spec §4).
+    package static let listLimitDefault = 100
+    package static let listLimitMax = 1_000
+    /// How many devices one list page may examine before it returns what it has with
+    /// a cursor, so that a rare filter cannot make one request walk millions of rows.
+    package static let listScanMax = 100_000
+    /// Devices in one `AppIndex` (slots are `UInt32`, one value is reserved).
+    package static let devicesPerIndexMax = Int(UInt32.max - 2)
+    /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
+    package static let mutationBytesMax = 16_384
+}

@@ -1,0 +1,26 @@
+/// One change to an `AppIndex`, as the value the durability layer logs.
+///
+/// Mutations are logical after-images (ARCHITECTURE "Decisions already taken"):
+/// a device upsert carries the whole device as it is after the change, so
+/// replaying a mutation twice, or replaying it over a state that already holds
+/// it, gives the same state. The log record's envelope (app id, mode, LSN) is
+/// the storage layer's; a mutation is applied to the index of its envelope.
+package enum Mutation: Hashable, Sendable {
+    /// The device as it is after the change (created or updated).
+    case deviceUpsert(Device)
+    /// The device no longer exists (deleted, evicted, erased with its person or credential).
+    case deviceTombstone(DeviceID)
+    /// The person is known, since `createdAt`.
+    case personUpsert(Person)
+    /// The person is erased; any device still bound to them is removed too.
+    case personErase(ExternalID)
+    /// The APNs credential metadata for a bundle id and environment.
+    case credentialUpsert(APNsCredential)
+    /// The credential is gone (its devices are tombstoned by their own mutations).
+    case credentialDelete(CredentialKey)
+    /// The app's settings.
+    case settings(AppSettings)
+    /// Device sequences below this value are used: a snapshot carries it so that a
+    /// restored index never hands out the id of a deleted device again.
+    case deviceSequenceFloor(UInt64)
+}

@@ -1,0 +1,106 @@
+/// A provider push token as raw bytes (ARCHITECTURE: tokens become bytes at the edge).
+///
+/// - APNs (`ios`): the hex text decoded, 32 to 200 bytes. Hex is case-insensitive,
+///   so `AB` and `ab` are the same token; `text` renders lower-case.
+/// - FCM (`android`): the token's ASCII bytes as sent, 32 to 400 bytes of `A-Za-z0-9_-:.`.
+///
+/// `description` never shows the token (HOUSE_STYLE rule 14).
+package struct PushToken: Hashable, Sendable, CustomStringConvertible {
+    package let platform: Platform
+    package let bytes: [UInt8]
+
+    /// Parses a token sent for `platform` (spec §2 token shapes).
+    ///
+    /// Throws `unsupportedTokenType` for an Expo token, `invalidTokenFormat` for
+    /// anything that does not fit the platform's shape (including a token of the
+    /// other platform: an FCM token is not hex).
+    package init(parsing text: String, platform: Platform) throws(RegistryRejection) {
+        let utf8 = Array(text.utf8)
+        if Self.isExpoToken(utf8) { throw .unsupportedTokenType }
+        switch platform {
+        case .ios:
+            guard utf8.count >= Limits.apnsTokenHexCharactersMin, utf8.count <= Limits.apnsTokenHexCharactersMax,
+                utf8.count % 2 == 0
+            else { throw .invalidTokenFormat }
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(utf8.count / 2)
+            var index = 0
+            while index < utf8.count {
+                guard let high = Self.hexValue(utf8[index]), let low = Self.hexValue(utf8[index + 1]) else {
+                    throw .invalidTokenFormat
+                }
+                decoded.append(high << 4 | low)
+                index += 2
+            }
+            self.bytes = decoded
+        case .android:
+            guard utf8.count >= Limits.fcmTokenCharactersMin, utf8.count <= Limits.fcmTokenCharactersMax,
+                utf8.allSatisfy(Self.isFCMByte)
+            else { throw .invalidTokenFormat }
+            self.bytes = utf8
+        }
+        self.platform = platform
+    }
+
+    /// Creates a token from its stored bytes (the codec's path), checking the same bounds.
+    package init(validatingBytes bytes: [UInt8], platform: Platform) throws(RegistryRejection) {
+        switch platform {
+        case .ios:
+            guard bytes.count >= Limits.apnsTokenHexCharactersMin / 2,
+                bytes.count <= Limits.apnsTokenHexCharactersMax / 2
+            else { throw .invalidTokenFormat }
+        case .android:
+            guard bytes.count >= Limits.fcmTokenCharactersMin, bytes.count <= Limits.fcmTokenCharactersMax,
+                bytes.allSatisfy(Self.isFCMByte)
+            else { throw .invalidTokenFormat }
+        }
+        self.platform = platform
+        self.bytes = bytes
+    }
+
+    /// Wraps bytes already checked (read back from the index).
+    init(unchecked bytes: [UInt8], platform: Platform) {
+        self.platform = platform
+        self.bytes = bytes
+    }
+
+    /// The token as the provider spells it: lower-case hex (APNs) or the FCM text.
+    package var text: String {
+        switch platform {
+        case .ios:
+            let digits = Array("0123456789abcdef".utf8)
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count * 2)
+            for byte in bytes {
+                out.append(digits[Int(byte >> 4)])
+                out.append(digits[Int(byte & 0x0F)])
+            }
+            return String(decoding: out, as: UTF8.self)
+        case .android:
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    package var description: String { "PushToken(\(platform), \(bytes.count) bytes)" }
+
+    private static func isExpoToken(_ utf8: [UInt8]) -> Bool {
+        for prefix in ["ExponentPushToken[", "ExpoPushToken["] where utf8.starts(with: prefix.utf8) {
+            return true
+        }
+        return false
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func isFCMByte(_ c: UInt8) -> Bool {
+        isAlphanumeric(c) || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ":")
+            || c == UInt8(ascii: ".")
+    }
+}

@@ -1,0 +1,101 @@
+/// A device registration (`POST /v1/devices` and the compatibility routes), in typed values.
+///
+/// The API layer parses JSON into this: the token with `PushToken(parsing:platform:)`
+/// (which throws the spec's token codes), ids with their validating initializers.
+/// Omitted optional fields are `.keep`; JSON `null` is `.clear`.
+package struct RegisterRequest: Hashable, Sendable {
+    /// Required; its platform is the request's `platform`.
+    package var token: PushToken
+    /// Defaults to `production`; android accepts only `production`.
+    package var environment: APNsEnvironment
+    package var bundleID: FieldChange<BundleID>
+    /// `.clear` unbinds the person (`external_id: null`), `.keep` keeps them.
+    package var externalID: FieldChange<ExternalID>
+    /// The `device_id` the client last confirmed (rule 5); nil when absent or not parseable.
+    package var deviceID: DeviceID?
+    /// SHA-256 of `installation_secret`, computed by the API (rule 5).
+    package var installationSecretDigest: SecretDigest?
+    /// Rule 4's client-chosen installation key; nil keeps the stored one.
+    package var installationID: InstallationID?
+    package var appVersion: FieldChange<String>
+    package var timezone: FieldChange<String>
+    package var locale: FieldChange<String>
+    package var pushPermission: FieldChange<Bool>
+    /// nil keeps the stored preference.
+    package var optedIn: Bool?
+    package var tags: TagsChange
+    /// Rule 3 regardless of the app setting (the Barua route always requires it).
+    package var requireKnownPerson: Bool
+    /// Requires an APNs credential for (bundle id, environment): the Barua route's
+    /// 409 `notification_app_not_found`.
+    package var requireCredential: Bool
+    /// Replaces the app's `max_devices_per_person` for this request (the Barua seed
+    /// fixes it at 10 whatever the app setting); must lie in `Limits.maxDevicesPerPersonRange`.
+    package var maxDevicesPerPersonOverride: Int?
+
+    package var platform: Platform { token.platform }
+
+    /// A request that only presents a token; every other field keeps its stored value.
+    package init(token: PushToken, environment: APNsEnvironment = .production) {
+        self.token = token
+        self.environment = environment
+        self.bundleID = .keep
+        self.externalID = .keep
+        self.deviceID = nil
+        self.installationSecretDigest = nil
+        self.installationID = nil
+        self.appVersion = .keep
+        self.timezone = .keep
+        self.locale = .keep
+        self.pushPermission = .keep
+        self.optedIn = nil
+        self.tags = .keep
+        self.requireKnownPerson = false
+        self.requireCredential = false
+        self.maxDevicesPerPersonOverride = nil
+    }
+
+    /// Returns the first field out of bounds, or nil. Does not look at stored state.
+    func validationError() -> RegistryRejection? {
+        guard environment.isAllowed(for: platform) else { return .invalidEnvironment }
+        if let limit = maxDevicesPerPersonOverride, !Limits.maxDevicesPerPersonRange.contains(limit) {
+            return .invalidField("max_devices_per_person")
+        }
+        let texts: [(FieldChange<String>, Int, String)] = [
+            (appVersion, Limits.appVersionBytesMax, "app_version"),
+            (timezone, Limits.timezoneBytesMax, "timezone"),
+            (locale, Limits.localeBytesMax, "locale"),
+        ]
+        for (change, bytesMax, field) in texts {
+            if case .set(let value) = change, value.utf8.isEmpty || value.utf8.count > bytesMax {
+                return .invalidField(field)
+            }
+        }
+        return nil
+    }
+}
+
+/// What a registration did to the token, in Native Notify's words.
+package enum TokenChange: Hashable, Sendable {
+    /// The device already had this token, or a new device got a token nobody held.
+    case unchanged
+    /// The device's token was replaced by one nobody held (rotation).
+    case refreshed
+    /// The token moved here from another device (that device is `displaced`).
+    case reassigned
+}
+
+/// The result of a registration.
+package struct RegisterOutcome: Hashable, Sendable {
+    /// True for 201 (a new device), false for 200.
+    package var created: Bool
+    /// The device as it is now (the API renders it without its token).
+    package var device: Device
+    package var tokenChange: TokenChange
+    /// A device that lost its token (`Reassigned`) or its claim (`Superseded`).
+    package var displaced: DeviceID?
+    /// Devices removed to keep the person within `max_devices_per_person`.
+    package var evicted: [DeviceID]
+    /// Everything that changed, in order, for the log.
+    package var mutations: [Mutation]
+}

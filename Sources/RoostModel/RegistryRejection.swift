@@ -1,0 +1,102 @@
+/// Why the registry refused a request. A rejection changes nothing (spec §5 rule 7).
+///
+/// Each case carries what the API error envelope needs: a stable `code`, the
+/// HTTP status and, where one field is at fault, its JSON name.
+package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A required field is absent. 400 `missing_field`.
+    case missingField(String)
+    /// `platform` is neither `ios` nor `android`. 400 `invalid_platform`.
+    case invalidPlatform
+    /// `environment` is unknown, or `sandbox` for android. 400 `invalid_environment`.
+    case invalidEnvironment
+    /// The token does not fit its platform's shape. 400 `invalid_token_format`.
+    case invalidTokenFormat
+    /// An Expo token (`ExponentPushToken[…]`). 400 `unsupported_token_type`.
+    case unsupportedTokenType
+    /// A field is out of its documented bounds or shape. 400 `invalid_field`.
+    case invalidField(String)
+    /// A tag key or value is malformed (empty key, key too long, non-finite number). 400 `invalid_tags`.
+    case invalidTags
+    /// Tags after the merge exceed 50 keys or 4,096 bytes. 400 `tags_too_large`.
+    case tagsTooLarge
+    /// Binding to an unknown person with `require_known_person`. 409 `unknown_identity`.
+    case unknownIdentity
+    /// No APNs credential for this bundle id and environment where one is required
+    /// (the Barua route). 409 `notification_app_not_found`.
+    case credentialNotFound
+    /// A `device_id` of another mode or platform, or an `installation_id` held by a
+    /// device other than the proven one or of another platform.
+    /// 422 `device_identity_conflict`.
+    case deviceIdentityConflict(field: String)
+    /// 404 `device_not_found`.
+    case deviceNotFound
+    /// 404 `person_not_found`.
+    case personNotFound
+
+    /// The stable error code of the API envelope.
+    package var code: String {
+        switch self {
+        case .missingField: "missing_field"
+        case .invalidPlatform: "invalid_platform"
+        case .invalidEnvironment: "invalid_environment"
+        case .invalidTokenFormat: "invalid_token_format"
+        case .unsupportedTokenType: "unsupported_token_type"
+        case .invalidField: "invalid_field"
+        case .invalidTags: "invalid_tags"
+        case .tagsTooLarge: "tags_too_large"
+        case .unknownIdentity: "unknown_identity"
+        case .credentialNotFound: "notification_app_not_found"
+        case .deviceIdentityConflict: "device_identity_conflict"
+        case .deviceNotFound: "device_not_found"
+        case .personNotFound: "person_not_found"
+        }
+    }
+
+    /// The HTTP status the API answers with.
+    package var httpStatus: Int {
+        switch self {
+        case .missingField, .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType,
+            .invalidField, .invalidTags, .tagsTooLarge:
+            400
+        case .deviceNotFound, .personNotFound: 404
+        case .unknownIdentity, .credentialNotFound: 409
+        case .deviceIdentityConflict: 422
+        }
+    }
+
+    /// The JSON name of the field at fault, where one is.
+    package var field: String? {
+        switch self {
+        case .missingField(let name), .invalidField(let name): name
+        case .deviceIdentityConflict(let name): name
+        case .invalidPlatform: "platform"
+        case .invalidEnvironment: "environment"
+        case .invalidTokenFormat, .unsupportedTokenType: "token"
+        case .invalidTags, .tagsTooLarge: "tags"
+        case .unknownIdentity: "external_id"
+        case .credentialNotFound: "bundle_id"
+        case .deviceNotFound, .personNotFound: nil
+        }
+    }
+
+    /// A human sentence for the envelope's `message` (never holds a token or secret).
+    package var message: String {
+        switch self {
+        case .missingField(let name): "\(name) is required"
+        case .invalidPlatform: "platform must be ios or android"
+        case .invalidEnvironment: "environment must be production or sandbox (android: production)"
+        case .invalidTokenFormat: "the token does not fit its platform's shape"
+        case .unsupportedTokenType: "Expo push tokens are not supported; send the APNs or FCM token"
+        case .invalidField(let name): "\(name) is malformed or out of bounds"
+        case .invalidTags: "a tag key must be 1 to 128 bytes and values strings, finite numbers or booleans"
+        case .tagsTooLarge: "tags must fit 50 keys and 4096 bytes after the merge"
+        case .unknownIdentity: "the person is not known"
+        case .credentialNotFound: "no APNs credential for this bundle id and environment"
+        case .deviceIdentityConflict(let name): "\(name) names a device of another mode, platform or installation"
+        case .deviceNotFound: "device not found"
+        case .personNotFound: "person not found"
+        }
+    }
+
+    package var description: String { "\(httpStatus) \(code)" + (field.map { " (\($0))" } ?? "") }
+}

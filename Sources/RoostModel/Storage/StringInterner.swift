@@ -1,0 +1,76 @@
+/// Small repeated strings (bundle ids, app versions, time zones, locales,
+/// invalidation reasons) stored once per index and referred to by a `UInt32`.
+///
+/// Reference-counted: an id is freed and reused when the last device using it
+/// lets go, so a stream of distinct values does not grow the table forever.
+/// Id 0 means "no string".
+struct StringInterner: Sendable {
+    private var strings: [String?] = [nil]
+    private var referenceCounts: [UInt32] = [0]
+    private var freeIDs: [UInt32] = []
+    private var ids: [String: UInt32] = [:]
+
+    /// Number of distinct live strings.
+    var count: Int { ids.count }
+
+    /// Returns the id of `string`, adding one reference.
+    mutating func retain(_ string: String) -> UInt32 {
+        if let id = ids[string] {
+            referenceCounts[Int(id)] += 1
+            return id
+        }
+        let id: UInt32
+        if let reused = freeIDs.popLast() {
+            id = reused
+            strings[Int(id)] = string
+            referenceCounts[Int(id)] = 1
+        } else {
+            precondition(strings.count < Int(UInt32.max), "interner full")
+            id = UInt32(strings.count)
+            strings.append(string)
+            referenceCounts.append(1)
+        }
+        ids[string] = id
+        return id
+    }
+
+    /// Returns the id of an optional string (0 for nil), adding one reference.
+    mutating func retain(_ string: String?) -> UInt32 {
+        guard let string else { return 0 }
+        return retain(string)
+    }
+
+    /// Drops one reference to `id` (0 is ignored); frees it at zero.
+    mutating func release(_ id: UInt32) {
+        guard id != 0 else { return }
+        let index = Int(id)
+        precondition(referenceCounts[index] > 0, "interned id \(id) released more than retained")
+        referenceCounts[index] -= 1
+        if referenceCounts[index] == 0, let string = strings[index] {
+            ids[string] = nil
+            strings[index] = nil
+            freeIDs.append(id)
+        }
+    }
+
+    /// Returns the id of `string` if it is live, without adding a reference.
+    func id(of string: String) -> UInt32? { ids[string] }
+
+    /// Returns the string of `id`, or nil for 0.
+    func string(_ id: UInt32) -> String? {
+        guard id != 0 else { return nil }
+        let value = strings[Int(id)]
+        precondition(value != nil, "interned id \(id) is not live")
+        return value
+    }
+
+    /// Returns the reference count of `id` (for invariant checks).
+    func referenceCount(_ id: UInt32) -> UInt32 { referenceCounts[Int(id)] }
+
+    /// Calls `body` with every live (id, reference count).
+    func forEachLive(_ body: (UInt32, UInt32) -> Void) {
+        for (index, string) in strings.enumerated() where string != nil {
+            body(UInt32(index), referenceCounts[index])
+        }
+    }
+}

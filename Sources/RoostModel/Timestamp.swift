@@ -1,0 +1,175 @@
+/// A point in time: milliseconds since 1970-01-01T00:00:00Z (UTC, no leap seconds).
+///
+/// The domain is 1970-01-01T00:00:00.000Z ... 9999-12-31T23:59:59.999Z, the
+/// range RFC 3339 with four-digit years can spell. Formatting and parsing are
+/// written by hand (no Foundation) with the civil-date algorithms of Howard
+/// Hinnant ("chrono-Compatible Low-Level Date Algorithms").
+package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package static let millisecondsMin: Int64 = 0
+    package static let millisecondsMax: Int64 = 253_402_300_799_999
+
+    package let millisecondsSinceEpoch: Int64
+
+    /// Creates a timestamp; the value must lie in the domain (a clock bug otherwise).
+    package init(millisecondsSinceEpoch milliseconds: Int64) {
+        precondition(
+            milliseconds >= Self.millisecondsMin && milliseconds <= Self.millisecondsMax,
+            "Timestamp out of range: \(milliseconds) ms")
+        self.millisecondsSinceEpoch = milliseconds
+    }
+
+    /// Returns a timestamp when `milliseconds` lies in the domain, else nil (for decoders).
+    package init?(validatingMilliseconds milliseconds: Int64) {
+        guard milliseconds >= Self.millisecondsMin && milliseconds <= Self.millisecondsMax else { return nil }
+        self.millisecondsSinceEpoch = milliseconds
+    }
+
+    package static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+
+    /// Returns this time plus `milliseconds`, clamped to the domain.
+    package func adding(milliseconds: Int64) -> Timestamp {
+        let sum = millisecondsSinceEpoch.addingReportingOverflow(milliseconds)
+        let value = sum.overflow ? (milliseconds > 0 ? Self.millisecondsMax : Self.millisecondsMin) : sum.partialValue
+        return Timestamp(millisecondsSinceEpoch: min(max(value, Self.millisecondsMin), Self.millisecondsMax))
+    }
+
+    /// The spec's form, always UTC with milliseconds: `2026-09-20T14:02:11.000Z`.
+    package var rfc3339: String {
+        let days = millisecondsSinceEpoch / 86_400_000
+        let millisecondsOfDay = millisecondsSinceEpoch % 86_400_000
+        let (year, month, day) = Self.civil(fromDays: days)
+        let seconds = millisecondsOfDay / 1000
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        func digits(_ value: Int64, width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(year, width: 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, width: 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(day, width: 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(seconds / 3600, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(seconds / 60 % 60, width: 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(seconds % 60, width: 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(millisecondsOfDay % 1000, width: 3)
+        bytes.append(UInt8(ascii: "Z"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    package var description: String { rfc3339 }
+
+    /// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `t` and `z` in
+    /// either case). Fractions beyond milliseconds are truncated; leap second 60,
+    /// impossible dates and results outside the domain return nil.
+    package init?(rfc3339 text: some StringProtocol) {
+        let utf8 = Array(text.utf8)
+        guard let milliseconds = Self.parse(utf8) else { return nil }
+        self.init(validatingMilliseconds: milliseconds)
+    }
+
+    private static func parse(_ b: [UInt8]) -> Int64? {
+        var index = 0
+        func number(_ width: Int) -> Int64? {
+            guard index + width <= b.count else { return nil }
+            var value: Int64 = 0
+            for offset in 0..<width {
+                let c = b[index + offset]
+                guard c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int64(c - UInt8(ascii: "0"))
+            }
+            index += width
+            return value
+        }
+        func expect(_ choices: UInt8...) -> Bool {
+            guard index < b.count, choices.contains(b[index]) else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect(UInt8(ascii: "-")), let month = number(2), expect(UInt8(ascii: "-")),
+            let day = number(2), expect(UInt8(ascii: "T"), UInt8(ascii: "t")),
+            let hour = number(2), expect(UInt8(ascii: ":")), let minute = number(2), expect(UInt8(ascii: ":")),
+            let second = number(2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+            hour <= 23, minute <= 59, second <= 59
+        else { return nil }
+        var milliseconds: Int64 = 0
+        if index < b.count && b[index] == UInt8(ascii: ".") {
+            index += 1
+            var digitCount = 0
+            while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") {
+                if digitCount < 3 { milliseconds = milliseconds * 10 + Int64(b[index] - UInt8(ascii: "0")) }
+                digitCount += 1
+                index += 1
+            }
+            guard digitCount >= 1 && digitCount <= 9 else { return nil }
+            for _ in digitCount..<max(digitCount, 3) { milliseconds *= 10 }
+        }
+        var offsetMinutes: Int64 = 0
+        if expect(UInt8(ascii: "Z"), UInt8(ascii: "z")) {
+            offsetMinutes = 0
+        } else if index < b.count && (b[index] == UInt8(ascii: "+") || b[index] == UInt8(ascii: "-")) {
+            let sign: Int64 = b[index] == UInt8(ascii: "+") ? 1 : -1
+            index += 1
+            guard let offsetHours = number(2), expect(UInt8(ascii: ":")), let offsetMinute = number(2),
+                offsetHours <= 23, offsetMinute <= 59
+            else { return nil }
+            offsetMinutes = sign * (offsetHours * 60 + offsetMinute)
+        } else {
+            return nil
+        }
+        guard index == b.count else { return nil }
+        let days = days(fromCivilYear: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60
+        return seconds * 1000 + milliseconds
+    }
+
+    private static func isLeap(_ year: Int64) -> Bool {
+        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+    }
+
+    private static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Returns days since 1970-01-01 of a proleptic Gregorian date.
+    static func days(fromCivilYear year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// Returns the proleptic Gregorian date of a day count since 1970-01-01.
+    static func civil(fromDays dayCount: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = dayCount + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
