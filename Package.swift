@@ -30,10 +30,11 @@ let package = Package(
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
         .target(name: "RoostModel", swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
+        .target(name: "RoostEngine", dependencies: ["RoostModel"], swiftSettings: strict),
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
-            dependencies: ["RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "CCrypto"],
+            dependencies: ["RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "CCrypto"],
             swiftSettings: strict),
         .executableTarget(
             name: "roost",
@@ -45,14 +46,14 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
-            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI"],
+            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine"],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
         .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
-            dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform"],
+            dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine"],
             swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],

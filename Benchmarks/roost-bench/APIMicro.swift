@@ -1,15 +1,17 @@
 import RoostAPI
+import RoostEngine
 import RoostHTTP
 
 /// `roost-bench api-micro [iterations]`: the in-process cost of the request
 /// path behind the HTTP layer (route, authenticate, parse, validate, render),
-/// per request, for GET /healthz and the PATCH /v1/apps/1 of the HTTP benchmark.
+/// per request, for GET /healthz and the PATCH /v1/apps/1 of the HTTP benchmark
+/// (which reads the app's counts from the engine: two shard jobs and a hop).
 enum APIMicroBenchmark {
-    static func run(iterations: Int) {
+    static func run(iterations: Int) async {
         let adminKey = "bench-admin-key-0123456789abcdef"
         let service = RoostService(
             catalog: Catalog(state: CatalogState(), store: nil, clock: SystemClock()), adminKey: adminKey,
-            clock: SystemClock())
+            clock: SystemClock(), registry: Registry(shardCount: 1, log: VolatileLog()))
         func request(_ method: HTTPMethod, _ target: String, _ body: String) -> HTTPRequest {
             let headers = HTTPHeaders([
                 ("Host", "bench"), ("Authorization", "Bearer \(adminKey)"), ("Content-Type", "application/json"),
@@ -18,7 +20,8 @@ enum APIMicroBenchmark {
                 method: method, target: target, version: .http11, headers: headers, keepAlive: true)
             return HTTPRequest(head: head, body: Array(body.utf8))
         }
-        precondition(service.handle(request(.post, "/v1/apps", #"{"name":"Example"}"#)).status == 201)
+        let created = await service.handle(request(.post, "/v1/apps", #"{"name":"Example"}"#))
+        precondition(created.status == 201)
         let cases: [(String, HTTPRequest)] = [
             ("GET /healthz", request(.get, "/healthz", "")),
             (
@@ -34,7 +37,7 @@ enum APIMicroBenchmark {
             for _ in 0..<5 {
                 var bytes = 0
                 let started = clock.now
-                for _ in 0..<iterations { bytes &+= service.handle(request).body.count }
+                for _ in 0..<iterations { bytes &+= await service.handle(request).body.count }
                 let elapsed = clock.now - started
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
                 samples.append(seconds / Double(iterations) * 1e9)

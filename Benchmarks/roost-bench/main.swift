@@ -34,7 +34,7 @@ if arguments.count >= 2 && arguments[1] == "http-serve" {
     print("roost-bench: serving on 127.0.0.1:\(bound)")
     server.waitUntilStopped()
 } else if arguments.count >= 2 && arguments[1] == "api-micro" {
-    APIMicroBenchmark.run(iterations: arguments.count >= 3 ? Int(arguments[2]) ?? 200_000 : 200_000)
+    await APIMicroBenchmark.run(iterations: arguments.count >= 3 ? Int(arguments[2]) ?? 200_000 : 200_000)
 } else {
     print("roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations])")
 }

@@ -1,3 +1,4 @@
+import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostPlatform
@@ -10,44 +11,70 @@ public final class RoostService: HTTPResponder {
 
     private let router: Router
     private let clock: any APIClock
+    package let registry: Registry
 
     /// Opens the service over a data directory: loads the catalog
     /// (`DIR/catalog.json`). Throws when it exists but cannot be read.
-    public convenience init(dataDirectory: String, adminKey: String) throws {
+    public convenience init(dataDirectory: String, adminKey: String, shardCount: Int) throws {
         let store = CatalogStore(path: dataDirectory + "/catalog.json")
         let clock = SystemClock()
         let catalog = Catalog(state: try store.load(), store: store, clock: clock)
-        self.init(catalog: catalog, adminKey: adminKey, clock: clock)
+        self.init(
+            catalog: catalog, adminKey: adminKey, clock: clock,
+            registry: Registry(shardCount: shardCount, log: VolatileLog()))
     }
 
-    package init(catalog: Catalog, adminKey: String, clock: any APIClock) {
+    package init(catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry) {
+        self.registry = registry
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
-        let apps = AppRoutes(catalog: catalog, authenticator: authenticator)
+        let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes)
         self.clock = clock
     }
 
     public func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
-        RoostService.jsonBodyBytesMax
+        guard let (route, _) = try? router.match(method: head.method, path: head.path) else {
+            return RoostService.jsonBodyBytesMax
+        }
+        return route.bodyLimitBytes ?? RoostService.jsonBodyBytesMax
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
-        .respond(handle(request))
+        switch route(request) {
+        case .response(let response):
+            return .respond(response)
+        case .deferred(let makeJobs):
+            registry.submit(makeJobs(sink))
+            return .deferred
+        }
     }
 
     public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
         APIError.from(failure).response
     }
 
-    /// Routes and answers one request; every thrown error becomes its envelope.
-    package func handle(_ request: HTTPRequest) -> HTTPResponse {
+    /// Routes one request; every thrown error becomes its envelope.
+    package func route(_ request: HTTPRequest) -> RouteOutcome {
         do {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
             let context = RequestContext(
                 request: request, parameters: parameters, nowMilliseconds: clock.wallMilliseconds())
             return try route.handler(context)
         } catch {
-            return error.response
+            return .response(error.response)
+        }
+    }
+
+    /// Answers one request and waits for a deferred answer (tests and tools;
+    /// never on an event loop).
+    package func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        switch route(request) {
+        case .response(let response):
+            return response
+        case .deferred(let makeJobs):
+            return await withCheckedContinuation { continuation in
+                registry.submit(makeJobs(ContinuationSink(continuation: continuation)))
+            }
         }
     }
 
@@ -55,5 +82,14 @@ public final class RoostService: HTTPResponder {
 
     private static func health(_ context: RequestContext) throws(APIError) -> HTTPResponse {
         HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: healthBody)
+    }
+}
+
+/// A sink that resumes an async caller with the answer (tests and tools).
+struct ContinuationSink: HTTPReplySink {
+    let continuation: CheckedContinuation<HTTPResponse, Never>
+
+    func send(_ response: HTTPResponse) {
+        continuation.resume(returning: response)
     }
 }

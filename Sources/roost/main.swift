@@ -49,7 +49,8 @@ do {
     let admin = try AdminKey.resolve(
         environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) }, dataDirectory: options.dataDirectory)
     if let path = admin.filePath { writeLine(2, "roost: admin key in \(path)") }
-    let service = try RoostService(dataDirectory: options.dataDirectory, adminKey: admin.key)
+    let service = try RoostService(
+        dataDirectory: options.dataDirectory, adminKey: admin.key, shardCount: options.shards)
     server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
     let port = try server.start()
     writeLine(1, "listening on \(options.host):\(port)")

@@ -1,4 +1,5 @@
 import Glibc
+import RoostEngine
 import RoostHTTP
 import RoostJSON
 import Synchronization
@@ -46,24 +47,26 @@ struct Harness {
     init(store: CatalogStore? = nil) throws {
         clock = ManualClock()
         catalog = Catalog(state: try store?.load() ?? CatalogState(), store: store, clock: clock)
-        service = RoostService(catalog: catalog, adminKey: Harness.adminKey, clock: clock)
+        service = RoostService(
+            catalog: catalog, adminKey: Harness.adminKey, clock: clock,
+            registry: Registry(shardCount: 2, log: VolatileLog()))
     }
 
-    func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) -> Answer {
-        call(method, target, key: key, rawBody: body.map { Array($0.utf8) } ?? [])
+    func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) async -> Answer {
+        await call(method, target, key: key, rawBody: body.map { Array($0.utf8) } ?? [])
     }
 
-    func call(_ method: HTTPMethod, _ target: String, key: String?, rawBody: [UInt8]) -> Answer {
+    func call(_ method: HTTPMethod, _ target: String, key: String?, rawBody: [UInt8]) async -> Answer {
         var headers = HTTPHeaders([("Host", "test")])
         if let key { headers.append(name: "Authorization", value: "Bearer \(key)") }
         let head = HTTPRequestHead(method: method, target: target, version: .http11, headers: headers, keepAlive: true)
-        let response = service.handle(HTTPRequest(head: head, body: rawBody))
+        let response = await service.handle(HTTPRequest(head: head, body: rawBody))
         return Answer(status: response.status, headers: response.headers, body: response.body)
     }
 
     /// Creates an app as the operator and returns its id.
-    func createApp(_ name: String = "Example") throws -> Int {
-        let answer = call(.post, "/v1/apps", key: Harness.adminKey, body: #"{"name":"\#(name)"}"#)
+    func createApp(_ name: String = "Example") async throws -> Int {
+        let answer = await call(.post, "/v1/apps", key: Harness.adminKey, body: #"{"name":"\#(name)"}"#)
         guard answer.status == 201, let id = answer.json?["id"]?.intValue else {
             throw HarnessError(message: "create app answered \(answer.status)")
         }
@@ -71,8 +74,8 @@ struct Harness {
     }
 
     /// Creates a key on an app as the operator and returns (id, key).
-    func createKey(app: Int, _ body: String) throws -> (id: String, key: String) {
-        let answer = call(.post, "/v1/apps/\(app)/keys", key: Harness.adminKey, body: body)
+    func createKey(app: Int, _ body: String) async throws -> (id: String, key: String) {
+        let answer = await call(.post, "/v1/apps/\(app)/keys", key: Harness.adminKey, body: body)
         guard answer.status == 201, let id = answer.json?["id"]?.stringValue,
             let key = answer.json?["key"]?.stringValue
         else {

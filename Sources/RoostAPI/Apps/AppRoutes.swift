@@ -1,3 +1,4 @@
+import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostModel
@@ -7,14 +8,15 @@ import RoostModel
 package struct AppRoutes: Sendable {
     let catalog: Catalog
     let authenticator: Authenticator
+    let registry: Registry
 
     package var routes: [Route] {
         [
             Route(.post, "/v1/apps", createApp),
             Route(.get, "/v1/apps", listApps),
-            Route(.get, "/v1/apps/{app}", getApp),
-            Route(.patch, "/v1/apps/{app}", updateApp),
-            Route(.delete, "/v1/apps/{app}", deleteApp),
+            Route(.get, "/v1/apps/{app}", outcome: getApp),
+            Route(.patch, "/v1/apps/{app}", outcome: updateApp),
+            Route(.delete, "/v1/apps/{app}", outcome: deleteApp),
             Route(.post, "/v1/apps/{app}/keys", createKey),
             Route(.delete, "/v1/apps/{app}/keys/{key_id}", revokeKey),
         ]
@@ -33,7 +35,9 @@ package struct AppRoutes: Sendable {
                 record.id, name: nil, maxDevicesPerPerson: patch.maxDevicesPerPerson,
                 requireKnownPerson: patch.requireKnownPerson)
         }
-        return jsonResponse(201, appJSON(record, withCounts: false))
+        var writer = JSONWriter()
+        AppRoutes.writeApp(record, counts: nil, into: &writer)
+        return jsonResponse(201, writer)
     }
 
     func listApps(_ context: RequestContext) throws(APIError) -> HTTPResponse {
@@ -42,42 +46,82 @@ package struct AppRoutes: Sendable {
         writer.beginObject()
         writer.key("apps")
         writer.beginArray()
-        for app in catalog.apps() { writeApp(app, withCounts: false, into: &writer) }
+        for app in catalog.apps() { AppRoutes.writeApp(app, counts: nil, into: &writer) }
         writer.endArray()
         writer.endObject()
         return jsonResponse(200, writer)
     }
 
-    func getApp(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func getApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         guard let record = catalog.app(app) else { throw APIError.appNotFound }
-        return jsonResponse(200, appJSON(record, withCounts: true))
+        return withCounts(record, status: 200, settingsChanged: false)
     }
 
-    func updateApp(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func updateApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         let body = try JSONBody(context.request)
         let name = try body.optionalString("name").map { (name) throws(APIError) in try AppRoutes.appName(name) }
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
+        let before = catalog.app(app)
         let record = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
             requireKnownPerson: patch?.requireKnownPerson)
-        return jsonResponse(200, appJSON(record, withCounts: true))
+        return withCounts(record, status: 200, settingsChanged: before?.settings != record.settings)
     }
 
-    func deleteApp(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func deleteApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireOperator()
+        // The catalog first: from here on the app's keys answer 401, so no new
+        // device can arrive while its data is dropped.
         try catalog.deleteApp(app)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.member("deleted", true)
-        // No device store exists yet in this build: an app holds no devices.
-        writer.member("devices_removed", 0)
-        writer.endObject()
-        return jsonResponse(200, writer)
+        return .deferred { sink in
+            [
+                .removeApp(app) { removed, durable in
+                    guard durable else {
+                        sink.send(APIError.unavailable("the log could not be written").response)
+                        return
+                    }
+                    var writer = JSONWriter()
+                    writer.beginObject()
+                    writer.member("deleted", true)
+                    writer.member("devices_removed", removed)
+                    writer.endObject()
+                    sink.send(jsonResponse(200, writer))
+                }
+            ]
+        }
+    }
+
+    /// Answers the app with its counts, read from both modes' indexes; when the
+    /// settings changed, the indexes take them first (a logged mutation each).
+    private func withCounts(_ record: AppRecord, status: Int, settingsChanged: Bool) -> RouteOutcome {
+        let keyCount = catalog.keyCount(of: record.id)
+        return .deferred { sink in
+            let gather = Gather<RegistryStats>(count: AppMode.allCases.count) { stats in
+                guard let stats else {
+                    sink.send(APIError.unavailable("the log could not be written").response)
+                    return
+                }
+                var writer = JSONWriter()
+                AppRoutes.writeApp(record, counts: (keyCount, stats), into: &writer)
+                sink.send(jsonResponse(status, writer))
+            }
+            return AppMode.allCases.enumerated().map { position, mode in
+                .index(key: IndexKey(app: record.id, mode: mode), settings: record.settings) { index in
+                    var mutations: [Mutation] = []
+                    if settingsChanged, case .success(let changed) = index.updateSettings(record.settings) {
+                        mutations = changed
+                    }
+                    let stats = index.stats()
+                    return JobResult(mutations: mutations) { durable in gather.deliver(position, durable ? stats : nil)
+                    }
+                }
+            }
+        }
     }
 
     func createKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
@@ -88,8 +132,8 @@ package struct AppRoutes: Sendable {
         guard let kind = KeyKind(rawValue: kindName) else {
             throw APIError.invalidField("kind", "kind must be \"secret\" or \"mobile\"")
         }
-        let modeName = try body.optionalString("mode") ?? KeyMode.live.rawValue
-        guard let mode = KeyMode(rawValue: modeName) else {
+        let modeName = try body.optionalString("mode") ?? AppMode.live.name
+        guard let mode = AppMode(name: modeName) else {
             throw APIError.invalidField("mode", "mode must be \"live\" or \"test\"")
         }
         var capabilities = Set<Capability>()
@@ -118,14 +162,14 @@ package struct AppRoutes: Sendable {
         writer.member("id", record.id)
         writer.member("key", key)
         writer.member("kind", record.kind.rawValue)
-        writer.member("mode", record.mode.rawValue)
+        writer.member("mode", record.mode.name)
         writer.key("capabilities")
         writer.beginArray()
         for capability in record.capabilities.sorted() { writer.string(capability.rawValue) }
         writer.endArray()
         writer.member("label", record.label)
         if let rate = record.rateLimitPerSecond { writer.member("rate_limit_per_second", rate) }
-        writer.member("created_at", formatTimestamp(milliseconds: record.createdAtMilliseconds))
+        writer.member("created_at", Timestamp(millisecondsSinceEpoch: record.createdAtMilliseconds).rfc3339)
         writer.endObject()
         return jsonResponse(201, writer)
     }
@@ -144,26 +188,32 @@ package struct AppRoutes: Sendable {
 
     // MARK: - Rendering
 
-    private func appJSON(_ app: AppRecord, withCounts: Bool) -> JSONWriter {
-        var writer = JSONWriter()
-        writeApp(app, withCounts: withCounts, into: &writer)
-        return writer
-    }
-
-    private func writeApp(_ app: AppRecord, withCounts: Bool, into writer: inout JSONWriter) {
+    /// Writes an app; with counts, the keys and each mode's devices and people.
+    static func writeApp(
+        _ app: AppRecord, counts: (keys: Int, stats: [RegistryStats])?, into writer: inout JSONWriter
+    ) {
         writer.beginObject()
         writer.member("id", Int(app.id.rawValue))
         writer.member("name", app.name)
-        writer.member("created_at", formatTimestamp(milliseconds: app.createdAtMilliseconds))
+        writer.member("created_at", Timestamp(millisecondsSinceEpoch: app.createdAtMilliseconds).rfc3339)
         writer.key("settings")
         writer.beginObject()
         writer.member("max_devices_per_person", app.settings.maxDevicesPerPerson)
         writer.member("require_known_person", app.settings.requireKnownPerson)
         writer.endObject()
-        if withCounts {
+        if let counts {
             writer.key("counts")
             writer.beginObject()
-            writer.member("keys", catalog.keyCount(of: app.id))
+            writer.member("keys", counts.keys)
+            writer.member("devices", counts.stats.reduce(0) { $0 + $1.devices })
+            writer.member("people", counts.stats.reduce(0) { $0 + $1.people })
+            for (mode, stats) in zip(AppMode.allCases, counts.stats) {
+                writer.key(mode.name)
+                writer.beginObject()
+                writer.member("devices", stats.devices)
+                writer.member("people", stats.people)
+                writer.endObject()
+            }
             writer.endObject()
         }
         writer.endObject()
@@ -200,7 +250,7 @@ struct SettingsPatch {
         for (key, value) in members {
             switch key {
             case "max_devices_per_person":
-                guard let number = value.intValue, (1...AppSettings.maxDevicesPerPersonLimit).contains(number) else {
+                guard let number = value.intValue, Limits.maxDevicesPerPersonRange.contains(number) else {
                     throw APIError.invalidField(
                         "settings.max_devices_per_person",
                         "max_devices_per_person must be an integer from 1 to \(AppSettings.maxDevicesPerPersonLimit)")

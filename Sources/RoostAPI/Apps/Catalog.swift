@@ -63,7 +63,7 @@ package final class Catalog: Sendable {
             }
             let id = AppID(state.nextAppID)
             state.nextAppID += 1
-            let record = AppRecord(id: id, name: name, createdAtMilliseconds: now, settings: AppSettings())
+            let record = AppRecord(id: id, name: name, createdAtMilliseconds: now, settings: .defaults)
             state.apps[id] = record
             return record
         }
@@ -106,7 +106,7 @@ package final class Catalog: Sendable {
     /// Mints a key. Returns its record and the key itself, which is shown once
     /// and never stored.
     package func createKey(
-        app: AppID, kind: KeyKind, mode: KeyMode, capabilities: Set<Capability>, label: String,
+        app: AppID, kind: KeyKind, mode: AppMode, capabilities: Set<Capability>, label: String,
         rateLimitPerSecond: Int?
     ) throws(APIError) -> (record: KeyRecord, key: String) {
         let now = clock.wallMilliseconds()
@@ -227,8 +227,8 @@ package enum KeyMinting {
     package static let keyRandomBytes = 24
 
     /// Returns a new key: a readable prefix (`sk_live_`, `mk_test_`, …) and 48 hex digits.
-    package static func newKey(kind: KeyKind, mode: KeyMode) -> String {
-        let prefix = (kind == .secret ? "sk_" : "mk_") + mode.rawValue + "_"
+    package static func newKey(kind: KeyKind, mode: AppMode) -> String {
+        let prefix = (kind == .secret ? "sk_" : "mk_") + mode.name + "_"
         return prefix + Crypto.hex(Crypto.randomBytes(keyRandomBytes))
     }
 

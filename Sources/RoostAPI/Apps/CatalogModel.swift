@@ -18,29 +18,9 @@ package enum KeyKind: String, Sendable {
     case mobile
 }
 
-/// Live and test data of one app live apart; the key selects which.
-package enum KeyMode: String, Sendable {
-    case live
-    case test
-}
-
-/// An app's settings (spec §3) with their defaults.
-package struct AppSettings: Sendable, Equatable {
-    package static let maxDevicesPerPersonDefault = 10
-    /// The largest `max_devices_per_person` an app may set: a person is one
-    /// human, and every bound device is scanned when one more is bound.
-    package static let maxDevicesPerPersonLimit = 1_000
-
-    package var maxDevicesPerPerson: Int = maxDevicesPerPersonDefault
-    package var requireKnownPerson: Bool = false
-
-    package init(maxDevicesPerPerson: Int = maxDevicesPerPersonDefault, requireKnownPerson: Bool = false) {
-        precondition(
-            (1...AppSettings.maxDevicesPerPersonLimit).contains(maxDevicesPerPerson),
-            "maxDevicesPerPerson \(maxDevicesPerPerson) out of range")
-        self.maxDevicesPerPerson = maxDevicesPerPerson
-        self.requireKnownPerson = requireKnownPerson
-    }
+/// The most devices one person may keep that an app may configure.
+extension AppSettings {
+    package static let maxDevicesPerPersonLimit = Limits.maxDevicesPerPersonRange.upperBound
 }
 
 /// One app as the catalog holds it.
@@ -106,7 +86,7 @@ package struct KeyRecord: Sendable, Equatable {
     package var id: String
     package var appID: AppID
     package var kind: KeyKind
-    package var mode: KeyMode
+    package var mode: AppMode
     /// Fixed at creation: an existing key never gains a capability.
     package let capabilities: Set<Capability>
     package var label: String

@@ -84,7 +84,7 @@ package final class CatalogStore: Sendable {
             writer.member("id", key.id)
             writer.member("app", Int(key.appID.rawValue))
             writer.member("kind", key.kind.rawValue)
-            writer.member("mode", key.mode.rawValue)
+            writer.member("mode", key.mode.name)
             writer.key("capabilities")
             writer.beginArray()
             for capability in key.capabilities.sorted() { writer.string(capability.rawValue) }
@@ -119,7 +119,7 @@ package final class CatalogStore: Sendable {
                 let name = app["name"]?.stringValue,
                 let created = app["created_at_ms"]?.intValue,
                 let maxDevices = app["max_devices_per_person"]?.intValue,
-                (1...AppSettings.maxDevicesPerPersonLimit).contains(maxDevices),
+                Limits.maxDevicesPerPersonRange.contains(maxDevices),
                 let requireKnown = app["require_known_person"]?.boolValue
             else { throw fail("bad app entry") }
             let appID = AppID(UInt32(id))
@@ -131,7 +131,7 @@ package final class CatalogStore: Sendable {
             guard let id = key["id"]?.stringValue,
                 let app = key["app"]?.intValue, app >= 1, state.apps[AppID(UInt32(clamping: app))] != nil,
                 let kind = key["kind"]?.stringValue.flatMap(KeyKind.init(rawValue:)),
-                let mode = key["mode"]?.stringValue.flatMap(KeyMode.init(rawValue:)),
+                let mode = key["mode"]?.stringValue.flatMap({ AppMode(name: $0) }),
                 let capabilityNames = key["capabilities"]?.arrayValue,
                 let label = key["label"]?.stringValue,
                 let created = key["created_at_ms"]?.intValue,

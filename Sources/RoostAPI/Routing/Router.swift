@@ -1,3 +1,4 @@
+import RoostEngine
 import RoostHTTP
 
 /// One piece of a route pattern.
@@ -16,21 +17,43 @@ package struct RequestContext: Sendable {
     package var nowMilliseconds: Int64
 }
 
+/// How a handler answers: now, or through jobs for the shard that owns the
+/// app, which answer through the sink once their records are durable.
+package enum RouteOutcome: Sendable {
+    case response(HTTPResponse)
+    /// Builds the shard jobs of this request; each answers through the sink.
+    case deferred(@Sendable (any HTTPReplySink) -> [ShardJob])
+}
+
 /// A handler answers one request or throws an API error.
-package typealias RouteHandler = @Sendable (RequestContext) throws(APIError) -> HTTPResponse
+package typealias RouteHandler = @Sendable (RequestContext) throws(APIError) -> RouteOutcome
 
 /// A method, a path pattern and its handler.
 package struct Route: Sendable {
     package var method: HTTPMethod
     package var pattern: [PathPattern]
     package var handler: RouteHandler
+    /// The largest body the route accepts; nil takes the JSON default (64 KiB).
+    package var bodyLimitBytes: Int?
 
-    package init(_ method: HTTPMethod, _ path: String, _ handler: @escaping RouteHandler) {
+    /// A route whose handler may defer its answer to the engine.
+    package init(
+        _ method: HTTPMethod, _ path: String, bodyLimitBytes: Int? = nil, outcome handler: @escaping RouteHandler
+    ) {
         self.method = method
         self.pattern = path.split(separator: "/").map { segment in
             segment.hasPrefix("{") ? .parameter : .literal(Array(segment.utf8))
         }
         self.handler = handler
+        self.bodyLimitBytes = bodyLimitBytes
+    }
+
+    /// A route that always answers at once.
+    package init(
+        _ method: HTTPMethod, _ path: String,
+        _ handler: @escaping @Sendable (RequestContext) throws(APIError) -> HTTPResponse
+    ) {
+        self.init(method, path) { (context) throws(APIError) -> RouteOutcome in .response(try handler(context)) }
     }
 }
 

@@ -1,0 +1,79 @@
+import RoostModel
+
+/// A log record as the engine writes it: which app and mode a mutation belongs
+/// to, or that a whole app was removed. Layout (little-endian):
+///
+/// | bytes | field |
+/// |---|---|
+/// | 1 | format version (1) |
+/// | 1 | kind: 1 mutation, 2 app removed |
+/// | 4 | app id |
+/// | 1 | mode (0 live, 1 test); kind 1 only |
+/// | rest | `MutationCodec` bytes; kind 1 only |
+package enum EngineRecord: Equatable, Sendable {
+    case mutation(IndexKey, Mutation)
+    case appRemoved(AppID)
+
+    package static let formatVersion: UInt8 = 1
+
+    /// Returns the record's bytes.
+    package func encoded() -> [UInt8] {
+        switch self {
+        case .mutation(let key, let mutation):
+            let payload = MutationCodec.encode(mutation)
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(7 + payload.count)
+            bytes.append(EngineRecord.formatVersion)
+            bytes.append(1)
+            appendAppID(key.app, to: &bytes)
+            bytes.append(key.mode.rawValue)
+            bytes.append(contentsOf: payload)
+            return bytes
+        case .appRemoved(let app):
+            var bytes: [UInt8] = [EngineRecord.formatVersion, 2]
+            appendAppID(app, to: &bytes)
+            return bytes
+        }
+    }
+
+    /// Decodes a record; throws on anything this version did not write.
+    package static func decode(_ bytes: [UInt8]) throws(EngineRecordError) -> EngineRecord {
+        guard bytes.count >= 6 else { throw .truncated(bytes.count) }
+        guard bytes[0] == formatVersion else { throw .unknownVersion(bytes[0]) }
+        let rawApp = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
+        guard rawApp > 0 else { throw .invalid("app id 0") }
+        let app = AppID(rawApp)
+        switch bytes[1] {
+        case 1:
+            guard bytes.count >= 8 else { throw .truncated(bytes.count) }
+            guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
+            do {
+                let mutation = try MutationCodec.decode(Array(bytes[7...]))
+                return .mutation(IndexKey(app: app, mode: mode), mutation)
+            } catch {
+                throw .invalid("mutation: \(error)")
+            }
+        case 2:
+            guard bytes.count == 6 else { throw .invalid("app-removed record of \(bytes.count) bytes") }
+            return .appRemoved(app)
+        default:
+            throw .unknownKind(bytes[1])
+        }
+    }
+
+    private func appendAppID(_ app: AppID, to bytes: inout [UInt8]) {
+        let raw = app.rawValue
+        bytes.append(UInt8(truncatingIfNeeded: raw))
+        bytes.append(UInt8(truncatingIfNeeded: raw >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: raw >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: raw >> 24))
+    }
+}
+
+/// A record the engine cannot read: recovery stops and names it.
+package enum EngineRecordError: Error, Equatable, Sendable {
+    case truncated(Int)
+    case unknownVersion(UInt8)
+    case unknownKind(UInt8)
+    case invalid(String)
+}

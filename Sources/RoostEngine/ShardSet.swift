@@ -1,0 +1,80 @@
+import RoostModel
+import Synchronization
+
+/// The shards and the mailboxes in front of them. Jobs for one shard are run
+/// in the order they were submitted: each shard has one mailbox and at most one
+/// drain in flight, which takes everything queued at once (natural batching:
+/// the busier the shard, the larger its batches).
+package final class ShardSet: Sendable {
+    /// The most jobs one drain hands a shard at once, so one turn stays short.
+    package static let jobsPerTurnMax = 1024
+
+    package let shards: [Shard]
+    private let mailboxes: [Mailbox]
+
+    package init(shardCount: Int, log: any MutationLog) {
+        precondition(shardCount >= 1 && shardCount <= 256, "shard count \(shardCount) out of 1...256")
+        shards = (0..<shardCount).map { Shard(number: $0, log: log) }
+        mailboxes = (0..<shardCount).map { _ in Mailbox() }
+    }
+
+    /// Returns the shard that owns `app`: a stable hash, so the same app lands
+    /// on the same shard in every run with the same shard count.
+    package func shardNumber(for app: AppID) -> Int {
+        var hash = UInt64(app.rawValue) &* 0x9E37_79B9_7F4A_7C15
+        hash ^= hash >> 32
+        return Int(hash % UInt64(shards.count))
+    }
+
+    /// Queues one job; it runs after every job queued before it for that shard.
+    package func submit(_ job: ShardJob) {
+        submit([job])
+    }
+
+    /// Queues jobs (any apps); each shard runs its part in submission order.
+    package func submit(_ jobs: [ShardJob]) {
+        if shards.count == 1 {
+            enqueue(jobs, on: 0)
+            return
+        }
+        var groups = [[ShardJob]](repeating: [], count: shards.count)
+        for job in jobs { groups[shardNumber(for: job.app)].append(job) }
+        for (number, group) in groups.enumerated() where !group.isEmpty { enqueue(group, on: number) }
+    }
+
+    private func enqueue(_ jobs: [ShardJob], on number: Int) {
+        let mailbox = mailboxes[number]
+        let mustSchedule = mailbox.state.withLock { state in
+            state.jobs.append(contentsOf: jobs)
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        guard mustSchedule else { return }
+        let shard = shards[number]
+        Task {
+            while true {
+                let batch = mailbox.state.withLock { state -> [ShardJob] in
+                    if state.jobs.isEmpty {
+                        state.draining = false
+                        return []
+                    }
+                    if state.jobs.count <= ShardSet.jobsPerTurnMax {
+                        defer { state.jobs.removeAll(keepingCapacity: true) }
+                        return state.jobs
+                    }
+                    let head = Array(state.jobs.prefix(ShardSet.jobsPerTurnMax))
+                    state.jobs.removeFirst(ShardSet.jobsPerTurnMax)
+                    return head
+                }
+                if batch.isEmpty { return }
+                await shard.run(batch)
+            }
+        }
+    }
+
+    /// Jobs queued for one shard, and whether a drain task is running for it.
+    private final class Mailbox: Sendable {
+        let state = Mutex<(jobs: [ShardJob], draining: Bool)>(([], false))
+    }
+}
