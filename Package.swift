@@ -39,9 +39,10 @@ let package = Package(
             name: "roost",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostPlatform"],
             swiftSettings: strict),
+        .target(name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims"], swiftSettings: strict),
         .target(
             name: "RoostTesting",
-            dependencies: ["RoostPlatform", "RoostHTTP"],
+            dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
@@ -52,6 +53,10 @@ let package = Package(
         .testTarget(
             name: "RoostAPITests",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
+            resources: [.copy("Golden")],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
