@@ -56,7 +56,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
-            resources: [.copy("Golden")],
+            exclude: ["Golden"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

@@ -1,6 +1,8 @@
 /// The position of one record in the write-ahead log. LSNs start at 1 and
 /// increase by one per record with no gaps, across segment boundaries.
-package struct LogSequenceNumber: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+package struct LogSequenceNumber: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible,
+    ExpressibleByIntegerLiteral
+{
     package var rawValue: UInt64
 
     package init(rawValue: UInt64) {
@@ -9,6 +11,10 @@ package struct LogSequenceNumber: RawRepresentable, Hashable, Comparable, Sendab
 
     package init(_ rawValue: UInt64) {
         self.rawValue = rawValue
+    }
+
+    package init(integerLiteral value: UInt64) {
+        self.rawValue = value
     }
 
     /// The LSN of the first record ever written.
