@@ -47,7 +47,9 @@ package enum CheckpointFormat {
         func damaged(_ offset: Int, _ reason: String) -> CheckpointRead {
             .damaged(Damage(file: path, offset: offset, reason: reason))
         }
-        if bytes.count != slotBytes { return damaged(min(bytes.count, slotBytes), "checkpoint slot is \(bytes.count) bytes, not \(slotBytes)") }
+        if bytes.count != slotBytes {
+            return damaged(min(bytes.count, slotBytes), "checkpoint slot is \(bytes.count) bytes, not \(slotBytes)")
+        }
         if Array(bytes[0..<8]) != magic { return damaged(0, "bad checkpoint magic") }
         if Bytes.read(UInt32.self, bytes, at: 44) != CRC32C.checksum(bytes[0..<44]) {
             return damaged(44, "checkpoint CRC mismatch")

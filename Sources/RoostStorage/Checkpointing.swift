@@ -35,7 +35,8 @@ extension WriteAheadLog {
             ((catalog.newestSlot ?? 1) == 0 ? 1 : 0, catalog.highestSequence + 1, catalog.newest)
         }
         if let newest, newest.snapshotLSN >= snapshot.startLSN {
-            throw .invalidUse("snapshot at \(snapshot.startLSN) is not newer than the checkpoint at \(newest.snapshotLSN)")
+            throw .invalidUse(
+                "snapshot at \(snapshot.startLSN) is not newer than the checkpoint at \(newest.snapshotLSN)")
         }
         let checkpoint = Checkpoint(
             sequence: sequence, snapshotLSN: snapshot.startLSN, snapshotBytes: snapshot.fileBytes,

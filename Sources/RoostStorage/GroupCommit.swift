@@ -116,7 +116,8 @@ package struct GroupCommit<Waiter> {
             } else if chunks.isEmpty {
                 chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: []))
             }
-            SegmentFormat.appendRecord(kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
+            SegmentFormat.appendRecord(
+                kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
             segmentOffset += span
             nextLSN = nextLSN.advanced(by: 1)
         }
@@ -220,7 +221,9 @@ package struct GroupCommit<Waiter> {
         }
         self.failure = failure
         chunks.removeAll()
-        let failed = waiters.map { (waiter: $0.waiter, result: Result<LogSequenceNumber, StorageError>.failure(failure)) }
+        let failed = waiters.map {
+            (waiter: $0.waiter, result: Result<LogSequenceNumber, StorageError>.failure(failure))
+        }
         waiters.removeAll()
         return failed
     }

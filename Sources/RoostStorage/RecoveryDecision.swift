@@ -135,7 +135,8 @@ package func decideRecovery(_ input: RecoveryInput) -> RecoveryDecision {
 func snapshotProblem(_ checkpoint: Checkpoint, _ check: SnapshotCheck?) -> Damage? {
     switch check {
     case .none:
-        return Damage(file: SnapshotFormat.fileName(startLSN: checkpoint.snapshotLSN), offset: 0, reason: "not verified")
+        return Damage(
+            file: SnapshotFormat.fileName(startLSN: checkpoint.snapshotLSN), offset: 0, reason: "not verified")
     case .missing(let path):
         return Damage(file: path, offset: 0, reason: "snapshot named by checkpoint \(checkpoint.sequence) is missing")
     case .damaged(let damage):
@@ -164,7 +165,8 @@ func planLog(_ segments: [SegmentScan], from replayFrom: LogSequenceNumber) -> R
         case .damaged(let damage): return .failure(damage)
         case .unwritten:
             return .failure(
-                Damage(file: segment.path, offset: 0, reason: "segment header missing in a segment that is not the last"))
+                Damage(
+                    file: segment.path, offset: 0, reason: "segment header missing in a segment that is not the last"))
         }
     }
     guard !segments.isEmpty else { return .success(plan) }
@@ -182,7 +184,8 @@ func planLog(_ segments: [SegmentScan], from replayFrom: LogSequenceNumber) -> R
             return .failure(
                 Damage(
                     file: segment.path, offset: 16,
-                    reason: "LSN gap: previous segment ends at \(previousLast), this one starts at \(firstLSNs[index])"))
+                    reason: "LSN gap: previous segment ends at \(previousLast), this one starts at \(firstLSNs[index])")
+            )
         }
         switch segment.end {
         case .clean: break
@@ -195,7 +198,8 @@ func planLog(_ segments: [SegmentScan], from replayFrom: LogSequenceNumber) -> R
             }
             plan.cutTail = (segment.path, segment.endOffset, segment.fileBytes)
             plan.notes.append(
-                "torn tail cut: wal.segment=\(segment.path) wal.offset=\(segment.endOffset) wal.reason=\(damage.reason)")
+                "torn tail cut: wal.segment=\(segment.path) wal.offset=\(segment.endOffset) wal.reason=\(damage.reason)"
+            )
         }
         guard let lastLSN = segment.lastLSN else { preconditionFailure("valid header without last LSN") }
         if lastLSN >= replayFrom { plan.replay.append((segment.fileName, lastLSN)) }

@@ -52,7 +52,8 @@ package struct StorageLayout: Sendable {
         for slot in CheckpointFormat.slotNames.indices {
             let path = checkpointPath(slot: slot)
             do {
-                checkpoints.append(CheckpointFormat.decode(try fileSystem.readWhole(path, limitBytes: 4096), path: path))
+                checkpoints.append(
+                    CheckpointFormat.decode(try fileSystem.readWhole(path, limitBytes: 4096), path: path))
             } catch {
                 if error.errno == EFBIG {
                     checkpoints.append(.damaged(Damage(file: path, offset: 4096, reason: "checkpoint slot too large")))
@@ -124,7 +125,8 @@ package final class RecoveredState {
                 body(record)
             }
             guard let scanned = scan.lastLSN, scanned >= lastLSN else {
-                throw .damaged(Damage(file: scan.path, offset: scan.endOffset, reason: "segment changed during recovery"))
+                throw .damaged(
+                    Damage(file: scan.path, offset: scan.endOffset, reason: "segment changed during recovery"))
             }
         }
     }

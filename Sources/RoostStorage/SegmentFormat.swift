@@ -22,7 +22,9 @@ package enum SegmentFormat {
 
     /// Returns the first LSN a segment file name announces, or nil for other names.
     package static func firstLSN(fileName: String) -> LogSequenceNumber? {
-        guard fileName.hasSuffix(fileExtension), fileName.utf8.count == 20 + fileExtension.utf8.count else { return nil }
+        guard fileName.hasSuffix(fileExtension), fileName.utf8.count == 20 + fileExtension.utf8.count else {
+            return nil
+        }
         guard let value = UInt64(fileName.dropLast(fileExtension.utf8.count)) else { return nil }
         return LogSequenceNumber(value)
     }
@@ -233,7 +235,8 @@ extension SegmentFormat {
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
         if let expected, lsn != expected { return .invalid("LSN gap: expected \(expected), found \(lsn)") }
         let payloadStart = offset + recordHeaderBytes
-        return .record(LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[payloadStart..<(payloadStart + length)])), span: span)
+        return .record(
+            LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[payloadStart..<(payloadStart + length)])), span: span)
     }
 
     /// Returns true when some aligned offset after `offset` holds a valid
@@ -245,7 +248,8 @@ extension SegmentFormat {
             defer { candidate += 8 }
             let lsn = Bytes.read(UInt64.self, bytes, at: candidate + 8)
             guard lsn >= expected.rawValue, RecordKind(rawValue: bytes[candidate + 4]) != nil else { continue }
-            if case .record = decodeRecord(bytes: bytes, at: candidate, expected: nil, payloadBytesMax: Int(UInt32.max)) {
+            if case .record = decodeRecord(bytes: bytes, at: candidate, expected: nil, payloadBytesMax: Int(UInt32.max))
+            {
                 return true
             }
         }

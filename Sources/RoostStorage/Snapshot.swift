@@ -55,7 +55,9 @@ package enum SnapshotFormat {
     package static func decodeHeader(_ bytes: [UInt8], path: String) -> Result<
         (startLSN: LogSequenceNumber, counts: SnapshotCounts), Damage
     > {
-        func damaged(_ offset: Int, _ reason: String) -> Result<(startLSN: LogSequenceNumber, counts: SnapshotCounts), Damage> {
+        func damaged(_ offset: Int, _ reason: String) -> Result<
+            (startLSN: LogSequenceNumber, counts: SnapshotCounts), Damage
+        > {
             .failure(Damage(file: path, offset: offset, reason: reason))
         }
         if bytes.count < headerBytes { return damaged(0, "snapshot shorter than its header") }
@@ -244,7 +246,8 @@ package final class SnapshotReader {
     static let chunkBytes = 1 << 20
 
     /// Checks header, trailer and the CRC-32C over the whole file. O(file bytes).
-    package static func verify(fileSystem: any StorageFileSystem, path: String) throws(StorageError) -> SnapshotSummary {
+    package static func verify(fileSystem: any StorageFileSystem, path: String) throws(StorageError) -> SnapshotSummary
+    {
         let file: any StorageFile
         do { file = try fileSystem.open(path, create: false) } catch { throw .io(error) }
         defer { file.close() }

@@ -64,7 +64,8 @@ package enum WALTool {
             case .unwritten: lines.append("segment \(scan.path): never written")
             case .valid(let first):
                 if case .damaged(let damage, _) = scan.end { damages.append(damage) }
-                lines.append("segment \(scan.path): LSN \(first) to \(scan.lastLSN ?? first), \(scan.recordCount) records")
+                lines.append(
+                    "segment \(scan.path): LSN \(first) to \(scan.lastLSN ?? first), \(scan.recordCount) records")
             }
         }
         let verdict: VerificationReport.Verdict
@@ -109,7 +110,8 @@ package enum WALTool {
         let crc = Bytes.read(UInt32.self, framed, at: 16)
         let shown = record.payload.prefix(16).map(hex).joined()
         let more = record.payload.count > 16 ? "…" : ""
-        return "lsn=\(record.lsn) kind=\(record.kind) length=\(record.payload.count) crc=\(hex32(crc)) payload=\(shown)\(more)"
+        return
+            "lsn=\(record.lsn) kind=\(record.kind) length=\(record.payload.count) crc=\(hex32(crc)) payload=\(shown)\(more)"
     }
 
     static func hex(_ byte: UInt8) -> String {

@@ -267,7 +267,10 @@ extension WriteAheadLog {
     /// temporary files of snapshots that never finished). Errors are logged.
     func removeUnreferencedSnapshots(keepTemporary: Bool) {
         let keep = catalog.withLock { catalog in
-            Set([catalog.newest, catalog.older].compactMap { $0 }.map { SnapshotFormat.fileName(startLSN: $0.snapshotLSN) })
+            Set(
+                [catalog.newest, catalog.older].compactMap { $0 }.map {
+                    SnapshotFormat.fileName(startLSN: $0.snapshotLSN)
+                })
         }
         let fileSystem = layout.fileSystem
         do {

@@ -114,10 +114,11 @@ package final class FaultInjectingFileSystem: StorageFileSystem {
     /// Power loss: see the type's summary. Handles opened before fail afterwards.
     package func simulateCrash(_ mode: CrashMode) {
         state.withLock { state in
-            var random = SeededRandom(seed: {
-                if case .keepUnsyncedPrefix(let seed) = mode { return seed }
-                return 0
-            }())
+            var random = SeededRandom(
+                seed: {
+                    if case .keepUnsyncedPrefix(let seed) = mode { return seed }
+                    return 0
+                }())
             state.generation += 1
             var survivors: [String: Node] = [:]
             for (path, node) in state.durableFiles.sorted(by: { $0.key < $1.key }) {

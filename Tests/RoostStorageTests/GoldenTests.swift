@@ -22,7 +22,8 @@ struct GoldenTests {
             let row = bytes[start..<min(start + 16, bytes.count)].map { WALTool.hex($0) }
             let left = row.prefix(8).joined(separator: " ")
             let right = row.dropFirst(8).joined(separator: " ")
-            return String(repeating: "0", count: 8 - offset.count) + offset + "  " + left + (right.isEmpty ? "" : "  " + right)
+            return String(repeating: "0", count: 8 - offset.count) + offset + "  " + left
+                + (right.isEmpty ? "" : "  " + right)
         }.joined(separator: "\n") + "\n"
     }
 
@@ -51,7 +52,8 @@ struct GoldenTests {
     }
 
     static func exampleCheckpoint() -> [UInt8] {
-        CheckpointFormat.encode(Checkpoint(sequence: 3, snapshotLSN: 42, snapshotBytes: 137, snapshotChecksum: 0x1234_5678))
+        CheckpointFormat.encode(
+            Checkpoint(sequence: 3, snapshotLSN: 42, snapshotBytes: 137, snapshotChecksum: 0x1234_5678))
     }
 
     static func exampleSnapshot() throws -> [UInt8] {
@@ -89,7 +91,11 @@ struct GoldenTests {
         #expect(scan.header == .valid(firstLSN: 1))
         #expect(scan.end == .clean)
         #expect(scan.endOffset == 32 + 32 + 40)
-        #expect(records == [LogRecord(lsn: 1, kind: .mutation, payload: Array("hello".utf8)), LogRecord(lsn: 2, kind: .mutation, payload: Array(0..<16))])
+        #expect(
+            records == [
+                LogRecord(lsn: 1, kind: .mutation, payload: Array("hello".utf8)),
+                LogRecord(lsn: 2, kind: .mutation, payload: Array(0..<16)),
+            ])
         #expect(Bytes.read(UInt32.self, bytes, at: 24) == 0x6CC9_1CE5)
         #expect(Bytes.read(UInt32.self, bytes, at: 48) == 0x45DD_B3CE)
         #expect(Bytes.read(UInt32.self, bytes, at: 80) == 0x6B58_77FB)

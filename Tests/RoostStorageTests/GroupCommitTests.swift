@@ -1,3 +1,4 @@
+import RoostPlatform
 import Testing
 
 @testable import RoostStorage
@@ -125,8 +126,6 @@ struct GroupCommitTests {
         #expect(throws: StorageError.closed) { try machine.append([[2]], waiter: "b").get() }
     }
 }
-
-import RoostPlatform
 
 enum RoostPlatformError {
     static let eio = SystemCallError(call: "fdatasync", subject: "seg", errno: 5)

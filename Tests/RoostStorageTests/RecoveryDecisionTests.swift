@@ -26,7 +26,8 @@ struct RecoveryDecisionTests {
     static func snapshot(_ lsn: UInt64) -> SnapshotCheck {
         .valid(
             SnapshotSummary(
-                path: "/d/snapshots/\(lsn)", startLSN: LogSequenceNumber(lsn), counts: SnapshotCounts(records: 0, groups: 0),
+                path: "/d/snapshots/\(lsn)", startLSN: LogSequenceNumber(lsn),
+                counts: SnapshotCounts(records: 0, groups: 0),
                 recordCount: 0, fileBytes: 100, checksum: 7))
     }
 
@@ -47,13 +48,17 @@ struct RecoveryDecisionTests {
         Case(
             name: "clean log replays everything",
             input: RecoveryInput(
-                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 5), segment(6, records: 3)]),
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5), segment(6, records: 3)]),
             expected: (nil, 1, 9, nil)),
         Case(
             name: "torn tail in the last segment is cut",
             input: RecoveryInput(
                 checkpoints: [.missing, .missing], snapshots: [:],
-                segments: [segment(1, records: 5), segment(6, records: 3, end: .damaged(damage(6, 128), laterRecordFound: false))]),
+                segments: [
+                    segment(1, records: 5),
+                    segment(6, records: 3, end: .damaged(damage(6, 128), laterRecordFound: false)),
+                ]),
             expected: (nil, 1, 9, 32 + 32 * 3)),
         Case(
             name: "damage in the last segment followed by a valid record refuses",
@@ -65,16 +70,21 @@ struct RecoveryDecisionTests {
             name: "damage in a sealed segment refuses",
             input: RecoveryInput(
                 checkpoints: [.missing, .missing], snapshots: [:],
-                segments: [segment(1, records: 3, end: .damaged(damage(1, 64), laterRecordFound: false)), segment(4, records: 1)]),
+                segments: [
+                    segment(1, records: 3, end: .damaged(damage(1, 64), laterRecordFound: false)),
+                    segment(4, records: 1),
+                ]),
             expected: nil, refusedFile: damage(1, 0).file),
         Case(
             name: "a gap between segments refuses",
             input: RecoveryInput(
-                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 3), segment(5, records: 1)]),
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 3), segment(5, records: 1)]),
             expected: nil, refusedFile: damage(5, 0).file),
         Case(
             name: "a log that does not start at 1 without a checkpoint refuses",
-            input: RecoveryInput(checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(10, records: 3)]),
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(10, records: 3)]),
             expected: nil, refusedFile: damage(10, 0).file),
         Case(
             name: "a damaged segment header refuses",
@@ -91,7 +101,8 @@ struct RecoveryDecisionTests {
         Case(
             name: "the newest checkpoint's snapshot starts replay",
             input: RecoveryInput(
-                checkpoints: [.valid(checkpoint(1, 4)), .valid(checkpoint(2, 8))], snapshots: [4: snapshot(4), 8: snapshot(8)],
+                checkpoints: [.valid(checkpoint(1, 4)), .valid(checkpoint(2, 8))],
+                snapshots: [4: snapshot(4), 8: snapshot(8)],
                 segments: [segment(4, records: 3), segment(7, records: 5)]),
             expected: (8, 8, 12, nil)),
         Case(
@@ -104,7 +115,9 @@ struct RecoveryDecisionTests {
         Case(
             name: "a damaged checkpoint slot falls back to the other slot",
             input: RecoveryInput(
-                checkpoints: [.damaged(Damage(file: "checkpoint.0", offset: 44, reason: "crc")), .valid(checkpoint(1, 4))],
+                checkpoints: [
+                    .damaged(Damage(file: "checkpoint.0", offset: 44, reason: "crc")), .valid(checkpoint(1, 4)),
+                ],
                 snapshots: [4: snapshot(4)], segments: [segment(4, records: 3)]),
             expected: (4, 4, 7, nil)),
         Case(
@@ -122,7 +135,12 @@ struct RecoveryDecisionTests {
         Case(
             name: "a snapshot that does not match its checkpoint is not used",
             input: RecoveryInput(
-                checkpoints: [.valid(Checkpoint(sequence: 1, snapshotLSN: LogSequenceNumber(4), snapshotBytes: 99, snapshotChecksum: 7)), .missing],
+                checkpoints: [
+                    .valid(
+                        Checkpoint(
+                            sequence: 1, snapshotLSN: LogSequenceNumber(4), snapshotBytes: 99, snapshotChecksum: 7)),
+                    .missing,
+                ],
                 snapshots: [4: snapshot(4)], segments: [segment(4, records: 3)]),
             expected: nil, refusedFile: "/d/snapshots/4"),
         Case(

@@ -30,7 +30,9 @@ struct WriteAheadLogTests {
         #expect(read.log.map(\.lsn.rawValue) == Array(1...UInt64(written.count)), "seed \(seed)")
     }
 
-    @Test("a torn tail of every length from 1 byte to a whole record recovers the whole records; then 10 more give n + 10")
+    @Test(
+        "a torn tail of every length from 1 byte to a whole record recovers the whole records; then 10 more give n + 10"
+    )
     func tornTails() async throws {
         let fileSystem = FaultInjectingFileSystem()
         let options = testOptions(fileSystem)
@@ -53,7 +55,8 @@ struct WriteAheadLogTests {
                     for index in (end - cut)..<end { torn[index] = 0 }
                 }
                 fileSystem.overwrite(path, with: torn)
-                let (reopened, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+                let (reopened, state) = try WriteAheadLog.open(
+                    directory: dataDirectory, policy: .always, options: options)
                 var count = 0
                 try state.replay { _ in count += 1 }
                 #expect(count == n - 1, "cut \(cut) truncate \(truncateFile)")
@@ -173,7 +176,8 @@ struct WriteAheadLogTests {
             let recovered = Set(try reopenAndRead(options).log.map(\.lsn.rawValue))
             let done = completed.value
             #expect(!done.isEmpty, "seed \(seed)")
-            #expect(done.isSubset(of: recovered), "seed \(seed): lost \(done.subtracting(recovered).sorted().prefix(5))")
+            #expect(
+                done.isSubset(of: recovered), "seed \(seed): lost \(done.subtracting(recovered).sorted().prefix(5))")
         }
     }
 
@@ -240,7 +244,9 @@ struct WriteAheadLogTests {
         let slack: UInt64 = 300_000_000
         let oldestLost = lost.values.min() ?? crashAt
         #expect(!recovered.isEmpty)
-        #expect(crashAt - oldestLost <= 400_000_000 + slack, "lost a record completed \((crashAt - oldestLost) / 1_000_000) ms before the crash")
+        #expect(
+            crashAt - oldestLost <= 400_000_000 + slack,
+            "lost a record completed \((crashAt - oldestLost) / 1_000_000) ms before the crash")
     }
 
     @Test("the real file system: append, close, reopen through PosixFileSystem")
