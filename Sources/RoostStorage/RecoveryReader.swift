@@ -11,6 +11,14 @@ package struct StorageLayout: Sendable {
         self.fileSystem = fileSystem
     }
 
+    /// Returns the directory that holds `path` ("." for a bare name).
+    package static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
+
     package var walDirectory: String { fileSystem.join(directory, SegmentFormat.directoryName) }
     package var snapshotDirectory: String { fileSystem.join(directory, SnapshotFormat.directoryName) }
 

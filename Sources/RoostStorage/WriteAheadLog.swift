@@ -51,6 +51,9 @@ package final class WriteAheadLog: Sendable {
             try fileSystem.createDirectory(directory)
             try fileSystem.createDirectory(layout.walDirectory)
             try fileSystem.createDirectory(layout.snapshotDirectory)
+            // Make the directory entries themselves durable (ALICE, Redis #3487).
+            try fileSystem.syncDirectory(directory)
+            try fileSystem.syncDirectory(StorageLayout.parent(of: directory))
         } catch { throw .io(error) }
         let input = try layout.readRecoveryInput(options: options)
         let plan: RecoveryPlan

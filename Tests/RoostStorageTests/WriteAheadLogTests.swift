@@ -241,7 +241,7 @@ struct WriteAheadLogTests {
         log.close()
         let recovered = Set(try reopenAndRead(options).log.map(\.lsn.rawValue))
         let lost = completedAt.filter { !recovered.contains($0.key) }
-        let slack: UInt64 = 300_000_000
+        let slack: UInt64 = 600_000_000
         let oldestLost = lost.values.min() ?? crashAt
         #expect(!recovered.isEmpty)
         #expect(
