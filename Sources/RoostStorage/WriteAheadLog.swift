@@ -12,7 +12,8 @@ import Synchronization
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
     /// Called once per `append`, on the I/O thread, with the batch's last LSN
-    /// or the failure. Must not block.
+    /// or the failure. Must not block, and must not call `sync`, `checkpoint`
+    /// or `close` (they wait for the I/O thread: deadlock). `append` is fine.
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
 
     struct Shared {
