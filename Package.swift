@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
         .target(name: "RoostModel", swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
-        .target(name: "RoostEngine", dependencies: ["RoostModel"], swiftSettings: strict),
+        .target(name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage"], swiftSettings: strict),
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
@@ -40,9 +40,10 @@ let package = Package(
             name: "roost",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostPlatform"],
             swiftSettings: strict),
+        .target(name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims"], swiftSettings: strict),
         .target(
             name: "RoostTesting",
-            dependencies: ["RoostPlatform", "RoostHTTP"],
+            dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
@@ -62,6 +63,10 @@ let package = Package(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
             swiftSettings: strict),
         .testTarget(name: "RoostModelTests", dependencies: ["RoostModel"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
+            exclude: ["Golden"],
+            swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),

@@ -1,0 +1,174 @@
+import Glibc
+import RoostPlatform
+
+/// The file operations RoostStorage needs, as a protocol so that tests can
+/// inject faults and simulate power loss (RoostTesting's FaultInjectingFileSystem).
+/// Every error names the call and the path. Paths are absolute or relative
+/// strings joined with "/".
+package protocol StorageFileSystem: Sendable {
+    /// Opens `path` for reading and writing at explicit offsets, creating it
+    /// (mode 0600) when `create` is true. A new file's name is durable only
+    /// after `syncDirectory` of its parent.
+    func open(_ path: String, create: Bool) throws(SystemCallError) -> any StorageFile
+    /// Returns the whole file, or nil when it does not exist. Refuses files over `limitBytes`.
+    func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]?
+    /// Returns the names (not paths) in `directory`, without "." and "..".
+    func list(_ directory: String) throws(SystemCallError) -> [String]
+    /// Creates `directory` (mode 0700) unless it exists.
+    func createDirectory(_ directory: String) throws(SystemCallError)
+    /// Renames atomically; durable after `syncDirectory`.
+    func rename(_ source: String, to destination: String) throws(SystemCallError)
+    /// Removes a file; durable after `syncDirectory`.
+    func remove(_ path: String) throws(SystemCallError)
+    /// fsyncs a directory so that creates, renames and removals in it survive power loss.
+    func syncDirectory(_ directory: String) throws(SystemCallError)
+}
+
+/// An open file: positioned reads and writes, data sync, preallocation.
+package protocol StorageFile: AnyObject, Sendable {
+    /// The path it was opened with, for messages.
+    var path: String { get }
+    /// Writes all of `bytes` at `offset`, looping over short writes.
+    func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(SystemCallError)
+    /// Reads up to `count` bytes at `offset`; fewer only at end of file.
+    func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8]
+    /// fdatasync: the written bytes and the size survive power loss once it returns.
+    /// After a failure the data may be lost from the page cache: never call it
+    /// again for the same writes as if nothing happened.
+    func syncData() throws(SystemCallError)
+    /// Makes the file at least `size` bytes, zero-filled (fallocate, or ftruncate
+    /// where fallocate is unsupported).
+    func preallocate(size: Int) throws(SystemCallError)
+    /// Sets the size to `size` bytes.
+    func truncate(size: Int) throws(SystemCallError)
+    /// Returns the current size in bytes.
+    func size() throws(SystemCallError) -> Int
+    /// Closes the descriptor; later calls are invalid.
+    func close()
+}
+
+extension StorageFileSystem {
+    /// Returns `directory + "/" + name`.
+    package func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}
+
+/// The real file system, through RoostPlatform's `retryingSyscall`.
+package struct PosixFileSystem: StorageFileSystem {
+    package init() {}
+
+    package func open(_ path: String, create: Bool) throws(SystemCallError) -> any StorageFile {
+        let flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0)
+        let fd = try retryingSyscall("open", subject: path) { Glibc.open(path, flags, 0o600) }
+        return PosixFile(fd: fd, path: path)
+    }
+
+    package func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]? {
+        try DurableFile.readIfExists(path: path, limitBytes: limitBytes)
+    }
+
+    package func list(_ directory: String) throws(SystemCallError) -> [String] {
+        guard let stream = opendir(directory) else {
+            throw SystemCallError(call: "opendir", subject: directory, errno: errno)
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    package func createDirectory(_ directory: String) throws(SystemCallError) {
+        try DurableFile.createDirectory(path: directory)
+    }
+
+    package func rename(_ source: String, to destination: String) throws(SystemCallError) {
+        _ = try retryingSyscall("rename", subject: destination) { Glibc.rename(source, destination) }
+    }
+
+    package func remove(_ path: String) throws(SystemCallError) {
+        _ = try retryingSyscall("unlink", subject: path) { unlink(path) }
+    }
+
+    package func syncDirectory(_ directory: String) throws(SystemCallError) {
+        let fd = try retryingSyscall("open", subject: directory) {
+            Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        }
+        defer { _ = Glibc.close(fd) }
+        _ = try retryingSyscall("fsync", subject: directory) { fsync(fd) }
+    }
+}
+
+/// A descriptor opened by `PosixFileSystem`. Immutable after init, so Sendable.
+final class PosixFile: StorageFile {
+    let fd: Int32
+    let path: String
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(SystemCallError) {
+        var done = 0
+        while done < bytes.count {
+            let written = try retryingSyscall("pwrite", subject: path) {
+                bytes.withUnsafeBytes { buffer in
+                    pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+                }
+            }
+            precondition(written > 0, "pwrite returned 0 for \(path) at \(offset + done)")
+            done += written
+        }
+    }
+
+    func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let got = try retryingSyscall("pread", subject: path) {
+                buffer.withUnsafeMutableBytes { raw in
+                    pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+                }
+            }
+            if got == 0 { break }
+            done += got
+        }
+        buffer.removeLast(count - done)
+        return buffer
+    }
+
+    func syncData() throws(SystemCallError) {
+        _ = try retryingSyscall("fdatasync", subject: path) { fdatasync(fd) }
+    }
+
+    func preallocate(size: Int) throws(SystemCallError) {
+        // posix_fallocate returns the error number instead of setting errno;
+        // glibc falls back to writing zeros where the file system lacks fallocate.
+        while true {
+            let code = posix_fallocate(fd, 0, off_t(size))
+            if code == 0 { return }
+            if code == EINTR { continue }
+            throw SystemCallError(call: "posix_fallocate", subject: path, errno: code)
+        }
+    }
+
+    func truncate(size: Int) throws(SystemCallError) {
+        _ = try retryingSyscall("ftruncate", subject: path) { ftruncate(fd, off_t(size)) }
+    }
+
+    func size() throws(SystemCallError) -> Int {
+        var status = stat()
+        _ = try retryingSyscall("fstat", subject: path) { fstat(fd, &status) }
+        return Int(status.st_size)
+    }
+
+    func close() {
+        _ = Glibc.close(fd)
+    }
+}

@@ -1,0 +1,230 @@
+/// When a record counts as done (spec §1, `--fsync`).
+package enum FsyncPolicy: String, Sendable, CaseIterable {
+    /// Completion only after the fdatasync that covers the record (group commit).
+    case always
+    /// Completion once the record is written to the OS; fdatasync at least once per interval.
+    case everysec
+    /// Completion once written to the OS; syncing is left to the OS (and to close/checkpoint).
+    case never
+}
+
+/// The group-commit protocol as a sans-I/O state machine: appenders hand it
+/// payloads, the I/O thread asks it what to do next (`nextIO`), performs the
+/// plan and reports back (`ioSucceeded`/`ioFailed`), and gets the completions
+/// to call. It never touches a file or a clock: time comes in as nanoseconds.
+///
+/// Invariants: LSNs are assigned in call order with no gaps; bytes are written
+/// in LSN order; `syncedLSN <= writtenLSN < nextLSN`; after a failure nothing
+/// is written or synced again (a failed fdatasync is never retried on the same
+/// pages) and every waiter, present or future, fails.
+package struct GroupCommit<Waiter> {
+    /// One step of an I/O plan, performed in order; stop at the first failure.
+    package enum Step: Equatable {
+        /// fdatasync the open segment if anything was written to it since its
+        /// last sync, then create the segment starting at `firstLSN` (header,
+        /// preallocate, fdatasync, fsync the directory) and make it the open one.
+        case roll(firstLSN: LogSequenceNumber)
+        /// pwrite `bytes` at `offset` of the open segment.
+        case write(bytes: [UInt8], offset: Int)
+        /// fdatasync the open segment.
+        case sync
+    }
+
+    /// The work the I/O thread performs between two calls into the machine.
+    package struct Plan: Equatable {
+        package var steps: [Step]
+        /// The last LSN written once the steps are done.
+        package var writtenThrough: LogSequenceNumber
+        /// True when the plan ends with a sync that covers `writtenThrough`.
+        package var syncs: Bool
+    }
+
+    /// A waiter's outcome: its last LSN, or why it failed.
+    package typealias Completion = (waiter: Waiter, result: Result<LogSequenceNumber, StorageError>)
+
+    struct Chunk {
+        var rollTo: LogSequenceNumber?
+        var offset: Int
+        var bytes: [UInt8]
+    }
+
+    struct Pending {
+        var lsn: LogSequenceNumber
+        var needsSync: Bool
+        var waiter: Waiter
+    }
+
+    package let policy: FsyncPolicy
+    package let segmentBytesMax: Int
+    package let payloadBytesMax: Int
+    package let syncIntervalNanoseconds: UInt64
+
+    package private(set) var nextLSN: LogSequenceNumber
+    package private(set) var writtenLSN: LogSequenceNumber
+    package private(set) var syncedLSN: LogSequenceNumber
+    package private(set) var failure: StorageError?
+    package private(set) var closing = false
+    package private(set) var ioInFlight = false
+    /// Where the next encoded byte goes in the segment that will be open then.
+    private var segmentOffset: Int
+    private var chunks: [Chunk] = []
+    private var waiters: [Pending] = []
+    private var syncRequestedThrough: LogSequenceNumber
+    /// When the oldest written-but-unsynced record was written (everysec).
+    private var unsyncedSinceNanoseconds: UInt64?
+
+    /// Starts with the open segment at `segmentOffset` and `nextLSN` the LSN
+    /// of the next record; everything before it is durable.
+    package init(
+        policy: FsyncPolicy, nextLSN: LogSequenceNumber, segmentOffset: Int, segmentBytesMax: Int,
+        payloadBytesMax: Int, syncIntervalNanoseconds: UInt64
+    ) {
+        precondition(nextLSN.rawValue >= 1, "nextLSN \(nextLSN) must be at least 1")
+        precondition(
+            SegmentFormat.headerBytes + SegmentFormat.recordBytes(payloadBytes: payloadBytesMax) <= segmentBytesMax,
+            "segmentBytesMax \(segmentBytesMax) cannot hold one record of payloadBytesMax \(payloadBytesMax)")
+        precondition(segmentOffset >= SegmentFormat.headerBytes && segmentOffset % 8 == 0, "offset \(segmentOffset)")
+        self.policy = policy
+        self.nextLSN = nextLSN
+        self.writtenLSN = LogSequenceNumber(nextLSN.rawValue - 1)
+        self.syncedLSN = writtenLSN
+        self.syncRequestedThrough = writtenLSN
+        self.segmentOffset = segmentOffset
+        self.segmentBytesMax = segmentBytesMax
+        self.payloadBytesMax = payloadBytesMax
+        self.syncIntervalNanoseconds = syncIntervalNanoseconds
+    }
+
+    /// Assigns the next LSNs to `payloads`, frames them into the pending
+    /// buffer and registers `waiter` for the last one. Returns the LSNs, or
+    /// the reason nothing was accepted. O(total payload bytes).
+    package mutating func append(_ payloads: [[UInt8]], waiter: Waiter) -> Result<
+        ClosedRange<LogSequenceNumber>, StorageError
+    > {
+        precondition(!payloads.isEmpty, "append of zero records")
+        if let failure { return .failure(failure) }
+        if closing { return .failure(.closed) }
+        for payload in payloads where payload.count > payloadBytesMax {
+            return .failure(.recordTooLarge(bytes: payload.count, limit: payloadBytesMax))
+        }
+        let first = nextLSN
+        for payload in payloads {
+            let span = SegmentFormat.recordBytes(payloadBytes: payload.count)
+            if segmentOffset + span > segmentBytesMax {
+                chunks.append(Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: []))
+                segmentOffset = SegmentFormat.headerBytes
+            } else if chunks.isEmpty {
+                chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: []))
+            }
+            SegmentFormat.appendRecord(
+                kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
+            segmentOffset += span
+            nextLSN = nextLSN.advanced(by: 1)
+        }
+        let last = LogSequenceNumber(nextLSN.rawValue - 1)
+        waiters.append(Pending(lsn: last, needsSync: policy == .always, waiter: waiter))
+        return .success(first...last)
+    }
+
+    /// Registers `waiter` to complete once every record appended so far is
+    /// durable, whatever the policy (checkpoints and shutdown use it).
+    package mutating func requestSync(waiter: Waiter) -> Result<LogSequenceNumber, StorageError> {
+        if let failure { return .failure(failure) }
+        let through = LogSequenceNumber(nextLSN.rawValue - 1)
+        syncRequestedThrough = max(syncRequestedThrough, through)
+        waiters.append(Pending(lsn: through, needsSync: true, waiter: waiter))
+        return .success(through)
+    }
+
+    /// Refuses further appends; what is pending is still written and synced.
+    package mutating func close() {
+        closing = true
+    }
+
+    /// True once closing and nothing is left to write, sync or complete.
+    package var isDrained: Bool {
+        closing && !ioInFlight && chunks.isEmpty && waiters.isEmpty && (failure != nil || syncedLSN == writtenLSN)
+    }
+
+    /// Returns the next plan for the I/O thread, or nil when there is nothing
+    /// to do now (see `wakeDeadline`). At most one plan is in flight.
+    package mutating func nextIO(nowNanoseconds: UInt64) -> Plan? {
+        if failure != nil || ioInFlight { return nil }
+        var steps: [Step] = []
+        var writtenThrough = writtenLSN
+        for chunk in chunks {
+            if let rollTo = chunk.rollTo { steps.append(.roll(firstLSN: rollTo)) }
+            if !chunk.bytes.isEmpty { steps.append(.write(bytes: chunk.bytes, offset: chunk.offset)) }
+        }
+        if !chunks.isEmpty { writtenThrough = LogSequenceNumber(nextLSN.rawValue - 1) }
+        let unsynced = writtenThrough > syncedLSN
+        let syncDue: Bool
+        switch policy {
+        case .always:
+            syncDue = unsynced
+        case .everysec:
+            let since = unsyncedSinceNanoseconds ?? nowNanoseconds
+            syncDue = unsynced && (nowNanoseconds >= since &+ syncIntervalNanoseconds)
+        case .never:
+            syncDue = false
+        }
+        let syncs = unsynced && (syncDue || syncRequestedThrough > syncedLSN || closing)
+        if syncs { steps.append(.sync) }
+        let completable = waiters.contains { $0.lsn <= ($0.needsSync ? syncedLSN : writtenLSN) }
+        if steps.isEmpty && !completable { return nil }
+        chunks.removeAll(keepingCapacity: true)
+        ioInFlight = true
+        return Plan(steps: steps, writtenThrough: writtenThrough, syncs: syncs)
+    }
+
+    /// Returns when the I/O thread must wake without being signalled (the
+    /// everysec sync), or nil to wait for a signal.
+    package func wakeDeadline() -> UInt64? {
+        guard policy == .everysec, failure == nil, let since = unsyncedSinceNanoseconds else { return nil }
+        return since &+ syncIntervalNanoseconds
+    }
+
+    /// Records that `plan` was performed and returns the waiters now done.
+    package mutating func ioSucceeded(_ plan: Plan, nowNanoseconds: UInt64) -> [Completion] {
+        precondition(ioInFlight, "ioSucceeded without a plan in flight")
+        precondition(plan.writtenThrough >= writtenLSN, "written LSN went back: \(plan.writtenThrough) < \(writtenLSN)")
+        ioInFlight = false
+        writtenLSN = plan.writtenThrough
+        if plan.syncs {
+            syncedLSN = plan.writtenThrough
+            unsyncedSinceNanoseconds = nil
+        } else if writtenLSN > syncedLSN && unsyncedSinceNanoseconds == nil {
+            unsyncedSinceNanoseconds = nowNanoseconds
+        }
+        var done: [Completion] = []
+        var remaining: [Pending] = []
+        for pending in waiters {
+            if pending.lsn <= (pending.needsSync ? syncedLSN : writtenLSN) {
+                done.append((pending.waiter, .success(pending.lsn)))
+            } else {
+                remaining.append(pending)
+            }
+        }
+        waiters = remaining
+        return done
+    }
+
+    /// Enters the failed state after a write, roll or sync failed, and returns
+    /// every waiter with that failure. Nothing is written or synced afterwards.
+    package mutating func ioFailed(_ error: StorageError) -> [Completion] {
+        precondition(ioInFlight, "ioFailed without a plan in flight")
+        ioInFlight = false
+        let failure: StorageError
+        switch error {
+        case .io(let cause): failure = .logFailed(cause)
+        case .logFailed, .damaged, .closed, .recordTooLarge, .invalidUse: failure = error
+        }
+        self.failure = failure
+        chunks.removeAll()
+        let failed = waiters.map {
+            (waiter: $0.waiter, result: Result<LogSequenceNumber, StorageError>.failure(failure))
+        }
+        waiters.removeAll()
+        return failed
+    }
+}

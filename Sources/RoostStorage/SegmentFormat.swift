@@ -1,0 +1,258 @@
+/// The byte layout of WAL segments and records (docs/storage.md has the tables).
+///
+/// A segment is `wal/<first LSN, 20 decimal digits>.seg`: a 32-byte header,
+/// then records back to back, each starting at a multiple of 8, then zero
+/// space up to the preallocated size. All-zero bytes never form a valid record
+/// (kind 0 is invalid), so the end of the records is the first all-zero header.
+package enum SegmentFormat {
+    /// "ROOSTWAL".
+    package static let magic: [UInt8] = Array("ROOSTWAL".utf8)
+    package static let version: UInt32 = 1
+    package static let headerBytes = 32
+    package static let recordHeaderBytes = 24
+    /// The directory, under the storage directory, that holds segments.
+    package static let directoryName = "wal"
+    package static let fileExtension = ".seg"
+
+    /// Returns the file name of the segment whose first record is `firstLSN`.
+    package static func fileName(firstLSN: LogSequenceNumber) -> String {
+        let digits = String(firstLSN.rawValue)
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + fileExtension
+    }
+
+    /// Returns the first LSN a segment file name announces, or nil for other names.
+    package static func firstLSN(fileName: String) -> LogSequenceNumber? {
+        guard fileName.hasSuffix(fileExtension), fileName.utf8.count == 20 + fileExtension.utf8.count else {
+            return nil
+        }
+        guard let value = UInt64(fileName.dropLast(fileExtension.utf8.count)) else { return nil }
+        return LogSequenceNumber(value)
+    }
+
+    /// Returns the 32-byte segment header for a segment starting at `firstLSN`.
+    package static func encodeHeader(firstLSN: LogSequenceNumber) -> [UInt8] {
+        var bytes = magic
+        Bytes.append(version, to: &bytes)
+        Bytes.append(UInt32(0), to: &bytes)
+        Bytes.append(firstLSN.rawValue, to: &bytes)
+        Bytes.append(CRC32C.checksum(bytes), to: &bytes)
+        Bytes.append(UInt32(0), to: &bytes)
+        precondition(bytes.count == headerBytes, "segment header is \(bytes.count) bytes")
+        return bytes
+    }
+
+    /// Returns the number of bytes a record with `payloadBytes` occupies, padding included.
+    package static func recordBytes(payloadBytes: Int) -> Int {
+        recordHeaderBytes + Bytes.aligned8(payloadBytes)
+    }
+
+    /// Appends one framed record (header, payload, zero padding to 8) to `buffer`.
+    package static func appendRecord(
+        kind: RecordKind, lsn: LogSequenceNumber, payload: [UInt8], to buffer: inout [UInt8]
+    ) {
+        let start = buffer.count
+        precondition(start % 8 == 0, "record would start at unaligned offset \(start)")
+        Bytes.append(UInt32(payload.count), to: &buffer)
+        buffer.append(kind.rawValue)
+        buffer.append(contentsOf: [0, 0, 0])
+        Bytes.append(lsn.rawValue, to: &buffer)
+        buffer.append(contentsOf: [0, 0, 0, 0, 0, 0, 0, 0])
+        buffer.append(contentsOf: payload)
+        buffer.append(contentsOf: repeatElement(0, count: Bytes.aligned8(payload.count) - payload.count))
+        let crc = recordChecksum(buffer[start...])
+        Bytes.store(crc, into: &buffer, at: start + 16)
+    }
+
+    /// Returns the CRC-32C of a whole record span (header, payload, padding)
+    /// with the CRC field (bytes 16..<20) taken as zero.
+    static func recordChecksum(_ record: ArraySlice<UInt8>) -> UInt32 {
+        let base = record.startIndex
+        var crc = CRC32C.checksum(record[base..<(base + 16)])
+        crc = CRC32C.checksum([0, 0, 0, 0], continuing: crc)
+        return CRC32C.checksum(record[(base + 20)...], continuing: crc)
+    }
+}
+
+/// What a record holds. Kind 0 is never valid, so zero space is not a record.
+package enum RecordKind: UInt8, Sendable {
+    /// An opaque payload from the engine (a logical after-image).
+    case mutation = 1
+}
+
+/// One record read back from the log.
+package struct LogRecord: Sendable, Equatable {
+    package var lsn: LogSequenceNumber
+    package var kind: RecordKind
+    package var payload: [UInt8]
+
+    package init(lsn: LogSequenceNumber, kind: RecordKind, payload: [UInt8]) {
+        self.lsn = lsn
+        self.kind = kind
+        self.payload = payload
+    }
+}
+
+/// What a segment's header says.
+package enum SegmentHeaderState: Sendable, Equatable {
+    case valid(firstLSN: LogSequenceNumber)
+    /// Zero-length, or shorter than a header and all zero, or a header of all
+    /// zero bytes followed by zeros: a segment whose creation did not finish.
+    case unwritten
+    case damaged(Damage)
+}
+
+/// How the records of a segment end.
+package enum SegmentEnd: Sendable, Equatable {
+    /// Zero space or end of file right after the last whole record.
+    case clean
+    /// Something at `damage.offset` is not a valid next record. `laterRecordFound`
+    /// is true when a valid record with a higher LSN sits after it, which rules
+    /// out a torn tail (a tail is torn only when nothing valid follows).
+    case damaged(Damage, laterRecordFound: Bool)
+}
+
+/// The result of reading one segment file: header, the whole records, how it ends.
+package struct SegmentScan: Sendable, Equatable {
+    package var path: String
+    package var fileName: String
+    package var fileBytes: Int
+    package var header: SegmentHeaderState
+    package var recordCount: Int
+    /// The offset just after the last whole record (where the next one goes).
+    package var endOffset: Int
+    package var end: SegmentEnd
+
+    /// The LSN of the last whole record, or firstLSN - 1 when there is none.
+    package var lastLSN: LogSequenceNumber? {
+        guard case .valid(let first) = header else { return nil }
+        return LogSequenceNumber(first.rawValue &+ UInt64(recordCount) &- 1)
+    }
+}
+
+extension SegmentFormat {
+    /// Reads the segment `bytes` of file `path` and returns what it holds,
+    /// calling `record` for each whole record in order. Stops at the first
+    /// damage. O(n), plus a search for later records after damage.
+    package static func scan(
+        bytes: [UInt8], path: String, fileName: String, payloadBytesMax: Int,
+        record: (LogRecord) -> Void = { _ in }
+    ) -> SegmentScan {
+        var result = SegmentScan(
+            path: path, fileName: fileName, fileBytes: bytes.count, header: .unwritten, recordCount: 0,
+            endOffset: 0, end: .clean)
+        let header = decodeHeader(bytes: bytes, path: path)
+        result.header = header
+        guard case .valid(let firstLSN) = header else {
+            if case .unwritten = header, !Bytes.allZero(bytes[...]) {
+                let offset = bytes.firstIndex(where: { $0 != 0 }) ?? 0
+                result.header = .damaged(
+                    Damage(file: path, offset: offset, reason: "segment header is zero but the segment is not"))
+            }
+            return result
+        }
+        if let nameLSN = SegmentFormat.firstLSN(fileName: fileName), nameLSN != firstLSN {
+            result.header = .damaged(
+                Damage(file: path, offset: 16, reason: "header first LSN \(firstLSN) does not match the file name"))
+            return result
+        }
+        var offset = headerBytes
+        var expected = firstLSN
+        while true {
+            result.endOffset = offset
+            switch decodeRecord(bytes: bytes, at: offset, expected: expected, payloadBytesMax: payloadBytesMax) {
+            case .record(let decoded, let span):
+                record(decoded)
+                result.recordCount += 1
+                expected = expected.advanced(by: 1)
+                offset += span
+            case .endOfRecords:
+                if let stray = bytes[offset...].firstIndex(where: { $0 != 0 }) {
+                    let damage = Damage(
+                        file: path, offset: stray, reason: "nonzero byte in the zero space after the last record")
+                    result.end = .damaged(damage, laterRecordFound: laterRecordExists(bytes, after: offset, expected))
+                }
+                return result
+            case .invalid(let reason):
+                let damage = Damage(file: path, offset: offset, reason: reason)
+                result.end = .damaged(damage, laterRecordFound: laterRecordExists(bytes, after: offset, expected))
+                return result
+            }
+        }
+    }
+
+    /// Returns the header state of a segment's bytes.
+    static func decodeHeader(bytes: [UInt8], path: String) -> SegmentHeaderState {
+        if bytes.count < headerBytes || Bytes.allZero(bytes[0..<headerBytes]) {
+            return .unwritten
+        }
+        func damaged(_ offset: Int, _ reason: String) -> SegmentHeaderState {
+            .damaged(Damage(file: path, offset: offset, reason: reason))
+        }
+        if Array(bytes[0..<8]) != magic { return damaged(0, "bad segment magic") }
+        let crc = Bytes.read(UInt32.self, bytes, at: 24)
+        if crc != CRC32C.checksum(bytes[0..<24]) { return damaged(24, "segment header CRC mismatch") }
+        let version = Bytes.read(UInt32.self, bytes, at: 8)
+        if version != self.version { return damaged(8, "unsupported segment version \(version)") }
+        if Bytes.read(UInt32.self, bytes, at: 12) != 0 || Bytes.read(UInt32.self, bytes, at: 28) != 0 {
+            return damaged(12, "nonzero reserved bytes in segment header")
+        }
+        let first = Bytes.read(UInt64.self, bytes, at: 16)
+        if first == 0 { return damaged(16, "first LSN 0") }
+        return .valid(firstLSN: LogSequenceNumber(first))
+    }
+
+    enum DecodedRecord {
+        case record(LogRecord, span: Int)
+        case endOfRecords
+        case invalid(String)
+    }
+
+    /// Decodes the record at `offset`, which must carry LSN `expected`.
+    static func decodeRecord(
+        bytes: [UInt8], at offset: Int, expected: LogSequenceNumber?, payloadBytesMax: Int
+    ) -> DecodedRecord {
+        precondition(offset % 8 == 0, "record offset \(offset) is not aligned")
+        let remaining = bytes.count - offset
+        if remaining == 0 { return .endOfRecords }
+        if remaining < recordHeaderBytes {
+            return Bytes.allZero(bytes[offset...]) ? .endOfRecords : .invalid("partial record header at end of file")
+        }
+        if Bytes.allZero(bytes[offset..<(offset + recordHeaderBytes)]) { return .endOfRecords }
+        let length = Int(Bytes.read(UInt32.self, bytes, at: offset))
+        guard let kind = RecordKind(rawValue: bytes[offset + 4]) else {
+            return .invalid("unknown record kind \(bytes[offset + 4])")
+        }
+        if bytes[offset + 5] != 0 || bytes[offset + 6] != 0 || bytes[offset + 7] != 0
+            || Bytes.read(UInt32.self, bytes, at: offset + 20) != 0
+        {
+            return .invalid("nonzero reserved bytes in record header")
+        }
+        if length > payloadBytesMax { return .invalid("record length \(length) over the limit \(payloadBytesMax)") }
+        let span = recordBytes(payloadBytes: length)
+        if span > remaining { return .invalid("record of \(span) bytes extends past the end of the file") }
+        let stored = Bytes.read(UInt32.self, bytes, at: offset + 16)
+        if stored != recordChecksum(bytes[offset..<(offset + span)]) { return .invalid("record CRC mismatch") }
+        let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
+        if let expected, lsn != expected { return .invalid("LSN gap: expected \(expected), found \(lsn)") }
+        let payloadStart = offset + recordHeaderBytes
+        return .record(
+            LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[payloadStart..<(payloadStart + length)])), span: span)
+    }
+
+    /// Returns true when some aligned offset after `offset` holds a valid
+    /// record whose LSN is at least `expected`. O(n) candidates; a CRC is
+    /// computed only for headers that pass the cheap checks.
+    static func laterRecordExists(_ bytes: [UInt8], after offset: Int, _ expected: LogSequenceNumber) -> Bool {
+        var candidate = offset + 8
+        while candidate + recordHeaderBytes <= bytes.count {
+            defer { candidate += 8 }
+            let lsn = Bytes.read(UInt64.self, bytes, at: candidate + 8)
+            guard lsn >= expected.rawValue, RecordKind(rawValue: bytes[candidate + 4]) != nil else { continue }
+            if case .record = decodeRecord(bytes: bytes, at: candidate, expected: nil, payloadBytesMax: Int(UInt32.max))
+            {
+                return true
+            }
+        }
+        return false
+    }
+}

@@ -1,0 +1,44 @@
+/// Limits and knobs of the storage layer, all in one place.
+package struct StorageOptions: Sendable {
+    /// Segments are preallocated to this size and rolled when the next record does not fit.
+    package var segmentBytesMax: Int = 64 << 20
+    /// The largest record payload accepted by `append`.
+    package var recordPayloadBytesMax: Int = 1 << 20
+    /// The everysec policy syncs data written this long ago at the latest.
+    package var syncIntervalMilliseconds: Int = 1000
+    /// A failed log says so on stderr at most once per this interval.
+    package var errorLogIntervalMilliseconds: Int = 10_000
+    /// The largest segment file recovery reads (segments written with a larger
+    /// `segmentBytesMax` earlier must still load).
+    package var segmentReadBytesMax: Int = 1 << 30
+    /// Where file I/O goes: the real file system, or a fault-injecting one in tests.
+    package var fileSystem: any StorageFileSystem = PosixFileSystem()
+    /// Where structured log lines go (`wal.error=…`); stderr by default.
+    package var log: @Sendable (String) -> Void = { line in StandardError.write(line) }
+
+    package init() {}
+
+    /// Checks the relations between limits; called once by `WriteAheadLog.open`.
+    func validate() throws(StorageError) {
+        let smallest = SegmentFormat.headerBytes + SegmentFormat.recordBytes(payloadBytes: recordPayloadBytesMax)
+        guard segmentBytesMax >= smallest, segmentBytesMax % 8 == 0 else {
+            throw .invalidUse("segmentBytesMax \(segmentBytesMax) must be a multiple of 8 and at least \(smallest)")
+        }
+        guard recordPayloadBytesMax >= 0, recordPayloadBytesMax <= Int(UInt32.max) else {
+            throw .invalidUse("recordPayloadBytesMax \(recordPayloadBytesMax) out of range")
+        }
+        guard syncIntervalMilliseconds > 0 else { throw .invalidUse("syncIntervalMilliseconds must be positive") }
+        guard segmentReadBytesMax >= segmentBytesMax else {
+            throw .invalidUse("segmentReadBytesMax must be at least segmentBytesMax")
+        }
+    }
+}
+
+/// Writes a line to stderr in one write call.
+package enum StandardError {
+    package static func write(_ line: String) {
+        var bytes = Array(line.utf8)
+        bytes.append(10)
+        _ = bytes.withUnsafeBytes { writeStandardError($0.baseAddress, $0.count) }
+    }
+}

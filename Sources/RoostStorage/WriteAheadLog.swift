@@ -1,0 +1,347 @@
+import RoostPlatform
+import Synchronization
+
+/// The write-ahead log: one shared log for every shard (docs/decisions/0002),
+/// group commit on a dedicated I/O thread, snapshots and checkpoints.
+///
+/// Durability protocol (docs/storage.md): appenders frame records into a
+/// buffer under a lock and get LSNs in one total order; the I/O thread writes
+/// the buffer with pwrite, then fdatasyncs (always) and only then calls the
+/// completions. After any write or sync error the log is failed: every
+/// pending and later append fails, nothing is synced again, and a restart
+/// recovers from what is on disk.
+package final class WriteAheadLog: Sendable {
+    /// Called once per `append`, on the I/O thread, with the batch's last LSN
+    /// or the failure. Must not block, and must not call `sync`, `checkpoint`
+    /// or `close` (they wait for the I/O thread: deadlock). `append` is fine.
+    package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
+
+    struct Shared {
+        var machine: GroupCommit<Completion>
+        var rejectedSinceLog = 0
+        var lastErrorLogNanoseconds: UInt64 = 0
+    }
+
+    struct Catalog {
+        /// First LSNs of the segment files on disk, ascending; the last is the open one.
+        var segments: [LogSequenceNumber]
+        var newest: Checkpoint?
+        var newestSlot: Int?
+        var older: Checkpoint?
+        var highestSequence: UInt64
+        var checkpointRunning = false
+    }
+
+    package let layout: StorageLayout
+    package let policy: FsyncPolicy
+    let options: StorageOptions
+    let shared: ConditionLock<Shared>
+    let catalog: Mutex<Catalog>
+    let segment: Mutex<OpenSegment>
+    let thread = Mutex<IOThread?>(nil)
+
+    /// Recovers `directory` (creating it when missing) and opens the log for appending.
+    /// Throws `.damaged` when the data cannot be recovered exactly (docs/recovery.md).
+    package static func open(
+        directory: String, policy: FsyncPolicy, options: StorageOptions = StorageOptions()
+    ) throws(StorageError) -> (WriteAheadLog, RecoveredState) {
+        try options.validate()
+        let fileSystem = options.fileSystem
+        let layout = StorageLayout(directory: directory, fileSystem: fileSystem)
+        do {
+            try fileSystem.createDirectory(directory)
+            try fileSystem.createDirectory(layout.walDirectory)
+            try fileSystem.createDirectory(layout.snapshotDirectory)
+            // Make the directory entries themselves durable (ALICE, Redis #3487).
+            try fileSystem.syncDirectory(directory)
+            try fileSystem.syncDirectory(StorageLayout.parent(of: directory))
+        } catch { throw .io(error) }
+        let input = try layout.readRecoveryInput(options: options)
+        let plan: RecoveryPlan
+        switch decideRecovery(input) {
+        case .recover(let decided): plan = decided
+        case .refuse(let damage): throw .damaged(damage)
+        }
+        for note in plan.notes { options.log("wal.recovery=\(note)") }
+        let open = try repairAndOpenSegment(plan: plan, input: input, layout: layout, options: options)
+        var segments = input.segments.compactMap { scan -> LogSequenceNumber? in
+            if case .valid(let first) = scan.header { return first }
+            return nil
+        }
+        if segments.last != open.firstLSN { segments.append(open.firstLSN) }
+        let sequences = input.checkpoints.compactMap { read -> UInt64? in
+            if case .valid(let checkpoint) = read { return checkpoint.sequence }
+            return nil
+        }
+        let catalog = Catalog(
+            segments: segments, newest: plan.checkpoint, newestSlot: plan.checkpointSlot,
+            older: plan.olderCheckpoint, highestSequence: sequences.max() ?? 0)
+        let snapshot = try plan.checkpoint.map { checkpoint throws(StorageError) in
+            try SnapshotReader(fileSystem: fileSystem, path: layout.snapshotPath(checkpoint.snapshotLSN))
+        }
+        let log = WriteAheadLog(
+            layout: layout, policy: policy, options: options, nextLSN: plan.nextLSN, open: open, catalog: catalog)
+        log.removeUnreferencedSnapshots(keepTemporary: false)
+        let state = RecoveredState(snapshot: snapshot, plan: plan, layout: layout, options: options)
+        return (log, state)
+    }
+
+    init(
+        layout: StorageLayout, policy: FsyncPolicy, options: StorageOptions, nextLSN: LogSequenceNumber,
+        open: OpenSegment, catalog: Catalog
+    ) {
+        self.layout = layout
+        self.policy = policy
+        self.options = options
+        let machine = GroupCommit<Completion>(
+            policy: policy, nextLSN: nextLSN, segmentOffset: open.offset, segmentBytesMax: options.segmentBytesMax,
+            payloadBytesMax: options.recordPayloadBytesMax,
+            syncIntervalNanoseconds: UInt64(options.syncIntervalMilliseconds) * 1_000_000)
+        self.shared = ConditionLock(Shared(machine: machine))
+        self.catalog = Mutex(catalog)
+        self.segment = Mutex(open)
+        let started = IOThread { [self] in self.runIOThread() }
+        thread.withLock { $0 = started }
+    }
+
+    /// Appends `payloads` (opaque bytes, one record each) and returns their
+    /// LSNs, consecutive and after every earlier append from any thread.
+    /// `completion` runs later on the I/O thread: after the covering fdatasync
+    /// (always) or the write (everysec, never). Throws at once, without calling
+    /// `completion`, when the log is failed or closed or a payload is too large.
+    @discardableResult
+    package func append(
+        _ payloads: [[UInt8]], completion: @escaping Completion
+    ) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
+        let result = shared.withLockSignalling { state in
+            let result = state.machine.append(payloads, waiter: completion)
+            if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
+            return result
+        }
+        return try result.get()
+    }
+
+    /// The LSN the next appended record will get. A fuzzy snapshot reads it
+    /// before its first slice (see `beginSnapshot`).
+    package var nextLSN: LogSequenceNumber { shared.withLock { $0.machine.nextLSN } }
+
+    /// The last LSN known to be on disk (fdatasync returned).
+    package var durableLSN: LogSequenceNumber { shared.withLock { $0.machine.syncedLSN } }
+
+    /// The failure that stopped the log, or nil while it accepts writes.
+    package var failure: StorageError? { shared.withLock { $0.machine.failure } }
+
+    /// Blocks until every record appended before the call is durable, whatever
+    /// the policy, and returns the LSN covered. Not for the request path.
+    @discardableResult
+    package func sync() throws(StorageError) -> LogSequenceNumber {
+        let done = ConditionLock<Result<LogSequenceNumber, StorageError>?>(nil)
+        let registered = shared.withLockSignalling { state in
+            state.machine.requestSync(waiter: { result in done.withLockSignalling { $0 = result } })
+        }
+        _ = try registered.get()
+        return try done.waitFor { value in (value, nil) }.get()
+    }
+
+    /// Flushes and syncs what is pending, stops the I/O thread and closes the
+    /// segment. Later appends throw `.closed`. Idempotent.
+    package func close() {
+        shared.withLockSignalling { $0.machine.close() }
+        let running = thread.withLock { current -> IOThread? in
+            defer { current = nil }
+            return current
+        }
+        running?.join()
+        segment.withLock { $0.close() }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// The I/O thread: take a plan, perform it without the lock, report, complete.
+    func runIOThread() {
+        while true {
+            let next: GroupCommit<Completion>.Plan? = shared.waitFor { state in
+                if state.machine.isDrained { return (.some(nil), nil) }
+                if let plan = state.machine.nextIO(nowNanoseconds: monotonicNanoseconds()) { return (plan, nil) }
+                return (nil, state.machine.wakeDeadline())
+            }
+            guard let plan = next else { return }
+            let outcome = perform(plan)
+            let completions = shared.withLockSignalling { state in
+                switch outcome {
+                case .success:
+                    return state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
+                case .failure(let error):
+                    logFailure(&state, cause: error)
+                    return state.machine.ioFailed(.io(error))
+                }
+            }
+            for (completion, result) in completions { completion(result) }
+        }
+    }
+
+    func perform(_ plan: GroupCommit<Completion>.Plan) -> Result<Void, SystemCallError> {
+        segment.withLock { open in
+            do throws(SystemCallError) {
+                for step in plan.steps {
+                    switch step {
+                    case .roll(let firstLSN):
+                        try open.roll(to: firstLSN, layout: layout, options: options)
+                        catalog.withLock { $0.segments.append(firstLSN) }
+                    case .write(let bytes, let offset):
+                        try open.write(bytes, at: offset)
+                    case .sync:
+                        try open.syncData()
+                    }
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    func logFailure(_ state: inout Shared, cause: SystemCallError) {
+        state.lastErrorLogNanoseconds = monotonicNanoseconds()
+        options.log(
+            "wal.error=\(cause.call) wal.errno=\(cause.errno) wal.file=\(cause.subject) wal.state=failed"
+                + " wal.detail=\"\(cause)\"")
+    }
+
+    func noteRejected(_ state: inout Shared, cause: SystemCallError) {
+        state.rejectedSinceLog += 1
+        let now = monotonicNanoseconds()
+        let interval = UInt64(options.errorLogIntervalMilliseconds) * 1_000_000
+        guard now >= state.lastErrorLogNanoseconds &+ interval else { return }
+        options.log(
+            "wal.error=\(cause.call) wal.errno=\(cause.errno) wal.state=failed wal.rejected=\(state.rejectedSinceLog)")
+        state.rejectedSinceLog = 0
+        state.lastErrorLogNanoseconds = now
+    }
+}
+
+extension WriteAheadLog {
+    /// Cuts a torn tail and removes never-written segments as `plan` says,
+    /// then opens (or creates) the segment to append to.
+    static func repairAndOpenSegment(
+        plan: RecoveryPlan, input: RecoveryInput, layout: StorageLayout, options: StorageOptions
+    ) throws(StorageError) -> OpenSegment {
+        let fileSystem = layout.fileSystem
+        do {
+            for path in plan.removeSegments { try fileSystem.remove(path) }
+            if !plan.removeSegments.isEmpty { try fileSystem.syncDirectory(layout.walDirectory) }
+            if let cut = plan.cutTail {
+                // Zero the torn bytes (not just truncate) so that the space stays
+                // preallocated and a later scan sees a clean end; sync before any append.
+                let file = try fileSystem.open(cut.path, create: false)
+                defer { file.close() }
+                var offset = cut.offset
+                let zeros = [UInt8](repeating: 0, count: 1 << 20)
+                while offset < cut.fileBytes {
+                    let count = min(zeros.count, cut.fileBytes - offset)
+                    try file.write(zeros[0..<count], at: offset)
+                    offset += count
+                }
+                try file.syncData()
+                options.log("wal.recovery=tail-zeroed wal.segment=\(cut.path) wal.offset=\(cut.offset)")
+            }
+            if let appendTo = plan.appendTo {
+                let path = layout.segmentPath(appendTo.fileName)
+                let file = try fileSystem.open(path, create: false)
+                if try file.size() < options.segmentBytesMax {
+                    try file.preallocate(size: options.segmentBytesMax)
+                    try file.syncData()
+                }
+                guard let first = SegmentFormat.firstLSN(fileName: appendTo.fileName) else {
+                    preconditionFailure("append segment \(appendTo.fileName) has no LSN in its name")
+                }
+                return OpenSegment(file: file, firstLSN: first, offset: appendTo.offset)
+            }
+            var open = OpenSegment(file: nil, firstLSN: plan.nextLSN, offset: SegmentFormat.headerBytes)
+            try open.roll(to: plan.nextLSN, layout: layout, options: options)
+            return open
+        } catch {
+            throw .io(error)
+        }
+    }
+
+    /// Removes snapshot files that no checkpoint refers to (and, at open,
+    /// temporary files of snapshots that never finished). Errors are logged.
+    func removeUnreferencedSnapshots(keepTemporary: Bool) {
+        let keep = catalog.withLock { catalog in
+            Set(
+                [catalog.newest, catalog.older].compactMap { $0 }.map {
+                    SnapshotFormat.fileName(startLSN: $0.snapshotLSN)
+                })
+        }
+        let fileSystem = layout.fileSystem
+        do {
+            var removed = false
+            for name in try fileSystem.list(layout.snapshotDirectory) where !keep.contains(name) {
+                if name.hasSuffix(".tmp") && keepTemporary { continue }
+                try fileSystem.remove(fileSystem.join(layout.snapshotDirectory, name))
+                removed = true
+            }
+            if removed { try fileSystem.syncDirectory(layout.snapshotDirectory) }
+        } catch {
+            options.log("wal.warning=snapshot-cleanup wal.detail=\"\(error)\"")
+        }
+    }
+}
+
+/// The segment being appended to. Only the I/O thread uses it while the log
+/// is open (through the `segment` mutex).
+struct OpenSegment {
+    var file: (any StorageFile)?
+    var firstLSN: LogSequenceNumber
+    var offset: Int
+    var dirty = false
+
+    init(file: (any StorageFile)?, firstLSN: LogSequenceNumber, offset: Int) {
+        self.file = file
+        self.firstLSN = firstLSN
+        self.offset = offset
+    }
+
+    mutating func write(_ bytes: [UInt8], at offset: Int) throws(SystemCallError) {
+        guard let file else { preconditionFailure("write without an open segment") }
+        try file.write(bytes[...], at: offset)
+        self.offset = offset + bytes.count
+        dirty = true
+    }
+
+    mutating func syncData() throws(SystemCallError) {
+        guard let file else { preconditionFailure("sync without an open segment") }
+        try file.syncData()
+        dirty = false
+    }
+
+    /// Seals the open segment (fdatasync if written, so that only the last
+    /// segment can ever have a torn tail) and creates the next: header,
+    /// preallocation, fdatasync, directory fsync, in that order.
+    mutating func roll(to firstLSN: LogSequenceNumber, layout: StorageLayout, options: StorageOptions)
+        throws(SystemCallError)
+    {
+        if dirty { try syncData() }
+        file?.close()
+        file = nil
+        let path = layout.segmentPath(SegmentFormat.fileName(firstLSN: firstLSN))
+        let created = try layout.fileSystem.open(path, create: true)
+        file = created
+        try created.truncate(size: 0)
+        try created.write(SegmentFormat.encodeHeader(firstLSN: firstLSN)[...], at: 0)
+        try created.preallocate(size: options.segmentBytesMax)
+        try created.syncData()
+        try layout.fileSystem.syncDirectory(layout.walDirectory)
+        self.firstLSN = firstLSN
+        self.offset = SegmentFormat.headerBytes
+        dirty = false
+    }
+
+    mutating func close() {
+        file?.close()
+        file = nil
+    }
+}

@@ -1,0 +1,132 @@
+import RoostPlatform
+import Testing
+
+@testable import RoostStorage
+
+@Suite("Group commit state machine")
+struct GroupCommitTests {
+    typealias Machine = GroupCommit<String>
+
+    static func machine(_ policy: FsyncPolicy, segmentBytesMax: Int = 4096) -> Machine {
+        Machine(
+            policy: policy, nextLSN: .first, segmentOffset: SegmentFormat.headerBytes,
+            segmentBytesMax: segmentBytesMax, payloadBytesMax: 100, syncIntervalNanoseconds: 1_000_000_000)
+    }
+
+    static func next(_ machine: inout Machine, _ now: UInt64) throws -> Machine.Plan {
+        let plan = machine.nextIO(nowNanoseconds: now)
+        return try #require(plan)
+    }
+
+    static func names(_ completions: [Machine.Completion]) -> [String] {
+        completions.map(\.waiter)
+    }
+
+    @Test("always: one plan writes and syncs a whole batch, completions come only after it")
+    func alwaysBatches() throws {
+        var machine = Self.machine(.always)
+        #expect(try machine.append([[1], [2]], waiter: "a").get() == LogSequenceNumber(1)...LogSequenceNumber(2))
+        #expect(try machine.append([[3]], waiter: "b").get() == LogSequenceNumber(3)...LogSequenceNumber(3))
+        let plan = try Self.next(&machine, 0)
+        #expect(plan.syncs)
+        #expect(plan.writtenThrough == LogSequenceNumber(3))
+        #expect(plan.steps.count == 2)
+        guard case .write(let bytes, let offset) = plan.steps[0] else {
+            Issue.record("first step \(plan.steps[0])")
+            return
+        }
+        #expect(offset == SegmentFormat.headerBytes)
+        #expect(bytes.count == 3 * SegmentFormat.recordBytes(payloadBytes: 1))
+        #expect(plan.steps[1] == .sync)
+        // Appends while the plan is in flight wait for the next plan.
+        _ = machine.append([[4]], waiter: "c")
+        #expect(machine.nextIO(nowNanoseconds: 0) == nil)
+        let done = machine.ioSucceeded(plan, nowNanoseconds: 0)
+        #expect(Self.names(done) == ["a", "b"])
+        #expect(done.map { try? $0.result.get() } == [LogSequenceNumber(2), LogSequenceNumber(3)])
+        #expect(machine.syncedLSN == LogSequenceNumber(3))
+        let next = try Self.next(&machine, 0)
+        #expect(next.writtenThrough == LogSequenceNumber(4))
+        #expect(Self.names(machine.ioSucceeded(next, nowNanoseconds: 0)) == ["c"])
+    }
+
+    @Test("everysec: completion after the write, sync once the oldest unsynced write is an interval old")
+    func everysec() throws {
+        var machine = Self.machine(.everysec)
+        _ = machine.append([[1]], waiter: "a")
+        let write = try Self.next(&machine, 10)
+        #expect(!write.syncs)
+        #expect(Self.names(machine.ioSucceeded(write, nowNanoseconds: 10)) == ["a"])
+        #expect(machine.syncedLSN == LogSequenceNumber(0))
+        #expect(machine.wakeDeadline() == 1_000_000_010)
+        #expect(machine.nextIO(nowNanoseconds: 999_999_999) == nil)
+        let sync = try Self.next(&machine, 1_000_000_010)
+        #expect(sync.steps == [.sync])
+        _ = machine.ioSucceeded(sync, nowNanoseconds: 1_000_000_020)
+        #expect(machine.syncedLSN == LogSequenceNumber(1))
+        #expect(machine.wakeDeadline() == nil)
+    }
+
+    @Test("never: no sync unless one is requested, then the request completes after it")
+    func never() throws {
+        var machine = Self.machine(.never)
+        _ = machine.append([[1]], waiter: "a")
+        let write = try Self.next(&machine, 0)
+        #expect(!write.syncs)
+        #expect(Self.names(machine.ioSucceeded(write, nowNanoseconds: 0)) == ["a"])
+        #expect(machine.nextIO(nowNanoseconds: 10_000_000_000) == nil)
+        #expect(try machine.requestSync(waiter: "barrier").get() == LogSequenceNumber(1))
+        let sync = try Self.next(&machine, 0)
+        #expect(sync.steps == [.sync])
+        #expect(Self.names(machine.ioSucceeded(sync, nowNanoseconds: 0)) == ["barrier"])
+    }
+
+    @Test("a failed I/O fails every waiter and every later append, and nothing is ever synced again")
+    func failure() throws {
+        var machine = Self.machine(.always)
+        _ = machine.append([[1]], waiter: "a")
+        let plan = try Self.next(&machine, 0)
+        _ = machine.append([[2]], waiter: "b")
+        let cause = RoostPlatformError.eio
+        let failed = machine.ioFailed(.io(cause))
+        #expect(Self.names(failed) == ["a", "b"])
+        #expect(failed.allSatisfy { (try? $0.result.get()) == nil })
+        #expect(machine.nextIO(nowNanoseconds: 0) == nil)
+        #expect(throws: StorageError.logFailed(cause)) { try machine.append([[3]], waiter: "c").get() }
+        #expect(throws: StorageError.logFailed(cause)) { try machine.requestSync(waiter: "d").get() }
+        _ = plan
+    }
+
+    @Test("a record that does not fit rolls to a new segment starting at its LSN")
+    func roll() throws {
+        let span = SegmentFormat.recordBytes(payloadBytes: 100)
+        var machine = Self.machine(.always, segmentBytesMax: SegmentFormat.headerBytes + 2 * span)
+        _ = machine.append([[UInt8](repeating: 7, count: 100), [UInt8](repeating: 8, count: 100)], waiter: "a")
+        _ = machine.append([[UInt8](repeating: 9, count: 100)], waiter: "b")
+        let plan = try Self.next(&machine, 0)
+        #expect(plan.steps.count == 4)
+        #expect(plan.steps[1] == .roll(firstLSN: LogSequenceNumber(3)))
+        guard case .write(_, let offset) = plan.steps[2] else {
+            Issue.record("third step \(plan.steps[2])")
+            return
+        }
+        #expect(offset == SegmentFormat.headerBytes)
+    }
+
+    @Test("close drains: pending records are written and synced whatever the policy")
+    func closeDrains() throws {
+        var machine = Self.machine(.never)
+        _ = machine.append([[1]], waiter: "a")
+        machine.close()
+        #expect(!machine.isDrained)
+        let plan = try Self.next(&machine, 0)
+        #expect(plan.syncs)
+        _ = machine.ioSucceeded(plan, nowNanoseconds: 0)
+        #expect(machine.isDrained)
+        #expect(throws: StorageError.closed) { try machine.append([[2]], waiter: "b").get() }
+    }
+}
+
+enum RoostPlatformError {
+    static let eio = SystemCallError(call: "fdatasync", subject: "seg", errno: 5)
+}

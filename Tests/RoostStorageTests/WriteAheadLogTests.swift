@@ -1,0 +1,284 @@
+import Glibc
+import RoostPlatform
+import RoostTesting
+import Synchronization
+import Testing
+
+@testable import RoostStorage
+
+@Suite("Write-ahead log")
+struct WriteAheadLogTests {
+    @Test("appended records come back in LSN order after a reopen, across segment rolls")
+    func appendReopen() async throws {
+        let seed = testSeed(0x5EED_0101)
+        var random = SeededRandom(seed: seed)
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 200)
+        let (log, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        #expect(state.nextLSN == 1)
+        var written: [[UInt8]] = []
+        for _ in 0..<40 {
+            let batch = randomPayloads(Int(random.next() % 3) + 1, maxBytes: 200, &random)
+            written += batch
+            let result = await appendAndWait(log, batch)
+            #expect(try result.get().rawValue == UInt64(written.count), "seed \(seed)")
+        }
+        #expect(log.segmentFirstLSNs.count > 3, "seed \(seed)")
+        log.close()
+        let read = try reopenAndRead(options)
+        #expect(read.log.map(\.payload) == written, "seed \(seed)")
+        #expect(read.log.map(\.lsn.rawValue) == Array(1...UInt64(written.count)), "seed \(seed)")
+    }
+
+    @Test(
+        "a torn tail of every length from 1 byte to a whole record recovers the whole records; then 10 more give n + 10"
+    )
+    func tornTails() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        let n = 6
+        // 24-byte payloads: no padding, so every cut removes bytes that matter.
+        for index in 0..<n { _ = try await appendAndWait(log, [[UInt8](repeating: UInt8(index + 1), count: 24)]).get() }
+        log.close()
+        let path = segmentPath(1)
+        let pristine = try #require(fileSystem.contents(path))
+        let span = SegmentFormat.recordBytes(payloadBytes: 24)
+        let end = SegmentFormat.headerBytes + n * span
+        for truncateFile in [false, true] {
+            for cut in 1...span {
+                // The last record lost its final `cut` bytes: zero (preallocated) or cut off.
+                var torn = pristine
+                if truncateFile {
+                    torn.removeLast(torn.count - (end - cut))
+                } else {
+                    for index in (end - cut)..<end { torn[index] = 0 }
+                }
+                fileSystem.overwrite(path, with: torn)
+                let (reopened, state) = try WriteAheadLog.open(
+                    directory: dataDirectory, policy: .always, options: options)
+                var count = 0
+                try state.replay { _ in count += 1 }
+                #expect(count == n - 1, "cut \(cut) truncate \(truncateFile)")
+                for extra in 0..<10 { _ = try await appendAndWait(reopened, [[UInt8(extra)]]).get() }
+                reopened.close()
+                let read = try reopenAndRead(options)
+                #expect(read.log.count == n - 1 + 10, "cut \(cut) truncate \(truncateFile)")
+                #expect(read.log.last?.lsn.rawValue == UInt64(n - 1 + 10))
+                fileSystem.overwrite(path, with: pristine)
+            }
+        }
+    }
+
+    @Test("every single-bit flip in a sealed segment is refused with file and offset, or leaves the state identical")
+    func bitFlipsInSealedSegment() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 256, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        for index in 0..<8 { _ = try await appendAndWait(log, [[UInt8](repeating: UInt8(index + 1), count: 40)]).get() }
+        log.close()
+        let expected = try reopenAndRead(options).log
+        #expect(log.segmentFirstLSNs.count >= 2)
+        let sealed = segmentPath(1)
+        let pristine = try #require(fileSystem.contents(sealed))
+        var refused = 0
+        for bit in 0..<(pristine.count * 8) {
+            var flipped = pristine
+            flipped[bit / 8] ^= UInt8(1 << (bit % 8))
+            fileSystem.overwrite(sealed, with: flipped)
+            do {
+                let read = try reopenAndRead(options)
+                #expect(read.log == expected, "bit \(bit) silently changed the log")
+            } catch StorageError.damaged(let damage) {
+                refused += 1
+                #expect(damage.file == sealed, "bit \(bit)")
+                #expect(damage.offset <= bit / 8 || damage.offset < pristine.count, "bit \(bit)")
+            }
+        }
+        fileSystem.overwrite(sealed, with: pristine)
+        #expect(refused == pristine.count * 8)
+    }
+
+    @Test("a missing middle segment is an LSN gap that stops start-up")
+    func lsnGap() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 256, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        for _ in 0..<12 { _ = try await appendAndWait(log, [[UInt8](repeating: 9, count: 40)]).get() }
+        let segments = log.segmentFirstLSNs
+        log.close()
+        #expect(segments.count >= 3)
+        try fileSystem.remove(segmentPath(segments[1].rawValue))
+        #expect {
+            _ = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        } throws: { error in
+            guard case StorageError.damaged(let damage) = error else { return false }
+            return damage.reason.contains("LSN gap") && damage.file == segmentPath(segments[2].rawValue)
+        }
+    }
+
+    @Test("64 concurrent writers under always: fdatasyncs are at most 20% of acknowledgements")
+    func groupCommit() async throws {
+        let fileSystem = FaultInjectingFileSystem(syncDelayMicroseconds: 300)
+        let options = testOptions(fileSystem, segmentBytesMax: 1 << 20)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        let syncsBefore = fileSystem.count(.syncData)
+        let perWriter = 40
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<64 {
+                group.addTask {
+                    for index in 0..<perWriter {
+                        _ = try await appendAndWait(log, [[UInt8(writer), UInt8(index)]]).get()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let syncs = fileSystem.count(.syncData) - syncsBefore
+        let acknowledgements = 64 * perWriter
+        #expect(syncs * 5 <= acknowledgements, "\(syncs) syncs for \(acknowledgements) acknowledgements")
+        log.close()
+        #expect(try reopenAndRead(options).log.count == acknowledgements)
+    }
+
+    @Test("always: after a simulated power loss every completed append is recovered")
+    func alwaysLosesNothingCompleted() async throws {
+        for seed in [testSeed(1), 2, 3] {
+            let fileSystem = FaultInjectingFileSystem(syncDelayMicroseconds: 100)
+            let lines = LogLines()
+            let options = testOptions(fileSystem, segmentBytesMax: 2048, log: lines)
+            let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+            let completed = Shared<Set<UInt64>>([])
+            let stop = Shared(false)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        var index = 0
+                        while !stop.value {
+                            let payload = [UInt8(writer), UInt8(truncatingIfNeeded: index)]
+                            if case .success(let lsn) = await appendAndWait(log, [payload]) {
+                                completed.update { _ = $0.insert(lsn.rawValue) }
+                            }
+                            index += 1
+                        }
+                    }
+                }
+                // Crash in the middle of the load, once some appends have completed.
+                let deadline = monotonicNanoseconds() + 10_000_000_000
+                while completed.value.count < 200 && monotonicNanoseconds() < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                fileSystem.simulateCrash(.keepUnsyncedPrefix(seed: seed))
+                stop.update { $0 = true }
+                try await group.waitForAll()
+            }
+            log.close()
+            let recovered = Set(try reopenAndRead(options).log.map(\.lsn.rawValue))
+            let done = completed.value
+            #expect(!done.isEmpty, "seed \(seed)")
+            #expect(
+                done.isSubset(of: recovered), "seed \(seed): lost \(done.subtracting(recovered).sorted().prefix(5))")
+        }
+    }
+
+    @Test("EIO on the Nth fdatasync: that append and every later one fail, no success after the failed sync")
+    func eioOnSync() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let lines = LogLines()
+        let options = testOptions(fileSystem, log: lines)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        fileSystem.inject(.init(operation: .syncData, nth: 3, errno: EIO))
+        var outcomes: [Bool] = []
+        for index in 0..<6 {
+            let result = await appendAndWait(log, [[UInt8(index)]])
+            outcomes.append((try? result.get()) != nil)
+        }
+        #expect(outcomes == [true, true, false, false, false, false])
+        let syncsAfterFailure = fileSystem.count(.syncData)
+        #expect(throws: StorageError.self) { try log.sync() }
+        log.close()
+        #expect(fileSystem.count(.syncData) == syncsAfterFailure, "a failed fdatasync must never be retried")
+        #expect(lines.all.contains { $0.contains("wal.error=syncData") && $0.contains("wal.errno=5") })
+        #expect(log.failure != nil)
+        fileSystem.clearFaults()
+        let read = try reopenAndRead(options)
+        #expect(read.log.prefix(2).map(\.payload) == [[0], [1]])
+    }
+
+    @Test("ENOSPC on write fails the append and the log stays failed")
+    func enospcOnWrite() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        _ = try await appendAndWait(log, [[1]]).get()
+        fileSystem.inject(.init(operation: .write, nth: 1, errno: ENOSPC, pathContains: "/wal/"))
+        let failed = await appendAndWait(log, [[2]])
+        #expect(throws: StorageError.self) { try failed.get() }
+        guard case .failure(.logFailed(let cause)) = failed else {
+            Issue.record("expected logFailed, got \(failed)")
+            return
+        }
+        #expect(cause.errno == ENOSPC)
+        #expect(throws: StorageError.logFailed(cause)) { try log.append([[3]]) { _ in } }
+        log.close()
+    }
+
+    @Test("everysec: a simulated power loss loses only records completed in the last interval")
+    func everysecPowerLoss() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        var options = testOptions(fileSystem, segmentBytesMax: 1 << 20)
+        options.syncIntervalMilliseconds = 400
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .everysec, options: options)
+        var completedAt: [UInt64: UInt64] = [:]
+        let start = monotonicNanoseconds()
+        while monotonicNanoseconds() - start < 1_300_000_000 {
+            let lsn = try await appendAndWait(log, [[7]]).get()
+            completedAt[lsn.rawValue] = monotonicNanoseconds()
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let crashAt = monotonicNanoseconds()
+        fileSystem.simulateCrash(.dropUnsynced)
+        log.close()
+        let recovered = Set(try reopenAndRead(options).log.map(\.lsn.rawValue))
+        let lost = completedAt.filter { !recovered.contains($0.key) }
+        let slack: UInt64 = 600_000_000
+        let oldestLost = lost.values.min() ?? crashAt
+        #expect(!recovered.isEmpty)
+        #expect(
+            crashAt - oldestLost <= 400_000_000 + slack,
+            "lost a record completed \((crashAt - oldestLost) / 1_000_000) ms before the crash")
+    }
+
+    @Test("the real file system: append, close, reopen through PosixFileSystem")
+    func realFileSystem() async throws {
+        var template = Array("/tmp/roost-storage-XXXXXX".utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        let directory = String(cString: try #require(created))
+        defer { removeTree(directory) }
+        var options = StorageOptions()
+        options.segmentBytesMax = 64 << 10
+        options.recordPayloadBytesMax = 4096
+        options.log = LogLines().sink
+        let (log, _) = try WriteAheadLog.open(directory: directory + "/store", policy: .always, options: options)
+        for index in 0..<100 { _ = try await appendAndWait(log, [[UInt8](repeating: UInt8(index), count: 1000)]).get() }
+        log.close()
+        let (again, state) = try WriteAheadLog.open(directory: directory + "/store", policy: .always, options: options)
+        var count = 0
+        try state.replay { _ in count += 1 }
+        again.close()
+        #expect(count == 100)
+        #expect(try WALTool.verify(directory: directory + "/store", options: options).verdict == .ok)
+    }
+}
+
+/// Removes a directory tree made by a test (real file system).
+func removeTree(_ path: String) {
+    let fileSystem = PosixFileSystem()
+    if let names = try? fileSystem.list(path) {
+        for name in names {
+            let child = path + "/" + name
+            if (try? fileSystem.list(child)) != nil { removeTree(child) } else { unlink(child) }
+        }
+    }
+    rmdir(path)
+}
