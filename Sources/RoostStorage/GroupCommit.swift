@@ -126,6 +126,17 @@ package struct GroupCommit<Waiter> {
         return .success(first...last)
     }
 
+    /// Registers `waiter` to complete once every record appended so far is as
+    /// durable as the policy makes an append (synced under `always`, written
+    /// otherwise), without forcing a sync: a read uses it so that it never
+    /// shows a write that is not yet acknowledged.
+    package mutating func barrier(waiter: Waiter) -> Result<LogSequenceNumber, StorageError> {
+        if let failure { return .failure(failure) }
+        let through = LogSequenceNumber(nextLSN.rawValue - 1)
+        waiters.append(Pending(lsn: through, needsSync: policy == .always, waiter: waiter))
+        return .success(through)
+    }
+
     /// Registers `waiter` to complete once every record appended so far is
     /// durable, whatever the policy (checkpoints and shutdown use it).
     package mutating func requestSync(waiter: Waiter) -> Result<LogSequenceNumber, StorageError> {

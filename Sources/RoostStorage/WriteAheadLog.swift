@@ -121,6 +121,14 @@ package final class WriteAheadLog: Sendable {
         return try result.get()
     }
 
+    /// Calls `completion` once every record appended before the call is as
+    /// durable as an append under the policy, without forcing a sync. Throws
+    /// at once, without calling `completion`, when the log has failed.
+    package func barrier(completion: @escaping Completion) throws(StorageError) {
+        let result = shared.withLockSignalling { state in state.machine.barrier(waiter: completion) }
+        _ = try result.get()
+    }
+
     /// The LSN the next appended record will get. A fuzzy snapshot reads it
     /// before its first slice (see `beginSnapshot`).
     package var nextLSN: LogSequenceNumber { shared.withLock { $0.machine.nextLSN } }
