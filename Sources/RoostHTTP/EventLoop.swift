@@ -43,6 +43,8 @@ final class EventLoop {
     private var nextSweep: ContinuousClock.Instant
     private var acceptPausedUntil: ContinuousClock.Instant?
     private var drainDeadline: ContinuousClock.Instant?
+    /// Whether `respond` was called in the current round (then `endOfBatch` follows it).
+    private var respondedThisRound = false
 
     init(
         epoll: Epoll, listener: FileDescriptor, mailbox: LoopMailbox, shared: ServerShared,
@@ -83,11 +85,22 @@ final class EventLoop {
                 default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
                 }
             }
+            if respondedThisRound {
+                respondedThisRound = false
+                responder.endOfBatch(loop: mailbox.loopIndex)
+            }
             if now >= nextSweep { sweep(now: now) }
             if let pausedUntil = acceptPausedUntil, now >= pausedUntil { resumeAccepting() }
             if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
         }
         for case let connection? in connections { close(connection) }
+        // Streams started for connections that are gone: their producers must stop.
+        for delivery in mailbox.takeAll() {
+            switch delivery.payload {
+            case .streamStart(_, _, let stream), .streamReady(let stream): stream.abortFromServer()
+            case .response: break
+            }
+        }
         precondition(openCount == 0, "loop stopped with \(openCount) connections counted open")
     }
 
@@ -170,10 +183,25 @@ final class EventLoop {
         mailbox.wakeup.drain()
         for delivery in mailbox.takeAll() {
             let fd = Int(UInt32(truncatingIfNeeded: delivery.connectionKey))
-            // The connection may have closed meanwhile: its answer is dropped.
+            // The connection may have closed meanwhile: its answer is dropped, its stream aborted.
             guard fd < connections.count, let connection = connections[fd], connection.key == delivery.connectionKey
-            else { continue }
-            connection.machine.answer(delivery.response, to: delivery.sequence, now: now)
+            else {
+                switch delivery.payload {
+                case .streamStart(_, _, let stream), .streamReady(let stream): stream.abortFromServer()
+                case .response: break
+                }
+                continue
+            }
+            switch delivery.payload {
+            case .response(let response):
+                connection.machine.answer(response, to: delivery.sequence, now: now)
+            case .streamStart(let status, let headers, let stream):
+                let accepted = connection.machine.answerStream(
+                    status: status, headers: headers, stream: stream, to: delivery.sequence, now: now)
+                if !accepted { stream.abortFromServer() }
+            case .streamReady:
+                break  // drive takes from the active stream
+            }
             drive(connection, now: now)
         }
         if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
@@ -219,8 +247,12 @@ final class EventLoop {
     /// Runs the connection's state machine until it waits or closes, performing its actions.
     private func drive(_ connection: LoopConnection, now: ContinuousClock.Instant) {
         while true {
+            if let stream = connection.machine.activeStream, !pump(stream, into: connection, now: now) {
+                return
+            }
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
             case .dispatch(let request, let sequence):
+                respondedThisRound = true
                 let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
                 switch responder.respond(to: request, sink: sink) {
                 case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
@@ -230,7 +262,7 @@ final class EventLoop {
                 connection.machine.answer(responder.response(for: failure), to: sequence, now: now)
             case .write:
                 let result = connection.machine.withOutput { bytes in
-                    Result { () throws(SystemCallError) in try connection.socket.write(bytes) }
+                    Result { () throws(SystemCallError) in try connection.socket.send(bytes) }
                 }
                 switch result {
                 case .success(.done(let count)): connection.machine.wrote(count, now: now)
@@ -245,6 +277,7 @@ final class EventLoop {
                 close(connection)
                 return
             case .wait(let read, let write):
+                for stream in connection.machine.takeAbandonedStreams() { stream.abortFromServer() }
                 var wanted: EpollEvents = []
                 if read { wanted.insert(.readable) }
                 if write { wanted.insert(.writable) }
@@ -261,6 +294,24 @@ final class EventLoop {
         }
     }
 
+    /// Moves chunks from the active stream into the connection's output as far
+    /// as `streamBufferBytesMax` allows, ends the body when the producer
+    /// finished, and calls the producer back. Returns false if the producer
+    /// aborted: the connection is closed, cutting the response.
+    private func pump(_ stream: LoopBodyStream, into connection: LoopConnection, now: ContinuousClock.Instant) -> Bool {
+        let taken = stream.take(outputBytes: connection.machine.pendingOutputBytes)
+        if taken.aborted {
+            close(connection)
+            return false
+        }
+        if !taken.chunks.isEmpty || taken.finished {
+            connection.machine.appendStreamBody(taken.chunks, finished: taken.finished, now: now)
+        }
+        shared.noteStreamQueued(connection.machine.pendingOutputBytes + taken.queuedBytes)
+        taken.waiter?(.writable)
+        return true
+    }
+
     private func close(_ connection: LoopConnection) {
         let fd = Int(connection.socket.rawValue)
         precondition(connections[fd] === connection, "closing descriptor \(fd) not owned by this connection")
@@ -269,6 +320,8 @@ final class EventLoop {
         connections[fd] = nil
         openCount -= 1
         shared.releaseConnection()
+        // The bodies not yet sent are not wanted any more: tell their producers.
+        for stream in connection.machine.takeAllStreams() { stream.abortFromServer() }
     }
 
     /// Closes every connection whose peer has been too slow. O(open connections),

@@ -149,6 +149,8 @@ public enum HTTPRequestFailure: Sendable, Equatable {
     case unsupportedTransferCoding(String)
     /// An HTTP version other than 1.0 or 1.1: 505, connection closed.
     case unsupportedVersion(String)
+    /// An `Expect` field whose value is not `100-continue`: 417, connection closed.
+    case expectationFailed(String)
 
     /// The status code the server answers with.
     public var status: Int {
@@ -158,14 +160,39 @@ public enum HTTPRequestFailure: Sendable, Equatable {
         case .bodyTooLarge: 413
         case .unsupportedTransferCoding: 501
         case .unsupportedVersion: 505
+        case .expectationFailed: 417
         }
     }
 }
 
 /// A handle with which a responder answers a request later, from any thread.
-/// Exactly one `send` per request; answers go out in request order.
+/// Exactly one `send` or `startStream` per request; answers go out in request order.
 public protocol HTTPReplySink: Sendable {
+    /// Answers the request with a whole response.
     func send(_ response: HTTPResponse)
+
+    /// The index (0..<eventLoopCount) of the event loop that read the request;
+    /// `HTTPResponder.endOfBatch(loop:)` is called with it after the loop's round.
+    var loopIndex: Int { get }
+
+    /// Answers the request with a head now and a body produced later, from any
+    /// thread, through the returned stream (see `HTTPBodyStream`). Sent with
+    /// `Transfer-Encoding: chunked` to HTTP/1.1 clients and delimited by the
+    /// close of the connection for HTTP/1.0; a HEAD request gets the head only.
+    /// `status` must allow a body (200...599 except 204 and 304).
+    func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream
+}
+
+extension HTTPReplySink {
+    /// Loop 0, for sinks made outside a server (test fakes).
+    public var loopIndex: Int { 0 }
+
+    /// Returns a stream that collects the whole body and sends it as one
+    /// response at `finish`: for sinks made outside a server (test fakes). The
+    /// server's own sink streams with a bounded queue instead.
+    public func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream {
+        HTTPCollectingBodyStream(status: status, headers: headers, sink: self)
+    }
 }
 
 /// What a responder does with one request.
@@ -189,4 +216,16 @@ public protocol HTTPResponder: Sendable {
 
     /// Returns the response the server writes when it refuses a request itself.
     func response(for failure: HTTPRequestFailure) -> HTTPResponse
+
+    /// Called on loop `loop`'s thread once after a round of events (one
+    /// `epoll_wait`) in which that loop called `respond` at least once, after
+    /// the last `respond` of the round. A responder that collects work per loop
+    /// (device commands grouped by shard) hands each group over here in one hop
+    /// and answers later through the sinks. Must not block.
+    func endOfBatch(loop: Int)
+}
+
+extension HTTPResponder {
+    /// Does nothing: a responder that answers each request on its own needs no hook.
+    public func endOfBatch(loop: Int) {}
 }

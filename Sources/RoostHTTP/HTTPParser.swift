@@ -5,6 +5,11 @@ package enum HTTPParserEvent: Sendable {
     /// The bytes cannot be a valid request. The parser accepts nothing more:
     /// whatever follows on the connection is never parsed.
     case failure(HTTPRequestFailure)
+    /// The head of a request with a body carries `Expect: 100-continue`, its
+    /// declared length is within the limit, and no body byte has arrived yet:
+    /// the connection should send `100 Continue`. Parsing goes on with the body.
+    /// (Whether it appears depends on how bytes were split; nothing else does.)
+    case expectsContinue
 }
 
 /// Where the parser stands within the current request; the connection uses it
@@ -249,10 +254,11 @@ package struct HTTPParser {
         switch parsed {
         case .failure(let failure):
             return fail(failure)
-        case .success(let (parsedHead, framing)):
+        case .success(let parsed):
+            let parsedHead = parsed.head
             head = parsedHead
             body = []
-            switch framing {
+            switch parsed.framing {
             case .none:
                 return finishRequest()
             case .contentLength(let length):
@@ -265,6 +271,8 @@ package struct HTTPParser {
                 bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
                 state = .chunkSize
             }
+            // RFC 9110 10.1.1: a server may omit the 100 once body bytes have arrived.
+            if parsed.expectsContinue && readIndex == buffer.count { return .expectsContinue }
             return nil
         }
     }

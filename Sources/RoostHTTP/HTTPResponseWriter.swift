@@ -6,6 +6,59 @@ enum HTTPResponseWriter {
     /// 304 carry no body. O(size of the response).
     static func append(_ response: HTTPResponse, keepAlive: Bool, isHead: Bool, to out: inout [UInt8]) {
         let status = response.status
+        appendStatusAndFields(status: status, headers: response.headers, to: &out)
+        let bodyAllowed = status >= 200 && status != 204 && status != 304
+        if bodyAllowed {
+            out.append(contentsOf: "Content-Length: ".utf8)
+            appendDecimal(response.body.count, to: &out)
+            out.append(contentsOf: crlf)
+        }
+        out.append(contentsOf: keepAlive ? "Connection: keep-alive\r\n\r\n".utf8 : "Connection: close\r\n\r\n".utf8)
+        if bodyAllowed && !isHead {
+            out.append(contentsOf: response.body)
+        }
+    }
+
+    /// Appends the head of a streamed response: `Transfer-Encoding: chunked`
+    /// when `chunked`, otherwise no length at all (the body ends with the
+    /// connection, for HTTP/1.0; `keepAlive` must then be false).
+    static func appendStreamHead(
+        status: Int, headers: [(name: String, value: String)], keepAlive: Bool, chunked: Bool, to out: inout [UInt8]
+    ) {
+        precondition(status >= 200 && status != 204 && status != 304, "streamed status \(status) has no body")
+        precondition(chunked || !keepAlive, "a close-delimited body cannot keep the connection alive")
+        appendStatusAndFields(status: status, headers: headers, to: &out)
+        if chunked { out.append(contentsOf: "Transfer-Encoding: chunked\r\n".utf8) }
+        out.append(contentsOf: keepAlive ? "Connection: keep-alive\r\n\r\n".utf8 : "Connection: close\r\n\r\n".utf8)
+    }
+
+    /// Appends one chunk of a chunked body: size in hex, CRLF, data, CRLF.
+    /// An empty chunk would end the body, so it is refused.
+    static func appendChunk(_ chunk: [UInt8], to out: inout [UInt8]) {
+        precondition(!chunk.isEmpty, "an empty chunk would end the body")
+        var digits: [UInt8] = []
+        var rest = chunk.count
+        while rest > 0 {
+            digits.append(hexDigits[rest & 15])
+            rest >>= 4
+        }
+        out.append(contentsOf: digits.reversed())
+        out.append(contentsOf: crlf)
+        out.append(contentsOf: chunk)
+        out.append(contentsOf: crlf)
+    }
+
+    /// The last chunk and the empty trailer section that end a chunked body.
+    static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+
+    /// The interim answer to `Expect: 100-continue`.
+    static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private static func appendStatusAndFields(
+        status: Int, headers: [(name: String, value: String)], to out: inout [UInt8]
+    ) {
         precondition(status >= 100 && status <= 999, "response status \(status) is not three digits")
         out.append(contentsOf: "HTTP/1.1 ".utf8)
         out.append(UInt8(48 + status / 100))
@@ -14,7 +67,7 @@ enum HTTPResponseWriter {
         out.append(space)
         out.append(contentsOf: reasonPhrase(status).utf8)
         out.append(contentsOf: crlf)
-        for (name, value) in response.headers {
+        for (name, value) in headers {
             precondition(
                 !name.isEmpty && name.utf8.allSatisfy(isTokenByte),
                 "invalid response header name \(name.debugDescription)")
@@ -26,16 +79,6 @@ enum HTTPResponseWriter {
             out.append(contentsOf: ": ".utf8)
             out.append(contentsOf: value.utf8)
             out.append(contentsOf: crlf)
-        }
-        let bodyAllowed = status >= 200 && status != 204 && status != 304
-        if bodyAllowed {
-            out.append(contentsOf: "Content-Length: ".utf8)
-            appendDecimal(response.body.count, to: &out)
-            out.append(contentsOf: crlf)
-        }
-        out.append(contentsOf: keepAlive ? "Connection: keep-alive\r\n\r\n".utf8 : "Connection: close\r\n\r\n".utf8)
-        if bodyAllowed && !isHead {
-            out.append(contentsOf: response.body)
         }
     }
 
@@ -82,6 +125,7 @@ enum HTTPResponseWriter {
         case 409: "Conflict"
         case 413: "Content Too Large"
         case 415: "Unsupported Media Type"
+        case 417: "Expectation Failed"
         case 422: "Unprocessable Content"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"

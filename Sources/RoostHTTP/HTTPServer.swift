@@ -64,6 +64,10 @@ public final class HTTPServer: Sendable {
     /// Open connections across all loops (for tests and metrics).
     public var openConnections: Int { shared.openConnections }
 
+    /// The most bytes any streamed response ever had queued beyond what its
+    /// socket accepted (for tests: it stays near `streamBufferBytesMax`).
+    package var streamQueuedBytesHighWater: Int { shared.streamQueuedBytesHighWater }
+
     /// Binds one listening socket per loop and starts the loop threads.
     /// Returns the bound port: with port 0 the first socket picks it and the
     /// others bind to the same one.
@@ -81,8 +85,9 @@ public final class HTTPServer: Sendable {
                     listeners.append(listener)
                     if port == 0 { port = try TCPSocket.localPort(of: listener) }
                 }
-                for listener in listeners {
-                    let mailbox = LoopMailbox(wakeup: try EventFD())
+                for (loopIndex, listener) in listeners.enumerated() {
+                    let mailbox = LoopMailbox(
+                        wakeup: try EventFD(), loopIndex: loopIndex, streamBufferBytesMax: limits.streamBufferBytesMax)
                     let epoll = try Epoll.makeDescriptor()
                     let shared = self.shared
                     let responder = self.responder

@@ -30,6 +30,10 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// Response bytes queued on one connection. Above it the connection stops
     /// reading and dispatching until the peer takes some.
     public var writeBufferBytesMax: Int = 1024 * 1024
+    /// Body bytes of a streamed response queued on one connection beyond
+    /// what the socket accepted; a producer's next write waits for room.
+    /// Bounds the memory of `GET /v1/devices/export` per client.
+    public var streamBufferBytesMax: Int = 256 * 1024
     /// After `beginShutdown`, how long in-flight requests get before every
     /// remaining connection is closed.
     public var shutdownDrainTimeout: Duration = .seconds(10)
@@ -65,6 +69,11 @@ public struct HTTPServerLimits: Sendable, Equatable {
         require(
             writeBufferBytesMax >= 4096,
             "writeBufferBytesMax \(writeBufferBytesMax) < 4096: one error response must fit")
+        require(streamBufferBytesMax >= 4096, "streamBufferBytesMax \(streamBufferBytesMax) < 4096")
+        require(
+            streamBufferBytesMax <= writeBufferBytesMax,
+            "streamBufferBytesMax \(streamBufferBytesMax) > writeBufferBytesMax \(writeBufferBytesMax): "
+                + "a stream would stop the connection's reading")
         require(acceptBacklog >= 1, "acceptBacklog \(acceptBacklog) < 1")
         return found
     }

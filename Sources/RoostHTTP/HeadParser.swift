@@ -8,6 +8,14 @@ enum BodyFraming: Equatable {
     case chunked
 }
 
+/// A parsed head with what the parser needs to read its body.
+struct ParsedHead {
+    var head: HTTPRequestHead
+    var framing: BodyFraming
+    /// `Expect: 100-continue` on an HTTP/1.1 request (ignored for HTTP/1.0, RFC 9110 10.1.1).
+    var expectsContinue: Bool
+}
+
 /// Parses one complete request head (request line and header lines, each
 /// ending in CRLF, line endings already checked) into an `HTTPRequestHead`.
 /// Strings are made only for what is stored: target, header names and values.
@@ -15,7 +23,7 @@ enum HeadParser {
     /// Returns the head and its body framing, or throws the refusal.
     static func parse(
         _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits
-    ) -> Result<(HTTPRequestHead, BodyFraming), HTTPRequestFailure> {
+    ) -> Result<ParsedHead, HTTPRequestFailure> {
         do {
             return .success(try parseHead(bytes, limits: limits))
         } catch {
@@ -25,7 +33,7 @@ enum HeadParser {
 
     private static func parseHead(
         _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits
-    ) throws(HTTPRequestFailure) -> (HTTPRequestHead, BodyFraming) {
+    ) throws(HTTPRequestFailure) -> ParsedHead {
         var lineStart = 0
         var lineEnd = lineEndIndex(bytes, from: lineStart)
         let (method, target, version) = try parseRequestLine(UnsafeBufferPointer(rebasing: bytes[lineStart..<lineEnd]))
@@ -38,6 +46,7 @@ enum HeadParser {
         var unknownCoding = false
         var connectionClose = false
         var connectionKeepAlive = false
+        var expectsContinue = false
         lineStart = lineEnd + 2
         while lineStart < bytes.count {
             lineEnd = lineEndIndex(bytes, from: lineStart)
@@ -62,6 +71,13 @@ enum HeadParser {
                         unknownCoding = true
                     }
                 }
+            } else if equalsLowercase(name, "expect") {
+                // Only 100-continue is known (RFC 9110 10.1.1); anything else is a 417.
+                var known = !value.isEmpty
+                forEachListElement(value) { expectation in
+                    if equalsLowercase(expectation, "100-continue") { expectsContinue = true } else { known = false }
+                }
+                if !known { throw .expectationFailed(String(decoding: value, as: UTF8.self)) }
             } else if equalsLowercase(name, "connection") {
                 forEachListElement(value) { option in
                     if equalsLowercase(option, "close") { connectionClose = true }
@@ -90,7 +106,7 @@ enum HeadParser {
             }
         let head = HTTPRequestHead(
             method: method, target: target, version: version, headers: headers, keepAlive: keepAlive)
-        return (head, framing)
+        return ParsedHead(head: head, framing: framing, expectsContinue: expectsContinue && version == .http11)
     }
 
     /// Returns the index of the CR ending the line that starts at `start`.

@@ -6,6 +6,7 @@ import Synchronization
 final class ServerShared: Sendable {
     let connectionsMax: Int
     private let connections = Atomic<Int>(0)
+    private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
 
     init(connectionsMax: Int) {
@@ -32,6 +33,21 @@ final class ServerShared: Sendable {
     /// Open connections across all loops.
     var openConnections: Int { connections.load(ordering: .relaxed) }
 
+    /// The most bytes ever seen queued for one streamed response beyond what
+    /// its socket accepted (connection output plus the stream's own queue).
+    var streamQueuedBytesHighWater: Int { streamQueuedHighWater.load(ordering: .relaxed) }
+
+    /// Records a queued-bytes observation of a streamed response.
+    func noteStreamQueued(_ bytes: Int) {
+        var seen = streamQueuedHighWater.load(ordering: .relaxed)
+        while bytes > seen {
+            let (exchanged, original) = streamQueuedHighWater.compareExchange(
+                expected: seen, desired: bytes, ordering: .relaxed)
+            if exchanged { return }
+            seen = original
+        }
+    }
+
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
 
     func requestShutdown() { shuttingDown.store(true, ordering: .releasing) }
@@ -39,11 +55,21 @@ final class ServerShared: Sendable {
 
 /// An answer produced off the loop thread, on its way back to its connection.
 struct Delivery: Sendable {
+    /// What arrives for the request.
+    enum Payload: Sendable {
+        /// A whole response.
+        case response(HTTPResponse)
+        /// The head of a streamed response; its body follows through the stream.
+        case streamStart(status: Int, headers: [(name: String, value: String)], stream: LoopBodyStream)
+        /// The stream has chunks, finished or aborted: the loop should take from it.
+        case streamReady(LoopBodyStream)
+    }
+
     /// `connectionID << 32 | fd`: finds the connection by descriptor and
     /// rejects a later connection that reused the descriptor.
     var connectionKey: UInt64
     var sequence: UInt64
-    var response: HTTPResponse
+    var payload: Payload
 }
 
 /// The queue through which any thread hands answers to one event loop: a
@@ -51,10 +77,17 @@ struct Delivery: Sendable {
 /// stops being empty.
 final class LoopMailbox: Sendable {
     let wakeup: EventFD
+    /// The loop's index, 0..<eventLoopCount.
+    let loopIndex: Int
+    /// `HTTPServerLimits.streamBufferBytesMax`, for the streams this loop's sinks start.
+    let streamBufferBytesMax: Int
     private let queue = Mutex<[Delivery]>([])
 
-    init(wakeup: EventFD) {
+    init(wakeup: EventFD, loopIndex: Int, streamBufferBytesMax: Int) {
+        precondition(loopIndex >= 0, "loop index \(loopIndex) < 0")
         self.wakeup = wakeup
+        self.loopIndex = loopIndex
+        self.streamBufferBytesMax = streamBufferBytesMax
     }
 
     deinit {
@@ -84,13 +117,30 @@ final class LoopMailbox: Sendable {
 }
 
 /// The sink a responder keeps to answer a deferred request. Three words, so
-/// passing it as `any HTTPReplySink` allocates nothing.
+/// passing it as `any HTTPReplySink` allocates nothing; the loop index lives
+/// in the mailbox for that reason.
 struct LoopReplySink: HTTPReplySink {
     let mailbox: LoopMailbox
     let connectionKey: UInt64
     let sequence: UInt64
 
     func send(_ response: HTTPResponse) {
-        mailbox.post(Delivery(connectionKey: connectionKey, sequence: sequence, response: response))
+        mailbox.post(Delivery(connectionKey: connectionKey, sequence: sequence, payload: .response(response)))
+    }
+
+    var loopIndex: Int { mailbox.loopIndex }
+
+    func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream {
+        precondition(
+            status >= 200 && status <= 599 && status != 204 && status != 304,
+            "a streamed response needs a status with a body, got \(status)")
+        let stream = LoopBodyStream(
+            mailbox: mailbox, connectionKey: connectionKey, sequence: sequence,
+            bufferBytesMax: mailbox.streamBufferBytesMax)
+        mailbox.post(
+            Delivery(
+                connectionKey: connectionKey, sequence: sequence,
+                payload: .streamStart(status: status, headers: headers, stream: stream)))
+        return stream
     }
 }

@@ -28,6 +28,28 @@ package struct FileDescriptor: Sendable, Hashable {
         }
     }
 
+    /// Sends at most `bytes.count` bytes once on a socket, like `write`, but a
+    /// peer that has gone away is an error (EPIPE), never a SIGPIPE that would
+    /// stop the process (MSG_NOSIGNAL).
+    @inline(__always)
+    package func send(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) -> NonBlockingResult<Int> {
+        try nonBlockingSyscall("send", subject: "fd \(rawValue)") {
+            Glibc.send(rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        }
+    }
+
+    /// Sends every byte on a blocking socket without SIGPIPE, looping over short sends.
+    package func sendAll(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            let sent = try retryingSyscall("send", subject: "fd \(rawValue)") {
+                Glibc.send(rawValue, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
+            }
+            offset += sent
+        }
+    }
+
     /// Writes every byte on a blocking descriptor, looping over short writes.
     package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
         var offset = 0

@@ -51,7 +51,7 @@ public final class LoopbackConnection {
     /// Sends raw bytes.
     public func send(_ bytes: [UInt8]) throws(LoopbackError) {
         let result = bytes.withUnsafeBytes { raw in
-            Result { () throws(SystemCallError) in try socket.writeAll(raw) }
+            Result { () throws(SystemCallError) in try socket.sendAll(raw) }
         }
         if case .failure(let error) = result { throw .system(error) }
     }

@@ -30,6 +30,8 @@ func describe(_ event: HTTPParserEvent) -> String {
             + String(decoding: request.body, as: UTF8.self)
     case .failure(let failure):
         return "failure \(failure.status) \(failure)"
+    case .expectsContinue:
+        return "expects 100-continue"
     }
 }
 

@@ -103,6 +103,10 @@ package struct APIError: Error, Sendable, Equatable {
             APIError(
                 status: 505, code: "http_version_not_supported",
                 message: "HTTP version '\(sanitizedForMessage(version))' is not supported")
+        case .expectationFailed(let expectation):
+            APIError(
+                status: 417, code: "expectation_failed",
+                message: "expectation '\(sanitizedForMessage(expectation))' is not supported; only 100-continue is")
         }
     }
 
