@@ -82,7 +82,7 @@ package struct AppRoutes: Sendable {
             [
                 .removeApp(app) { removed, durable in
                     guard durable else {
-                        sink.send(APIError.unavailable("the log could not be written").response)
+                        sink.send(APIError.logUnavailable.response)
                         return
                     }
                     var writer = JSONWriter()
@@ -103,7 +103,7 @@ package struct AppRoutes: Sendable {
         return .deferred { sink in
             let gather = Gather<RegistryStats>(count: AppMode.allCases.count) { stats in
                 guard let stats else {
-                    sink.send(APIError.unavailable("the log could not be written").response)
+                    sink.send(APIError.logUnavailable.response)
                     return
                 }
                 var writer = JSONWriter()

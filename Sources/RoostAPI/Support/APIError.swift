@@ -1,4 +1,5 @@
 import RoostHTTP
+import RoostModel
 import RoostJSON
 
 /// An error answered to a client in the envelope of spec §2:
@@ -119,4 +120,16 @@ package struct APIError: Error, Sendable, Equatable {
 /// Returns a 2xx JSON response with the given body.
 package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
     HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: writer.bytes)
+}
+
+extension APIError {
+    /// The envelope of a rule the model refused: its code, status and field.
+    package init(_ rejection: RegistryRejection) {
+        self.init(
+            status: rejection.httpStatus, code: rejection.code, message: rejection.message, field: rejection.field)
+    }
+
+    /// The answer when the log could not take a write (spec §2: 503 with
+    /// Retry-After).
+    package static let logUnavailable = APIError.unavailable("the write-ahead log cannot be written; retry later")
 }
