@@ -1,6 +1,6 @@
 import RoostHTTP
-import RoostModel
 import RoostJSON
+import RoostModel
 
 /// An error answered to a client in the envelope of spec §2:
 /// `{"error":{"code":"snake_case","message":"…","field":"name"}}`.
