@@ -38,7 +38,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost",
-            dependencies: ["RoostAPI", "RoostHTTP", "RoostPlatform"],
+            dependencies: ["RoostAPI", "RoostEngine", "RoostHTTP", "RoostModel", "RoostPlatform", "RoostStorage"],
             swiftSettings: strict),
         .target(name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims"], swiftSettings: strict),
         .target(

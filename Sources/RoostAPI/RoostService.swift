@@ -12,20 +12,21 @@ public final class RoostService: HTTPResponder {
     private let router: Router
     private let clock: any APIClock
     package let registry: Registry
+    package let catalog: Catalog
 
     /// Opens the service over a data directory: loads the catalog
-    /// (`DIR/catalog.json`). Throws when it exists but cannot be read.
-    public convenience init(dataDirectory: String, adminKey: String, shardCount: Int) throws {
+    /// (`DIR/catalog.json`; throws when it exists but cannot be read) and
+    /// serves devices from `registry` (the recovered engine).
+    package convenience init(dataDirectory: String, adminKey: String, registry: Registry) throws {
         let store = CatalogStore(path: dataDirectory + "/catalog.json")
         let clock = SystemClock()
         let catalog = Catalog(state: try store.load(), store: store, clock: clock)
-        self.init(
-            catalog: catalog, adminKey: adminKey, clock: clock,
-            registry: Registry(shardCount: shardCount, log: VolatileLog()))
+        self.init(catalog: catalog, adminKey: adminKey, clock: clock, registry: registry)
     }
 
     package init(catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry) {
         self.registry = registry
+        self.catalog = catalog
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes)
