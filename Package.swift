@@ -51,6 +51,9 @@ let package = Package(
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
+        .testTarget(
+            name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            swiftSettings: strict),
         .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
