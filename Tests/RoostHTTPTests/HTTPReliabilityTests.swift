@@ -6,7 +6,7 @@ import Testing
 @testable import RoostPlatform
 @testable import RoostTesting
 
-extension HTTPLoopbackTests {
+extension HTTPServerTests {
     @Suite("HTTP reliability: 100-continue, header injection, slow clients")
     struct HTTPReliabilityTests {
         @Test("Expect: 100-continue within the limit gets 100 Continue before the body is sent")

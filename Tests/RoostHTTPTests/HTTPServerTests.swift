@@ -73,223 +73,216 @@ func get(_ target: String, _ extra: String = "") -> String {
     "GET \(target) HTTP/1.1\r\nHost: test\r\n\(extra)\r\n"
 }
 
-/// Every suite that runs a server over loopback, one test at a time: their
+/// Serialized, with the streaming and reliability suites nested in it: their
 /// clients block threads, and deferred answers need the task pool's threads.
-@Suite("HTTP over loopback", .serialized)
-struct HTTPLoopbackTests {}
-
-extension HTTPLoopbackTests {
-    @Suite("HTTP server over loopback")
-    struct HTTPServerTests {
-        @Test("keep-alive serves several requests on one connection, HEAD has no body")
-        func keepAlive() throws {
-            try withServer { port, _, _ in
-                let client = try LoopbackConnection(port: port)
-                for index in 0..<3 {
-                    try client.send(get("/k\(index)"))
-                    let response = try client.readResponse()
-                    #expect(response.status == 200)
-                    #expect(response.bodyText == "GET /k\(index) 0")
-                    #expect(response.header("Connection") == "keep-alive")
-                }
-                try client.send("HEAD /h HTTP/1.1\r\nHost: t\r\n\r\n")
-                let head = try client.readResponse(forHead: true)
-                #expect(head.header("Content-Length") == "9")  // the length of "HEAD /h 0"
-                try client.send(
-                    "POST /p HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n"
-                )
-                #expect(try client.readResponse().bodyText == "POST /p 3")
-            }
-        }
-
-        @Test("Connection: close and plain HTTP/1.0 get Connection: close, then the server closes")
-        func connectionClose() throws {
-            try withServer { port, _, _ in
-                for request in [get("/c", "Connection: close\r\n"), "GET /old HTTP/1.0\r\n\r\n"] {
-                    let client = try LoopbackConnection(port: port)
-                    try client.send(request)
-                    let response = try client.readResponse()
-                    #expect(response.status == 200)
-                    #expect(response.header("Connection") == "close")
-                    #expect(client.isClosedByPeer())
-                }
-                let client = try LoopbackConnection(port: port)
-                try client.send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-                #expect(try client.readResponse().header("Connection") == "keep-alive")
-                try client.send("GET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-                #expect(try client.readResponse().bodyText == "GET /b 0")
-            }
-        }
-
-        static let wireRefusals: [(String, Int)] = [
-            (
-                "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
-                400
-            ),
-            ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4, 5\r\n\r\nabcd", 400),
-            ("GET / HTTP/1.1\r\nHost: a\r\nX: one\r\n two\r\n\r\n", 400),
-            ("GET / HTTP/1.1\nHost: a\n\n", 400),
-            ("GET / HTTP/1.1\r\nHost: a\r\nX: a\u{0}b\r\n\r\n", 400),
-            ("GET / HTTP/1.1\r\n\r\n", 400),
-            ("GET /\r\n\r\n", 400),
-            ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", 400),
-            ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501),
-            ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
-            ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000\r\n\r\n", 413),
-            ("GET / HTTP/1.1\r\nHost: a\r\nX: " + String(repeating: "x", count: 17 * 1024) + "\r\n\r\n", 431),
-        ]
-
-        @Test("a refused request gets exactly one error response with Connection: close, and nothing pipelined runs")
-        func refusalsOverTheWire() throws {
-            try withServer { port, responder, _ in
-                for (text, status) in Self.wireRefusals {
-                    let client = try LoopbackConnection(port: port)
-                    try client.send(get("/before") + text + get("/after"))
-                    let first = try client.readResponse()
-                    #expect(first.bodyText == "GET /before 0")
-                    let refusal = try client.readResponse()
-                    #expect(refusal.status == status, "\(text.prefix(60).debugDescription)")
-                    #expect(refusal.header("Connection") == "close")
-                    #expect(refusal.bodyText == "refused")
-                    let rest = try client.readUntilClosed()
-                    #expect(rest.isEmpty, "bytes after the refusal: \(rest.count)")
-                }
-                #expect(!responder.seenTargets.contains("/after"))
-            }
-        }
-
-        @Test("pipelined answers go out in request order even when a later one is ready first")
-        func pipelineOrder() throws {
-            try withServer { port, _, _ in
-                let client = try LoopbackConnection(port: port)
-                try client.send(get("/defer/80") + get("/now") + get("/defer/10") + get("/last"))
-                #expect(try client.readResponse().bodyText == "deferred /defer/80")
-                #expect(try client.readResponse().bodyText == "GET /now 0")
-                #expect(try client.readResponse().bodyText == "deferred /defer/10")
-                #expect(try client.readResponse().bodyText == "GET /last 0")
-            }
-        }
-
-        @Test("at the pipelining cap the connection stops reading until answers drain")
-        func pipelineCap() throws {
-            var limits = HTTPServerLimits()
-            limits.pipelinedRequestsMax = 2
-            try withServer(limits: limits) { port, responder, _ in
-                let client = try LoopbackConnection(port: port)
-                try client.send(get("/hold") + get("/hold") + get("/third"))
-                let deadline = ContinuousClock.now + .seconds(2)
-                while responder.heldCount < 2 && ContinuousClock.now < deadline { sleepBriefly() }
-                sleepBriefly()
-                #expect(!responder.seenTargets.contains("/third"))
-                responder.releaseHeld()
-                #expect(try client.readResponse().bodyText == "held")
-                #expect(try client.readResponse().bodyText == "held")
-                #expect(try client.readResponse().bodyText == "GET /third 0")
-            }
-        }
-
-        @Test("a client sending half a head, half a body, or nothing on keep-alive is closed at its timeout")
-        func timeouts() throws {
-            var limits = HTTPServerLimits()
-            limits.headerReadTimeout = .milliseconds(200)
-            limits.bodyReadTimeout = .milliseconds(200)
-            limits.keepAliveIdleTimeout = .milliseconds(200)
-            try withServer(limits: limits) { port, _, _ in
-                let halfHead = try LoopbackConnection(port: port)
-                try halfHead.send("GET / HTTP/1.1\r\nHo")
-                let halfBody = try LoopbackConnection(port: port)
-                try halfBody.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
-                let idle = try LoopbackConnection(port: port)
-                try idle.send(get("/once"))
-                #expect(try idle.readResponse().status == 200)
-                let start = ContinuousClock.now
-                #expect(halfHead.isClosedByPeer(timeout: .seconds(2)))
-                #expect(halfBody.isClosedByPeer(timeout: .seconds(2)))
-                #expect(idle.isClosedByPeer(timeout: .seconds(2)))
-                let elapsed = ContinuousClock.now - start
-                #expect(elapsed >= .milliseconds(100) && elapsed < .seconds(1), "closed after \(elapsed)")
-            }
-        }
-
-        @Test("with 300 idle connections and one stalled body, a GET elsewhere answers well under 100 ms")
-        func slowClientsCostOnlyTheirConnection() throws {
-            try withServer { port, _, _ in
-                var idle: [LoopbackConnection] = []
-                for _ in 0..<300 { idle.append(try LoopbackConnection(port: port)) }
-                let stalled = try LoopbackConnection(port: port)
-                try stalled.send(
-                    "POST /import HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n"
-                        + String(repeating: "x", count: 500))
-                let client = try LoopbackConnection(port: port)
-                try client.send(get("/warm"))
-                _ = try client.readResponse()
-                let start = ContinuousClock.now
-                try client.send(get("/healthz"))
+@Suite("HTTP server over loopback", .serialized)
+struct HTTPServerTests {
+    @Test("keep-alive serves several requests on one connection, HEAD has no body")
+    func keepAlive() throws {
+        try withServer { port, _, _ in
+            let client = try LoopbackConnection(port: port)
+            for index in 0..<3 {
+                try client.send(get("/k\(index)"))
                 let response = try client.readResponse()
-                let elapsed = ContinuousClock.now - start
                 #expect(response.status == 200)
-                #expect(elapsed < .milliseconds(100), "GET took \(elapsed)")
-                #expect(idle.count == 300)
+                #expect(response.bodyText == "GET /k\(index) 0")
+                #expect(response.header("Connection") == "keep-alive")
             }
+            try client.send("HEAD /h HTTP/1.1\r\nHost: t\r\n\r\n")
+            let head = try client.readResponse(forHead: true)
+            #expect(head.header("Content-Length") == "9")  // the length of "HEAD /h 0"
+            try client.send(
+                "POST /p HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n")
+            #expect(try client.readResponse().bodyText == "POST /p 3")
         }
+    }
 
-        @Test("beyond connectionsMax a connection is accepted and closed, and the server keeps serving")
-        func connectionLimit() throws {
-            var limits = HTTPServerLimits()
-            limits.connectionsMax = 3
-            try withServer(limits: limits) { port, _, server in
-                var open: [LoopbackConnection] = []
-                for index in 0..<3 {
-                    let client = try LoopbackConnection(port: port)
-                    try client.send(get("/open\(index)"))
-                    #expect(try client.readResponse().status == 200)
-                    open.append(client)
-                }
-                let extra = try LoopbackConnection(port: port)
-                #expect(extra.isClosedByPeer(timeout: .seconds(2)))
-                try open[0].send(get("/still"))
-                #expect(try open[0].readResponse().bodyText == "GET /still 0")
-                open[2].close()
-                let deadline = ContinuousClock.now + .seconds(2)
-                while server.openConnections > 2 && ContinuousClock.now < deadline { sleepBriefly() }
-                let replacement = try LoopbackConnection(port: port)
-                try replacement.send(get("/new"))
-                #expect(try replacement.readResponse().bodyText == "GET /new 0")
+    @Test("Connection: close and plain HTTP/1.0 get Connection: close, then the server closes")
+    func connectionClose() throws {
+        try withServer { port, _, _ in
+            for request in [get("/c", "Connection: close\r\n"), "GET /old HTTP/1.0\r\n\r\n"] {
+                let client = try LoopbackConnection(port: port)
+                try client.send(request)
+                let response = try client.readResponse()
+                #expect(response.status == 200)
+                #expect(response.header("Connection") == "close")
+                #expect(client.isClosedByPeer())
             }
+            let client = try LoopbackConnection(port: port)
+            try client.send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try client.readResponse().header("Connection") == "keep-alive")
+            try client.send("GET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try client.readResponse().bodyText == "GET /b 0")
         }
+    }
 
-        @Test("graceful shutdown answers an in-flight deferred request, closes idle connections, then stops")
-        func gracefulShutdown() throws {
-            let responder = TestResponder()
-            let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2)
-            let server = try HTTPServer(configuration: configuration, responder: responder)
-            let port = try server.start()
-            let idle = try LoopbackConnection(port: port)
-            try idle.send(get("/first"))
-            _ = try idle.readResponse()
-            let busy = try LoopbackConnection(port: port)
-            try busy.send(get("/defer/150"))
+    static let wireRefusals: [(String, Int)] = [
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+            400
+        ),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4, 5\r\n\r\nabcd", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: one\r\n two\r\n\r\n", 400),
+        ("GET / HTTP/1.1\nHost: a\n\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: a\u{0}b\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\n\r\n", 400),
+        ("GET /\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501),
+        ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000\r\n\r\n", 413),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX: " + String(repeating: "x", count: 17 * 1024) + "\r\n\r\n", 431),
+    ]
+
+    @Test("a refused request gets exactly one error response with Connection: close, and nothing pipelined runs")
+    func refusalsOverTheWire() throws {
+        try withServer { port, responder, _ in
+            for (text, status) in Self.wireRefusals {
+                let client = try LoopbackConnection(port: port)
+                try client.send(get("/before") + text + get("/after"))
+                let first = try client.readResponse()
+                #expect(first.bodyText == "GET /before 0")
+                let refusal = try client.readResponse()
+                #expect(refusal.status == status, "\(text.prefix(60).debugDescription)")
+                #expect(refusal.header("Connection") == "close")
+                #expect(refusal.bodyText == "refused")
+                let rest = try client.readUntilClosed()
+                #expect(rest.isEmpty, "bytes after the refusal: \(rest.count)")
+            }
+            #expect(!responder.seenTargets.contains("/after"))
+        }
+    }
+
+    @Test("pipelined answers go out in request order even when a later one is ready first")
+    func pipelineOrder() throws {
+        try withServer { port, _, _ in
+            let client = try LoopbackConnection(port: port)
+            try client.send(get("/defer/80") + get("/now") + get("/defer/10") + get("/last"))
+            #expect(try client.readResponse().bodyText == "deferred /defer/80")
+            #expect(try client.readResponse().bodyText == "GET /now 0")
+            #expect(try client.readResponse().bodyText == "deferred /defer/10")
+            #expect(try client.readResponse().bodyText == "GET /last 0")
+        }
+    }
+
+    @Test("at the pipelining cap the connection stops reading until answers drain")
+    func pipelineCap() throws {
+        var limits = HTTPServerLimits()
+        limits.pipelinedRequestsMax = 2
+        try withServer(limits: limits) { port, responder, _ in
+            let client = try LoopbackConnection(port: port)
+            try client.send(get("/hold") + get("/hold") + get("/third"))
             let deadline = ContinuousClock.now + .seconds(2)
-            while !responder.seenTargets.contains("/defer/150") && ContinuousClock.now < deadline { sleepBriefly() }
-            server.beginShutdown()
-            #expect(idle.isClosedByPeer(timeout: .seconds(1)))
-            let answer = try busy.readResponse()
-            #expect(answer.bodyText == "deferred /defer/150")
-            #expect(answer.header("Connection") == "close")
-            busy.close()  // as a client does on Connection: close; the server stops lingering
-            server.waitUntilStopped()
-            #expect(server.openConnections == 0)
-            #expect(throws: LoopbackError.self) { _ = try LoopbackConnection(port: port) }
+            while responder.heldCount < 2 && ContinuousClock.now < deadline { sleepBriefly() }
+            sleepBriefly()
+            #expect(!responder.seenTargets.contains("/third"))
+            responder.releaseHeld()
+            #expect(try client.readResponse().bodyText == "held")
+            #expect(try client.readResponse().bodyText == "held")
+            #expect(try client.readResponse().bodyText == "GET /third 0")
         }
+    }
 
-        @Test("an invalid configuration is refused before anything binds")
-        func invalidConfiguration() {
-            var limits = HTTPServerLimits()
-            limits.connectionsMax = 0
-            let configuration = HTTPServerConfiguration(port: 0, eventLoopCount: 1, limits: limits)
-            #expect(throws: HTTPServerConfigurationError.self) {
-                _ = try HTTPServer(configuration: configuration, responder: TestResponder())
+    @Test("a client sending half a head, half a body, or nothing on keep-alive is closed at its timeout")
+    func timeouts() throws {
+        var limits = HTTPServerLimits()
+        limits.headerReadTimeout = .milliseconds(200)
+        limits.bodyReadTimeout = .milliseconds(200)
+        limits.keepAliveIdleTimeout = .milliseconds(200)
+        try withServer(limits: limits) { port, _, _ in
+            let halfHead = try LoopbackConnection(port: port)
+            try halfHead.send("GET / HTTP/1.1\r\nHo")
+            let halfBody = try LoopbackConnection(port: port)
+            try halfBody.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc")
+            let idle = try LoopbackConnection(port: port)
+            try idle.send(get("/once"))
+            #expect(try idle.readResponse().status == 200)
+            let start = ContinuousClock.now
+            #expect(halfHead.isClosedByPeer(timeout: .seconds(2)))
+            #expect(halfBody.isClosedByPeer(timeout: .seconds(2)))
+            #expect(idle.isClosedByPeer(timeout: .seconds(2)))
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .milliseconds(100) && elapsed < .seconds(1), "closed after \(elapsed)")
+        }
+    }
+
+    @Test("with 300 idle connections and one stalled body, a GET elsewhere answers well under 100 ms")
+    func slowClientsCostOnlyTheirConnection() throws {
+        try withServer { port, _, _ in
+            var idle: [LoopbackConnection] = []
+            for _ in 0..<300 { idle.append(try LoopbackConnection(port: port)) }
+            let stalled = try LoopbackConnection(port: port)
+            try stalled.send(
+                "POST /import HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 500))
+            let client = try LoopbackConnection(port: port)
+            try client.send(get("/warm"))
+            _ = try client.readResponse()
+            let start = ContinuousClock.now
+            try client.send(get("/healthz"))
+            let response = try client.readResponse()
+            let elapsed = ContinuousClock.now - start
+            #expect(response.status == 200)
+            #expect(elapsed < .milliseconds(100), "GET took \(elapsed)")
+            #expect(idle.count == 300)
+        }
+    }
+
+    @Test("beyond connectionsMax a connection is accepted and closed, and the server keeps serving")
+    func connectionLimit() throws {
+        var limits = HTTPServerLimits()
+        limits.connectionsMax = 3
+        try withServer(limits: limits) { port, _, server in
+            var open: [LoopbackConnection] = []
+            for index in 0..<3 {
+                let client = try LoopbackConnection(port: port)
+                try client.send(get("/open\(index)"))
+                #expect(try client.readResponse().status == 200)
+                open.append(client)
             }
+            let extra = try LoopbackConnection(port: port)
+            #expect(extra.isClosedByPeer(timeout: .seconds(2)))
+            try open[0].send(get("/still"))
+            #expect(try open[0].readResponse().bodyText == "GET /still 0")
+            open[2].close()
+            let deadline = ContinuousClock.now + .seconds(2)
+            while server.openConnections > 2 && ContinuousClock.now < deadline { sleepBriefly() }
+            let replacement = try LoopbackConnection(port: port)
+            try replacement.send(get("/new"))
+            #expect(try replacement.readResponse().bodyText == "GET /new 0")
+        }
+    }
+
+    @Test("graceful shutdown answers an in-flight deferred request, closes idle connections, then stops")
+    func gracefulShutdown() throws {
+        let responder = TestResponder()
+        let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2)
+        let server = try HTTPServer(configuration: configuration, responder: responder)
+        let port = try server.start()
+        let idle = try LoopbackConnection(port: port)
+        try idle.send(get("/first"))
+        _ = try idle.readResponse()
+        let busy = try LoopbackConnection(port: port)
+        try busy.send(get("/defer/150"))
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !responder.seenTargets.contains("/defer/150") && ContinuousClock.now < deadline { sleepBriefly() }
+        server.beginShutdown()
+        #expect(idle.isClosedByPeer(timeout: .seconds(1)))
+        let answer = try busy.readResponse()
+        #expect(answer.bodyText == "deferred /defer/150")
+        #expect(answer.header("Connection") == "close")
+        busy.close()  // as a client does on Connection: close; the server stops lingering
+        server.waitUntilStopped()
+        #expect(server.openConnections == 0)
+        #expect(throws: LoopbackError.self) { _ = try LoopbackConnection(port: port) }
+    }
+
+    @Test("an invalid configuration is refused before anything binds")
+    func invalidConfiguration() {
+        var limits = HTTPServerLimits()
+        limits.connectionsMax = 0
+        let configuration = HTTPServerConfiguration(port: 0, eventLoopCount: 1, limits: limits)
+        #expect(throws: HTTPServerConfigurationError.self) {
+            _ = try HTTPServer(configuration: configuration, responder: TestResponder())
         }
     }
 }

@@ -175,7 +175,7 @@ func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) -> Boo
     return true
 }
 
-extension HTTPLoopbackTests {
+extension HTTPServerTests {
     @Suite("HTTP batching hook and streamed responses")
     struct HTTPStreamingTests {
         @Test("a responder that answers everything in endOfBatch serves pipelined requests in order")
