@@ -61,7 +61,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
-            swiftSettings: strict),
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
             swiftSettings: strict),
