@@ -21,11 +21,12 @@ enum RegistryBenchmark {
     static func run(devices: Int, shards: Int) async {
         let registry = Registry(shardCount: shards, log: VolatileLog())
         let apps = (1...shards).map { AppID(UInt32($0)) }
-        let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
         let tags = TagsChange.merge(["plan": .string("pro"), "score": .number(7)])
         let baseline = residentBytes()
 
-        func request(_ number: Int, person: Int, installation: Bool = false, generation: Int = 0) -> RegisterRequest {
+        @Sendable func request(_ number: Int, person: Int, installation: Bool = false, generation: Int = 0)
+            -> RegisterRequest
+        {
             var request = RegisterRequest(token: token(number, generation: generation))
             request.externalID = .set(try! ExternalID("user_\(person)"))
             if installation { request.installationID = try! InstallationID("inst-\(number)") }
@@ -33,16 +34,13 @@ enum RegistryBenchmark {
             return request
         }
 
-        let populate = await measure("populate (new devices)", count: devices, registry: registry) { number in
+        await measure("populate (new devices)", count: devices, registry: registry) { number in
             (apps[number % shards], request(number, person: number))
         }
         let grown = residentBytes() - baseline
         print("memory: \(grown / devices) bytes/device RSS growth at \(devices) devices (\(grown >> 20) MiB)")
-        _ = populate
-        var plain = RegisterRequest(token: token(0, generation: 0))
-        _ = plain
         await measure("re-register known tokens", count: devices, registry: registry) { number in
-            plain = RegisterRequest(token: token(number, generation: 0))
+            var plain = RegisterRequest(token: token(number, generation: 0))
             plain.externalID = .set(try! ExternalID("user_\(number)"))
             return (apps[number % shards], plain)
         }
@@ -60,46 +58,50 @@ enum RegistryBenchmark {
     }
 
     /// Registers `count` requests made by `make` and prints registrations/s.
+    /// `batchesInFlight` submitters each build one batch of requests (so that
+    /// no request list stays resident and skews the memory figure) and hand it
+    /// to the shards, one batch at a time.
     @discardableResult
     static func measure(
-        _ name: String, count: Int, registry: Registry, _ make: (Int) -> (AppID, RegisterRequest)
+        _ name: String, count: Int, registry: Registry,
+        _ make: @escaping @Sendable (Int) -> (AppID, RegisterRequest)
     ) async -> Double {
+        let batchStarts = Array(stride(from: 0, to: count, by: batchSize))
+        let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
         let clock = ContinuousClock()
         let started = clock.now
-        let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
-        var next = 0
         await withTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            while next < count {
-                let end = min(count, next + batchSize)
-                var jobs: [ShardJob] = []
-                jobs.reserveCapacity(end - next)
-                let remaining = Countdown(end - next)
-                let batch = (next..<end).map(make)
-                next = end
-                let jobsDone = await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                    for (app, request) in batch {
-                        jobs.append(
-                            .index(key: IndexKey(app: app, mode: .live), settings: .defaults) { index in
-                                if case .failure(let rejection) = index.register(request, at: now) {
-                                    preconditionFailure("benchmark registration refused: \(rejection)")
-                                }
-                                return JobResult(mutations: []) { _ in if remaining.tick() { done.resume() } }
-                            })
+            for submitter in 0..<batchesInFlight {
+                group.addTask {
+                    for position in stride(from: submitter, to: batchStarts.count, by: batchesInFlight) {
+                        let start = batchStarts[position]
+                        let batch = (start..<min(count, start + batchSize)).map(make)
+                        await submit(batch, to: registry, at: now)
                     }
-                    registry.submit(jobs)
                 }
-                _ = jobsDone
-                inFlight += 1
-                _ = group
             }
-            _ = inFlight
         }
         let elapsed = clock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let rate = Double(count) / seconds
-        print("\(name): \(count) in \(String(format3(seconds))) s = \(Int(rate)) registrations/s")
+        print("\(name): \(count) in \(format3(seconds)) s = \(Int(rate)) registrations/s")
         return rate
+    }
+
+    /// Submits one batch and returns when every job of it has been answered.
+    static func submit(_ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let remaining = Countdown(batch.count)
+            let jobs: [ShardJob] = batch.map { app, request in
+                .index(key: IndexKey(app: app, mode: .live), settings: .defaults) { index in
+                    if case .failure(let rejection) = index.register(request, at: now) {
+                        preconditionFailure("benchmark registration refused: \(rejection)")
+                    }
+                    return JobResult(mutations: []) { _ in if remaining.tick() { done.resume() } }
+                }
+            }
+            registry.submit(jobs)
+        }
     }
 
     /// A 32-byte APNs token unique to (number, generation).
