@@ -156,5 +156,9 @@ func serve(_ arguments: [String]) -> Never {
         writeLine(2, "roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
     }
     engine.close()
+    let counts = engine.log.wal.groupCommitCounts
+    writeLine(
+        2, "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
+            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)")
     exit(0)
 }
