@@ -29,7 +29,9 @@ public final class RoostService: HTTPResponder {
         self.catalog = catalog
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
-        self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes)
+        self.router = Router(
+            [Route(.get, "/healthz", RoostService.health)] + apps.routes
+                + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes)
         self.clock = clock
     }
 
