@@ -158,7 +158,8 @@ func serve(_ arguments: [String]) -> Never {
     engine.close()
     let counts = engine.log.wal.groupCommitCounts
     writeLine(
-        2, "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
+        2,
+        "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
             + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)")
     exit(0)
 }
