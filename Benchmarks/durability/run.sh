@@ -26,7 +26,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 declare -A rates per_sync
 for round in $(seq "$ROUNDS"); do
   for policy in always everysec never; do
-    rm -rf "$work/data"
+    rm -rf "$work/data" "$work/out" "$work/err"
     "$BIN" serve --listen 127.0.0.1:0 --data "$work/data" --fsync "$policy" > "$work/out" 2> "$work/err" &
     pid=$!
     for _ in $(seq 100); do grep -q "listening on" "$work/out" 2>/dev/null && break; sleep 0.1; done

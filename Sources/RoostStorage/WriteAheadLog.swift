@@ -11,9 +11,10 @@ import Synchronization
 /// pending and later append fails, nothing is synced again, and a restart
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
-    /// Called once per `append`, on the I/O thread, with the batch's last LSN
-    /// or the failure. Must not block, and must not call `sync`, `checkpoint`
-    /// or `close` (they wait for the I/O thread: deadlock). `append` is fine.
+    /// Called once per `append`, on the completion thread (in LSN order), with
+    /// the batch's last LSN or the failure. Must not block, and must not call
+    /// `sync`, `checkpoint` or `close` (they wait for that thread: deadlock).
+    /// `append` is fine.
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
 
     struct Shared {
@@ -39,6 +40,13 @@ package final class WriteAheadLog: Sendable {
     let catalog: Mutex<Catalog>
     let segment: Mutex<OpenSegment>
     let thread = Mutex<IOThread?>(nil)
+    /// Completions handed from the I/O thread to the completion thread, in LSN
+    /// order, so that the next write and fdatasync start while the last
+    /// group's answers are rendered and sent.
+    let completionQueue = ConditionLock<
+        (batches: [[(Completion, Result<LogSequenceNumber, StorageError>)]], ioDone: Bool)
+    >(([], false))
+    let completer = Mutex<IOThread?>(nil)
 
     /// Recovers `directory` (creating it when missing) and opens the log for appending.
     /// Throws `.damaged` when the data cannot be recovered exactly (docs/recovery.md).
@@ -102,11 +110,13 @@ package final class WriteAheadLog: Sendable {
         self.segment = Mutex(open)
         let started = IOThread { [self] in self.runIOThread() }
         thread.withLock { $0 = started }
+        let completing = IOThread { [self] in self.runCompletionThread() }
+        completer.withLock { $0 = completing }
     }
 
     /// Appends `payloads` (opaque bytes, one record each) and returns their
     /// LSNs, consecutive and after every earlier append from any thread.
-    /// `completion` runs later on the I/O thread: after the covering fdatasync
+    /// `completion` runs later on the completion thread: after the covering fdatasync
     /// (always) or the write (everysec, never). Throws at once, without calling
     /// `completion`, when the log is failed or closed or a payload is too large.
     @discardableResult
@@ -166,6 +176,12 @@ package final class WriteAheadLog: Sendable {
             return current
         }
         running?.join()
+        completionQueue.withLockSignalling { $0.ioDone = true }
+        let completing = completer.withLock { current -> IOThread? in
+            defer { current = nil }
+            return current
+        }
+        completing?.join()
         segment.withLock { $0.close() }
     }
 
@@ -192,7 +208,26 @@ package final class WriteAheadLog: Sendable {
                     return state.machine.ioFailed(.io(error))
                 }
             }
-            for (completion, result) in completions { completion(result) }
+            if !completions.isEmpty { completionQueue.withLockSignalling { $0.batches.append(completions) } }
+        }
+    }
+
+    /// The completion thread: runs the completions of each group, in order,
+    /// until the I/O thread has stopped and nothing is left.
+    func runCompletionThread() {
+        while true {
+            let batches = completionQueue.waitFor {
+                state -> (result: [[(Completion, Result<LogSequenceNumber, StorageError>)]]?, deadline: UInt64?) in
+                if !state.batches.isEmpty {
+                    defer { state.batches.removeAll(keepingCapacity: true) }
+                    return (state.batches, nil)
+                }
+                return (state.ioDone ? [] : nil, nil)
+            }
+            if batches.isEmpty { return }
+            for batch in batches {
+                for (completion, result) in batch { completion(result) }
+            }
         }
     }
 
