@@ -14,21 +14,34 @@ public final class RoostService: HTTPResponder {
     package let registry: Registry
 
     /// Opens the service over a data directory: loads the catalog
-    /// (`DIR/catalog.json`). Throws when it exists but cannot be read.
+    /// (`DIR/catalog.json`) and the identity signing keys
+    /// (`DIR/identity-keys.json`, created on first start). Throws when either
+    /// exists but cannot be read.
     public convenience init(dataDirectory: String, adminKey: String, shardCount: Int) throws {
         let store = CatalogStore(path: dataDirectory + "/catalog.json")
         let clock = SystemClock()
         let catalog = Catalog(state: try store.load(), store: store, clock: clock)
+        let identityKeys = try IdentityKeyStore.open(
+            path: dataDirectory + "/identity-keys.json", now: clock.wallMilliseconds())
         self.init(
             catalog: catalog, adminKey: adminKey, clock: clock,
-            registry: Registry(shardCount: shardCount, log: VolatileLog()))
+            registry: Registry(shardCount: shardCount, log: VolatileLog()), identityKeys: identityKeys)
     }
 
-    package init(catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry) {
+    /// `identityKeys` nil keeps fresh signing keys in memory (tests).
+    package init(
+        catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
+        identityKeys: IdentityKeyStore? = nil
+    ) {
         self.registry = registry
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
-        self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes)
+        let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
+        let compat =
+            BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
+            + NativeNotifyRoutes(catalog: catalog).routes
+            + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
+        self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes + compat)
         self.clock = clock
     }
 
