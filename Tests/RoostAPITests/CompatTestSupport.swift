@@ -1,0 +1,106 @@
+import RoostEngine
+import RoostHTTP
+import RoostJSON
+import RoostModel
+import Synchronization
+
+@testable import RoostAPI
+
+/// A log whose appends fail while `failing` is set: the 503 path.
+final class SwitchableLog: MutationLog {
+    let failing = Mutex(false)
+
+    func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
+        completion(!failing.withLock { $0 })
+    }
+}
+
+extension Harness {
+    /// A harness over a given log and identity key store.
+    init(log: any MutationLog, identityKeys: IdentityKeyStore? = nil) {
+        clock = ManualClock()
+        catalog = Catalog(state: CatalogState(), store: nil, clock: clock)
+        service = RoostService(
+            catalog: catalog, adminKey: Harness.adminKey, clock: clock,
+            registry: Registry(shardCount: 2, log: log), identityKeys: identityKeys)
+    }
+
+    /// Runs `body` on an app's index through the engine (set-up and inspection
+    /// of state the compatibility routes do not show).
+    func withIndex<Value: Sendable>(
+        app: Int, mode: AppMode = .live,
+        _ body: @escaping @Sendable (inout AppIndex, Timestamp) -> (Value, [Mutation])
+    ) async throws -> Value {
+        let now = Timestamp(millisecondsSinceEpoch: clock.wallMilliseconds())
+        let settings = catalog.app(AppID(UInt32(app)))?.settings ?? .defaults
+        let value = await service.registry.perform(IndexKey(app: AppID(UInt32(app)), mode: mode), settings: settings) {
+            index in
+            let (value, mutations) = body(&index, now)
+            return (value: value, mutations: mutations)
+        }
+        guard let value else { throw HarnessError(message: "the log refused a set-up write") }
+        return value
+    }
+
+    /// Stores APNs credential metadata for (bundle, environment) in live mode.
+    func putCredential(app: Int, bundle: String = "com.example.app", environment: APNsEnvironment = .production)
+        async throws
+    {
+        let credential = try APNsCredential(
+            key: CredentialKey(bundleID: try BundleID(bundle), environment: environment), teamID: "TEAM1",
+            keyID: "KEY1")
+        try await withIndex(app: app) { index, _ in ((), index.putCredential(credential)) }
+    }
+
+    /// Makes a person known (what `PUT /v1/people/{external_id}` does).
+    func putPerson(app: Int, _ externalID: String, mode: AppMode = .live) async throws {
+        let id = try ExternalID(externalID)
+        try await withIndex(app: app, mode: mode) { index, now in ((), index.putPerson(id, at: now).mutations) }
+    }
+
+    func device(app: Int, mode: AppMode = .live, installation: String) async throws -> Device? {
+        let id = try InstallationID(installation)
+        return try await withIndex(app: app, mode: mode) { index, _ in (index.device(installation: id), []) }
+    }
+
+    func device(app: Int, mode: AppMode = .live, token: String, platform: Platform = .ios) async throws -> Device? {
+        let parsed = try PushToken(parsing: token, platform: platform)
+        return try await withIndex(app: app, mode: mode) { index, _ in (index.device(token: parsed), []) }
+    }
+
+    func person(app: Int, mode: AppMode = .live, _ externalID: String) async throws -> PersonDevices? {
+        let id = try ExternalID(externalID)
+        return try await withIndex(app: app, mode: mode) { index, _ in (index.person(id), []) }
+    }
+
+    func stats(app: Int, mode: AppMode = .live) async throws -> RegistryStats {
+        try await withIndex(app: app, mode: mode) { index, _ in (index.stats(), []) }
+    }
+
+    /// Applies provider feedback ("Apple reported gone") to a token's device.
+    func reportGone(app: Int, token: String, platform: Platform = .ios) async throws {
+        let parsed = try PushToken(parsing: token, platform: platform)
+        let reason = try InvalidationReason("Unregistered")
+        try await withIndex(app: app) { index, now in
+            ((), index.invalidate(token: parsed, reason: reason, reportedAt: nil, at: now).mutations)
+        }
+    }
+}
+
+/// Deterministic tokens: `apnsToken(7)` is 64 hex digits, `fcmToken(7)` 40 URL-safe characters.
+func apnsToken(_ seed: Int) -> String {
+    let hex = String(seed, radix: 16)
+    return String(repeating: "0", count: 64 - hex.count) + hex
+}
+
+func fcmToken(_ seed: Int) -> String {
+    let text = "fcm-\(seed):"
+    return text + String(repeating: "A", count: 40 - text.count)
+}
+
+extension Answer {
+    var text: String { String(decoding: body, as: UTF8.self) }
+
+    /// The member names of a JSON object answer, sorted.
+    var keys: [String] { json?.objectMembers?.map(\.key).sorted() ?? [] }
+}
