@@ -7,8 +7,13 @@ BUILD_FLAGS  := --explicit-target-dependency-import-check=error
 LISTEN       ?= 127.0.0.1:8080
 DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := .build/fuzz
+# The parser and what it needs, nothing that touches sockets (no RoostPlatform).
+FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
+  HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test deps build release lint format bench-http clean
+.PHONY: serve test deps build release lint format bench-http bench-durability bench-registry soak fuzz-http clean
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -48,6 +53,32 @@ test: deps lint
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
 	Benchmarks/http/run.sh $(BENCH_SECONDS)
+
+## Registrations/s through HTTP per --fsync policy, records per fdatasync. Needs wrk.
+bench-durability: release
+	Benchmarks/durability/run.sh $(BENCH_SECONDS)
+
+## In-process registrations/s through the Registry and RSS bytes per device.
+BENCH_DEVICES ?= 1000000
+bench-registry: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry $(BENCH_DEVICES) 1
+
+## Long crash soak: $(SOAK_CYCLES) kill -9 cycles of the real binary (make test runs 20).
+SOAK_CYCLES ?= 200
+soak: deps
+	$(SWIFT) build $(BUILD_FLAGS) --build-tests
+	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --filter CrashRecoveryTests
+
+## libFuzzer over the HTTP parser for $(FUZZ_SECONDS) s (not part of `make test`).
+## A crash input lands in $(FUZZ_DIR)/artifacts/; commit it to Tests/RoostHTTPTests/FuzzCorpus/.
+fuzz-http:
+	mkdir -p $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/artifacts
+	swiftc -parse-as-library -sanitize=fuzzer,address -O -g -use-ld=lld -package-name Roost \
+	  -module-name HTTPParserFuzz $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http-parser
+	SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/http-parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-http Fuzz/HTTPParserFuzz/seeds \
+	  Tests/RoostHTTPTests/FuzzCorpus
 
 clean:
 	rm -rf .build

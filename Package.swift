@@ -38,7 +38,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost",
-            dependencies: ["RoostAPI", "RoostHTTP", "RoostPlatform"],
+            dependencies: ["RoostAPI", "RoostEngine", "RoostHTTP", "RoostModel", "RoostPlatform", "RoostStorage"],
             swiftSettings: strict),
         .target(name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims"], swiftSettings: strict),
         .target(
@@ -51,6 +51,9 @@ let package = Package(
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
+        .testTarget(
+            name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            swiftSettings: strict),
         .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
@@ -58,7 +61,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
-            swiftSettings: strict),
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
             swiftSettings: strict),

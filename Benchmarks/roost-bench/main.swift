@@ -35,6 +35,12 @@ if arguments.count >= 2 && arguments[1] == "http-serve" {
     server.waitUntilStopped()
 } else if arguments.count >= 2 && arguments[1] == "api-micro" {
     await APIMicroBenchmark.run(iterations: arguments.count >= 3 ? Int(arguments[2]) ?? 200_000 : 200_000)
+} else if arguments.count >= 2 && arguments[1] == "registry" {
+    await RegistryBenchmark.run(
+        devices: arguments.count >= 3 ? Int(arguments[2]) ?? 1_000_000 : 1_000_000,
+        shards: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
 } else {
-    print("roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations])")
+    print(
+        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards])"
+    )
 }

@@ -12,20 +12,20 @@ public final class RoostService: HTTPResponder {
     private let router: Router
     private let clock: any APIClock
     package let registry: Registry
+    package let catalog: Catalog
 
     /// Opens the service over a data directory: loads the catalog
-    /// (`DIR/catalog.json`) and the identity signing keys
-    /// (`DIR/identity-keys.json`, created on first start). Throws when either
-    /// exists but cannot be read.
-    public convenience init(dataDirectory: String, adminKey: String, shardCount: Int) throws {
+    /// (`DIR/catalog.json`; throws when it exists but cannot be read) and the
+    /// identity signing keys (`DIR/identity-keys.json`, created on first start),
+    /// and serves devices from `registry` (the recovered engine).
+    package convenience init(dataDirectory: String, adminKey: String, registry: Registry) throws {
         let store = CatalogStore(path: dataDirectory + "/catalog.json")
         let clock = SystemClock()
         let catalog = Catalog(state: try store.load(), store: store, clock: clock)
         let identityKeys = try IdentityKeyStore.open(
             path: dataDirectory + "/identity-keys.json", now: clock.wallMilliseconds())
         self.init(
-            catalog: catalog, adminKey: adminKey, clock: clock,
-            registry: Registry(shardCount: shardCount, log: VolatileLog()), identityKeys: identityKeys)
+            catalog: catalog, adminKey: adminKey, clock: clock, registry: registry, identityKeys: identityKeys)
     }
 
     /// `identityKeys` nil keeps fresh signing keys in memory (tests).
@@ -34,6 +34,7 @@ public final class RoostService: HTTPResponder {
         identityKeys: IdentityKeyStore? = nil
     ) {
         self.registry = registry
+        self.catalog = catalog
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
@@ -41,7 +42,9 @@ public final class RoostService: HTTPResponder {
             BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
             + NativeNotifyRoutes(catalog: catalog).routes
             + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
-        self.router = Router([Route(.get, "/healthz", RoostService.health)] + apps.routes + compat)
+        self.router = Router(
+            [Route(.get, "/healthz", RoostService.health)] + apps.routes
+                + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes + compat)
         self.clock = clock
     }
 

@@ -9,6 +9,10 @@ package final class Registry: Sendable {
         shardSet = ShardSet(shardCount: shardCount, log: log)
     }
 
+    package init(shardSet: ShardSet) {
+        self.shardSet = shardSet
+    }
+
     /// Queues jobs; answers come back through each job's `deliver`.
     package func submit(_ jobs: [ShardJob]) {
         shardSet.submit(jobs)

@@ -1,22 +1,26 @@
 import RoostModel
-import Synchronization
 
 /// A shard: the indexes of the apps hashed to it. Every job runs in one turn
 /// of this actor, so each identity rule is checked and applied with no lock
 /// and no other shard involved.
 package actor Shard {
+    /// Devices per snapshot slice: one slice is one short actor turn.
+    package static let snapshotSliceDevices = 4096
+
     package let number: Int
-    private var indexes: [IndexKey: AppIndex] = [:]
+    private var table: IndexTable
     private let log: any MutationLog
 
-    package init(number: Int, log: any MutationLog) {
+    package init(number: Int, log: any MutationLog, table: IndexTable = IndexTable()) {
         self.number = number
         self.log = log
+        self.table = table
     }
 
     /// Runs jobs in order and appends their records to the log in one append,
     /// so one fsync covers the whole batch. Answers go out from the log's
-    /// completion, never before.
+    /// completion, never before. Mutations are applied in memory before their
+    /// records are appended, within this turn (what a fuzzy snapshot needs).
     package func run(_ jobs: [ShardJob]) {
         var records: [[UInt8]] = []
         var deliveries: [@Sendable (Bool) -> Void] = []
@@ -24,30 +28,20 @@ package actor Shard {
         for job in jobs {
             switch job {
             case .index(let key, let settings, let work):
-                if indexes[key] == nil {
-                    indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: settings)
-                    // Replay creates indexes with the defaults: log other settings so
-                    // that a recovered index behaves as this one does.
-                    if settings != .defaults {
-                        records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
-                    }
+                // Replay creates indexes with the defaults: log other settings so
+                // that a recovered index behaves as this one does.
+                if table.ensure(key, settings: settings) && settings != .defaults {
+                    records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
                 }
-                // `&indexes[key]!` mutates in place: no copy of the index.
-                let result = work(&indexes[key]!)
+                guard let result = table.withIndex(key, work) else { preconditionFailure("index \(key) vanished") }
                 for mutation in result.mutations {
                     records.append(EngineRecord.mutation(key, mutation).encoded())
                 }
                 deliveries.append(result.deliver)
             case .removeApp(let app, let deliver):
-                var removed = 0
-                for mode in AppMode.allCases {
-                    if let index = indexes.removeValue(forKey: IndexKey(app: app, mode: mode)) {
-                        removed += index.stats().devices
-                    }
-                }
+                let removed = table.removeApp(app)
                 records.append(EngineRecord.appRemoved(app).encoded())
-                let devicesRemoved = removed
-                deliveries.append { durable in deliver(devicesRemoved, durable) }
+                deliveries.append { durable in deliver(removed, durable) }
             }
         }
         let answers = deliveries
@@ -56,37 +50,41 @@ package actor Shard {
         }
     }
 
-    /// Applies a record read back from the log or a snapshot (recovery only).
-    package func replay(_ record: EngineRecord) throws(ReplayError) {
-        switch record {
-        case .mutation(let key, let mutation):
-            if indexes[key] == nil { indexes[key] = AppIndex(appID: key.app, mode: key.mode) }
-            do {
-                try indexes[key]!.apply(mutation)
-            } catch {
-                throw ReplayError(key: key, reason: "\(error)")
-            }
-        case .appRemoved(let app):
-            for mode in AppMode.allCases { indexes[IndexKey(app: app, mode: mode)] = nil }
-        }
+    // MARK: - Snapshot slices (read-only, not logged)
+
+    /// Returns the keys this shard holds data for, sorted.
+    package func keys() -> [IndexKey] { table.sortedKeys }
+
+    /// Returns the non-device records of one index (settings, credentials,
+    /// people), or nothing when the app is gone.
+    package func snapshotHeader(_ key: IndexKey) -> [[UInt8]] {
+        table.withIndex(key) { index in
+            index.snapshotHeader().map { EngineRecord.mutation(key, $0).encoded() }
+        } ?? []
     }
 
-    /// Returns the keys this shard holds data for, sorted (snapshots, tests).
-    package func keys() -> [IndexKey] {
-        indexes.keys.sorted { ($0.app, $0.mode.rawValue) < ($1.app, $1.mode.rawValue) }
+    /// Returns one slice of an index's devices and where to continue (nil: done).
+    package func snapshotDevices(_ key: IndexKey, afterSequence: UInt64) -> (records: [[UInt8]], next: UInt64?) {
+        table.withIndex(key) { index in
+            let slice = index.snapshotDevices(afterSequence: afterSequence, limit: Shard.snapshotSliceDevices)
+            return (slice.mutations.map { EngineRecord.mutation(key, $0).encoded() }, slice.next)
+        } ?? ([], nil)
     }
 
-    /// Runs a read-only closure over one index without logging (snapshots and
-    /// tests); nil when the key holds no data.
-    package func read<Result: Sendable>(_ key: IndexKey, _ body: (borrowing AppIndex) -> Result) -> Result? {
-        guard let index = indexes[key] else { return nil }
-        return body(index)
+    /// Returns the record that keeps deleted device ids from being reused.
+    package func snapshotSequenceFloor(_ key: IndexKey) -> [[UInt8]] {
+        table.withIndex(key) { index in
+            [EngineRecord.mutation(key, .deviceSequenceFloor(index.nextDeviceSequence)).encoded()]
+        } ?? []
     }
-}
 
-/// A logged record that does not apply to the state it follows: recovery stops.
-package struct ReplayError: Error, CustomStringConvertible {
-    package var key: IndexKey
-    package var reason: String
-    package var description: String { "replaying a record for \(key) failed: \(reason)" }
+    /// Returns the number of devices this shard holds (snapshot pre-sizing).
+    package func deviceCount() -> Int {
+        table.indexes.values.reduce(0) { $0 + $1.stats().devices }
+    }
+
+    /// Runs a read-only closure over one index (tests and tools).
+    package func read<Result: Sendable>(_ key: IndexKey, _ body: (AppIndex) -> Result) -> Result? {
+        table.indexes[key].map(body)
+    }
 }

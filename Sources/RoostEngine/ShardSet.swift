@@ -12,18 +12,25 @@ package final class ShardSet: Sendable {
     package let shards: [Shard]
     private let mailboxes: [Mailbox]
 
-    package init(shardCount: Int, log: any MutationLog) {
+    /// Creates the shards, each with the indexes recovery built for it (or none).
+    package init(shardCount: Int, log: any MutationLog, tables: [IndexTable]? = nil) {
         precondition(shardCount >= 1 && shardCount <= 256, "shard count \(shardCount) out of 1...256")
-        shards = (0..<shardCount).map { Shard(number: $0, log: log) }
+        precondition(tables == nil || tables?.count == shardCount, "one recovered table per shard")
+        shards = (0..<shardCount).map { Shard(number: $0, log: log, table: tables?[$0] ?? IndexTable()) }
         mailboxes = (0..<shardCount).map { _ in Mailbox() }
     }
 
-    /// Returns the shard that owns `app`: a stable hash, so the same app lands
-    /// on the same shard in every run with the same shard count.
+    /// Returns the shard that owns `app`.
     package func shardNumber(for app: AppID) -> Int {
+        ShardSet.shardNumber(for: app, shardCount: shards.count)
+    }
+
+    /// Returns the shard that owns `app` among `shardCount`: a stable hash, so
+    /// the same app lands on the same shard in every run with the same count.
+    package static func shardNumber(for app: AppID, shardCount: Int) -> Int {
         var hash = UInt64(app.rawValue) &* 0x9E37_79B9_7F4A_7C15
         hash ^= hash >> 32
-        return Int(hash % UInt64(shards.count))
+        return Int(hash % UInt64(shardCount))
     }
 
     /// Queues one job; it runs after every job queued before it for that shard.

@@ -36,7 +36,27 @@ enum Bytes {
 
     /// Returns true when every byte of `bytes` is zero. O(n).
     static func allZero(_ bytes: ArraySlice<UInt8>) -> Bool {
-        bytes.allSatisfy { $0 == 0 }
+        firstNonZero(bytes) == nil
+    }
+
+    /// Returns the index of the first nonzero byte, or nil. Scans eight bytes
+    /// at a time: recovery checks the whole preallocated tail of a segment
+    /// (up to 64 MiB of zeros), and a byte loop made start-up slow.
+    static func firstNonZero(_ bytes: ArraySlice<UInt8>) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer -> Int? in
+            guard let base = buffer.baseAddress else { return nil }
+            let raw = UnsafeRawPointer(base)
+            var offset = 0
+            while offset + 8 <= buffer.count {
+                if raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self) != 0 { break }
+                offset += 8
+            }
+            while offset < buffer.count {
+                if buffer[offset] != 0 { return bytes.startIndex + offset }
+                offset += 1
+            }
+            return nil
+        }
     }
 
     /// Returns `count` rounded up to a multiple of 8.

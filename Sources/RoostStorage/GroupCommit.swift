@@ -65,6 +65,9 @@ package struct GroupCommit<Waiter> {
     package private(set) var failure: StorageError?
     package private(set) var closing = false
     package private(set) var ioInFlight = false
+    /// Records appended and fdatasyncs performed since open (group-commit figures).
+    package private(set) var recordsAppended: UInt64 = 0
+    package private(set) var syncsPerformed: UInt64 = 0
     /// Where the next encoded byte goes in the segment that will be open then.
     private var segmentOffset: Int
     private var chunks: [Chunk] = []
@@ -122,6 +125,7 @@ package struct GroupCommit<Waiter> {
             nextLSN = nextLSN.advanced(by: 1)
         }
         let last = LogSequenceNumber(nextLSN.rawValue - 1)
+        recordsAppended += UInt64(payloads.count)
         waiters.append(Pending(lsn: last, needsSync: policy == .always, waiter: waiter))
         return .success(first...last)
     }
@@ -202,6 +206,7 @@ package struct GroupCommit<Waiter> {
         ioInFlight = false
         writtenLSN = plan.writtenThrough
         if plan.syncs {
+            syncsPerformed += 1
             syncedLSN = plan.writtenThrough
             unsyncedSinceNanoseconds = nil
         } else if writtenLSN > syncedLSN && unsyncedSinceNanoseconds == nil {

@@ -166,7 +166,7 @@ extension SegmentFormat {
                 expected = expected.advanced(by: 1)
                 offset += span
             case .endOfRecords:
-                if let stray = bytes[offset...].firstIndex(where: { $0 != 0 }) {
+                if let stray = Bytes.firstNonZero(bytes[offset...]) {
                     let damage = Damage(
                         file: path, offset: stray, reason: "nonzero byte in the zero space after the last record")
                     result.end = .damaged(damage, laterRecordFound: laterRecordExists(bytes, after: offset, expected))

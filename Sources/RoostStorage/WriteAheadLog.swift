@@ -136,6 +136,12 @@ package final class WriteAheadLog: Sendable {
     /// The last LSN known to be on disk (fdatasync returned).
     package var durableLSN: LogSequenceNumber { shared.withLock { $0.machine.syncedLSN } }
 
+    /// Records appended and fdatasyncs performed since open: records per
+    /// fdatasync is group commit's figure of merit.
+    package var groupCommitCounts: (records: UInt64, syncs: UInt64) {
+        shared.withLock { ($0.machine.recordsAppended, $0.machine.syncsPerformed) }
+    }
+
     /// The failure that stopped the log, or nil while it accepts writes.
     package var failure: StorageError? { shared.withLock { $0.machine.failure } }
 

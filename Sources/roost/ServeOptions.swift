@@ -1,11 +1,8 @@
 import RoostHTTP
+import RoostStorage
 
 /// The parsed flags of `roost serve`, with the defaults of spec §1.
 struct ServeOptions {
-    enum FsyncPolicy: String {
-        case always, everysec, never
-    }
-
     /// The most shards a server runs; more than a few per core only adds hops.
     static let shardsMax = 256
 
@@ -15,6 +12,8 @@ struct ServeOptions {
     var fsync = FsyncPolicy.always
     var shards: Int
     var limits = HTTPServerLimits()
+    /// Log growth that triggers a snapshot (`--snapshot-log-bytes`).
+    var snapshotLogBytes = 256 * 1024 * 1024
     var eventLoops: Int
 
     var httpConfiguration: HTTPServerConfiguration {
@@ -60,6 +59,8 @@ struct ServeOptions {
                 options.fsync = policy
             case "--shards":
                 options.shards = try positive(flag, max: shardsMax)
+            case "--snapshot-log-bytes":
+                options.snapshotLogBytes = try positive(flag, max: Int(Int32.max) * 16)
             case "--max-connections":
                 options.limits.connectionsMax = try positive(flag, max: 1_000_000)
             case "--header-timeout-ms":

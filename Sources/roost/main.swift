@@ -1,14 +1,22 @@
+import Dispatch
 import Glibc
 import RoostAPI
+import RoostEngine
 import RoostHTTP
+import RoostModel
 import RoostPlatform
+import RoostStorage
 
-/// `roost serve` (spec §1). Prints exactly one line to stdout,
-/// `listening on HOST:PORT`, once it serves; everything else goes to stderr.
+/// `roost serve` (spec §1) and `roost wal verify|dump DIR`. `serve` prints
+/// exactly one line to stdout, `listening on HOST:PORT`, once it serves;
+/// everything else goes to stderr.
 
 let usage = """
     usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                        [--max-connections N] [--header-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
+                       [--snapshot-log-bytes N]
+           roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 ok, 1 damaged, 2 error)
+           roost wal dump DIR       one line per record, payloads cut to 16 bytes
     """
 
 /// Writes a line to a descriptor with one write call (stdio's globals are not
@@ -18,49 +26,140 @@ func writeLine(_ fd: Int32, _ text: String) {
     try? DurableFile.writeAll(fd: fd, bytes: bytes, subject: fd == 1 ? "stdout" : "stderr")
 }
 
-func fail(_ message: String) -> Never {
+func fail(_ message: String, code: Int32 = 2) -> Never {
     writeLine(2, "roost: \(message)")
-    exit(2)
+    exit(code)
 }
 
-var arguments = CommandLine.arguments.dropFirst()
-guard arguments.first == "serve" else { fail(usage) }
-arguments = arguments.dropFirst()
-
-var options: ServeOptions
-do {
-    options = try ServeOptions.parse(Array(arguments), coreCount: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-} catch {
-    fail("\(error)\n\(usage)")
-}
-
-// Signals: SIGPIPE is ignored (a peer closing mid-write is an error code, not a
-// death); SIGTERM and SIGINT are blocked in every thread and taken by sigwait below.
+// Signals, before any thread exists so that every thread inherits the mask:
+// SIGPIPE is ignored (a peer closing mid-write is an error code, not a death);
+// SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the main
+// thread. The main thread stays synchronous (no top-level await): an async
+// main hands the main thread to Dispatch, which unblocks signals.
 signal(SIGPIPE, SIG_IGN)
-var shutdownSignals = sigset_t()
-sigemptyset(&shutdownSignals)
-sigaddset(&shutdownSignals, SIGTERM)
-sigaddset(&shutdownSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &shutdownSignals, nil)
+var blockedSignals = sigset_t()
+sigemptyset(&blockedSignals)
+sigaddset(&blockedSignals, SIGTERM)
+sigaddset(&blockedSignals, SIGINT)
+pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
-let server: HTTPServer
-do {
-    try DurableFile.createDirectory(path: options.dataDirectory)
-    let admin = try AdminKey.resolve(
-        environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) }, dataDirectory: options.dataDirectory)
-    if let path = admin.filePath { writeLine(2, "roost: admin key in \(path)") }
-    let service = try RoostService(
-        dataDirectory: options.dataDirectory, adminKey: admin.key, shardCount: options.shards)
-    server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
-    let port = try server.start()
-    writeLine(1, "listening on \(options.host):\(port)")
-} catch {
-    fail("cannot start: \(error)")
+/// Runs async work to completion from the synchronous main thread.
+func blocking<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) -> Value {
+    let done = DispatchSemaphore(value: 0)
+    let result = ResultBox<Value>()
+    Task.detached {
+        result.value = await body()
+        done.signal()
+    }
+    done.wait()
+    return result.value!
 }
 
-var received: Int32 = 0
-sigwait(&shutdownSignals, &received)
-writeLine(2, "roost: signal \(received), draining")
-server.beginShutdown()
-server.waitUntilStopped()
-exit(0)
+/// Carries a value from a task to the thread waiting on the semaphore; the
+/// semaphore orders the write before the read.
+final class ResultBox<Value: Sendable>: @unchecked Sendable {
+    var value: Value?
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch arguments.first {
+case "serve":
+    serve(Array(arguments.dropFirst()))
+case "wal":
+    walTool(Array(arguments.dropFirst()))
+default:
+    fail(usage)
+}
+
+func walTool(_ arguments: [String]) -> Never {
+    guard arguments.count == 2, ["verify", "dump"].contains(arguments[0]) else { fail(usage) }
+    let directory = arguments[1]
+    do {
+        if arguments[0] == "verify" {
+            let report = try WALTool.verify(directory: directory, options: StorageOptions())
+            for line in report.lines { writeLine(1, line) }
+            exit(report.exitCode)
+        }
+        try WALTool.dump(directory: directory, options: StorageOptions()) { writeLine(1, $0) }
+        exit(0)
+    } catch {
+        fail("\(error)")
+    }
+}
+
+func serve(_ arguments: [String]) -> Never {
+    let options: ServeOptions
+    do {
+        options = try ServeOptions.parse(arguments, coreCount: PlatformThread.onlineProcessorCount)
+    } catch {
+        fail("\(error)\n\(usage)")
+    }
+
+    let server: HTTPServer
+    let engine: DurableEngine
+    do {
+        try DurableFile.createDirectory(path: options.dataDirectory)
+        let admin = try AdminKey.resolve(
+            environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
+            dataDirectory: options.dataDirectory)
+        if let path = admin.filePath { writeLine(2, "roost: admin key in \(path)") }
+        let (opened, report) = try DurableEngine.open(
+            directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards)
+        engine = opened
+        for note in report.notes { writeLine(2, "roost: recovery: \(note)") }
+        writeLine(
+            2,
+            "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
+                + "recovery.log_records=\(report.logRecords)")
+        let service = try RoostService(
+            dataDirectory: options.dataDirectory, adminKey: admin.key, registry: engine.registry)
+        // Apps deleted from the catalog whose removal record did not reach the
+        // log before a crash: drop their data now, before anything is served.
+        let known = Set(service.catalog.apps().map(\.id))
+        let registry = engine.registry
+        blocking {
+            for shard in registry.shardSet.shards {
+                for key in await shard.keys() where !known.contains(key.app) {
+                    _ = await registry.removeApp(key.app)
+                }
+            }
+        }
+        server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
+        let port = try server.start()
+        writeLine(1, "listening on \(options.host):\(port)")
+    } catch {
+        fail("cannot start: \(error)")
+    }
+
+    let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes)
+
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGTERM)
+    sigaddset(&signals, SIGINT)
+    var received: Int32 = 0
+    sigwait(&signals, &received)
+    writeLine(2, "roost: signal \(received), draining")
+    server.beginShutdown()
+    server.waitUntilStopped()
+    let finalEngine = engine
+    let snapshotError = blocking { () async -> String? in
+        await snapshots.stop()
+        do {
+            _ = try await finalEngine.snapshot()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+    if let snapshotError {
+        writeLine(2, "roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
+    }
+    engine.close()
+    let counts = engine.log.wal.groupCommitCounts
+    writeLine(
+        2,
+        "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
+            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)")
+    exit(0)
+}

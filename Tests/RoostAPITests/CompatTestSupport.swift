@@ -87,20 +87,7 @@ extension Harness {
     }
 }
 
-/// Deterministic tokens: `apnsToken(7)` is 64 hex digits, `fcmToken(7)` 40 URL-safe characters.
-func apnsToken(_ seed: Int) -> String {
-    let hex = String(seed, radix: 16)
-    return String(repeating: "0", count: 64 - hex.count) + hex
-}
-
-func fcmToken(_ seed: Int) -> String {
-    let text = "fcm-\(seed):"
-    return text + String(repeating: "A", count: 40 - text.count)
-}
-
 extension Answer {
-    var text: String { String(decoding: body, as: UTF8.self) }
-
     /// The member names of a JSON object answer, sorted.
     var keys: [String] { json?.objectMembers?.map(\.key).sorted() ?? [] }
 }

@@ -129,6 +129,38 @@ struct HTTPParserTests {
         ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
         ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
         ("GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505),
+        // Gaps of the RELIABILITY.md framing corpus, one line each.
+        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),  // the HTTP/2 connection preface
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4 5\r\n\r\nabcd", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x4\r\n\r\nabcd", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 4, 4\r\n\r\nabcd", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", 400),
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400
+        ),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\n\tX: folded\r\n\r\n", 400),
+        ("GET /a\u{0}b HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nX\u{0}Y: 1\r\n\r\n", 400),
+        ("\u{0}GET / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;a=\u{0}\r\nabc\r\n0\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\rabc\r\n0\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: 1\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: \u{0}\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n T: 1\r\n\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n", 400),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\n", 413),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n 5\r\nhello\r\n0\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\r\nHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\n\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a, b\r\nHost: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nhost: a\r\nHOST: a\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue, x\r\n\r\n", 417),
+        ("POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 417),
+        ("POST / HTTP/1.1\r\nHost: a\r\nExpect:\r\nContent-Length: 1\r\n\r\nx", 417),
     ]
 
     @Test("malformed framing is refused with its status, whole and byte by byte, and nothing after it is parsed")
@@ -138,6 +170,7 @@ struct HTTPParserTests {
             let whole = parseEvents(bytes)
             #expect(whole.count == 1, "\(text.debugDescription) gave \(whole)")
             #expect(whole.last?.hasPrefix("failure \(status)") == true, "\(text.debugDescription) gave \(whole)")
+            #expect(!whole.contains { $0.contains("/after") }, "\(text.debugDescription) parsed what follows")
             #expect(parseEvents(bytes, cuts: Array(0..<bytes.count)) == whole, "\(text.debugDescription) split")
         }
     }
@@ -172,6 +205,25 @@ struct HTTPParserTests {
         #expect(
             parseEvents(Array(raised.utf8), limits: limits, bodyLimit: 1_000_000).first?.hasPrefix("failure 413")
                 == true)
+    }
+
+    @Test("Expect: 100-continue is signalled once before the body, only if no body byte has arrived")
+    func expectContinue() {
+        let head = "POST /p HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 5\r\n\r\n"
+        let bytes = Array((head + "hello").utf8)
+        #expect(parseEvents(bytes).count == 1, "body arrived with the head: no 100 needed")
+        let split = parseEvents(bytes, cuts: [head.utf8.count])
+        #expect(split.first == "expects 100-continue")
+        #expect(split.dropFirst().first?.hasSuffix("hello") == true)
+        #expect(split.count == 2)
+        let tooLarge = parseEvents(Array(head.utf8), bodyLimit: 4)
+        #expect(tooLarge == ["failure 413 bodyTooLarge(limitBytes: 4)"], "413 at once, never a 100")
+        let noBody = "GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n"
+        #expect(parseEvents(Array(noBody.utf8)).count == 1)
+        let http10 = "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n"
+        #expect(parseEvents(Array(http10.utf8)).isEmpty, "HTTP/1.0 expectations are ignored")
+        let chunked = "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+        #expect(parseEvents(Array(chunked.utf8)) == ["expects 100-continue"])
     }
 
     @Test("a chunk-size line over chunkLineBytesMax is refused with 400")

@@ -78,6 +78,8 @@ func get(_ target: String, _ extra: String = "") -> String {
     "GET \(target) HTTP/1.1\r\nHost: test\r\n\(extra)\r\n"
 }
 
+/// Serialized, with the streaming and reliability suites nested in it: their
+/// clients block threads, and deferred answers need the task pool's threads.
 @Suite("HTTP server over loopback", .serialized)
 struct HTTPServerTests {
     @Test("keep-alive serves several requests on one connection, HEAD has no body")

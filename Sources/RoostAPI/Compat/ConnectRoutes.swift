@@ -121,14 +121,7 @@ struct ConnectRoutes: Sendable {
                 }
                 let device = outcome.device
                 let status = outcome.created ? 201 : 200
-                return (
-                    mutations,
-                    {
-                        var writer = JSONWriter(reservingCapacity: 512)
-                        ConnectRoutes.writeDevice(device, into: &writer)
-                        return jsonResponse(status, writer)
-                    }
-                )
+                return (mutations, { DeviceJSON.response(status, device, includeToken: false) })
             }
         }
     }
@@ -226,45 +219,6 @@ struct ConnectRoutes: Sendable {
     private static func textChange(_ body: JSONBody, _ name: String) throws(APIError) -> FieldChange<String> {
         guard body.has(name) else { return .keep }
         return try body.optionalString(name).map { .set($0) } ?? .clear
-    }
-
-    /// Writes the device JSON of spec §4 (without the token).
-    static func writeDevice(_ device: Device, into writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.member("id", device.id.rendered)
-        writer.member("platform", device.platform.name)
-        writer.member("environment", device.environment.name)
-        writer.member("bundle_id", device.bundleID?.rawValue)
-        writer.member("installation_id", device.installationID?.rawValue)
-        writer.member("external_id", device.externalID?.rawValue)
-        writer.member("created_at", device.createdAt)
-        writer.member("last_seen_at", device.lastSeenAt)
-        writer.member("bound_at", device.boundAt)
-        writer.member("app_version", device.appVersion)
-        writer.member("timezone", device.timezone)
-        writer.member("locale", device.locale)
-        if let permission = device.pushPermission {
-            writer.member("push_permission", permission)
-        } else {
-            writer.memberNull("push_permission")
-        }
-        writer.member("opted_in", device.optedIn)
-        writer.key("tags")
-        writer.beginObject()
-        for (key, value) in device.tags.sortedEntries {
-            writer.key(key)
-            switch value {
-            case .string(let text): writer.string(text)
-            case .number(let number): writer.double(number)
-            case .bool(let flag): writer.bool(flag)
-            }
-        }
-        writer.endObject()
-        writer.member("invalidated_at", device.invalidatedAt)
-        writer.member("invalidation_reason", device.invalidationReason?.rawValue)
-        writer.member("strikes", Int(device.strikes))
-        writer.member("mode", device.mode.name)
-        writer.endObject()
     }
 
     // MARK: - Signing keys (operator)

@@ -1,0 +1,153 @@
+import Glibc
+import RoostEngine
+import RoostModel
+import Synchronization
+
+/// `roost-bench registry [devices] [shards]`: in-process registrations per
+/// second through `Registry` (no HTTP, no disk: `VolatileLog`), and resident
+/// memory per device.
+///
+/// 1. populate: `devices` new APNs devices, each bound to its own person, with
+///    two tags: registrations/s for new devices, then RSS growth per device.
+/// 2. re-register: every known token again (same person, nothing else).
+/// 3. rotate: 100,000 devices with an installation id get a new token each.
+/// 4. move: 100,000 known tokens presented for another person.
+/// Jobs go in batches of `batchSize`, up to `batchesInFlight` at once, as the
+/// HTTP front hands them over.
+enum RegistryBenchmark {
+    static let batchSize = 1024
+    static let batchesInFlight = 8
+
+    static func run(devices: Int, shards: Int) async {
+        let registry = Registry(shardCount: shards, log: VolatileLog())
+        let apps = (1...shards).map { AppID(UInt32($0)) }
+        let tags = TagsChange.merge(["plan": .string("pro"), "score": .number(7)])
+        let baseline = residentBytes()
+
+        @Sendable func request(_ number: Int, person: Int, installation: Bool = false, generation: Int = 0)
+            -> RegisterRequest
+        {
+            var request = RegisterRequest(token: token(number, generation: generation))
+            request.externalID = .set(try! ExternalID("user_\(person)"))
+            if installation { request.installationID = try! InstallationID("inst-\(number)") }
+            request.tags = tags
+            return request
+        }
+
+        await measure("populate (new devices)", count: devices, registry: registry) { number in
+            (apps[number % shards], request(number, person: number))
+        }
+        let grown = residentBytes() - baseline
+        print("memory: \(grown / devices) bytes/device RSS growth at \(devices) devices (\(grown >> 20) MiB)")
+        await measure("re-register known tokens", count: devices, registry: registry) { number in
+            var plain = RegisterRequest(token: token(number, generation: 0))
+            plain.externalID = .set(try! ExternalID("user_\(number)"))
+            return (apps[number % shards], plain)
+        }
+        let side = 100_000
+        let offset = devices
+        await measure("populate with installation ids", count: side, registry: registry) { number in
+            (apps[number % shards], request(offset + number, person: number, installation: true))
+        }
+        await measure("rotate (installation id, new token)", count: side, registry: registry) { number in
+            (apps[number % shards], request(offset + number, person: number, installation: true, generation: 1))
+        }
+        await measure("move (known token, another person)", count: side, registry: registry) { number in
+            (apps[number % shards], request(number, person: number + 1))
+        }
+    }
+
+    /// Registers `count` requests made by `make` and prints registrations/s.
+    /// `batchesInFlight` submitters each build one batch of requests (so that
+    /// no request list stays resident and skews the memory figure) and hand it
+    /// to the shards, one batch at a time.
+    @discardableResult
+    static func measure(
+        _ name: String, count: Int, registry: Registry,
+        _ make: @escaping @Sendable (Int) -> (AppID, RegisterRequest)
+    ) async -> Double {
+        let batchStarts = Array(stride(from: 0, to: count, by: batchSize))
+        let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
+        let clock = ContinuousClock()
+        let started = clock.now
+        await withTaskGroup(of: Void.self) { group in
+            for submitter in 0..<batchesInFlight {
+                group.addTask {
+                    for position in stride(from: submitter, to: batchStarts.count, by: batchesInFlight) {
+                        let start = batchStarts[position]
+                        let batch = (start..<min(count, start + batchSize)).map(make)
+                        await submit(batch, to: registry, at: now)
+                    }
+                }
+            }
+        }
+        let elapsed = clock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = Double(count) / seconds
+        print("\(name): \(count) in \(format3(seconds)) s = \(Int(rate)) registrations/s")
+        return rate
+    }
+
+    /// Submits one batch and returns when every job of it has been answered.
+    static func submit(_ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let remaining = Countdown(batch.count)
+            let jobs: [ShardJob] = batch.map { app, request in
+                .index(key: IndexKey(app: app, mode: .live), settings: .defaults) { index in
+                    if case .failure(let rejection) = index.register(request, at: now) {
+                        preconditionFailure("benchmark registration refused: \(rejection)")
+                    }
+                    return JobResult(mutations: []) { _ in if remaining.tick() { done.resume() } }
+                }
+            }
+            registry.submit(jobs)
+        }
+    }
+
+    /// A 32-byte APNs token unique to (number, generation).
+    static func token(_ number: Int, generation: Int) -> PushToken {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        var value = UInt64(number) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(generation) << 56
+        for index in 0..<32 {
+            if index % 8 == 0 { value = value &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407 }
+            bytes[index] = UInt8(truncatingIfNeeded: value >> UInt64((index % 8) * 8))
+        }
+        bytes[0] = UInt8(truncatingIfNeeded: number)
+        bytes[1] = UInt8(truncatingIfNeeded: number >> 8)
+        bytes[2] = UInt8(truncatingIfNeeded: number >> 16)
+        bytes[3] = UInt8(truncatingIfNeeded: number >> 24)
+        bytes[4] = UInt8(truncatingIfNeeded: generation)
+        return try! PushToken(validatingBytes: bytes, platform: .ios)
+    }
+
+    /// Resident set size of this process, from /proc/self/statm.
+    static func residentBytes() -> Int {
+        let fd = open("/proc/self/statm", O_RDONLY)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = read(fd, &buffer, buffer.count)
+        guard count > 0 else { return 0 }
+        let fields = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: " ")
+        return (Int(fields[1]) ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func format3(_ value: Double) -> String {
+        let thousandths = Int((value * 1000).rounded())
+        let fraction = String(thousandths % 1000)
+        return "\(thousandths / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+    }
+}
+
+/// Counts down from `count`; `tick` returns true exactly once, at zero.
+final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+
+    init(_ count: Int) {
+        remaining = Atomic(count)
+    }
+
+    func tick() -> Bool {
+        remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
+    }
+}

@@ -1,0 +1,82 @@
+import RoostEngine
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+extension DeviceRoutes {
+    /// `GET /v1/devices/export` (`devices:read`): every device of the key's app
+    /// and mode, with its token, one JSON object a line (`application/x-ndjson`),
+    /// in creation order, streamed.
+    ///
+    /// Bounded memory: one shard job reads a slice of `DeviceExport.sliceDevices`
+    /// devices after the last sequence sent, its completion renders the slice as
+    /// one chunk and writes it, and only when the stream says the chunk has
+    /// moved on (`whenWritable`) is the next job submitted. So the server holds
+    /// one slice and the connection's bounded output, never the whole export,
+    /// and the shard is free between slices. The export is not a point-in-time
+    /// snapshot: a device created after its position was passed is not in it,
+    /// one deleted before its slice is read is not either, and no device
+    /// appears twice.
+    func export(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let export = DeviceExport(registry: registry, scope: scope)
+        return .deferred { sink in [export.job(after: 0, stream: nil, sink: sink)] }
+    }
+}
+
+/// One export in progress: the engine to read from and the index to read.
+struct DeviceExport: Sendable {
+    /// Devices per shard job and per chunk (about 0.7 MB of NDJSON).
+    static let sliceDevices = 1_000
+
+    static let headers: [(name: String, value: String)] = [("Content-Type", "application/x-ndjson")]
+
+    let registry: Registry
+    let scope: IndexScope
+
+    /// Returns the job that reads the slice after `sequence` and writes it. The
+    /// stream starts with the first slice, so that a log failure before any
+    /// byte is sent is still a proper 503.
+    func job(after sequence: UInt64, stream: (any HTTPBodyStream)?, sink: any HTTPReplySink) -> ShardJob {
+        .index(key: scope.indexKey, settings: scope.settings) { index in
+            let slice = index.snapshotDevices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
+            return JobResult(mutations: []) { durable in
+                guard durable else {
+                    // Reads wait for earlier writes; if those failed, stop.
+                    if let stream { stream.abort() } else { sink.send(APIError.logUnavailable.response) }
+                    return
+                }
+                let body = stream ?? sink.startStream(status: 200, headers: DeviceExport.headers)
+                let chunk = DeviceExport.render(slice.mutations)
+                guard let next = slice.next else {
+                    if chunk.isEmpty {
+                        body.finish()
+                    } else {
+                        body.write(chunk) { signal in if signal == .writable { body.finish() } }
+                    }
+                    return
+                }
+                body.write(chunk) { signal in
+                    guard signal == .writable else { return }
+                    registry.submit([job(after: next, stream: body, sink: sink)])
+                }
+            }
+        }
+    }
+
+    /// Renders the devices of a slice as NDJSON lines, tokens included.
+    static func render(_ mutations: [Mutation]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(mutations.count * 720)
+        for mutation in mutations {
+            guard case .deviceUpsert(let device) = mutation else {
+                preconditionFailure("a device slice held a non-device mutation")
+            }
+            var writer = JSONWriter(reservingCapacity: 720)
+            DeviceJSON.write(device, includeToken: true, into: &writer)
+            bytes.append(contentsOf: writer.bytes)
+            bytes.append(UInt8(ascii: "\n"))
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,73 @@
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+/// The one renderer of spec §4 "Device JSON", shared by the native and the
+/// compatibility routes so that a device reads the same on every route.
+///
+/// Every field is always present, `null` where unset; timestamps are RFC 3339
+/// UTC with milliseconds. The token appears only where a route asks for it
+/// (reads under `devices:read`); a registration answer never carries it, and
+/// the installation secret's digest is never rendered anywhere.
+enum DeviceJSON {
+    /// Writes `device` as one JSON object; with `includeToken`, a `token` member
+    /// follows `environment` (null on a device that lost its token).
+    static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", device.id.rendered)
+        writer.member("platform", device.platform.name)
+        writer.member("environment", device.environment.name)
+        if includeToken { writer.member("token", device.token?.text) }
+        writer.member("bundle_id", device.bundleID?.rawValue)
+        writer.member("installation_id", device.installationID?.rawValue)
+        writer.member("external_id", device.externalID?.rawValue)
+        writer.member("created_at", device.createdAt.rfc3339)
+        writer.member("last_seen_at", device.lastSeenAt.rfc3339)
+        writer.member("bound_at", device.boundAt?.rfc3339)
+        writer.member("app_version", device.appVersion)
+        writer.member("timezone", device.timezone)
+        writer.member("locale", device.locale)
+        writer.key("push_permission")
+        if let permission = device.pushPermission { writer.bool(permission) } else { writer.null() }
+        writer.member("opted_in", device.optedIn)
+        writer.key("tags")
+        writeTags(device.tags, into: &writer)
+        writer.member("invalidated_at", device.invalidatedAt?.rfc3339)
+        writer.member("invalidation_reason", device.invalidationReason?.rawValue)
+        writer.member("strikes", Int(device.strikes))
+        writer.member("mode", device.mode.name)
+        writer.endObject()
+    }
+
+    /// Writes tags as an object with keys in sorted order (a stable rendering).
+    static func writeTags(_ tags: Tags, into writer: inout JSONWriter) {
+        writer.beginObject()
+        for (key, value) in tags.sortedEntries {
+            writer.key(key)
+            switch value {
+            case .string(let text): writer.string(text)
+            case .bool(let flag): writer.bool(flag)
+            case .number(let number): writeNumber(number, into: &writer)
+            }
+        }
+        writer.endObject()
+    }
+
+    /// Integral numbers within ±2^53 are written without a fraction (`30`, not
+    /// `30.0`), so a tag reads back as the client sent it; others in shortest form.
+    private static func writeNumber(_ number: Double, into writer: inout JSONWriter) {
+        let exactIntegerLimit = 9_007_199_254_740_992.0
+        if number == number.rounded(), abs(number) <= exactIntegerLimit, !(number == 0 && number.sign == .minus) {
+            writer.int(Int(number))
+        } else {
+            writer.double(number)
+        }
+    }
+
+    /// Returns a JSON response holding one device.
+    static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
+        var writer = JSONWriter(reservingCapacity: 640)
+        write(device, includeToken: includeToken, into: &writer)
+        return jsonResponse(status, writer)
+    }
+}

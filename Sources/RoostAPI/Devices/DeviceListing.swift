@@ -1,0 +1,136 @@
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+extension DeviceRoutes {
+    /// `GET /v1/devices?external_id=&platform=&tag.KEY=VALUE&state=&limit=&cursor=`
+    /// (`devices:read`): a page in creation order with devices and their tokens.
+    func list(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let query = try DeviceListing.query(context.request.head.query)
+        return scope.run { index in
+            switch index.listDevices(query) {
+            case .failure(let rejection):
+                return .rejected(rejection)
+            case .success(let page):
+                return IndexAnswer { DeviceListing.render(page) }
+            }
+        }
+    }
+}
+
+/// The list route's query grammar and its answer.
+enum DeviceListing {
+    /// The most query parameters a list request may carry (each filter once,
+    /// plus tag filters up to the tag key limit).
+    static let parametersMax = 8 + Limits.tagKeysMax
+
+    /// Parses the query string into filters. Names and values are
+    /// percent-decoded (`+` is a space, as in HTML forms). Unknown names, empty
+    /// or malformed values answer 400 `invalid_field` naming the parameter
+    /// (`invalid_platform` for `platform`), so that a typo never lists everything.
+    static func query(_ text: Substring?) throws(APIError) -> DeviceQuery {
+        var query = DeviceQuery()
+        let pairs = try QueryString.parse(text, parametersMax: parametersMax)
+        for (name, value) in pairs {
+            switch name {
+            case "external_id":
+                do throws(RegistryRejection) {
+                    query.externalID = try ExternalID(value)
+                } catch {
+                    throw APIError(error)
+                }
+            case "platform":
+                guard let platform = Platform(name: value) else { throw APIError(RegistryRejection.invalidPlatform) }
+                query.platform = platform
+            case "state":
+                switch value {
+                case "active": query.state = .active
+                case "invalidated": query.state = .invalidated
+                case "all": query.state = .all
+                default: throw APIError.invalidField("state", "state must be active, invalidated or all")
+                }
+            case "limit":
+                guard value.utf8.count <= 5, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let limit = Int(value),
+                    (1...Limits.listLimitMax).contains(limit)
+                else {
+                    throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Limits.listLimitMax)")
+                }
+                query.limit = limit
+            case "cursor":
+                guard let cursor = DeviceCursor(encoded: value) else {
+                    throw APIError.invalidField("cursor", "cursor is not one this server returned")
+                }
+                query.cursor = cursor
+            default:
+                guard name.hasPrefix("tag."), name.utf8.count > 4 else {
+                    throw APIError.invalidField(String(name.prefix(64)), "unknown query parameter")
+                }
+                let key = String(name.dropFirst(4))
+                guard key.utf8.count <= Limits.tagKeyBytesMax else {
+                    throw APIError.invalidField(String(name.prefix(64)), "a tag key is at most 128 bytes")
+                }
+                query.tags[key] = value
+            }
+        }
+        return query
+    }
+
+    /// `{"devices":[device with token…],"next_cursor":"…"|null}`.
+    static func render(_ page: DevicePage) -> HTTPResponse {
+        var writer = JSONWriter(reservingCapacity: 64 + page.devices.count * 720)
+        writer.beginObject()
+        writer.key("devices")
+        writer.beginArray()
+        for device in page.devices { DeviceJSON.write(device, includeToken: true, into: &writer) }
+        writer.endArray()
+        writer.member("next_cursor", page.nextCursor?.encoded)
+        writer.endObject()
+        return jsonResponse(200, writer)
+    }
+}
+
+/// A URL query string as name/value pairs.
+enum QueryString {
+    /// Splits `a=1&b=2` into decoded pairs, in order. An empty value (`a=` or
+    /// `a`), a malformed escape or invalid UTF-8 is 400 `invalid_field` naming
+    /// the parameter; more than `parametersMax` pairs is 400 `invalid_field` `query`.
+    static func parse(_ text: Substring?, parametersMax: Int) throws(APIError) -> [(name: String, value: String)] {
+        guard let text, !text.isEmpty else { return [] }
+        var pairs: [(name: String, value: String)] = []
+        for piece in text.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            guard pairs.count < parametersMax else {
+                throw APIError.invalidField("query", "at most \(parametersMax) query parameters")
+            }
+            let equals = piece.firstIndex(of: UInt8(ascii: "="))
+            let rawName = equals.map { piece[..<$0] } ?? piece
+            guard let name = decode(rawName) else { throw APIError.invalidField("query", "malformed query string") }
+            guard let equals, let value = decode(piece[piece.index(after: equals)...]), !value.isEmpty else {
+                throw APIError.invalidField(String(name.prefix(64)), "\(name.prefix(64)) needs a value")
+            }
+            pairs.append((name, value))
+        }
+        return pairs
+    }
+
+    /// Returns `%XX`-decoded text with `+` as a space, or nil.
+    static func decode(_ bytes: some Collection<UInt8>) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var iterator = bytes.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "+"):
+                out.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexDigitValue),
+                    let low = iterator.next().flatMap(hexDigitValue)
+                else { return nil }
+                out.append(high << 4 | low)
+            default:
+                out.append(byte)
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,137 @@
+import RoostEngine
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+/// Spec §4 devices: register, read, patch, delete, list, export, import.
+/// Listing, export and import live in their own files (`DeviceListing`,
+/// `DeviceExport`, `DeviceImport`). Every route acts on the index its key
+/// selects (app and mode); a device of another app or mode answers as if it
+/// did not exist.
+struct DeviceRoutes: Sendable {
+    let catalog: Catalog
+    let authenticator: Authenticator
+    let registry: Registry
+
+    var routes: [Route] {
+        [
+            Route(.post, "/v1/devices", outcome: register),
+            Route(.get, "/v1/devices", outcome: list),
+            // Before `/v1/devices/{id}`: the router takes the first match.
+            Route(.get, "/v1/devices/export", outcome: export),
+            Route(
+                .post, "/v1/devices/import", bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),
+            Route(.get, "/v1/devices/{id}", outcome: getDevice),
+            Route(.patch, "/v1/devices/{id}", outcome: patchDevice),
+            Route(.delete, "/v1/devices/{id}", outcome: deleteDevice),
+        ]
+    }
+
+    /// `POST /v1/devices`: a mobile key, or a secret key with `devices:write`.
+    /// 201 for a new device, 200 for an existing one; never the token.
+    func register(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let key: KeyRecord
+        switch try authenticator.authenticate(context.request.head) {
+        case .operator: throw APIError.forbidden
+        case .appKey(let record):
+            guard record.kind == .mobile || record.allows(.devicesWrite) else { throw APIError.forbidden }
+            key = record
+        }
+        let scope = try IndexScope(key, catalog: catalog)
+        let request = try RegisterBody.parse(JSONBody(context.request).value)
+        let now = requestTime(context)
+        return scope.run { index in
+            switch index.register(request, at: now) {
+            case .failure(let rejection):
+                return .rejected(rejection)
+            case .success(let outcome):
+                return IndexAnswer(mutations: outcome.mutations) {
+                    DeviceJSON.response(outcome.created ? 201 : 200, outcome.device, includeToken: false)
+                }
+            }
+        }
+    }
+
+    /// `GET /v1/devices/{id}` (`devices:read`): the device with its token.
+    func getDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let id = try DeviceRoutes.deviceID(context.parameters[0])
+        return scope.run { index in
+            guard let device = index.device(id) else { return .rejected(.deviceNotFound) }
+            return IndexAnswer { DeviceJSON.response(200, device, includeToken: true) }
+        }
+    }
+
+    /// `PATCH /v1/devices/{id}` (secret, `devices:write`): merges `tags`
+    /// (`tags: null` clears them, as on registration) and sets `opted_in`.
+    /// Leaves `last_seen_at` and registration metadata alone; other members
+    /// are ignored. Answers the device without its token (a write capability
+    /// does not grant reading tokens).
+    func patchDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesWrite, catalog: catalog)
+        let body = try JSONBody(context.request)
+        let tags = try RegisterBody.tagsChange(body.value["tags"])
+        let optedIn = try body.optionalBool("opted_in")
+        let id = try DeviceRoutes.deviceID(context.parameters[0])
+        return scope.run { index in
+            switch index.patchDevice(id, tags: tags, optedIn: optedIn) {
+            case .failure(let rejection):
+                return .rejected(rejection)
+            case .success(let change):
+                return IndexAnswer(mutations: change.mutations) {
+                    DeviceJSON.response(200, change.device, includeToken: false)
+                }
+            }
+        }
+    }
+
+    /// `DELETE /v1/devices/{id}` (secret, `devices:delete`): `{"deleted":true}`,
+    /// or `false` for an id that names no device of this app and mode.
+    func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesDelete, catalog: catalog)
+        guard let id = DeviceID(rendered: context.parameters[0]) else {
+            return .response(DeviceRoutes.flag("deleted", false))
+        }
+        return scope.run { index in
+            let removal = index.deleteDevice(id)
+            return IndexAnswer(mutations: removal.mutations) { DeviceRoutes.flag("deleted", removal.deleted) }
+        }
+    }
+
+    /// Returns the id of a path segment; a string this server did not mint is a
+    /// device that does not exist (404 `device_not_found`).
+    static func deviceID(_ segment: String) throws(APIError) -> DeviceID {
+        guard let id = DeviceID(rendered: segment) else { throw APIError(RegistryRejection.deviceNotFound) }
+        return id
+    }
+
+    /// Returns `{"NAME":true|false}`.
+    static func flag(_ name: String, _ value: Bool) -> HTTPResponse {
+        var writer = JSONWriter(reservingCapacity: 32)
+        writer.beginObject()
+        writer.member(name, value)
+        writer.endObject()
+        return jsonResponse(200, writer)
+    }
+}
+
+/// Every route of the native API (spec §4), for the service's router.
+package struct NativeRoutes: Sendable {
+    let catalog: Catalog
+    let authenticator: Authenticator
+    let registry: Registry
+
+    package init(catalog: Catalog, authenticator: Authenticator, registry: Registry) {
+        self.catalog = catalog
+        self.authenticator = authenticator
+        self.registry = registry
+    }
+
+    package var routes: [Route] {
+        DeviceRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes
+            + PeopleRoutes(catalog: catalog, authenticator: authenticator).routes
+            + CredentialRoutes(catalog: catalog, authenticator: authenticator).routes
+            + FeedbackRoutes(catalog: catalog, authenticator: authenticator).routes
+            + StatsRoutes(catalog: catalog, authenticator: authenticator).routes
+    }
+}

@@ -1,0 +1,59 @@
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+/// Spec §4 `POST /v1/feedback` (secret, `devices:write`): a provider reports a
+/// token dead.
+struct FeedbackRoutes: Sendable {
+    let catalog: Catalog
+    let authenticator: Authenticator
+
+    var routes: [Route] { [Route(.post, "/v1/feedback", outcome: feedback)] }
+
+    /// `{"provider":"apns"|"fcm","token":"…","reason":"Unregistered","timestamp":"…"}`
+    /// → 200 `{"invalidated":true|false}`.
+    ///
+    /// `provider` picks the token's platform (apns: ios, fcm: android);
+    /// `reason` defaults to the provider's own word (`Unregistered`,
+    /// `UNREGISTERED`); `timestamp` (RFC 3339, optional) is when the provider
+    /// saw the token invalid: APNs feedback not later than the device's latest
+    /// registration is ignored. `invalidated` is true when the token's device is
+    /// invalidated after the call (by this report or an earlier one), false for
+    /// an unknown token or ignored feedback.
+    func feedback(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try authenticator.scope(context.request.head, .devicesWrite, catalog: catalog)
+        let body = try JSONBody(context.request)
+        let platform: Platform
+        switch try body.requiredString("provider") {
+        case "apns": platform = .ios
+        case "fcm": platform = .android
+        default: throw APIError.invalidField("provider", "provider must be apns or fcm")
+        }
+        let text = try body.requiredString("token")
+        let reasonText = try body.optionalString("reason") ?? (platform == .ios ? "Unregistered" : "UNREGISTERED")
+        let token: PushToken
+        let reason: InvalidationReason
+        do throws(RegistryRejection) {
+            token = try PushToken(parsing: text, platform: platform)
+            reason = try InvalidationReason(reasonText)
+        } catch {
+            throw APIError(error)
+        }
+        let reportedAt = try body.optionalString("timestamp").map { (text) throws(APIError) -> Timestamp in
+            guard let time = Timestamp(rfc3339: text) else {
+                throw APIError.invalidField("timestamp", "timestamp must be RFC 3339, e.g. 2026-09-20T14:02:11.000Z")
+            }
+            return time
+        }
+        let now = requestTime(context)
+        return scope.run { index in
+            let (result, mutations) = index.invalidate(token: token, reason: reason, reportedAt: reportedAt, at: now)
+            let invalidated: Bool
+            switch result {
+            case .invalidated, .alreadyInvalidated: invalidated = true
+            case .stale, .unknownToken: invalidated = false
+            }
+            return IndexAnswer(mutations: mutations) { DeviceRoutes.flag("invalidated", invalidated) }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import RoostModel
+
+/// The indexes one shard owns, and the one place where a logged record is
+/// applied to them (replay after a restart and snapshot loading).
+package struct IndexTable: Sendable {
+    package private(set) var indexes: [IndexKey: AppIndex] = [:]
+
+    package init() {}
+
+    /// Returns the index of `key`, creating it with `settings` when absent.
+    /// The second value says whether it was created.
+    package mutating func ensure(_ key: IndexKey, settings: AppSettings) -> Bool {
+        guard indexes[key] == nil else { return false }
+        indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: settings)
+        return true
+    }
+
+    /// Runs `body` on the index of `key` in place (no copy of the index).
+    package mutating func withIndex<Result>(_ key: IndexKey, _ body: (inout AppIndex) -> Result) -> Result? {
+        guard indexes[key] != nil else { return nil }
+        return body(&indexes[key]!)
+    }
+
+    /// Removes both modes of an app; returns how many devices they held.
+    package mutating func removeApp(_ app: AppID) -> Int {
+        var removed = 0
+        for mode in AppMode.allCases {
+            if let index = indexes.removeValue(forKey: IndexKey(app: app, mode: mode)) {
+                removed += index.stats().devices
+            }
+        }
+        return removed
+    }
+
+    /// Applies a record read back from the log or a snapshot. Records are
+    /// after-images, so applying one twice changes nothing.
+    package mutating func replay(_ record: EngineRecord) throws(ReplayError) {
+        switch record {
+        case .mutation(let key, let mutation):
+            _ = ensure(key, settings: .defaults)
+            do {
+                try indexes[key]!.apply(mutation)
+            } catch {
+                throw ReplayError(key: key, reason: "\(error)")
+            }
+        case .appRemoved(let app):
+            _ = removeApp(app)
+        }
+    }
+
+    /// Returns the keys held, sorted by app then mode.
+    package var sortedKeys: [IndexKey] {
+        indexes.keys.sorted { ($0.app, $0.mode.rawValue) < ($1.app, $1.mode.rawValue) }
+    }
+}
+
+/// A logged record that does not apply to the state it follows: recovery stops.
+package struct ReplayError: Error, CustomStringConvertible {
+    package var key: IndexKey
+    package var reason: String
+    package var description: String { "replaying a record for \(key) failed: \(reason)" }
+}

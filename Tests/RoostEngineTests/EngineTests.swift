@@ -1,0 +1,186 @@
+import RoostModel
+import RoostStorage
+import RoostTesting
+import Synchronization
+import Testing
+
+@testable import RoostEngine
+
+/// An APNs token of 32 bytes whose hex form is made from `seed`.
+func apnsToken(_ seed: Int) throws -> PushToken {
+    var hex = ""
+    for index in 0..<32 {
+        let byte = UInt8(truncatingIfNeeded: seed &* 31 &+ index &* 7 &+ (seed >> 8))
+        hex += String(byte >> 4, radix: 16) + String(byte & 0x0F, radix: 16)
+    }
+    return try PushToken(parsing: hex, platform: .ios)
+}
+
+let liveKey = IndexKey(app: AppID(1), mode: .live)
+let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
+
+/// Registers `token` for `person` and returns the device id, or nil on a log failure.
+func register(_ registry: Registry, _ token: PushToken, person: String? = nil) async throws -> DeviceID? {
+    var request = RegisterRequest(token: token)
+    if let person { request.externalID = .set(try ExternalID(person)) }
+    let sent = request
+    return await registry.perform(liveKey) { index in
+        switch index.register(sent, at: now) {
+        case .success(let outcome): return (outcome.device.id, outcome.mutations)
+        case .failure(let rejection): preconditionFailure("registration refused: \(rejection)")
+        }
+    }
+}
+
+@Suite("Engine records")
+struct EngineRecordTests {
+    @Test("decode after encode is the identity for a mutation and an app removal")
+    func roundTrip() throws {
+        let records: [EngineRecord] = [
+            .mutation(
+                IndexKey(app: AppID(7), mode: .test),
+                .settings(AppSettings(maxDevicesPerPerson: 3, requireKnownPerson: true))),
+            .mutation(IndexKey(app: AppID(UInt32.max), mode: .live), .deviceSequenceFloor(42)),
+            .appRemoved(AppID(9)),
+        ]
+        for record in records {
+            #expect(try EngineRecord.decode(record.encoded()) == record)
+        }
+    }
+
+    @Test("truncated, unknown and malformed records are refused, never applied")
+    func garbage() {
+        let good = EngineRecord.mutation(liveKey, .deviceSequenceFloor(5)).encoded()
+        for length in 0..<good.count {
+            #expect(throws: EngineRecordError.self) { try EngineRecord.decode(Array(good.prefix(length))) }
+        }
+        var wrongVersion = good
+        wrongVersion[0] = 9
+        #expect(throws: EngineRecordError.unknownVersion(9)) { try EngineRecord.decode(wrongVersion) }
+        var wrongKind = good
+        wrongKind[1] = 3
+        #expect(throws: EngineRecordError.unknownKind(3)) { try EngineRecord.decode(wrongKind) }
+        var zeroApp = good
+        zeroApp[2...5] = [0, 0, 0, 0]
+        #expect(throws: EngineRecordError.self) { try EngineRecord.decode(zeroApp) }
+    }
+}
+
+@Suite("Shards and the registry")
+struct RegistryTests {
+    @Test("64 concurrent registrations of one token produce exactly one device")
+    func concurrentSameToken() async throws {
+        let registry = Registry(shardCount: 2, log: VolatileLog())
+        let token = try apnsToken(1)
+        let ids = try await withThrowingTaskGroup(of: DeviceID?.self) { group in
+            for _ in 0..<64 { group.addTask { try await register(registry, token) } }
+            var ids: [DeviceID?] = []
+            for try await id in group { ids.append(id) }
+            return ids
+        }
+        #expect(Set(ids.compactMap { $0 }).count == 1)
+        let devices = await registry.perform(liveKey) { index in (index.stats().devices, []) }
+        #expect(devices == 1)
+    }
+
+    @Test("jobs for one shard run in the order they were submitted")
+    func fifoOrder() async throws {
+        let registry = Registry(shardCount: 3, log: VolatileLog())
+        let seen = Mutex<[Int]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            for number in 0..<500 {
+                registry.submit([
+                    .index(key: liveKey, settings: .defaults) { _ in
+                        seen.withLock { $0.append(number) }
+                        return JobResult(mutations: []) { _ in if number == 499 { done.resume() } }
+                    }
+                ])
+            }
+        }
+        #expect(seen.withLock { $0 } == Array(0..<500))
+    }
+
+    @Test("the same app always lands on the same shard, and apps spread over shards")
+    func stableSharding() {
+        let counts = (1...1000).reduce(into: [Int](repeating: 0, count: 4)) { counts, app in
+            counts[ShardSet.shardNumber(for: AppID(UInt32(app)), shardCount: 4)] += 1
+        }
+        #expect(counts.allSatisfy { $0 > 150 })
+        #expect(
+            ShardSet.shardNumber(for: AppID(17), shardCount: 4) == ShardSet.shardNumber(for: AppID(17), shardCount: 4))
+    }
+}
+
+@Suite("Durable engine")
+struct DurableEngineTests {
+    static func options(_ fileSystem: FaultInjectingFileSystem) -> StorageOptions {
+        var options = StorageOptions()
+        options.fileSystem = fileSystem
+        options.segmentBytesMax = 2 * 1024 * 1024
+        options.log = { _ in }
+        return options
+    }
+
+    /// Every index's canonical state, for comparing two engines.
+    static func state(_ engine: DurableEngine) async -> [IndexKey: [Mutation]] {
+        var result: [IndexKey: [Mutation]] = [:]
+        for shard in engine.registry.shardSet.shards {
+            for key in await shard.keys() {
+                result[key] = await shard.read(key) { $0.snapshotMutations() }
+            }
+        }
+        return result
+    }
+
+    @Test("writes survive a close and reopen, with and without a snapshot in between")
+    func reopen() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = Self.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .always, shardCount: 2, options: options)
+        for seed in 0..<200 { _ = try await register(engine.registry, try apnsToken(seed), person: "p\(seed % 17)") }
+        let snapshot = try await engine.snapshot()
+        #expect(snapshot != nil)
+        for seed in 150..<260 { _ = try await register(engine.registry, try apnsToken(seed), person: "q\(seed % 5)") }
+        let before = await Self.state(engine)
+        engine.close()
+
+        let (reopened, report) = try DurableEngine.open(
+            directory: "/data", policy: .always, shardCount: 2, options: options)
+        #expect(report.snapshotRecords > 0)
+        #expect(report.logRecords > 0)
+        #expect(await Self.state(reopened) == before)
+        reopened.close()
+    }
+
+    @Test("acknowledged writes survive a simulated power loss under fsync always")
+    func powerLoss() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = Self.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .always, shardCount: 1, options: options)
+        var acknowledged: [DeviceID] = []
+        for seed in 0..<50 {
+            if let id = try await register(engine.registry, try apnsToken(seed)) { acknowledged.append(id) }
+        }
+        fileSystem.simulateCrash(.dropUnsynced)
+        engine.close()
+        let (reopened, _) = try DurableEngine.open(directory: "/data", policy: .always, shardCount: 1, options: options)
+        let expected = acknowledged
+        let present = await reopened.registry.perform(liveKey) { index in
+            (expected.filter { index.device($0) != nil }.count, [])
+        }
+        #expect(present == expected.count)
+        reopened.close()
+    }
+
+    @Test("after a failed fdatasync no write is acknowledged, and reads still answer")
+    func failedSync() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = Self.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .always, shardCount: 1, options: options)
+        #expect(try await register(engine.registry, try apnsToken(1)) != nil)
+        fileSystem.inject(.init(operation: .syncData, nth: 1, errno: 5))
+        #expect(try await register(engine.registry, try apnsToken(2)) == nil)
+        #expect(try await register(engine.registry, try apnsToken(3)) == nil)
+        engine.close()
+    }
+}
