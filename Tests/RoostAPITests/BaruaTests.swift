@@ -304,12 +304,8 @@ struct BaruaTests {
         let (app, key) = try await BaruaTests.setUp(harness)
         _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(1)))
         _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(2)))
-        let person = try ExternalID("user_42")
-        let erased = try await harness.withIndex(app: app) { index, _ -> (Int, [Mutation]) in
-            guard case .success(let removal) = index.erasePerson(person) else { return (-1, []) }
-            return (removal.devicesRemoved, removal.mutations)
-        }
-        #expect(erased == 2)
+        let erased = await harness.call(.delete, "/v1/people/user_42", key: try await harness.setupKey(app: app))
+        #expect(erased.json?["devices_removed"]?.intValue == 2)
         try await harness.putPerson(app: app, "user_42")
         _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(3)))
         #expect(try await harness.person(app: app, "user_42")?.devices.count == 1)

@@ -42,20 +42,33 @@ extension Harness {
         return value
     }
 
-    /// Stores APNs credential metadata for (bundle, environment) in live mode.
+    /// A live secret key with every capability, for set-up through the native routes.
+    func setupKey(app: Int, mode: String = "live") async throws -> String {
+        try await createKey(
+            app: app,
+            #"{"kind":"secret","mode":"\#(mode)","capabilities":["setup:write","people:write","devices:write"]}"#
+        ).key
+    }
+
+    /// Uploads APNs credential metadata for (bundle, environment) through
+    /// `PUT /v1/credentials/apns/{bundle_id}/{environment}`.
     func putCredential(app: Int, bundle: String = "com.example.app", environment: APNsEnvironment = .production)
         async throws
     {
-        let credential = try APNsCredential(
-            key: CredentialKey(bundleID: try BundleID(bundle), environment: environment), teamID: "TEAM1",
-            keyID: "KEY1")
-        try await withIndex(app: app) { index, _ in ((), index.putCredential(credential)) }
+        let answer = await call(
+            .put, "/v1/credentials/apns/\(bundle)/\(environment.name)", key: try await setupKey(app: app),
+            body: #"{"team_id":"TEAM1","key_id":"KEY1"}"#)
+        guard answer.status == 200 || answer.status == 201 else {
+            throw HarnessError(message: "credential answered \(answer.status)")
+        }
     }
 
-    /// Makes a person known (what `PUT /v1/people/{external_id}` does).
+    /// Makes a person known through `PUT /v1/people/{external_id}`.
     func putPerson(app: Int, _ externalID: String, mode: AppMode = .live) async throws {
-        let id = try ExternalID(externalID)
-        try await withIndex(app: app, mode: mode) { index, now in ((), index.putPerson(id, at: now).mutations) }
+        let answer = await call(.put, "/v1/people/\(externalID)", key: try await setupKey(app: app, mode: mode.name))
+        guard answer.status == 200 || answer.status == 201 else {
+            throw HarnessError(message: "person answered \(answer.status)")
+        }
     }
 
     func device(app: Int, mode: AppMode = .live, installation: String) async throws -> Device? {
@@ -77,12 +90,13 @@ extension Harness {
         try await withIndex(app: app, mode: mode) { index, _ in (index.stats(), []) }
     }
 
-    /// Applies provider feedback ("Apple reported gone") to a token's device.
-    func reportGone(app: Int, token: String, platform: Platform = .ios) async throws {
-        let parsed = try PushToken(parsing: token, platform: platform)
-        let reason = try InvalidationReason("Unregistered")
-        try await withIndex(app: app) { index, now in
-            ((), index.invalidate(token: parsed, reason: reason, reportedAt: nil, at: now).mutations)
+    /// Reports a token gone through `POST /v1/feedback` ("Apple reported gone").
+    func reportGone(app: Int, token: String) async throws {
+        let answer = await call(
+            .post, "/v1/feedback", key: try await setupKey(app: app),
+            body: #"{"provider":"apns","token":"\#(token)","reason":"Unregistered"}"#)
+        guard answer.json?["invalidated"]?.boolValue == true else {
+            throw HarnessError(message: "feedback answered \(answer.status): \(answer.text)")
         }
     }
 }

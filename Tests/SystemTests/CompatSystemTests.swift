@@ -54,27 +54,48 @@ struct CompatSystemTests {
         #expect(process.stop(signal: SIGTERM) == 0)
     }
 
-    @Test("Barua: a test key is 403, an unknown person 409 unknown_identity, DELETE answers {deleted:false}")
+    @Test("Barua: register after the upload and the person exist; the device survives a restart; DELETE removes it")
     func barua() throws {
-        let (process, directory) = try ServeTests.start()
+        let (first, directory) = try ServeTests.start()
         defer { removeTree(directory) }
-        defer { process.stop() }
-        let live = try CompatSystemTests.key(process.port, #"{"kind":"secret","capabilities":["devices:write"]}"#)
+        let live = try CompatSystemTests.key(first.port, #"{"kind":"secret","capabilities":["devices:write"]}"#)
         let test = try CompatSystemTests.key(
-            process.port, #"{"kind":"secret","mode":"test","capabilities":["devices:write"]}"#, createApp: false)
+            first.port, #"{"kind":"secret","mode":"test","capabilities":["devices:write"]}"#, createApp: false)
+        let setup = try CompatSystemTests.key(
+            first.port, #"{"kind":"secret","capabilities":["setup:write","people:write"]}"#, createApp: false)
+        let token = String(repeating: "6f", count: 32)
         let body =
-            #"{"provider":"apns","app":"com.example.app","environment":"production","token":"\#(String(repeating: "6f", count: 32))","external_id":"user_42"}"#
+            #"{"provider":"apns","app":"com.example.app","environment":"production","token":"\#(token)","external_id":"user_42"}"#
         let path = "/api/integrations/v1/devices"
-        let forbidden = try ServeTests.request(process.port, "PUT", path, key: test, body: body)
-        #expect(forbidden.status == 403)
-        let missing = try ServeTests.request(process.port, "PUT", path, key: live, body: body)
-        #expect(missing.status == 409)
-        // The person is not known yet either, and the model checks the person first.
-        #expect(try CompatSystemTests.json(missing)["error"]?["code"]?.stringValue == "unknown_identity")
-        let deleted = try ServeTests.request(process.port, "DELETE", path, key: live, body: body)
-        #expect(deleted.status == 200)
-        #expect(deleted.bodyText == #"{"deleted":false}"#)
-        #expect(try ServeTests.request(process.port, "PUT", path, body: body).status == 401)
+        #expect(try ServeTests.request(first.port, "PUT", path, body: body).status == 401)
+        #expect(try ServeTests.request(first.port, "PUT", path, key: test, body: body).status == 403)
+        let unknown = try ServeTests.request(first.port, "PUT", path, key: live, body: body)
+        #expect(unknown.status == 409)
+        #expect(try CompatSystemTests.json(unknown)["error"]?["code"]?.stringValue == "unknown_identity")
+        #expect(try ServeTests.request(first.port, "PUT", "/v1/people/user_42", key: setup).status == 201)
+        let noUpload = try ServeTests.request(first.port, "PUT", path, key: live, body: body)
+        #expect(noUpload.status == 409)
+        #expect(try CompatSystemTests.json(noUpload)["error"]?["code"]?.stringValue == "notification_app_not_found")
+        let upload = try ServeTests.request(
+            first.port, "PUT", "/v1/credentials/apns/com.example.app/production", key: setup,
+            body: #"{"team_id":"TEAM1","key_id":"KEY1"}"#)
+        #expect(upload.status == 200 || upload.status == 201)
+        let registered = try ServeTests.request(first.port, "PUT", path, key: live, body: body)
+        #expect(registered.status == 200)
+        let boundAt = try CompatSystemTests.json(registered)["bound_at"]?.stringValue
+        #expect(boundAt != nil)
+        #expect(!registered.bodyText.contains(token))
+        #expect(first.stop(signal: SIGTERM) == 0)
+
+        let (second, _) = try ServeTests.start(data: directory)
+        defer { second.stop() }
+        let again = try ServeTests.request(second.port, "PUT", path, key: live, body: body)
+        #expect(again.status == 200)
+        #expect(try CompatSystemTests.json(again)["bound_at"]?.stringValue == boundAt)
+        let deleted = try ServeTests.request(second.port, "DELETE", path, key: live, body: body)
+        #expect(deleted.bodyText == #"{"deleted":true}"#)
+        let repeated = try ServeTests.request(second.port, "DELETE", path, key: live, body: body)
+        #expect(repeated.bodyText == #"{"deleted":false}"#)
     }
 
     @Test("Connect: identity tokens keep verifying after a restart; a rotated key set survives it too")
@@ -102,7 +123,8 @@ struct CompatSystemTests {
         let (second, _) = try ServeTests.start(data: directory)
         defer { second.stop() }
         let again = try ServeTests.request(second.port, "PUT", "/v1/me/devices", key: identity, body: device)
-        #expect(again.status == 200 || again.status == 201)
+        #expect(again.status == 200)
+        #expect(try CompatSystemTests.json(again)["id"] == CompatSystemTests.json(registered)["id"])
         let keys = try ServeTests.request(second.port, "GET", "/v1/identity-keys", key: CompatSystemTests.admin)
         #expect(try CompatSystemTests.json(keys)["keys"]?.arrayValue?.count == 2)
         let flipped = String(identity.dropLast()) + (identity.hasSuffix("A") ? "B" : "A")
