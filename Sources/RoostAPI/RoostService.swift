@@ -15,23 +15,36 @@ public final class RoostService: HTTPResponder {
     package let catalog: Catalog
 
     /// Opens the service over a data directory: loads the catalog
-    /// (`DIR/catalog.json`; throws when it exists but cannot be read) and
-    /// serves devices from `registry` (the recovered engine).
+    /// (`DIR/catalog.json`; throws when it exists but cannot be read) and the
+    /// identity signing keys (`DIR/identity-keys.json`, created on first start),
+    /// and serves devices from `registry` (the recovered engine).
     package convenience init(dataDirectory: String, adminKey: String, registry: Registry) throws {
         let store = CatalogStore(path: dataDirectory + "/catalog.json")
         let clock = SystemClock()
         let catalog = Catalog(state: try store.load(), store: store, clock: clock)
-        self.init(catalog: catalog, adminKey: adminKey, clock: clock, registry: registry)
+        let identityKeys = try IdentityKeyStore.open(
+            path: dataDirectory + "/identity-keys.json", now: clock.wallMilliseconds())
+        self.init(
+            catalog: catalog, adminKey: adminKey, clock: clock, registry: registry, identityKeys: identityKeys)
     }
 
-    package init(catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry) {
+    /// `identityKeys` nil keeps fresh signing keys in memory (tests).
+    package init(
+        catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
+        identityKeys: IdentityKeyStore? = nil
+    ) {
         self.registry = registry
         self.catalog = catalog
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
+        let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
+        let compat =
+            BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
+            + NativeNotifyRoutes(catalog: catalog).routes
+            + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
         self.router = Router(
             [Route(.get, "/healthz", RoostService.health)] + apps.routes
-                + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes)
+                + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes + compat)
         self.clock = clock
     }
 

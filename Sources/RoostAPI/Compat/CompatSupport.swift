@@ -1,0 +1,101 @@
+import RoostEngine
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+/// What the drop-in routes share: one job on one (app, mode) index, answered
+/// once its mutations are durable. A dialect only translates wire formats; the
+/// rules are `AppIndex`'s, as for the native routes (spec §5: one engine).
+enum CompatJob {
+    /// The outcome of a job's work inside the shard's turn: the mutations to log
+    /// and how to answer once they are durable (rendering happens then, outside
+    /// the shard's turn). A refusal carries no mutations.
+    typealias Work =
+        @Sendable (inout AppIndex, Timestamp) -> (mutations: [Mutation], answer: @Sendable () -> HTTPResponse)
+
+    /// Returns a deferred outcome that runs `work` on the index of (`app`, `mode`).
+    /// When the log cannot take the mutations the answer is 503 with
+    /// `Retry-After`, and nothing was applied (spec §2).
+    static func run(app: AppRecord, mode: AppMode, now: Int64, _ work: @escaping Work) -> RouteOutcome {
+        let key = IndexKey(app: app.id, mode: mode)
+        let settings = app.settings
+        let timestamp = Timestamp(millisecondsSinceEpoch: now)
+        return .deferred { sink in
+            [
+                .index(key: key, settings: settings) { index in
+                    let (mutations, answer) = work(&index, timestamp)
+                    return JobResult(mutations: mutations) { durable in
+                        sink.send(durable ? answer() : APIError.logUnavailable.response)
+                    }
+                }
+            ]
+        }
+    }
+
+    /// An answer for a refusal from the model, with the dialect's field names.
+    static func refusal(_ rejection: RegistryRejection, fields: [String: String] = [:]) -> @Sendable () -> HTTPResponse
+    {
+        var error = APIError(rejection)
+        if let field = error.field, let renamed = fields[field] { error.field = renamed }
+        let response = error.response
+        return { response }
+    }
+}
+
+extension Catalog {
+    /// Returns the live key whose text is `presented`, after its rate limit
+    /// (429 with `Retry-After`); nil when no key matches. Compared as a SHA-256
+    /// digest, as `Authenticator` does; the key never appears in an error.
+    func liveKey(presented: String) throws(APIError) -> KeyRecord? {
+        guard !presented.isEmpty, presented.utf8.count <= Authenticator.presentedKeyBytesMax,
+            let digest = KeyDigest(bytes: Crypto.sha256(presented.utf8)), let key = key(withDigest: digest)
+        else { return nil }
+        if let retryAfter = admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        return key
+    }
+}
+
+/// Query-string parameters (`a=1&b=2`), percent-decoded, `+` read as a space.
+struct QueryParameters {
+    /// The most parameters read; the rest are ignored.
+    static let parametersMax = 32
+
+    private var values: [(name: String, value: String)] = []
+
+    init(_ query: Substring?) {
+        guard let query else { return }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true).prefix(Self.parametersMax) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = QueryParameters.decode(parts[0]) else { continue }
+            let value = parts.count > 1 ? QueryParameters.decode(parts[1]) : ""
+            if let value { values.append((name, value)) }
+        }
+    }
+
+    /// Returns the first value of `name`, or nil.
+    subscript(_ name: String) -> String? {
+        values.first { $0.name == name }?.value
+    }
+
+    private static func decode(_ text: Substring) -> String? {
+        var bytes = Array(text.utf8)
+        for index in bytes.indices where bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: " ") }
+        return bytes.withUnsafeBufferPointer { percentDecoded($0) }
+    }
+}
+
+extension JSONWriter {
+    /// Writes a member whose value is a timestamp in the spec's RFC 3339 form, or null.
+    mutating func member(_ name: String, _ timestamp: Timestamp?) {
+        if let timestamp { member(name, timestamp.rfc3339) } else { memberNull(name) }
+    }
+}
+
+/// Runs a model check and turns its rejection into the API's error envelope.
+func checked<Value>(_ body: () throws(RegistryRejection) -> Value) throws(APIError) -> Value {
+    do throws(RegistryRejection) {
+        return try body()
+    } catch {
+        throw APIError(error)
+    }
+}

@@ -1,0 +1,273 @@
+import RoostHTTP
+import RoostJSON
+import RoostModel
+
+/// Connect-style principals (seeds/connect-register-device.txt, spec §6): the
+/// app mints identity tokens, and the device routes act only for the token's
+/// principal, so the body can never name a user.
+///
+/// Mapping: a user principal `user:<external_id>` binds devices to that
+/// `external_id` (the same person the native and Barua routes see); a guest
+/// `guest:<hex>` binds them to the person `guest:<hex>`, which the server
+/// forgets once the guest's last device leaves (moves to a user or is deleted).
+/// Connect's `deviceId` is our `installation_id`; the answer is the device JSON
+/// of spec §4, without its token.
+struct ConnectRoutes: Sendable {
+    let catalog: Catalog
+    let authenticator: Authenticator
+    let keys: IdentityKeyStore
+
+    var routes: [Route] {
+        [
+            Route(.post, "/v1/identities/guest", mintGuest),
+            Route(.post, "/v1/identities/authenticated", mintUser),
+            Route(.put, "/v1/me/devices", outcome: registerDevice),
+            Route(.delete, "/v1/me/devices/{installation_id}", outcome: deleteDevice),
+            Route(.get, "/v1/identity-keys", listKeys),
+            Route(.post, "/v1/identity-keys", rotateKey),
+            Route(.delete, "/v1/identity-keys/{key_id}", removeKey),
+        ]
+    }
+
+    // MARK: - Identities
+
+    /// `POST /v1/identities/guest` (mobile key) → 201 with a new guest principal.
+    func mintGuest(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        let key: KeyRecord
+        switch try authenticator.authenticate(context.request.head) {
+        case .operator: throw APIError.forbidden
+        case .appKey(let record):
+            guard record.kind == .mobile else {
+                throw APIError(status: 403, code: "forbidden", message: "guest identities are minted with a mobile key")
+            }
+            key = record
+        }
+        let lifetime = try ConnectRoutes.lifetime(context.request)
+        return mint(.guest(IdentityToken.newGuestID()), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+    }
+
+    /// `POST /v1/identities/authenticated` (secret key, `people:write`)
+    /// `{"external_id":"user_42"}` → 201 with `user:user_42`.
+    func mintUser(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        let key = try authenticator.authenticate(context.request.head).requireAppKey(.peopleWrite)
+        let body = try JSONBody(context.request)
+        let text = try body.requiredString("external_id")
+        let externalID = try checked { () throws(RegistryRejection) in try ExternalID(text) }
+        guard !IdentityPrincipal.isGuest(externalID) else {
+            throw APIError.invalidField("external_id", "external_id must not start with \"guest:\"")
+        }
+        let lifetime = try ConnectRoutes.lifetime(context.request)
+        return mint(.user(externalID), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+    }
+
+    private func mint(_ principal: IdentityPrincipal, key: KeyRecord, lifetime: Int64, now: Int64) -> HTTPResponse {
+        let expiresAt = now / 1000 + lifetime
+        let claims = IdentityClaims(app: key.appID, mode: key.mode, principal: principal, expiresAtSeconds: expiresAt)
+        let token = IdentityToken.sign(claims, with: keys.currentKey())
+        var writer = JSONWriter(reservingCapacity: 512)
+        writer.beginObject()
+        writer.member("principal", principal.rendered)
+        writer.member("identity_token", token)
+        writer.member("expires_at", Timestamp(millisecondsSinceEpoch: expiresAt * 1000))
+        writer.endObject()
+        return jsonResponse(201, writer)
+    }
+
+    /// The optional `ttl_seconds` of a mint request (an empty body is allowed).
+    private static func lifetime(_ request: HTTPRequest) throws(APIError) -> Int64 {
+        guard !request.body.isEmpty else { return IdentityToken.lifetimeSecondsDefault }
+        guard let seconds = try JSONBody(request).optionalInt("ttl_seconds") else {
+            return IdentityToken.lifetimeSecondsDefault
+        }
+        let range = IdentityToken.lifetimeSecondsRange
+        guard range.contains(Int64(seconds)) else {
+            throw APIError.invalidField(
+                "ttl_seconds", "ttl_seconds must be \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int64(seconds)
+    }
+
+    // MARK: - Devices of the principal
+
+    /// `PUT /v1/me/devices` (Bearer identity token): registers the installation
+    /// for the token's principal; 201 for a new device, else 200.
+    func registerDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let (claims, app) = try principal(context)
+        let body = try JSONBody(context.request)
+        let owner = claims.principal.externalID
+        var registration = try ConnectRoutes.registration(body)
+        registration.externalID = .set(owner)
+        let request = registration
+        return CompatJob.run(app: app, mode: claims.mode, now: context.nowMilliseconds) { index, now in
+            guard let installation = request.installationID else { preconditionFailure("installation_id is required") }
+            let previousOwner = index.device(installation: installation)?.externalID
+            var mutations: [Mutation] = []
+            var guestCreated = false
+            if case .guest = claims.principal, index.person(owner) == nil {
+                // The server minted this guest: it is known even under require_known_person.
+                let put = index.putPerson(owner, at: now)
+                mutations += put.mutations
+                guestCreated = put.created
+            }
+            switch index.register(request, at: now) {
+            case .failure(let rejection):
+                // Atomic: the guest made above goes again, and nothing is logged.
+                if guestCreated { _ = index.erasePerson(owner) }
+                return ([], CompatJob.refusal(rejection))
+            case .success(let outcome):
+                mutations += outcome.mutations
+                if let previousOwner, previousOwner != owner {
+                    mutations += ConnectRoutes.forgetEmptyGuest(previousOwner, in: &index)
+                }
+                let device = outcome.device
+                let status = outcome.created ? 201 : 200
+                return (mutations, { DeviceJSON.response(status, device, includeToken: false) })
+            }
+        }
+    }
+
+    /// `DELETE /v1/me/devices/{installation_id}` → `{"deleted":bool}`: removes
+    /// the installation's device only when it belongs to the token's principal.
+    func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let (claims, app) = try principal(context)
+        let text = context.parameters[0]
+        let installation = try checked { () throws(RegistryRejection) in try InstallationID(text) }
+        let owner = claims.principal.externalID
+        return CompatJob.run(app: app, mode: claims.mode, now: context.nowMilliseconds) { index, _ in
+            var removal = index.deleteDevice(installation: installation, ownedBy: owner)
+            if removal.deleted { removal.mutations += ConnectRoutes.forgetEmptyGuest(owner, in: &index) }
+            let deleted = removal.deleted
+            return (
+                removal.mutations,
+                {
+                    var writer = JSONWriter()
+                    writer.beginObject()
+                    writer.member("deleted", deleted)
+                    writer.endObject()
+                    return jsonResponse(200, writer)
+                }
+            )
+        }
+    }
+
+    /// Erases a guest's person once no device is bound to it, so guests do not
+    /// pile up as people. Users are never erased here.
+    private static func forgetEmptyGuest(_ externalID: ExternalID, in index: inout AppIndex) -> [Mutation] {
+        guard IdentityPrincipal.isGuest(externalID), let person = index.person(externalID), person.devices.isEmpty,
+            case .success(let removal) = index.erasePerson(externalID)
+        else { return [] }
+        return removal.mutations
+    }
+
+    /// Returns the verified claims of the request's `Authorization: Bearer
+    /// <identity_token>` and its app: 401 for a missing, forged, altered,
+    /// expired token, one signed by a removed key, or one of a deleted app.
+    private func principal(_ context: RequestContext) throws(APIError) -> (IdentityClaims, AppRecord) {
+        guard let token = ConnectRoutes.bearer(context.request.head.headers["Authorization"]),
+            let claims = IdentityToken.verify(token, keys: keys, nowSeconds: context.nowMilliseconds / 1000),
+            let app = catalog.app(claims.app)
+        else {
+            throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
+        }
+        return (claims, app)
+    }
+
+    /// The credentials of a `Bearer` value up to `IdentityToken.bytesMax`, or nil.
+    static func bearer(_ value: String?) -> Substring? {
+        guard let value, value.utf8.count > 7, value.utf8.count <= IdentityToken.bytesMax + 7 else { return nil }
+        let scheme = value.prefix(7)
+        guard scheme.lowercased() == "bearer " else { return nil }
+        let token = value.dropFirst(7).drop { $0 == " " }
+        return token.isEmpty ? nil : token
+    }
+
+    /// The registration fields of `PUT /v1/me/devices`: `installation_id`,
+    /// `platform` and `token` are required; `environment`, `bundle_id`,
+    /// `app_version`, `timezone`, `locale`, `push_permission` optional. Naming a
+    /// person (`external_id`) is refused: only the identity token does that.
+    static func registration(_ body: JSONBody) throws(APIError) -> RegisterRequest {
+        if body.has("external_id") {
+            throw APIError.invalidField("external_id", "the identity token names the person; the body cannot")
+        }
+        let installationText = try body.requiredString("installation_id")
+        let installation = try checked { () throws(RegistryRejection) in try InstallationID(installationText) }
+        let platformName = try body.requiredString("platform")
+        guard let platform = Platform(name: platformName) else { throw APIError(RegistryRejection.invalidPlatform) }
+        let tokenText = try body.requiredString("token")
+        let token = try checked { () throws(RegistryRejection) in try PushToken(parsing: tokenText, platform: platform)
+        }
+        var environment = APNsEnvironment.production
+        if let name = try body.optionalString("environment") {
+            guard let parsed = APNsEnvironment(name: name) else { throw APIError(RegistryRejection.invalidEnvironment) }
+            environment = parsed
+        }
+        var request = RegisterRequest(token: token, environment: environment)
+        request.installationID = installation
+        if let bundle = try body.optionalString("bundle_id") {
+            request.bundleID = .set(try checked { () throws(RegistryRejection) in try BundleID(bundle) })
+        }
+        request.appVersion = try textChange(body, "app_version")
+        request.timezone = try textChange(body, "timezone")
+        request.locale = try textChange(body, "locale")
+        if body.has("push_permission") {
+            request.pushPermission = try body.optionalBool("push_permission").map { .set($0) } ?? .clear
+        }
+        return request
+    }
+
+    /// Omitted keeps, `null` clears, a string sets (the model checks its bounds).
+    private static func textChange(_ body: JSONBody, _ name: String) throws(APIError) -> FieldChange<String> {
+        guard body.has(name) else { return .keep }
+        return try body.optionalString(name).map { .set($0) } ?? .clear
+    }
+
+    // MARK: - Signing keys (operator)
+
+    /// `GET /v1/identity-keys` → the key ids (never the secrets) and the current one.
+    func listKeys(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        try authenticator.authenticate(context.request.head).requireOperator()
+        let (currentID, list) = keys.list()
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("current", currentID)
+        writer.key("keys")
+        writer.beginArray()
+        for key in list {
+            ConnectRoutes.writeKey(
+                id: key.id, createdAt: key.createdAtMilliseconds, current: key.id == currentID, into: &writer)
+        }
+        writer.endArray()
+        writer.endObject()
+        return jsonResponse(200, writer)
+    }
+
+    /// `POST /v1/identity-keys` → 201: a new current signing key; tokens signed
+    /// by older keys keep verifying until those keys are removed.
+    func rotateKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        try authenticator.authenticate(context.request.head).requireOperator()
+        let key = try keys.rotate(now: context.nowMilliseconds)
+        var writer = JSONWriter()
+        ConnectRoutes.writeKey(id: key.id, createdAt: key.createdAtMilliseconds, current: true, into: &writer)
+        return jsonResponse(201, writer)
+    }
+
+    /// `DELETE /v1/identity-keys/{key_id}` → `{"deleted":true}`: the tokens it
+    /// signed answer 401 from now on. The current key cannot be removed (409).
+    func removeKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        try authenticator.authenticate(context.request.head).requireOperator()
+        try keys.remove(id: context.parameters[0])
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("deleted", true)
+        writer.endObject()
+        return jsonResponse(200, writer)
+    }
+
+    private static func writeKey(id: String, createdAt: Int64, current: Bool, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", id)
+        writer.member("created_at", Timestamp(millisecondsSinceEpoch: createdAt))
+        writer.member("current", current)
+        writer.endObject()
+    }
+}

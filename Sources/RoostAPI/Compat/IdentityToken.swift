@@ -1,0 +1,186 @@
+import RoostModel
+
+/// Whose device a Connect-style request acts on: a guest minted by the server,
+/// or a user (an `external_id`) vouched for by the app's backend.
+enum IdentityPrincipal: Sendable, Equatable {
+    /// 32 lower-case hex digits (128 random bits).
+    case guest(String)
+    case user(ExternalID)
+
+    /// The prefix of a guest's principal and of the `external_id` its devices
+    /// are bound to. The authenticated route refuses user ids with it.
+    static let guestPrefix = "guest:"
+
+    /// `guest:<hex>` or `user:<external_id>`, as the identity routes answer.
+    var rendered: String {
+        switch self {
+        case .guest(let id): IdentityPrincipal.guestPrefix + id
+        case .user(let externalID): "user:" + externalID.rawValue
+        }
+    }
+
+    /// The person the principal's devices are bound to: the user's own
+    /// `external_id`, or `guest:<hex>` for a guest.
+    var externalID: ExternalID {
+        switch self {
+        case .user(let externalID):
+            return externalID
+        case .guest(let id):
+            do throws(RegistryRejection) {
+                return try ExternalID(IdentityPrincipal.guestPrefix + id)
+            } catch {
+                preconditionFailure("a guest external id of \(id.utf8.count + 6) bytes was refused")
+            }
+        }
+    }
+
+    /// Returns whether an `external_id` is a guest's (so that a person emptied by
+    /// a guest's last device leaving can be forgotten).
+    static func isGuest(_ externalID: ExternalID) -> Bool {
+        externalID.rawValue.hasPrefix(guestPrefix)
+    }
+}
+
+/// What a valid identity token says.
+struct IdentityClaims: Sendable, Equatable {
+    var app: AppID
+    var mode: AppMode
+    var principal: IdentityPrincipal
+    /// Unix seconds after which the token no longer verifies.
+    var expiresAtSeconds: Int64
+}
+
+/// Identity tokens: `rit1.<key id>.<app>.<mode>.<kind>.<subject>.<expiry>.<signature>`
+///
+/// - `key id`: the signing key (`ik_` + 16 hex), so keys can rotate;
+/// - `app`: the app id in decimal; `mode`: `live` or `test` (the minting key's);
+/// - `kind`: `guest` or `user`; `subject`: base64url (no padding) of the guest
+///   id or the user's `external_id`;
+/// - `expiry`: Unix seconds;
+/// - `signature`: base64url of HMAC-SHA-256 under the key's secret over every
+///   byte before the last `.`.
+///
+/// A token verifies when it has this shape, its key is still kept, the
+/// signature matches (constant-time compare) and the expiry is in the future.
+enum IdentityToken {
+    static let version = "rit1"
+    /// The longest token considered (a 256-character `external_id` of 4-byte
+    /// scalars is 1,366 base64url characters).
+    static let bytesMax = 2048
+    /// Lifetimes a caller may ask for with `ttl_seconds`, and the default.
+    static let lifetimeSecondsDefault: Int64 = 86_400
+    static let lifetimeSecondsRange: ClosedRange<Int64> = 60...2_592_000
+
+    /// Returns a signed token for `claims` under `key`.
+    static func sign(_ claims: IdentityClaims, with key: IdentitySigningKey) -> String {
+        let (kind, subject): (String, String) =
+            switch claims.principal {
+            case .guest(let id): ("guest", id)
+            case .user(let externalID): ("user", externalID.rawValue)
+            }
+        let signed = [
+            version, key.id, String(claims.app.rawValue), claims.mode.name, kind, Base64URL.encode(Array(subject.utf8)),
+            String(claims.expiresAtSeconds),
+        ].joined(separator: ".")
+        return signed + "." + Base64URL.encode(Crypto.hmacSHA256(key: key.secret, message: Array(signed.utf8)))
+    }
+
+    /// Returns the claims of a token that verifies at `nowSeconds`, or nil
+    /// (forged, altered, unknown or removed key, expired, malformed).
+    static func verify(_ token: Substring, keys: IdentityKeyStore, nowSeconds: Int64) -> IdentityClaims? {
+        guard token.utf8.count <= bytesMax, let lastDot = token.lastIndex(of: ".") else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 8, parts[0] == version, let key = keys.key(id: parts[1]),
+            let signature = Base64URL.decode(parts[7]), signature.count == Crypto.sha256DigestBytes
+        else { return nil }
+        let expected = Crypto.hmacSHA256(key: key.secret, message: Array(token[..<lastDot].utf8))
+        guard Crypto.constantTimeEqual(signature, expected) else { return nil }
+        // Signed by us: the fields below were written by `sign`; still checked.
+        guard let appNumber = UInt32(parts[2]), appNumber > 0, let mode = AppMode(name: parts[3]),
+            let subjectBytes = Base64URL.decode(parts[5]),
+            let subject = String(validating: subjectBytes, as: UTF8.self),
+            let expiresAt = Int64(parts[6])
+        else { return nil }
+        let principal: IdentityPrincipal
+        switch parts[4] {
+        case "guest":
+            guard subject.utf8.count == 32, subject.utf8.allSatisfy({ hexDigitValue($0) != nil }) else { return nil }
+            principal = .guest(subject)
+        case "user":
+            guard let externalID = try? ExternalID(subject) else { return nil }
+            principal = .user(externalID)
+        default:
+            return nil
+        }
+        guard nowSeconds < expiresAt else { return nil }
+        return IdentityClaims(app: AppID(appNumber), mode: mode, principal: principal, expiresAtSeconds: expiresAt)
+    }
+
+    /// Returns whether `text` has the shape of a signing key id.
+    static func isKeyID(_ text: String) -> Bool {
+        text.utf8.count == 19 && text.hasPrefix("ik_") && text.utf8.dropFirst(3).allSatisfy { hexDigitValue($0) != nil }
+    }
+
+    /// Returns a new guest id: 128 random bits as 32 hex digits.
+    static func newGuestID() -> String {
+        Crypto.hex(Crypto.randomBytes(16))
+    }
+}
+
+/// Base64 with the URL-safe alphabet and no padding (RFC 4648 §5).
+enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let remaining = bytes.count - index
+            let b0 = UInt32(bytes[index])
+            let b1 = remaining > 1 ? UInt32(bytes[index + 1]) : 0
+            let b2 = remaining > 2 ? UInt32(bytes[index + 2]) : 0
+            let group = b0 << 16 | b1 << 8 | b2
+            out.append(alphabet[Int(group >> 18 & 63)])
+            out.append(alphabet[Int(group >> 12 & 63)])
+            if remaining > 1 { out.append(alphabet[Int(group >> 6 & 63)]) }
+            if remaining > 2 { out.append(alphabet[Int(group & 63)]) }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Returns the bytes, or nil for a character outside the alphabet, padding,
+    /// an impossible length or non-zero trailing bits (one text per value).
+    static func decode(_ text: Substring) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 4 != 1 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in utf8 {
+            guard let value = sextet(character) else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        guard accumulator == 0 else { return nil }
+        return out
+    }
+
+    private static func sextet(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: nil
+        }
+    }
+}
