@@ -46,9 +46,12 @@ format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Benchmarks
 
 ## Install, build (debug, with the layering check) and run every test.
+## Serially: many system tests block a thread of Swift's cooperative pool on a
+## socket, and on 2 cores that starved the async tests running beside them
+## (timeouts under load). Serial, the whole suite takes well under a minute.
 test: deps lint
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	$(SWIFT) test $(BUILD_FLAGS) --skip-build
+	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
@@ -68,7 +71,7 @@ bench-registry: deps
 SOAK_CYCLES ?= 200
 soak: deps
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --filter CrashRecoveryTests
+	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel --filter CrashRecoveryTests
 
 ## libFuzzer over the HTTP parser for $(FUZZ_SECONDS) s (not part of `make test`).
 ## A crash input lands in $(FUZZ_DIR)/artifacts/; commit it to Tests/RoostHTTPTests/FuzzCorpus/.

@@ -6,15 +6,6 @@ import Testing
 
 @testable import RoostAPI
 
-/// A log that fails every append while `failing` is set.
-final class SwitchableLog: MutationLog {
-    let failing = Mutex(false)
-
-    func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-        completion(!failing.withLock { $0 })
-    }
-}
-
 @Suite("Device routes when the log cannot be written")
 struct DeviceLogFailureTests {
     @Test("writes, reads, the export and the import answer 503 unavailable with Retry-After; nothing is acknowledged")
