@@ -47,7 +47,10 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "roost-bench",
-            dependencies: ["RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine"],
+            dependencies: [
+                "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine", "RoostModel",
+                "RoostStorage",
+            ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 

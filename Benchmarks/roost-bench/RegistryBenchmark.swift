@@ -63,7 +63,7 @@ enum RegistryBenchmark {
     /// to the shards, one batch at a time.
     @discardableResult
     static func measure(
-        _ name: String, count: Int, registry: Registry,
+        _ name: String, count: Int, registry: Registry, logged: Bool = false,
         _ make: @escaping @Sendable (Int) -> (AppID, RegisterRequest)
     ) async -> Double {
         let batchStarts = Array(stride(from: 0, to: count, by: batchSize))
@@ -76,7 +76,7 @@ enum RegistryBenchmark {
                     for position in stride(from: submitter, to: batchStarts.count, by: batchesInFlight) {
                         let start = batchStarts[position]
                         let batch = (start..<min(count, start + batchSize)).map(make)
-                        await submit(batch, to: registry, at: now)
+                        await submit(batch, to: registry, at: now, logged: logged)
                     }
                 }
             }
@@ -89,34 +89,42 @@ enum RegistryBenchmark {
     }
 
     /// Submits one batch and returns when every job of it has been answered.
-    static func submit(_ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp) async {
+    /// With `logged`, the mutations go to the registry's log (durability
+    /// benchmarks); without, nothing is logged (the in-process figure).
+    static func submit(
+        _ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp, logged: Bool = false
+    ) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let remaining = Countdown(batch.count)
             let jobs: [ShardJob] = batch.map { app, request in
                 .index(key: IndexKey(app: app, mode: .live), settings: .defaults) { index in
-                    if case .failure(let rejection) = index.register(request, at: now) {
+                    switch index.register(request, at: now) {
+                    case .success(let outcome):
+                        return JobResult(mutations: logged ? outcome.mutations : []) { _ in
+                            if remaining.tick() { done.resume() }
+                        }
+                    case .failure(let rejection):
                         preconditionFailure("benchmark registration refused: \(rejection)")
                     }
-                    return JobResult(mutations: []) { _ in if remaining.tick() { done.resume() } }
                 }
             }
             registry.submit(jobs)
         }
     }
 
-    /// A 32-byte APNs token unique to (number, generation).
+    /// A 32-byte APNs token unique to (number, generation), random-looking
+    /// (SplitMix64 over the pair) so that snapshots compress as real ones do.
     static func token(_ number: Int, generation: Int) -> PushToken {
         var bytes = [UInt8](repeating: 0, count: 32)
-        var value = UInt64(number) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(generation) << 56
-        for index in 0..<32 {
-            if index % 8 == 0 { value = value &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407 }
-            bytes[index] = UInt8(truncatingIfNeeded: value >> UInt64((index % 8) * 8))
+        var state = UInt64(number) << 8 | UInt64(generation & 0xFF)
+        for word in 0..<4 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var mixed = state
+            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            mixed ^= mixed >> 31
+            for byte in 0..<8 { bytes[word * 8 + byte] = UInt8(truncatingIfNeeded: mixed >> UInt64(byte * 8)) }
         }
-        bytes[0] = UInt8(truncatingIfNeeded: number)
-        bytes[1] = UInt8(truncatingIfNeeded: number >> 8)
-        bytes[2] = UInt8(truncatingIfNeeded: number >> 16)
-        bytes[3] = UInt8(truncatingIfNeeded: number >> 24)
-        bytes[4] = UInt8(truncatingIfNeeded: generation)
         return try! PushToken(validatingBytes: bytes, platform: .ios)
     }
 

@@ -39,8 +39,13 @@ if arguments.count >= 2 && arguments[1] == "http-serve" {
     await RegistryBenchmark.run(
         devices: arguments.count >= 3 ? Int(arguments[2]) ?? 1_000_000 : 1_000_000,
         shards: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
+} else if arguments.count >= 3 && arguments[1] == "snapshot" {
+    try await DurabilityBenchmark.run(
+        directory: arguments[2],
+        devices: arguments.count >= 4 ? Int(arguments[3]) ?? 1_000_000 : 1_000_000,
+        logRecords: arguments.count >= 5 ? Int(arguments[4]) ?? 1_000_000 : 1_000_000)
 } else {
     print(
-        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards])"
+        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records])"
     )
 }

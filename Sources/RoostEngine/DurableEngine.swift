@@ -97,6 +97,13 @@ package final class DurableEngine: Sendable {
             for shard in registry.shardSet.shards {
                 for key in await shard.keys() {
                     for record in await shard.snapshotHeader(key) { try writer.append(record) }
+                    var personSlot: UInt32 = 0
+                    while true {
+                        let slice = await shard.snapshotPeople(key, fromSlot: personSlot)
+                        for record in slice.records { try writer.append(record) }
+                        guard let next = slice.next else { break }
+                        personSlot = next
+                    }
                     var after: UInt64 = 0
                     while true {
                         let slice = await shard.snapshotDevices(key, afterSequence: after)

@@ -4,8 +4,9 @@ import RoostModel
 /// of this actor, so each identity rule is checked and applied with no lock
 /// and no other shard involved.
 package actor Shard {
-    /// Devices per snapshot slice: one slice is one short actor turn.
-    package static let snapshotSliceDevices = 4096
+    /// Devices (or people) per snapshot slice: one slice is one short actor
+    /// turn (about a millisecond), so requests keep flowing between slices.
+    package static let snapshotSliceDevices = 256
 
     package let number: Int
     private var table: IndexTable
@@ -55,12 +56,20 @@ package actor Shard {
     /// Returns the keys this shard holds data for, sorted.
     package func keys() -> [IndexKey] { table.sortedKeys }
 
-    /// Returns the non-device records of one index (settings, credentials,
-    /// people), or nothing when the app is gone.
+    /// Returns the settings and credentials of one index, or nothing when the
+    /// app is gone.
     package func snapshotHeader(_ key: IndexKey) -> [[UInt8]] {
         table.withIndex(key) { index in
-            index.snapshotHeader().map { EngineRecord.mutation(key, $0).encoded() }
+            index.snapshotSettingsAndCredentials().map { EngineRecord.mutation(key, $0).encoded() }
         } ?? []
+    }
+
+    /// Returns one slice of an index's people and where to continue (nil: done).
+    package func snapshotPeople(_ key: IndexKey, fromSlot: UInt32) -> (records: [[UInt8]], next: UInt32?) {
+        table.withIndex(key) { index in
+            let slice = index.snapshotPeople(fromSlot: fromSlot, limit: Shard.snapshotSliceDevices)
+            return (slice.mutations.map { EngineRecord.mutation(key, $0).encoded() }, slice.next)
+        } ?? ([], nil)
     }
 
     /// Returns one slice of an index's devices and where to continue (nil: done).

@@ -1,0 +1,106 @@
+import Glibc
+import RoostEngine
+import RoostModel
+import RoostStorage
+import Synchronization
+
+/// `roost-bench snapshot DIR [devices] [log-records]`: the durable engine on a
+/// real directory (`--fsync never` while loading, so the load is quick).
+///
+/// 1. populate `devices` APNs devices, each bound to a person, two tags;
+/// 2. latency of single re-registrations (one in flight, like one client)
+///    for 3 s without a snapshot, then while a snapshot of everything runs:
+///    p50/p99 of each, and the snapshot's seconds and bytes per device;
+/// 3. `log-records` more registrations after the snapshot, then close;
+/// 4. reopen (recovery: checkpoint → snapshot → replay) and time it.
+enum DurabilityBenchmark {
+    static func run(directory: String, devices: Int, logRecords: Int) async throws {
+        precondition(!directory.isEmpty && directory != "/", "refusing directory \(directory)")
+        _ = system("rm -rf '\(directory)'")
+        var options = StorageOptions()
+        options.log = { _ in }
+        let (engine, _) = try DurableEngine.open(directory: directory, policy: .never, shardCount: 1, options: options)
+        let app = AppID(1)
+        let clock = ContinuousClock()
+
+        var started = clock.now
+        await RegistryBenchmark.measure("populate", count: devices, registry: engine.registry, logged: true) { number in
+            var request = RegisterRequest(token: RegistryBenchmark.token(number, generation: 0))
+            request.externalID = .set(try! ExternalID("user_\(number)"))
+            request.tags = .merge(["plan": .string("pro"), "score": .number(7)])
+            return (app, request)
+        }
+        _ = started
+
+        let quiet = await probeLatency(engine.registry, devices: devices, for: .seconds(3))
+        print("latency without snapshot: \(quiet)")
+        let probing = Task {
+            await probeLatency(engine.registry, devices: devices, for: .seconds(600), untilCancelled: true)
+        }
+        started = clock.now
+        let summary = try await engine.snapshot()
+        let snapshotSeconds = seconds(clock.now - started)
+        probing.cancel()
+        let during = await probing.value
+        print("latency during snapshot: \(during)")
+        if let summary {
+            print(
+                "snapshot: \(summary.recordCount) records in \(RegistryBenchmark.format3(snapshotSeconds)) s, "
+                    + "\(summary.fileBytes) bytes = \(Int(summary.fileBytes) / max(1, devices)) bytes/device on disk")
+        }
+
+        await RegistryBenchmark.measure(
+            "log records after the snapshot", count: logRecords, registry: engine.registry, logged: true
+        ) {
+            number in
+            var request = RegisterRequest(token: RegistryBenchmark.token(number % devices, generation: 0))
+            request.externalID = .set(try! ExternalID("user_\(number % devices)"))
+            return (app, request)
+        }
+        engine.close()
+
+        started = clock.now
+        let (reopened, report) = try DurableEngine.open(
+            directory: directory, policy: .never, shardCount: 1, options: options)
+        let recoverySeconds = seconds(clock.now - started)
+        print(
+            "recovery: \(RegistryBenchmark.format3(recoverySeconds)) s for \(report.snapshotRecords) snapshot records "
+                + "+ \(report.logRecords) log records")
+        reopened.close()
+    }
+
+    /// One re-registration at a time for `duration` (or until cancelled):
+    /// returns "p50 … µs, p99 … µs (n samples)".
+    static func probeLatency(
+        _ registry: Registry, devices: Int, for duration: Duration, untilCancelled: Bool = false
+    ) async -> String {
+        let clock = ContinuousClock()
+        let end = clock.now + duration
+        var samples: [Double] = []
+        var number = 0
+        let now = Timestamp(millisecondsSinceEpoch: 1_790_000_000_000)
+        while clock.now < end && !(untilCancelled && Task.isCancelled) {
+            var request = RegisterRequest(token: RegistryBenchmark.token((number &* 7919) % devices, generation: 0))
+            request.externalID = .set(try! ExternalID("user_\((number &* 7919) % devices)"))
+            number += 1
+            let sent = request
+            let started = clock.now
+            _ = await registry.perform(IndexKey(app: AppID(1), mode: .live)) { index in
+                switch index.register(sent, at: now) {
+                case .success(let outcome): return (0, outcome.mutations)
+                case .failure: return (0, [])
+                }
+            }
+            samples.append(seconds(clock.now - started) * 1e6)
+        }
+        guard !samples.isEmpty else { return "no samples" }
+        samples.sort()
+        let p50 = Int(samples[samples.count / 2])
+        let p99 = Int(samples[min(samples.count - 1, samples.count * 99 / 100)])
+        return "p50 \(p50) µs, p99 \(p99) µs (\(samples.count) samples)"
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
