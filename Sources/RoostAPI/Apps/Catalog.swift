@@ -145,6 +145,21 @@ package final class Catalog: Sendable {
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
     }
 
+    /// Returns the key a client presented, after its rate limit (429 with
+    /// `Retry-After`); nil when no key matches. Keys are compared as SHA-256
+    /// digests; the key never appears in an error.
+    package func key(presented: Substring) throws(APIError) -> KeyRecord? {
+        guard !presented.isEmpty, presented.utf8.count <= Authenticator.presentedKeyBytesMax else { return nil }
+        return try key(digest: Crypto.sha256(utf8: presented))
+    }
+
+    /// Returns the key with this SHA-256 digest, after its rate limit.
+    package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
+        guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
+        if let retryAfter = admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        return key
+    }
+
     // MARK: - Rate limits
 
     /// Takes one request from the key's bucket. Returns nil when allowed, or

@@ -31,10 +31,7 @@ package struct Authenticator: Sendable {
         }
         let digest = Crypto.sha256(utf8: presented)
         if Crypto.constantTimeEqual(digest, adminDigest) { return .operator }
-        guard let keyDigest = KeyDigest(bytes: digest), let key = catalog.key(withDigest: keyDigest) else {
-            throw APIError.unauthorized
-        }
-        if let retryAfter = catalog.admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
         return .appKey(key)
     }
 

@@ -17,18 +17,10 @@ enum CompatJob {
     /// When the log cannot take the mutations the answer is 503 with
     /// `Retry-After`, and nothing was applied (spec §2).
     static func run(app: AppRecord, mode: AppMode, now: Int64, _ work: @escaping Work) -> RouteOutcome {
-        let key = IndexKey(app: app.id, mode: mode)
-        let settings = app.settings
         let timestamp = Timestamp(millisecondsSinceEpoch: now)
-        return .deferred { sink in
-            [
-                .index(key: key, settings: settings) { index in
-                    let (mutations, answer) = work(&index, timestamp)
-                    return JobResult(mutations: mutations) { durable in
-                        sink.send(durable ? answer() : APIError.logUnavailable.response)
-                    }
-                }
-            ]
+        return IndexScope.outcome(indexKey: IndexKey(app: app.id, mode: mode), settings: app.settings) { index in
+            let (mutations, answer) = work(&index, timestamp)
+            return IndexAnswer(mutations: mutations, render: answer)
         }
     }
 
@@ -47,11 +39,7 @@ extension Catalog {
     /// (429 with `Retry-After`); nil when no key matches. Compared as a SHA-256
     /// digest, as `Authenticator` does; the key never appears in an error.
     func liveKey(presented: String) throws(APIError) -> KeyRecord? {
-        guard !presented.isEmpty, presented.utf8.count <= Authenticator.presentedKeyBytesMax,
-            let digest = KeyDigest(bytes: Crypto.sha256(presented.utf8)), let key = key(withDigest: digest)
-        else { return nil }
-        if let retryAfter = admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
-        return key
+        try key(presented: presented[...])
     }
 }
 
@@ -78,9 +66,7 @@ struct QueryParameters {
     }
 
     private static func decode(_ text: Substring) -> String? {
-        var bytes = Array(text.utf8)
-        for index in bytes.indices where bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: " ") }
-        return bytes.withUnsafeBufferPointer { percentDecoded($0) }
+        QueryString.decode(text.utf8)
     }
 }
 

@@ -115,22 +115,6 @@ enum QueryString {
 
     /// Returns `%XX`-decoded text with `+` as a space, or nil.
     static func decode(_ bytes: some Collection<UInt8>) -> String? {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var iterator = bytes.makeIterator()
-        while let byte = iterator.next() {
-            switch byte {
-            case UInt8(ascii: "+"):
-                out.append(UInt8(ascii: " "))
-            case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexDigitValue),
-                    let low = iterator.next().flatMap(hexDigitValue)
-                else { return nil }
-                out.append(high << 4 | low)
-            default:
-                out.append(byte)
-            }
-        }
-        return String(validating: out, as: UTF8.self)
+        Array(bytes).withUnsafeBufferPointer { percentDecoded($0, plusAsSpace: true) }
     }
 }

@@ -24,9 +24,16 @@ struct IndexScope: Sendable {
     /// handed back (rendered then, off the shard). When the log cannot take
     /// the mutations the answer is 503 `unavailable` and nothing is acknowledged.
     func run(_ work: @escaping @Sendable (inout AppIndex) -> IndexAnswer) -> RouteOutcome {
-        let indexKey = indexKey
-        let settings = settings
-        return .deferred { sink in
+        IndexScope.outcome(indexKey: indexKey, settings: settings, work)
+    }
+
+    /// The one way a route answers from an index (native and compatibility
+    /// routes alike): `work` runs in the shard's turn; its answer is rendered
+    /// and sent once its mutations are durable, or 503 when they cannot be.
+    static func outcome(
+        indexKey: IndexKey, settings: AppSettings, _ work: @escaping @Sendable (inout AppIndex) -> IndexAnswer
+    ) -> RouteOutcome {
+        .deferred { sink in
             [
                 .index(key: indexKey, settings: settings) { index in
                     let answer = work(&index)

@@ -133,22 +133,27 @@ package struct Router: Sendable {
     }
 }
 
-/// Returns a path segment with `%XX` escapes decoded, or nil when an escape is
-/// malformed or the result is not valid UTF-8.
-package func percentDecoded(_ segment: UnsafeBufferPointer<UInt8>) -> String? {
-    guard segment.contains(UInt8(ascii: "%")) else { return String(validating: segment, as: UTF8.self) }
+/// Returns `%XX`-decoded text, or nil when an escape is malformed or the
+/// result is not valid UTF-8. With `plusAsSpace` (query strings, as HTML forms
+/// send them) `+` becomes a space; in a path it stays `+`.
+package func percentDecoded(_ segment: UnsafeBufferPointer<UInt8>, plusAsSpace: Bool = false) -> String? {
+    guard segment.contains(UInt8(ascii: "%")) || (plusAsSpace && segment.contains(UInt8(ascii: "+"))) else {
+        return String(validating: segment, as: UTF8.self)
+    }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(segment.count)
     var iterator = segment.makeIterator()
     while let byte = iterator.next() {
-        guard byte == UInt8(ascii: "%") else {
+        switch byte {
+        case UInt8(ascii: "%"):
+            guard let high = iterator.next().flatMap(hexDigitValue), let low = iterator.next().flatMap(hexDigitValue)
+            else { return nil }
+            bytes.append(high << 4 | low)
+        case UInt8(ascii: "+") where plusAsSpace:
+            bytes.append(UInt8(ascii: " "))
+        default:
             bytes.append(byte)
-            continue
         }
-        guard let high = iterator.next().flatMap(hexDigitValue), let low = iterator.next().flatMap(hexDigitValue) else {
-            return nil
-        }
-        bytes.append(high << 4 | low)
     }
     return String(validating: bytes, as: UTF8.self)
 }
