@@ -91,6 +91,16 @@ struct BlobStore: Sendable {
     }
 
     /// Returns whether the blob holds exactly `bytes`.
+    func equals(_ ref: BlobRef, _ other: [UInt8]) -> Bool {
+        other.withUnsafeBytes { equals(ref, $0) }
+    }
+
+    /// Returns whether the blob holds exactly the UTF-8 bytes of `text`.
+    func equals(_ ref: BlobRef, _ text: String) -> Bool {
+        withUTF8Bytes(of: text) { equals(ref, $0) }
+    }
+
+    /// Returns whether the blob holds exactly `bytes`.
     func equals(_ ref: BlobRef, _ other: UnsafeRawBufferPointer) -> Bool {
         guard Int(ref.length) == other.count else { return false }
         return withBytes(ref) { $0.elementsEqual(other) }
