@@ -20,16 +20,16 @@ package struct AppIndex: Sendable {
     /// The sequence the next created device gets (never reused).
     package internal(set) var nextDeviceSequence: UInt64
 
-    var records: ContiguousArray<DeviceRecord> = []
+    var records = ChunkedArray<DeviceRecord>()
     var freeDeviceSlots: [UInt32] = []
     var tokenSlots = SlotTable()
     var installationSlots = SlotTable()
-    var people: ContiguousArray<PersonRecord> = []
+    var people = ChunkedArray<PersonRecord>()
     var freePersonSlots: [UInt32] = []
     var personSlots = SlotTable()
     var strings = StringInterner()
     var blobs = BlobStore()
-    var digests: ContiguousArray<SecretDigest> = []
+    var digests = ChunkedArray<SecretDigest>(chunkBytes: 64 << 10)
     var freeDigestSlots: [UInt32] = []
     /// Device sequences in ascending order, including deleted ones until compaction:
     /// the stable list order behind cursors, and the device id index (binary
@@ -55,7 +55,6 @@ package struct AppIndex: Sendable {
 
     /// Reserves room for `deviceCount` devices (before a bulk replay).
     package mutating func reserveCapacity(devices deviceCount: Int) {
-        records.reserveCapacity(deviceCount)
         tokenSlots.reserveCapacity(deviceCount)
         order.reserveCapacity(deviceCount)
         orderSlots.reserveCapacity(deviceCount)
