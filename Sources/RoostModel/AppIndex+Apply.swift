@@ -28,12 +28,12 @@ extension AppIndex {
             if let token = device.token, let holder = slot(ofToken: token),
                 records[Int(holder)].sequence != device.id.sequence
             {
-                stripToken(at: holder)
+                removeToken(at: holder)
             }
             if let installationID = device.installationID, let holder = slot(ofInstallation: installationID),
                 records[Int(holder)].sequence != device.id.sequence
             {
-                stripInstallation(at: holder)
+                removeInstallation(at: holder)
             }
             if let externalID = device.externalID, personSlot(of: externalID) == nil {
                 insertPerson(Person(externalID: externalID, createdAt: device.boundAt ?? device.createdAt))
@@ -107,27 +107,6 @@ extension AppIndex {
         }
         for person in allPeople() { result.append(.personUpsert(person)) }
         return result
-    }
-
-    /// Drops a device's token from the token index (replay of a fuzzy snapshot only).
-    private mutating func stripToken(at slot: UInt32) {
-        let record = records[Int(slot)]
-        let hash = withTokenBytes(of: record) { Self.tokenHash(platform: record.platform, bytes: $0) }
-        let removed = tokenSlots.remove(slot: slot, hash: hash)
-        precondition(removed, "token of slot \(slot) missing from the token index")
-        if record.tokenLength > 32 { blobs.release(BlobRef(cell: UInt32(record.token0), length: record.tokenLength)) }
-        records[Int(slot)].tokenLength = 0
-        records[Int(slot)].token0 = 0
-    }
-
-    /// Drops a device's installation id from its index (replay of a fuzzy snapshot only).
-    private mutating func stripInstallation(at slot: UInt32) {
-        let ref = records[Int(slot)].installation
-        let hash = blobs.withBytes(ref) { slotHash(domain: Self.installationDomain, bytes: $0) }
-        let removed = installationSlots.remove(slot: slot, hash: hash)
-        precondition(removed, "installation of slot \(slot) missing from its index")
-        blobs.release(ref)
-        records[Int(slot)].installation = .none
     }
 
     /// Returns every broken internal invariant (empty when consistent). O(devices);

@@ -201,14 +201,15 @@ package struct MemoryEstimate: Hashable, Sendable {
 
 extension AppIndex {
     /// Returns the approximate heap bytes held by this index (interned strings and
-    /// credentials, a few kilobytes per app, are left out).
+    /// credentials, a few kilobytes per app, are left out). Chunked storage counts
+    /// what is filled; arrays and hash tables count their capacity.
     package func memoryEstimate() -> MemoryEstimate {
         MemoryEstimate(
-            deviceRecords: records.capacity * MemoryLayout<DeviceRecord>.stride + freeDeviceSlots.capacity * 4,
+            deviceRecords: records.usedBytes + freeDeviceSlots.capacity * 4,
             hashTables: tokenSlots.bucketBytes + installationSlots.bucketBytes + personSlots.bucketBytes,
             blobs: blobs.reservedBytes,
-            digests: digests.capacity * MemoryLayout<SecretDigest>.stride + freeDigestSlots.capacity * 4,
+            digests: digests.usedBytes + freeDigestSlots.capacity * 4,
             order: order.capacity * 8 + orderSlots.capacity * 4,
-            people: people.capacity * MemoryLayout<PersonRecord>.stride + freePersonSlots.capacity * 4)
+            people: people.usedBytes + freePersonSlots.capacity * 4)
     }
 }

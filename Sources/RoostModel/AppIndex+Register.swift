@@ -77,29 +77,36 @@ extension AppIndex {
             }
         }
 
-        var device: Device
-        if let target {
-            device = self.device(at: target)
-        } else {
-            let id = DeviceID(appID: appID, mode: mode, platform: platform, sequence: nextDeviceSequence)
-            device = Device(id: id, environment: request.environment, token: nil, createdAt: now)
-        }
-
+        // Checks that read the target's stored fields, without materializing it.
         var bindTo: ExternalID?
-        if case .set(let externalID) = request.externalID, device.externalID != externalID {
-            if personSlot(of: externalID) == nil && (settings.requireKnownPerson || request.requireKnownPerson) {
-                return .failure(.unknownIdentity)
+        var knownPerson: UInt32?
+        if case .set(let externalID) = request.externalID {
+            knownPerson = personSlot(of: externalID)
+            let current = target.map { records[Int($0)].person } ?? DeviceRecord.noSlot
+            if knownPerson == nil || knownPerson != current {
+                if knownPerson == nil && (settings.requireKnownPerson || request.requireKnownPerson) {
+                    return .failure(.unknownIdentity)
+                }
+                bindTo = externalID
             }
-            bindTo = externalID
         }
-        let tags: Tags
-        switch request.tags.applied(to: device.tags) {
-        case .success(let merged): tags = merged
-        case .failure(let rejection): return .failure(rejection)
+        var newTags: Tags?
+        switch request.tags {
+        case .keep:
+            newTags = nil
+        case .clear:
+            newTags = .empty
+        case .merge:
+            let stored = target.map { records[Int($0)].tags } ?? .none
+            switch request.tags.applied(to: stored.isNone ? .empty : storedTags(stored)) {
+            case .success(let merged): newTags = merged
+            case .failure(let rejection): return .failure(rejection)
+            }
         }
-        let bundleID = request.bundleID.applied(to: device.bundleID)
         if request.requireCredential {
-            guard let bundleID, credentials[CredentialKey(bundleID: bundleID, environment: request.environment)] != nil
+            let stored = target.flatMap { strings.string(records[Int($0)].bundleID) }.map(BundleID.init(unchecked:))
+            guard let bundleID = request.bundleID.applied(to: stored),
+                credentials[CredentialKey(bundleID: bundleID, environment: request.environment)] != nil
             else { return .failure(.credentialNotFound) }
         }
 
@@ -124,44 +131,168 @@ extension AppIndex {
         }
 
         var evicted: [DeviceID] = []
+        var personChange = PersonChange.keep
         switch request.externalID {
         case .keep:
             break
         case .clear:
-            device.externalID = nil
-            device.boundAt = nil
+            personChange = .clear
         case .set:
             if let bindTo {
-                evicted = makeRoom(
-                    for: bindTo, excluding: target,
+                let room = makeRoom(
+                    for: bindTo, knownSlot: knownPerson, excluding: target,
                     limit: request.maxDevicesPerPersonOverride ?? settings.maxDevicesPerPerson,
                     at: now, mutations: &mutations)
-                device.externalID = bindTo
-                device.boundAt = now
+                evicted = room.evicted
+                personChange = .bind(room.personSlot)
             }
         }
 
-        device.token = request.token
-        device.environment = request.environment
-        if tokenChange == .reassigned { device.strikes = 0 }
-        device.lastSeenAt = max(now, device.lastSeenAt)
-        device.invalidatedAt = nil
-        device.invalidationReason = nil
-        if let installationID = request.installationID { device.installationID = installationID }
-        if let digest = request.installationSecretDigest { device.installationSecretDigest = digest }
-        device.bundleID = bundleID
-        device.appVersion = request.appVersion.applied(to: device.appVersion)
-        device.timezone = request.timezone.applied(to: device.timezone)
-        device.locale = request.locale.applied(to: device.locale)
-        device.pushPermission = request.pushPermission.applied(to: device.pushPermission)
-        if let optedIn = request.optedIn { device.optedIn = optedIn }
-        device.tags = tags
-        storeDevice(device)
+        let device: Device
+        if let target {
+            updateRegistered(
+                target, with: request, tokenHeld: tokenSlot == target, resetStrikes: tokenChange == .reassigned,
+                person: personChange, tags: newTags, at: now)
+            var externalID: ExternalID?
+            if case .set(let value) = request.externalID { externalID = value }
+            device = self.device(at: target, token: request.token, externalID: externalID)
+            if let violation = device.violation() {
+                preconditionFailure("registration left device \(device.id) invalid: \(violation)")
+            }
+        } else {
+            device = createRegistered(with: request, person: personChange, tags: newTags ?? .empty, at: now)
+        }
         mutations.append(.deviceUpsert(device))
         return .success(
             RegisterOutcome(
                 created: target == nil, device: device, tokenChange: tokenChange, displaced: displaced,
                 evicted: evicted, mutations: mutations))
+    }
+
+    /// What a registration does to its device's person.
+    enum PersonChange {
+        case keep
+        case clear
+        /// Binds the device to the person at this slot (`bound_at = now`).
+        case bind(UInt32)
+    }
+
+    /// Stores a device that a registration creates and returns it.
+    private mutating func createRegistered(
+        with request: RegisterRequest, person: PersonChange, tags: Tags, at now: Timestamp
+    ) -> Device {
+        let id = DeviceID(appID: appID, mode: mode, platform: request.platform, sequence: nextDeviceSequence)
+        var device = Device(id: id, environment: request.environment, token: request.token, createdAt: now)
+        var personSlot: UInt32?
+        if case .bind(let slot) = person, case .set(let externalID) = request.externalID {
+            device.externalID = externalID
+            device.boundAt = now
+            personSlot = slot
+        }
+        device.installationID = request.installationID
+        device.installationSecretDigest = request.installationSecretDigest
+        device.bundleID = request.bundleID.applied(to: nil)
+        device.appVersion = request.appVersion.applied(to: nil)
+        device.timezone = request.timezone.applied(to: nil)
+        device.locale = request.locale.applied(to: nil)
+        device.pushPermission = request.pushPermission.applied(to: nil)
+        if let optedIn = request.optedIn { device.optedIn = optedIn }
+        device.tags = tags
+        storeDevice(device, personSlot: personSlot)
+        return device
+    }
+
+    /// Applies a registration to an existing device's record in place, touching
+    /// only what changes: re-registering a known token with nothing new stores
+    /// `last_seen_at` (and clears an invalidation) and nothing else. The caller
+    /// has checked everything; the token is `tokenHeld` by this device already
+    /// or free, and so is the request's installation id.
+    private mutating func updateRegistered(
+        _ slot: UInt32, with request: RegisterRequest, tokenHeld: Bool, resetStrikes: Bool,
+        person: PersonChange, tags: Tags?, at now: Timestamp
+    ) {
+        let index = Int(slot)
+        if !tokenHeld {
+            if records[index].tokenLength > 0 { removeToken(at: slot) }
+            setToken(request.token, at: slot)
+        }
+        if resetStrikes { records[index].strikes = 0 }
+        records[index].lastSeenAt = max(now.millisecondsSinceEpoch, records[index].lastSeenAt)
+        if records[index].isInvalidated {
+            strings.release(records[index].invalidationReason)
+            records[index].invalidationReason = 0
+            records[index].invalidatedAt = DeviceRecord.noTimestamp
+            invalidatedCount -= 1
+        }
+        if let installationID = request.installationID {
+            withUTF8Bytes(of: installationID.rawValue) { wanted in
+                let held = records[index].installation
+                if !held.isNone && blobs.equals(held, wanted) { return }
+                if !held.isNone { removeInstallation(at: slot) }
+                let hash = installationHash(wanted)
+                precondition(
+                    installationSlots.find(hash: hash) { blobs.equals(records[Int($0)].installation, wanted) } == nil,
+                    "installation id already held by another device")
+                records[index].installation = blobs.store(wanted)
+                installationSlots.insert(slot: slot, hash: hash)
+            }
+        }
+        if let digest = request.installationSecretDigest {
+            let digestSlot = records[index].digest
+            if digestSlot == DeviceRecord.noSlot {
+                records[index].digest = storeDigest(digest)
+            } else {
+                digests[Int(digestSlot)] = digest
+            }
+        }
+        records[index].bundleID = interned(records[index].bundleID, changedBy: request.bundleID.map(\.rawValue))
+        records[index].appVersion = interned(records[index].appVersion, changedBy: request.appVersion)
+        records[index].timezone = interned(records[index].timezone, changedBy: request.timezone)
+        records[index].locale = interned(records[index].locale, changedBy: request.locale)
+        let record = records[index]
+        records[index].flags = DeviceRecord.flags(
+            platform: record.platform, environment: request.environment,
+            pushPermission: request.pushPermission.applied(to: record.pushPermission),
+            optedIn: request.optedIn ?? record.optedIn)
+        if let tags {
+            let stored = records[index].tags
+            if stored.isNone ? !tags.isEmpty : !blobs.equals(stored, tags.encoded) {
+                if !stored.isNone { blobs.release(stored) }
+                records[index].tags = tags.isEmpty ? .none : blobs.store(tags.encoded)
+            }
+        }
+        switch person {
+        case .keep:
+            break
+        case .clear:
+            if records[index].person != DeviceRecord.noSlot {
+                unlink(slot: slot, fromPerson: records[index].person)
+                records[index].person = DeviceRecord.noSlot
+                records[index].nextOfPerson = DeviceRecord.noSlot
+                records[index].boundAt = DeviceRecord.noTimestamp
+            }
+        case .bind(let personSlot):
+            if records[index].person != DeviceRecord.noSlot { unlink(slot: slot, fromPerson: records[index].person) }
+            link(slot: slot, toPerson: personSlot)
+            records[index].boundAt = now.millisecondsSinceEpoch
+        }
+    }
+
+    /// Returns the interned id after `change`: the same id when the value stays,
+    /// else the new value's id (retained) with the old one released.
+    private mutating func interned(_ id: UInt32, changedBy change: FieldChange<String>) -> UInt32 {
+        switch change {
+        case .keep:
+            return id
+        case .clear:
+            strings.release(id)
+            return 0
+        case .set(let value):
+            if id != 0 && strings.string(id) == value { return id }
+            let new = strings.retain(value)
+            strings.release(id)
+            return new
+        }
     }
 
     /// How the device that held the token, or the proven device, loses out.
@@ -172,15 +303,16 @@ extension AppIndex {
         case superseded
     }
 
-    /// Makes `externalID` known (creating the person) and evicts their devices
-    /// until one more fits under `limit`; returns the evicted ids.
+    /// Makes `externalID` known (creating the person unless `knownSlot` is
+    /// theirs) and evicts their devices until one more fits under `limit`;
+    /// returns the person's slot and the evicted ids.
     mutating func makeRoom(
-        for externalID: ExternalID, excluding target: UInt32?, limit: Int, at now: Timestamp,
+        for externalID: ExternalID, knownSlot: UInt32?, excluding target: UInt32?, limit: Int, at now: Timestamp,
         mutations: inout [Mutation]
-    ) -> [DeviceID] {
+    ) -> (personSlot: UInt32, evicted: [DeviceID]) {
         precondition(limit >= 1, "max devices per person must be positive, got \(limit)")
         let personSlot: UInt32
-        if let known = self.personSlot(of: externalID) {
+        if let known = knownSlot {
             personSlot = known
         } else {
             let person = Person(externalID: externalID, createdAt: now)
@@ -196,7 +328,7 @@ extension AppIndex {
             evicted.append(id)
             members.removeAll { $0 == victim }
         }
-        return evicted
+        return (personSlot, evicted)
     }
 
     /// Returns the device to evict among `slots`: the invalidated one registered

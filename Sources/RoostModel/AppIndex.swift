@@ -20,16 +20,16 @@ package struct AppIndex: Sendable {
     /// The sequence the next created device gets (never reused).
     package internal(set) var nextDeviceSequence: UInt64
 
-    var records: ContiguousArray<DeviceRecord> = []
+    var records = ChunkedArray<DeviceRecord>()
     var freeDeviceSlots: [UInt32] = []
     var tokenSlots = SlotTable()
     var installationSlots = SlotTable()
-    var people: ContiguousArray<PersonRecord> = []
+    var people = ChunkedArray<PersonRecord>()
     var freePersonSlots: [UInt32] = []
     var personSlots = SlotTable()
     var strings = StringInterner()
     var blobs = BlobStore()
-    var digests: ContiguousArray<SecretDigest> = []
+    var digests = ChunkedArray<SecretDigest>(chunkBytes: 64 << 10)
     var freeDigestSlots: [UInt32] = []
     /// Device sequences in ascending order, including deleted ones until compaction:
     /// the stable list order behind cursors, and the device id index (binary
@@ -55,7 +55,6 @@ package struct AppIndex: Sendable {
 
     /// Reserves room for `deviceCount` devices (before a bulk replay).
     package mutating func reserveCapacity(devices deviceCount: Int) {
-        records.reserveCapacity(deviceCount)
         tokenSlots.reserveCapacity(deviceCount)
         order.reserveCapacity(deviceCount)
         orderSlots.reserveCapacity(deviceCount)
@@ -69,6 +68,7 @@ package struct AppIndex: Sendable {
 
     /// Returns the position of `sequence` in `order`, or nil. O(log devices).
     func orderPosition(of sequence: UInt64) -> Int? {
+        guard let last = order.last, sequence <= last else { return nil }  // a new device: no search
         let position = lowerBound(in: order, sequence)
         return position < order.count && order[position] == sequence ? position : nil
     }
@@ -86,14 +86,28 @@ package struct AppIndex: Sendable {
         return records[Int(slot)].platform == id.platform ? slot : nil
     }
 
-    static func tokenHash(platform: Platform, bytes: UnsafeRawBufferPointer) -> UInt32 {
-        slotHash(domain: tokenDomain &+ platform.rawValue &* 16, bytes: bytes)
+    /// The token index's hash of a token's bytes (the platform is part of the key).
+    @inline(__always)
+    func tokenHash(platform: Platform, bytes: UnsafeRawBufferPointer) -> UInt32 {
+        tokenSlots.keys.hash(domain: Self.tokenDomain &+ platform.rawValue &* 16, bytes: bytes)
+    }
+
+    /// The installation index's hash of an installation id's UTF-8 bytes.
+    @inline(__always)
+    func installationHash(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        installationSlots.keys.hash(domain: Self.installationDomain, bytes: bytes)
+    }
+
+    /// The person index's hash of an external id's UTF-8 bytes.
+    @inline(__always)
+    func personHash(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        personSlots.keys.hash(domain: Self.personDomain, bytes: bytes)
     }
 
     /// Returns the slot of the device holding `token`, or nil. O(1) expected.
     func slot(ofToken token: PushToken) -> UInt32? {
         token.bytes.withUnsafeBytes { wanted in
-            tokenSlots.find(hash: Self.tokenHash(platform: token.platform, bytes: wanted)) { slot in
+            tokenSlots.find(hash: tokenHash(platform: token.platform, bytes: wanted)) { slot in
                 let record = records[Int(slot)]
                 return record.platform == token.platform && withTokenBytes(of: record) { $0.elementsEqual(wanted) }
             }
@@ -102,9 +116,8 @@ package struct AppIndex: Sendable {
 
     /// Returns the slot of the device with `installationID`, or nil.
     func slot(ofInstallation installationID: InstallationID) -> UInt32? {
-        let bytes = Array(installationID.rawValue.utf8)
-        return bytes.withUnsafeBytes { wanted in
-            installationSlots.find(hash: slotHash(domain: Self.installationDomain, bytes: wanted)) { slot in
+        withUTF8Bytes(of: installationID.rawValue) { wanted in
+            installationSlots.find(hash: installationHash(wanted)) { slot in
                 blobs.equals(records[Int(slot)].installation, wanted)
             }
         }
@@ -112,9 +125,8 @@ package struct AppIndex: Sendable {
 
     /// Returns the slot of the person `externalID`, or nil.
     func personSlot(of externalID: ExternalID) -> UInt32? {
-        let bytes = Array(externalID.rawValue.utf8)
-        return bytes.withUnsafeBytes { wanted in
-            personSlots.find(hash: slotHash(domain: Self.personDomain, bytes: wanted)) { slot in
+        withUTF8Bytes(of: externalID.rawValue) { wanted in
+            personSlots.find(hash: personHash(wanted)) { slot in
                 blobs.equals(people[Int(slot)].name, wanted)
             }
         }
@@ -147,31 +159,43 @@ package struct AppIndex: Sendable {
 
     /// Returns the device stored at `slot`.
     func device(at slot: UInt32) -> Device {
+        device(at: slot, token: nil, externalID: nil)
+    }
+
+    /// Returns the device stored at `slot`, reusing `token` and `externalID` (when
+    /// the caller knows them to equal the stored ones) instead of copying them out.
+    func device(at slot: UInt32, token knownToken: PushToken?, externalID knownExternalID: ExternalID?) -> Device {
         let record = records[Int(slot)]
         precondition(!record.isFree, "reading free device slot \(slot)")
         let platform = record.platform
         let id = DeviceID(appID: appID, mode: mode, platform: platform, sequence: record.sequence)
-        let token =
-            record.tokenLength == 0
-            ? nil : PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: platform)
+        let token: PushToken?
+        if record.tokenLength == 0 {
+            token = nil
+        } else if let knownToken {
+            token = knownToken
+        } else {
+            token = PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: platform)
+        }
         var device = Device(
             id: id, environment: record.environment, token: token,
             createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))
         device.lastSeenAt = Timestamp(millisecondsSinceEpoch: record.lastSeenAt)
-        device.bundleID = strings.string(record.bundleID).map(BundleID.init(unchecked:))
-        device.installationID =
-            record.installation.isNone ? nil : InstallationID(unchecked: blobs.string(record.installation))
-        device.installationSecretDigest = record.digest == DeviceRecord.noSlot ? nil : digests[Int(record.digest)]
+        if record.bundleID != 0 { device.bundleID = strings.string(record.bundleID).map(BundleID.init(unchecked:)) }
+        if !record.installation.isNone {
+            device.installationID = InstallationID(unchecked: blobs.string(record.installation))
+        }
+        if record.digest != DeviceRecord.noSlot { device.installationSecretDigest = digests[Int(record.digest)] }
         if record.person != DeviceRecord.noSlot {
-            device.externalID = ExternalID(unchecked: blobs.string(people[Int(record.person)].name))
+            device.externalID = knownExternalID ?? ExternalID(unchecked: blobs.string(people[Int(record.person)].name))
             device.boundAt = Timestamp(millisecondsSinceEpoch: record.boundAt)
         }
-        device.appVersion = strings.string(record.appVersion)
-        device.timezone = strings.string(record.timezone)
-        device.locale = strings.string(record.locale)
+        if record.appVersion != 0 { device.appVersion = strings.string(record.appVersion) }
+        if record.timezone != 0 { device.timezone = strings.string(record.timezone) }
+        if record.locale != 0 { device.locale = strings.string(record.locale) }
         device.pushPermission = record.pushPermission
         device.optedIn = record.optedIn
-        device.tags = record.tags.isNone ? .empty : decodeStoredTags(record.tags)
+        if !record.tags.isNone { device.tags = storedTags(record.tags) }
         if record.isInvalidated {
             device.invalidatedAt = Timestamp(millisecondsSinceEpoch: record.invalidatedAt)
             device.invalidationReason = strings.string(record.invalidationReason).map(
@@ -181,13 +205,9 @@ package struct AppIndex: Sendable {
         return device
     }
 
-    private func decodeStoredTags(_ ref: BlobRef) -> Tags {
-        var reader = ByteReader(blobs.bytes(ref))
-        do throws(ByteDecodingError) {
-            return try Tags.decode(from: &reader)
-        } catch {
-            preconditionFailure("stored tags do not decode: \(error)")
-        }
+    /// Returns the tags in a blob, as stored (one copy, no decoding).
+    func storedTags(_ ref: BlobRef) -> Tags {
+        Tags(storedEncoding: blobs.bytes(ref))
     }
 
     /// Returns the person stored at `slot`.
@@ -205,8 +225,9 @@ package struct AppIndex: Sendable {
     ///
     /// The caller guarantees that its token and installation id are free or already
     /// this device's, and that its person exists. O(devices of its old and new person).
+    /// `personSlot`, when given, is the slot of the device's person (saves a lookup).
     @discardableResult
-    mutating func storeDevice(_ device: Device) -> UInt32 {
+    mutating func storeDevice(_ device: Device, personSlot: UInt32? = nil) -> UInt32 {
         precondition(device.id.appID == appID, "device \(device.id) of another app stored in \(appID)")
         precondition(device.mode == mode, "device \(device.id) of another mode stored in \(mode)")
         if let violation = device.violation() {
@@ -220,7 +241,7 @@ package struct AppIndex: Sendable {
         } else {
             slot = allocateDeviceSlot(sequence: device.id.sequence)
         }
-        index(device, at: slot)
+        index(device, at: slot, personSlot: personSlot)
         return slot
     }
 
@@ -288,7 +309,7 @@ package struct AppIndex: Sendable {
     }
 
     /// Fills a slot whose `sequence` is set and indexes it everywhere.
-    private mutating func index(_ device: Device, at slot: UInt32) {
+    private mutating func index(_ device: Device, at slot: UInt32, personSlot knownPersonSlot: UInt32?) {
         var record = DeviceRecord.free
         record.sequence = device.id.sequence
         record.createdAt = device.createdAt.millisecondsSinceEpoch
@@ -296,60 +317,41 @@ package struct AppIndex: Sendable {
         record.flags = DeviceRecord.flags(
             platform: device.platform, environment: device.environment,
             pushPermission: device.pushPermission, optedIn: device.optedIn)
-        if let token = device.token {
-            precondition(self.slot(ofToken: token) == nil, "token of \(device.id) already held by another device")
-            record.tokenLength = UInt16(token.bytes.count)
-            if token.bytes.count <= 32 {
-                var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-                withUnsafeMutableBytes(of: &words) { $0.copyBytes(from: token.bytes) }
-                (record.token0, record.token1, record.token2, record.token3) = words
-            } else {
-                record.token0 = UInt64(blobs.store(token.bytes).cell)
-            }
-            let hash = token.bytes.withUnsafeBytes { Self.tokenHash(platform: token.platform, bytes: $0) }
-            tokenSlots.insert(slot: slot, hash: hash)
-        }
         if let installationID = device.installationID {
             precondition(self.slot(ofInstallation: installationID) == nil, "installation of \(device.id) already held")
-            let bytes = Array(installationID.rawValue.utf8)
-            record.installation = blobs.store(bytes)
-            installationSlots.insert(slot: slot, hash: slotHash(domain: Self.installationDomain, bytes: bytes))
-        }
-        if let digest = device.installationSecretDigest {
-            if let reused = freeDigestSlots.popLast() {
-                record.digest = reused
-                digests[Int(reused)] = digest
-            } else {
-                record.digest = UInt32(digests.count)
-                digests.append(digest)
+            withUTF8Bytes(of: installationID.rawValue) { bytes in
+                record.installation = blobs.store(bytes)
+                installationSlots.insert(slot: slot, hash: installationHash(bytes))
             }
         }
+        if let digest = device.installationSecretDigest { record.digest = storeDigest(digest) }
         record.bundleID = strings.retain(device.bundleID?.rawValue)
         record.appVersion = strings.retain(device.appVersion)
         record.timezone = strings.retain(device.timezone)
         record.locale = strings.retain(device.locale)
-        if !device.tags.isEmpty {
-            var writer = ByteWriter()
-            device.tags.encode(into: &writer)
-            record.tags = blobs.store(writer.bytes)
-        }
+        if !device.tags.isEmpty { record.tags = blobs.store(device.tags.encoded) }
         if let invalidatedAt = device.invalidatedAt, let reason = device.invalidationReason {
             record.invalidatedAt = invalidatedAt.millisecondsSinceEpoch
             record.invalidationReason = strings.retain(reason.rawValue)
             invalidatedCount += 1
         }
         record.strikes = device.strikes
-        if let externalID = device.externalID, let boundAt = device.boundAt {
-            guard let personSlot = personSlot(of: externalID) else {
-                preconditionFailure("device \(device.id) bound to unknown person")
-            }
-            record.person = personSlot
-            record.boundAt = boundAt.millisecondsSinceEpoch
-            record.nextOfPerson = people[Int(personSlot)].firstDevice
-            people[Int(personSlot)].firstDevice = slot
-            people[Int(personSlot)].deviceCount += 1
-        }
+        if let boundAt = device.boundAt { record.boundAt = boundAt.millisecondsSinceEpoch }
         records[Int(slot)] = record
+        if let token = device.token { setToken(token, at: slot) }
+        if let externalID = device.externalID {
+            if let knownPersonSlot {
+                precondition(
+                    blobs.equals(people[Int(knownPersonSlot)].name, externalID.rawValue),
+                    "device \(device.id) stored with another person's slot")
+                link(slot: slot, toPerson: knownPersonSlot)
+            } else {
+                guard let personSlot = personSlot(of: externalID) else {
+                    preconditionFailure("device \(device.id) bound to unknown person")
+                }
+                link(slot: slot, toPerson: personSlot)
+            }
+        }
         deviceCount += 1
         if device.platform == .ios { iosCount += 1 }
     }
@@ -358,20 +360,8 @@ package struct AppIndex: Sendable {
     /// the slot keeps its sequence (and its place in the id index).
     private mutating func unindex(slot: UInt32) {
         let record = records[Int(slot)]
-        if record.tokenLength > 0 {
-            let hash = withTokenBytes(of: record) { Self.tokenHash(platform: record.platform, bytes: $0) }
-            let removed = tokenSlots.remove(slot: slot, hash: hash)
-            precondition(removed, "token of slot \(slot) missing from the token index")
-            if record.tokenLength > 32 {
-                blobs.release(BlobRef(cell: UInt32(record.token0), length: record.tokenLength))
-            }
-        }
-        if !record.installation.isNone {
-            let hash = blobs.withBytes(record.installation) { slotHash(domain: Self.installationDomain, bytes: $0) }
-            let removed = installationSlots.remove(slot: slot, hash: hash)
-            precondition(removed, "installation of slot \(slot) missing from its index")
-            blobs.release(record.installation)
-        }
+        if record.tokenLength > 0 { removeToken(at: slot) }
+        if !record.installation.isNone { removeInstallation(at: slot) }
         if record.digest != DeviceRecord.noSlot { freeDigestSlots.append(record.digest) }
         strings.release(record.bundleID)
         strings.release(record.appVersion)
@@ -391,7 +381,71 @@ package struct AppIndex: Sendable {
         if record.platform == .ios { iosCount -= 1 }
     }
 
-    private mutating func unlink(slot: UInt32, fromPerson personSlot: UInt32) {
+    /// Gives the live slot `token` (free in the token index; the slot has none). O(1) expected.
+    mutating func setToken(_ token: PushToken, at slot: UInt32) {
+        precondition(records[Int(slot)].tokenLength == 0, "slot \(slot) already has a token")
+        token.bytes.withUnsafeBytes { bytes in
+            let hash = tokenHash(platform: token.platform, bytes: bytes)
+            precondition(
+                tokenSlots.find(hash: hash) { candidate in
+                    records[Int(candidate)].platform == token.platform
+                        && withTokenBytes(of: records[Int(candidate)]) { $0.elementsEqual(bytes) }
+                } == nil, "token already held by another device")
+            records[Int(slot)].tokenLength = UInt16(bytes.count)
+            if bytes.count <= 32 {
+                var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+                (records[Int(slot)].token0, records[Int(slot)].token1) = (words.0, words.1)
+                (records[Int(slot)].token2, records[Int(slot)].token3) = (words.2, words.3)
+            } else {
+                records[Int(slot)].token0 = UInt64(blobs.store(bytes).cell)
+            }
+            tokenSlots.insert(slot: slot, hash: hash)
+        }
+    }
+
+    /// Drops a slot's token from the token index and the record. O(1) expected.
+    mutating func removeToken(at slot: UInt32) {
+        let record = records[Int(slot)]
+        let hash = withTokenBytes(of: record) { tokenHash(platform: record.platform, bytes: $0) }
+        let removed = tokenSlots.remove(slot: slot, hash: hash)
+        precondition(removed, "token of slot \(slot) missing from the token index")
+        if record.tokenLength > 32 { blobs.release(BlobRef(cell: UInt32(record.token0), length: record.tokenLength)) }
+        records[Int(slot)].tokenLength = 0
+        (records[Int(slot)].token0, records[Int(slot)].token1) = (0, 0)
+        (records[Int(slot)].token2, records[Int(slot)].token3) = (0, 0)
+    }
+
+    /// Drops a slot's installation id from its index and the record. O(1) expected.
+    mutating func removeInstallation(at slot: UInt32) {
+        let ref = records[Int(slot)].installation
+        let hash = blobs.withBytes(ref) { installationHash($0) }
+        let removed = installationSlots.remove(slot: slot, hash: hash)
+        precondition(removed, "installation of slot \(slot) missing from its index")
+        blobs.release(ref)
+        records[Int(slot)].installation = .none
+    }
+
+    /// Stores a secret digest and returns its slot in `digests`.
+    mutating func storeDigest(_ digest: SecretDigest) -> UInt32 {
+        if let reused = freeDigestSlots.popLast() {
+            digests[Int(reused)] = digest
+            return reused
+        }
+        digests.append(digest)
+        return UInt32(digests.count - 1)
+    }
+
+    /// Puts a live slot without a person at the head of a person's device list.
+    mutating func link(slot: UInt32, toPerson personSlot: UInt32) {
+        records[Int(slot)].person = personSlot
+        records[Int(slot)].nextOfPerson = people[Int(personSlot)].firstDevice
+        people[Int(personSlot)].firstDevice = slot
+        people[Int(personSlot)].deviceCount += 1
+    }
+
+    /// Takes a slot out of its person's device list (the record keeps its `person`). O(devices of the person).
+    mutating func unlink(slot: UInt32, fromPerson personSlot: UInt32) {
         let next = records[Int(slot)].nextOfPerson
         if people[Int(personSlot)].firstDevice == slot {
             people[Int(personSlot)].firstDevice = next
@@ -410,9 +464,9 @@ package struct AppIndex: Sendable {
     @discardableResult
     mutating func insertPerson(_ person: Person) -> UInt32 {
         precondition(personSlot(of: person.externalID) == nil, "person already known")
-        let bytes = Array(person.externalID.rawValue.utf8)
+        let name = withUTF8Bytes(of: person.externalID.rawValue) { blobs.store($0) }
         let record = PersonRecord(
-            name: blobs.store(bytes), createdAt: person.createdAt.millisecondsSinceEpoch,
+            name: name, createdAt: person.createdAt.millisecondsSinceEpoch,
             firstDevice: DeviceRecord.noSlot, deviceCount: 0)
         let slot: UInt32
         if let reused = freePersonSlots.popLast() {
@@ -422,7 +476,8 @@ package struct AppIndex: Sendable {
             slot = UInt32(people.count)
             people.append(record)
         }
-        personSlots.insert(slot: slot, hash: slotHash(domain: Self.personDomain, bytes: bytes))
+        let hash = blobs.withBytes(name) { personHash($0) }
+        personSlots.insert(slot: slot, hash: hash)
         personCount += 1
         return slot
     }
@@ -432,7 +487,7 @@ package struct AppIndex: Sendable {
         let record = people[Int(slot)]
         precondition(!record.isFree, "removing free person slot \(slot)")
         precondition(record.deviceCount == 0, "removing a person who still has \(record.deviceCount) devices")
-        let hash = blobs.withBytes(record.name) { slotHash(domain: Self.personDomain, bytes: $0) }
+        let hash = blobs.withBytes(record.name) { personHash($0) }
         let removed = personSlots.remove(slot: slot, hash: hash)
         precondition(removed, "person slot \(slot) missing from the person index")
         blobs.release(record.name)
@@ -440,6 +495,13 @@ package struct AppIndex: Sendable {
         freePersonSlots.append(slot)
         personCount -= 1
     }
+}
+
+/// Calls `body` with the UTF-8 bytes of `text`, without copying a native string.
+@inline(__always)
+func withUTF8Bytes<Result>(of text: String, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+    var text = text
+    return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
 }
 
 /// Returns the first index of a sorted array whose element is not less than `value`.

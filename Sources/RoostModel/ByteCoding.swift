@@ -148,29 +148,30 @@ extension Tags {
     /// Writes the tags sorted by key: count `u8`, then per entry the key as a
     /// field and a type byte (0 string + field, 1 number + 8 bytes, 2 false, 3 true).
     func encode(into writer: inout ByteWriter) {
-        writer.u8(UInt8(count))
-        for (key, value) in sortedEntries {
-            writer.string(key)
-            switch value {
-            case .string(let text):
-                writer.u8(0)
-                writer.string(text)
-            case .number(let number):
-                writer.u8(1)
-                writer.u64(number.bitPattern)
-            case .bool(let flag):
-                writer.u8(flag ? 3 : 2)
-            }
+        if encoded.isEmpty {
+            writer.u8(0)
+        } else {
+            writer.bytes.append(contentsOf: encoded)
         }
     }
 
     /// Reads what `encode` wrote and checks the tag limits.
     static func decode(from reader: inout ByteReader) throws(ByteDecodingError) -> Tags {
+        let tags = Tags(unchecked: try decodeValues(from: &reader))
+        guard tags.byteCount <= Limits.tagBytesMax else {
+            throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
+        }
+        return tags
+    }
+
+    /// Reads what `encode` wrote into a map, checking every bound but the total size.
+    static func decodeValues(from reader: inout ByteReader) throws(ByteDecodingError) -> [String: TagValue] {
         let count = Int(try reader.u8())
         guard count <= Limits.tagKeysMax else {
             throw .lengthOutOfBounds(field: "tags", length: count, max: Limits.tagKeysMax)
         }
         var values: [String: TagValue] = [:]
+        values.reserveCapacity(count)
         for _ in 0..<count {
             let keyOffset = reader.offset
             let key = try reader.string("tag key", max: Limits.tagKeyBytesMax)
@@ -190,10 +191,6 @@ extension Tags {
                 throw .invalidValue(field: "tag key", offset: keyOffset)
             }
         }
-        let tags = Tags(unchecked: values)
-        guard tags.byteCount <= Limits.tagBytesMax else {
-            throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
-        }
-        return tags
+        return values
     }
 }

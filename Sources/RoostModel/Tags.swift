@@ -31,12 +31,17 @@ package enum TagValue: Hashable, Sendable {
 /// where a string counts its UTF-8 length, a number 8 and a boolean 1. This is
 /// independent of JSON escaping and of the order of keys, so a client can compute
 /// it exactly.
+///
+/// Held in its binary form (`encode(into:)`'s bytes, keys sorted), one array:
+/// the index stores those bytes as they are, so reading a device copies them
+/// once and nothing is decoded until a caller looks at the values.
 package struct Tags: Hashable, Sendable {
-    package private(set) var values: [String: TagValue]
+    /// `encode(into:)`'s bytes; empty for no tags (instead of a lone zero count).
+    private(set) var encoded: [UInt8]
 
     package static let empty = Tags()
 
-    package init() { values = [:] }
+    package init() { encoded = [] }
 
     /// Creates tags from a map, checking every key and value and the limits.
     package init(_ values: [String: TagValue]) throws(RegistryRejection) {
@@ -45,17 +50,81 @@ package struct Tags: Hashable, Sendable {
         self = tags
     }
 
-    package var isEmpty: Bool { values.isEmpty }
-    package var count: Int { values.count }
+    /// Wraps bytes that `encode(into:)` wrote and the index stored (not re-checked).
+    init(storedEncoding encoded: [UInt8]) {
+        precondition(encoded.first != 0, "stored tags with no entries")
+        self.encoded = encoded
+    }
+
+    init(unchecked values: [String: TagValue]) {
+        if values.isEmpty {
+            encoded = []
+            return
+        }
+        var writer = ByteWriter()
+        writer.u8(UInt8(values.count))
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            writer.string(key)
+            switch value {
+            case .string(let text):
+                writer.u8(0)
+                writer.string(text)
+            case .number(let number):
+                writer.u8(1)
+                writer.u64(number.bitPattern)
+            case .bool(let flag):
+                writer.u8(flag ? 3 : 2)
+            }
+        }
+        encoded = writer.bytes
+    }
+
+    /// The tags as a map (decoded on each call). O(tags).
+    package var values: [String: TagValue] {
+        if encoded.isEmpty { return [:] }
+        var reader = ByteReader(encoded)
+        do throws(ByteDecodingError) {
+            return try Self.decodeValues(from: &reader)
+        } catch {
+            preconditionFailure("held tags do not decode: \(error)")
+        }
+    }
+
+    package var isEmpty: Bool { encoded.isEmpty }
+    package var count: Int { encoded.isEmpty ? 0 : Int(encoded[0]) }
 
     /// The entries sorted by key (a stable order for rendering and encoding).
     package var sortedEntries: [(key: String, value: TagValue)] {
         values.sorted { $0.key < $1.key }
     }
 
-    /// The size counted against `Limits.tagBytesMax`.
+    /// The size counted against `Limits.tagBytesMax`, read off the encoding
+    /// without decoding. O(tags).
     package var byteCount: Int {
-        values.reduce(0) { $0 + $1.key.utf8.count + $1.value.byteCount }
+        if encoded.isEmpty { return 0 }
+        return encoded.withUnsafeBytes { bytes in
+            var total = 0
+            var offset = 1
+            for _ in 0..<Int(bytes[0]) {
+                let keyLength = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+                total += keyLength
+                offset += 2 + keyLength
+                let kind = bytes[offset]
+                offset += 1
+                switch kind {
+                case 0:
+                    let valueLength = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+                    total += valueLength
+                    offset += 2 + valueLength
+                case 1:
+                    total += 8
+                    offset += 8
+                default:
+                    total += 1
+                }
+            }
+            return total
+        }
     }
 
     package subscript(key: String) -> TagValue? { values[key] }
@@ -76,12 +145,21 @@ package struct Tags: Hashable, Sendable {
         self = merged
     }
 
-    init(unchecked values: [String: TagValue]) { self.values = values }
-
     static func check(key: String, value: TagValue?) throws(RegistryRejection) {
         let keyBytes = key.utf8.count
         guard keyBytes >= 1 && keyBytes <= Limits.tagKeyBytesMax else { throw .invalidTags }
         if case .number(let number) = value, !number.isFinite { throw .invalidTags }
+    }
+
+    /// Equal maps (keys compared as Strings, numbers as Doubles): equal bytes
+    /// decide at once; different bytes can still hold equal maps (`-0.0` and
+    /// `0.0`, canonically equivalent keys), so those compare decoded.
+    package static func == (lhs: Tags, rhs: Tags) -> Bool {
+        lhs.encoded == rhs.encoded || lhs.values == rhs.values
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(values)
     }
 }
 
@@ -114,6 +192,15 @@ package enum FieldChange<Value: Hashable & Sendable>: Hashable, Sendable {
     case keep
     case clear
     case set(Value)
+
+    /// Returns the same change with `transform` applied to a set value.
+    func map<Other>(_ transform: (Value) -> Other) -> FieldChange<Other> {
+        switch self {
+        case .keep: .keep
+        case .clear: .clear
+        case .set(let value): .set(transform(value))
+        }
+    }
 
     /// Returns the field's value after this change.
     package func applied(to current: Value?) -> Value? {

@@ -15,11 +15,28 @@ struct BlobRef: Hashable, Sendable {
 /// cell of class 2. Freed cells go on their class's free list and are reused;
 /// arrays never shrink (a restart compacts). Waste is under 16 bytes per blob.
 struct BlobStore: Sendable {
+    /// One size class: cells in chunks of `cellsPerChunk` cells (about 256 KiB;
+    /// the first chunk grows from empty), never moved, so growth leaves no
+    /// outgrown buffers in the heap (see `ChunkedArray`).
     private struct SizeClass: Sendable {
-        var bytes: [UInt8] = []
+        var chunks: [[UInt8]] = []
+        var cellCount = 0
         var freeCells: [UInt32] = []
         var liveCells = 0
+        let cellSize: Int
+        let chunkShift: Int
+
+        init(cellSize: Int) {
+            self.cellSize = cellSize
+            var shift = 0
+            while (2 << shift) * cellSize <= BlobStore.chunkBytes { shift += 1 }
+            chunkShift = shift
+        }
+
+        var reservedBytes: Int { cellCount * cellSize }
     }
+
+    static let chunkBytes = 256 << 10
 
     static let granularity = 16
     static let lengthMax = Int(UInt16.max)
@@ -27,7 +44,7 @@ struct BlobStore: Sendable {
     private var classes: [SizeClass] = []
 
     /// Total bytes held by all classes (live and free cells).
-    var reservedBytes: Int { classes.reduce(0) { $0 + $1.bytes.count + $1.freeCells.count * 4 } }
+    var reservedBytes: Int { classes.reduce(0) { $0 + $1.reservedBytes + $1.freeCells.count * 4 } }
     /// Number of live blobs.
     var liveCount: Int { classes.reduce(0) { $0 + $1.liveCells } }
 
@@ -35,19 +52,28 @@ struct BlobStore: Sendable {
     mutating func store(_ source: UnsafeRawBufferPointer) -> BlobRef {
         precondition(source.count >= 1 && source.count <= Self.lengthMax, "blob length \(source.count) out of range")
         let classIndex = (source.count - 1) / Self.granularity
-        let cellSize = (classIndex + 1) * Self.granularity
-        while classes.count <= classIndex { classes.append(SizeClass()) }
+        while classes.count <= classIndex {
+            classes.append(SizeClass(cellSize: (classes.count + 1) * Self.granularity))
+        }
+        let cellSize = classes[classIndex].cellSize
+        let shift = classes[classIndex].chunkShift
         let cell: UInt32
         if let reused = classes[classIndex].freeCells.popLast() {
             cell = reused
         } else {
-            let cellCount = classes[classIndex].bytes.count / cellSize
+            let cellCount = classes[classIndex].cellCount
             precondition(cellCount < Int(UInt32.max), "blob class \(classIndex) full")
             cell = UInt32(cellCount)
-            classes[classIndex].bytes.append(contentsOf: repeatElement(0, count: cellSize))
+            if cellCount >> shift == classes[classIndex].chunks.count {
+                var chunk: [UInt8] = []
+                if cellCount > 0 { chunk.reserveCapacity(cellSize << shift) }
+                classes[classIndex].chunks.append(chunk)
+            }
+            classes[classIndex].chunks[cellCount >> shift].append(contentsOf: repeatElement(0, count: cellSize))
+            classes[classIndex].cellCount += 1
         }
-        let start = Int(cell) * cellSize
-        classes[classIndex].bytes.withUnsafeMutableBytes { buffer in
+        let start = (Int(cell) & ((1 << shift) - 1)) * cellSize
+        classes[classIndex].chunks[Int(cell) >> shift].withUnsafeMutableBytes { buffer in
             buffer.baseAddress!.advanced(by: start).copyMemory(from: source.baseAddress!, byteCount: source.count)
         }
         classes[classIndex].liveCells += 1
@@ -72,11 +98,11 @@ struct BlobStore: Sendable {
     func withBytes<Result>(_ ref: BlobRef, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         precondition(!ref.isNone, "reading an empty blob reference")
         let classIndex = (Int(ref.length) - 1) / Self.granularity
-        let cellSize = (classIndex + 1) * Self.granularity
-        return classes[classIndex].bytes.withUnsafeBytes { buffer in
-            body(
-                UnsafeRawBufferPointer(
-                    rebasing: buffer[Int(ref.cell) * cellSize..<Int(ref.cell) * cellSize + Int(ref.length)]))
+        let cellSize = classes[classIndex].cellSize
+        let shift = classes[classIndex].chunkShift
+        let start = (Int(ref.cell) & ((1 << shift) - 1)) * cellSize
+        return classes[classIndex].chunks[Int(ref.cell) >> shift].withUnsafeBytes { buffer in
+            body(UnsafeRawBufferPointer(rebasing: buffer[start..<start + Int(ref.length)]))
         }
     }
 
@@ -88,6 +114,16 @@ struct BlobStore: Sendable {
     /// Returns the blob as a String (blobs made from Strings are valid UTF-8).
     func string(_ ref: BlobRef) -> String {
         withBytes(ref) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Returns whether the blob holds exactly `bytes`.
+    func equals(_ ref: BlobRef, _ other: [UInt8]) -> Bool {
+        other.withUnsafeBytes { equals(ref, $0) }
+    }
+
+    /// Returns whether the blob holds exactly the UTF-8 bytes of `text`.
+    func equals(_ ref: BlobRef, _ text: String) -> Bool {
+        withUTF8Bytes(of: text) { equals(ref, $0) }
     }
 
     /// Returns whether the blob holds exactly `bytes`.
