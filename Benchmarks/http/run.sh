@@ -7,9 +7,10 @@
 # For each round and each server it runs wrk (2 threads, 64 keep-alive
 # connections) on:
 #   healthz  GET /healthz
-#   json     PATCH /v1/apps/1 with a 98-byte JSON body (POST /v1/apps-sized):
-#            Roost authenticates the operator key, parses and validates the
-#            JSON, reads the app and renders it; nginx answers a fixed body.
+#   json     PATCH /v1/apps/1 with a 90-byte JSON body (POST /v1/apps-sized):
+#            Roost authenticates the operator key (SHA-256), parses and validates the
+#            JSON, reads the app from the catalog and renders it (settings
+#            unchanged, so no engine or disk work); nginx answers a fixed body.
 # It prints requests/s per round and the median, and the ratio Roost/nginx.
 # Needs wrk and nginx (Debian: apt-get install wrk nginx-light); everything
 # listens on 127.0.0.1 and is stopped by PID when the script ends.
@@ -25,7 +26,11 @@ done
 
 work=$(mktemp -d /tmp/roost-bench-http.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }

@@ -49,10 +49,7 @@ public final class RoostService: HTTPResponder {
     }
 
     public func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
-        guard let (route, _) = try? router.match(method: head.method, path: head.path) else {
-            return RoostService.jsonBodyBytesMax
-        }
-        return route.bodyLimitBytes ?? RoostService.jsonBodyBytesMax
+        router.bodyLimitBytes(path: head.path) ?? RoostService.jsonBodyBytesMax
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {

@@ -134,11 +134,15 @@ package struct GroupCommit<Waiter> {
     /// durable as the policy makes an append (synced under `always`, written
     /// otherwise), without forcing a sync: a read uses it so that it never
     /// shows a write that is not yet acknowledged.
-    package mutating func barrier(waiter: Waiter) -> Result<LogSequenceNumber, StorageError> {
+    package mutating func barrier(waiter: Waiter) -> Result<BarrierState, StorageError> {
         if let failure { return .failure(failure) }
         let through = LogSequenceNumber(nextLSN.rawValue - 1)
-        waiters.append(Pending(lsn: through, needsSync: policy == .always, waiter: waiter))
-        return .success(through)
+        let needsSync = policy == .always
+        // Already as durable as asked: the caller completes at once, without
+        // a trip through the I/O and completion threads.
+        if through <= (needsSync ? syncedLSN : writtenLSN) { return .success(.satisfied(through)) }
+        waiters.append(Pending(lsn: through, needsSync: needsSync, waiter: waiter))
+        return .success(.pending)
     }
 
     /// Registers `waiter` to complete once every record appended so far is
@@ -243,4 +247,11 @@ package struct GroupCommit<Waiter> {
         waiters.removeAll()
         return failed
     }
+}
+
+/// What a barrier found: every earlier record already as durable as asked, or
+/// a waiter queued behind them.
+package enum BarrierState: Equatable, Sendable {
+    case satisfied(LogSequenceNumber)
+    case pending
 }

@@ -132,11 +132,12 @@ package final class WriteAheadLog: Sendable {
     }
 
     /// Calls `completion` once every record appended before the call is as
-    /// durable as an append under the policy, without forcing a sync. Throws
+    /// durable as an append under the policy, without forcing a sync: on the
+    /// calling thread when that is already so, else on the completion thread. Throws
     /// at once, without calling `completion`, when the log has failed.
     package func barrier(completion: @escaping Completion) throws(StorageError) {
         let result = shared.withLockSignalling { state in state.machine.barrier(waiter: completion) }
-        _ = try result.get()
+        if case .satisfied(let lsn) = try result.get() { completion(.success(lsn)) }
     }
 
     /// The LSN the next appended record will get. A fuzzy snapshot reads it

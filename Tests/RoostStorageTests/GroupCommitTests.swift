@@ -50,6 +50,18 @@ struct GroupCommitTests {
         #expect(Self.names(machine.ioSucceeded(next, nowNanoseconds: 0)) == ["c"])
     }
 
+    @Test("a barrier is satisfied at once when nothing is pending, else completes with the sync that covers it")
+    func barrier() throws {
+        var machine = Self.machine(.always)
+        #expect(try machine.barrier(waiter: "empty").get() == .satisfied(LogSequenceNumber(0)))
+        _ = machine.append([[1]], waiter: "write")
+        #expect(try machine.barrier(waiter: "read").get() == .pending)
+        let plan = try Self.next(&machine, 0)
+        #expect(plan.syncs)
+        #expect(Self.names(machine.ioSucceeded(plan, nowNanoseconds: 0)) == ["write", "read"])
+        #expect(try machine.barrier(waiter: "later").get() == .satisfied(LogSequenceNumber(1)))
+    }
+
     @Test("everysec: completion after the write, sync once the oldest unsynced write is an interval old")
     func everysec() throws {
         var machine = Self.machine(.everysec)

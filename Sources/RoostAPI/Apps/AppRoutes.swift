@@ -56,7 +56,7 @@ package struct AppRoutes: Sendable {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         guard let record = catalog.app(app) else { throw APIError.appNotFound }
-        return withCounts(record, status: 200, settingsChanged: false)
+        return withCounts(record)
     }
 
     func updateApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
@@ -69,7 +69,12 @@ package struct AppRoutes: Sendable {
         let record = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
             requireKnownPerson: patch?.requireKnownPerson)
-        return withCounts(record, status: 200, settingsChanged: before?.settings != record.settings)
+        guard before?.settings != record.settings else {
+            var writer = JSONWriter()
+            AppRoutes.writeApp(record, counts: nil, into: &writer)
+            return .response(jsonResponse(200, writer))
+        }
+        return pushSettings(record)
     }
 
     func deleteApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
@@ -96,27 +101,46 @@ package struct AppRoutes: Sendable {
         }
     }
 
-    /// Answers the app with its counts, read from both modes' indexes; when the
-    /// settings changed, the indexes take them first (a logged mutation each).
-    private func withCounts(_ record: AppRecord, status: Int, settingsChanged: Bool) -> RouteOutcome {
+    /// Answers the app with its counts, read from both modes' indexes.
+    private func withCounts(_ record: AppRecord) -> RouteOutcome {
         let keyCount = catalog.keyCount(of: record.id)
-        return .deferred { sink in
+        return perMode(record) { stats in
+            var writer = JSONWriter()
+            AppRoutes.writeApp(record, counts: (keyCount, stats), into: &writer)
+            return jsonResponse(200, writer)
+        } work: { index in
+            (index.stats(), [])
+        }
+    }
+
+    /// Gives both modes' indexes the app's new settings (a logged mutation
+    /// each) and answers the app once they are durable.
+    private func pushSettings(_ record: AppRecord) -> RouteOutcome {
+        perMode(record) { _ in
+            var writer = JSONWriter()
+            AppRoutes.writeApp(record, counts: nil, into: &writer)
+            return jsonResponse(200, writer)
+        } work: { index in
+            guard case .success(let mutations) = index.updateSettings(record.settings) else {
+                preconditionFailure("catalog settings \(record.settings) refused by the model")
+            }
+            return (index.stats(), mutations)
+        }
+    }
+
+    /// Runs `work` on the live and the test index of an app and renders one
+    /// answer from both results once every mutation is durable (503 otherwise).
+    private func perMode(
+        _ record: AppRecord, render: @escaping @Sendable ([RegistryStats]) -> HTTPResponse,
+        work: @escaping @Sendable (inout AppIndex) -> (RegistryStats, [Mutation])
+    ) -> RouteOutcome {
+        .deferred { sink in
             let gather = Gather<RegistryStats>(count: AppMode.allCases.count) { stats in
-                guard let stats else {
-                    sink.send(APIError.logUnavailable.response)
-                    return
-                }
-                var writer = JSONWriter()
-                AppRoutes.writeApp(record, counts: (keyCount, stats), into: &writer)
-                sink.send(jsonResponse(status, writer))
+                sink.send(stats.map(render) ?? APIError.logUnavailable.response)
             }
             return AppMode.allCases.enumerated().map { position, mode in
                 .index(key: IndexKey(app: record.id, mode: mode), settings: record.settings) { index in
-                    var mutations: [Mutation] = []
-                    if settingsChanged, case .success(let changed) = index.updateSettings(record.settings) {
-                        mutations = changed
-                    }
-                    let stats = index.stats()
+                    let (stats, mutations) = work(&index)
                     return JobResult(mutations: mutations) { durable in gather.deliver(position, durable ? stats : nil)
                     }
                 }

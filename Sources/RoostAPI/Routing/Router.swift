@@ -63,7 +63,11 @@ package struct Router: Sendable {
     /// The most path segments a request may have; a longer path matches nothing.
     package static let pathSegmentsMax = 16
 
-    private let routes: [Route]
+    /// Routes by their number of path segments: a request is compared only
+    /// with the routes of its own depth.
+    private let routesBySegmentCount: [[Route]]
+    /// Body limits of the routes that raise the default, by literal path.
+    private let bodyLimits: [Substring: Int]
 
     package init(_ routes: [Route]) {
         for (index, route) in routes.enumerated() {
@@ -73,7 +77,30 @@ package struct Router: Sendable {
                     "route \(route.method.name) \(route.pattern) declared twice")
             }
         }
-        self.routes = routes
+        var byCount = [[Route]](repeating: [], count: Router.pathSegmentsMax + 1)
+        var limits: [Substring: Int] = [:]
+        for route in routes {
+            precondition(route.pattern.count <= Router.pathSegmentsMax, "route deeper than \(Router.pathSegmentsMax)")
+            byCount[route.pattern.count].append(route)
+            if let limit = route.bodyLimitBytes {
+                var path = ""
+                for piece in route.pattern {
+                    guard case .literal(let text) = piece else {
+                        preconditionFailure("a raised body limit needs a literal path")
+                    }
+                    path += "/" + String(decoding: text, as: UTF8.self)
+                }
+                limits[path[...]] = limit
+            }
+        }
+        self.routesBySegmentCount = byCount
+        self.bodyLimits = limits
+    }
+
+    /// Returns the body limit of the route at `path` when it raises the
+    /// default, else nil. One dictionary probe: it runs for every request head.
+    package func bodyLimitBytes(path: Substring) -> Int? {
+        bodyLimits[path]
     }
 
     /// Returns the matching route and its decoded parameters. O(routes ×
@@ -96,7 +123,7 @@ package struct Router: Sendable {
                 if starts.count > Router.pathSegmentsMax { return .failure(APIError.notFound()) }
             }
             var allowed: [String] = []
-            for route in routes where route.pattern.count == starts.count {
+            for route in routesBySegmentCount[starts.count] {
                 guard Router.matches(route.pattern, bytes, starts, ends) else { continue }
                 let methodMatches = route.method == method || (method == .head && route.method == .get)
                 guard methodMatches else {
