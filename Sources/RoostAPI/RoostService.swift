@@ -57,9 +57,17 @@ public final class RoostService: HTTPResponder {
         case .response(let response):
             return .respond(response)
         case .deferred(let makeJobs):
+            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
             registry.submit(makeJobs(sink))
             return .deferred
         }
+    }
+
+    /// 503 for a write once the log has failed, before anything is applied in
+    /// memory; reads (GET, HEAD) are still served.
+    private func refusalWhileLogFailed(_ method: HTTPMethod) -> HTTPResponse? {
+        guard !registry.acceptsWrites, method != .get, method != .head else { return nil }
+        return APIError.logUnavailable.response
     }
 
     public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
@@ -85,6 +93,7 @@ public final class RoostService: HTTPResponder {
         case .response(let response):
             return response
         case .deferred(let makeJobs):
+            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
             return await withCheckedContinuation { continuation in
                 registry.submit(makeJobs(ContinuationSink(continuation: continuation)))
             }

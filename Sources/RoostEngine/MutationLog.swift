@@ -8,6 +8,10 @@ package protocol MutationLog: Sendable {
     /// (then nothing of this append is acknowledged). An empty append is a
     /// barrier: its completion runs after every earlier append's.
     func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void)
+
+    /// False once the log can no longer take writes (a failed write or
+    /// fdatasync): the API then refuses a write before applying it in memory.
+    var acceptsWrites: Bool { get }
 }
 
 /// A log that keeps nothing: every append is "durable" at once. For tests and
@@ -18,4 +22,6 @@ package struct VolatileLog: MutationLog {
     package func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
         completion(true)
     }
+
+    package var acceptsWrites: Bool { true }
 }

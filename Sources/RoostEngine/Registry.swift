@@ -5,6 +5,10 @@ import RoostModel
 package final class Registry: Sendable {
     package let shardSet: ShardSet
 
+    /// False once the log has failed: writes are refused before they are
+    /// applied (503), reads go on.
+    package var acceptsWrites: Bool { shardSet.log.acceptsWrites }
+
     package init(shardCount: Int, log: any MutationLog) {
         shardSet = ShardSet(shardCount: shardCount, log: log)
     }

@@ -10,12 +10,14 @@ package final class ShardSet: Sendable {
     package static let jobsPerTurnMax = 1024
 
     package let shards: [Shard]
+    package let log: any MutationLog
     private let mailboxes: [Mailbox]
 
     /// Creates the shards, each with the indexes recovery built for it (or none).
     package init(shardCount: Int, log: any MutationLog, tables: [IndexTable]? = nil) {
         precondition(shardCount >= 1 && shardCount <= 256, "shard count \(shardCount) out of 1...256")
         precondition(tables == nil || tables?.count == shardCount, "one recovered table per shard")
+        self.log = log
         shards = (0..<shardCount).map { Shard(number: $0, log: log, table: tables?[$0] ?? IndexTable()) }
         mailboxes = (0..<shardCount).map { _ in Mailbox() }
     }

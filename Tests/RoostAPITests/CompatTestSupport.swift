@@ -6,13 +6,16 @@ import Synchronization
 
 @testable import RoostAPI
 
-/// A log whose appends fail while `failing` is set: the 503 path.
+/// A log whose appends fail while `failing` is set: the 503 path. Reads
+/// (empty appends) are still served, as `WALMutationLog` does after a failure.
 final class SwitchableLog: MutationLog {
     let failing = Mutex(false)
 
     func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-        completion(!failing.withLock { $0 })
+        completion(records.isEmpty || !failing.withLock { $0 })
     }
+
+    var acceptsWrites: Bool { !failing.withLock { $0 } }
 }
 
 extension Harness {

@@ -181,6 +181,9 @@ struct DurableEngineTests {
         fileSystem.inject(.init(operation: .syncData, nth: 1, errno: 5))
         #expect(try await register(engine.registry, try apnsToken(2)) == nil)
         #expect(try await register(engine.registry, try apnsToken(3)) == nil)
+        #expect(!engine.registry.acceptsWrites)
+        let devices = await engine.registry.perform(liveKey) { index in (index.stats().devices, []) }
+        #expect(devices != nil, "a read is served after the log failed")
         engine.close()
     }
 }
