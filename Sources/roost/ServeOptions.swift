@@ -17,7 +17,9 @@ struct ServeOptions {
     var eventLoops: Int
 
     var httpConfiguration: HTTPServerConfiguration {
-        HTTPServerConfiguration(host: host, port: port, eventLoopCount: eventLoops, limits: limits)
+        // The listener takes an IPv4 address; `localhost` is the loopback one.
+        HTTPServerConfiguration(
+            host: host == "localhost" ? "127.0.0.1" : host, port: port, eventLoopCount: eventLoops, limits: limits)
     }
 
     struct ParseError: Error, CustomStringConvertible {
