@@ -59,14 +59,37 @@ enum DurabilityBenchmark {
         }
         engine.close()
 
-        started = clock.now
-        let (reopened, report) = try DurableEngine.open(
-            directory: directory, policy: .never, shardCount: 1, options: options)
-        let recoverySeconds = seconds(clock.now - started)
-        print(
-            "recovery: \(RegistryBenchmark.format3(recoverySeconds)) s for \(report.snapshotRecords) snapshot records "
-                + "+ \(report.logRecords) log records")
-        reopened.close()
+        try recover(directory: directory, shardCount: 1)
+    }
+
+    /// `roost-bench recover DIR [runs] [shards]`: reopens a directory that
+    /// `snapshot` left (recovery only, nothing is written) `runs` times.
+    static func recover(directory: String, shardCount: Int, runs: Int = 1) throws {
+        var options = StorageOptions()
+        options.log = { _ in }
+        let clock = ContinuousClock()
+        for _ in 0..<runs {
+            let cpuBefore = processCPUSeconds()
+            let started = clock.now
+            let (reopened, report) = try DurableEngine.open(
+                directory: directory, policy: .never, shardCount: shardCount, options: options)
+            let recoverySeconds = seconds(clock.now - started)
+            let cpu = processCPUSeconds() - cpuBefore
+            reopened.close()
+            print(
+                "recovery: \(RegistryBenchmark.format3(recoverySeconds)) s for \(report.snapshotRecords) snapshot records "
+                    + "+ \(report.logRecords) log records (cpu \(RegistryBenchmark.format3(cpu)) s; files "
+                    + "\(RegistryBenchmark.format3(seconds(report.filesDuration))) s, snapshot "
+                    + "\(RegistryBenchmark.format3(seconds(report.snapshotDuration))) s, log "
+                    + "\(RegistryBenchmark.format3(seconds(report.logDuration))) s)")
+        }
+    }
+
+    /// CPU seconds used by the whole process so far (every thread).
+    static func processCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// One re-registration at a time for `duration` (or until cancelled):

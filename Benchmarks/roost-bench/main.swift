@@ -44,8 +44,12 @@ if arguments.count >= 2 && arguments[1] == "http-serve" {
         directory: arguments[2],
         devices: arguments.count >= 4 ? Int(arguments[3]) ?? 1_000_000 : 1_000_000,
         logRecords: arguments.count >= 5 ? Int(arguments[4]) ?? 1_000_000 : 1_000_000)
+} else if arguments.count >= 3 && arguments[1] == "recover" {
+    try DurabilityBenchmark.recover(
+        directory: arguments[2], shardCount: arguments.count >= 5 ? Int(arguments[4]) ?? 1 : 1,
+        runs: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
 } else {
     print(
-        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records])"
+        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records] | recover DIR [runs] [shards])"
     )
 }

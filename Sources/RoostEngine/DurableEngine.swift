@@ -14,6 +14,11 @@ package final class DurableEngine: Sendable {
         package var snapshotRecords = 0
         package var logRecords = 0
         package var notes: [String] = []
+        /// Wall time of each phase: reading and verifying the files (checkpoint
+        /// slots, snapshot CRC, every segment), loading the snapshot, replaying the log.
+        package var filesDuration: Duration = .zero
+        package var snapshotDuration: Duration = .zero
+        package var logDuration: Duration = .zero
     }
 
     private init(registry: Registry, log: WALMutationLog, shardCount: Int) {
@@ -28,21 +33,30 @@ package final class DurableEngine: Sendable {
     package static func open(
         directory: String, policy: FsyncPolicy, shardCount: Int, options: StorageOptions = StorageOptions()
     ) throws -> (DurableEngine, RecoveryReport) {
+        let clock = ContinuousClock()
+        var started = clock.now
         let (wal, recovered) = try WriteAheadLog.open(directory: directory, policy: policy, options: options)
         var tables = [IndexTable](repeating: IndexTable(), count: shardCount)
         var report = RecoveryReport()
         report.notes = recovered.notes
-        func apply(_ payload: [UInt8], origin: () -> String) throws {
-            let record: EngineRecord
+        report.filesDuration = clock.now - started
+        started = clock.now
+        /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
+        func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, origin: () -> String) throws {
+            var record: EngineRecord
             do {
                 record = try EngineRecord.decode(payload)
             } catch {
                 throw EngineRecoveryError(where: origin(), reason: "\(error)")
             }
+            if case .indexSize(let key, let devices, let people) = record {
+                record = .indexSize(key, devices: min(devices, hintMax), people: min(people, hintMax))
+            }
             let app: AppID
             switch record {
             case .mutation(let key, _): app = key.app
             case .appRemoved(let removed): app = removed
+            case .indexSize(let key, _, _): app = key.app
             }
             do {
                 try tables[ShardSet.shardNumber(for: app, shardCount: shardCount)].replay(record)
@@ -52,22 +66,30 @@ package final class DurableEngine: Sendable {
         }
         do {
             if let snapshot = recovered.snapshot {
-                while let payload = try snapshot.next() {
+                // Every device and person is a record: no index holds more than the file.
+                let hintMax = snapshot.recordCount
+                while try snapshot.withNextRecord({ payload -> Bool in
                     report.snapshotRecords += 1
-                    try apply(payload) { "snapshot record \(report.snapshotRecords)" }
-                }
+                    try apply(payload, hintMax: hintMax) { "snapshot record \(report.snapshotRecords)" }
+                    return true
+                }) != nil {}
             }
+            report.snapshotDuration = clock.now - started
+            started = clock.now
             var failure: (any Error)?
             try recovered.replay { record in
                 guard failure == nil else { return }
                 report.logRecords += 1
                 do {
-                    try apply(record.payload) { "log record LSN \(record.lsn.rawValue)" }
+                    try record.payload.withUnsafeBytes { payload in
+                        try apply(payload, hintMax: 0) { "log record LSN \(record.lsn.rawValue)" }
+                    }
                 } catch {
                     failure = error
                 }
             }
             if let failure { throw failure }
+            report.logDuration = clock.now - started
         } catch {
             wal.close()
             throw error
@@ -96,6 +118,11 @@ package final class DurableEngine: Sendable {
         do {
             for shard in registry.shardSet.shards {
                 for key in await shard.keys() {
+                    if let size = await shard.read(key, { (devices: $0.count, people: $0.stats().people) }) {
+                        try writer.append(
+                            EngineRecord.indexSize(key, devices: UInt64(size.devices), people: UInt64(size.people))
+                                .encoded())
+                    }
                     for record in await shard.snapshotHeader(key) { try writer.append(record) }
                     var personSlot: UInt32 = 0
                     while true {

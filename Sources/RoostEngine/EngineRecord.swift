@@ -6,13 +6,19 @@ import RoostModel
 /// | bytes | field |
 /// |---|---|
 /// | 1 | format version (1) |
-/// | 1 | kind: 1 mutation, 2 app removed |
+/// | 1 | kind: 1 mutation, 2 app removed, 3 index size |
 /// | 4 | app id |
-/// | 1 | mode (0 live, 1 test); kind 1 only |
+/// | 1 | mode (0 live, 1 test); kinds 1 and 3 |
 /// | rest | `MutationCodec` bytes; kind 1 only |
+/// | 8 + 8 | devices, people (`u64`); kind 3 only |
 package enum EngineRecord: Equatable, Sendable {
     case mutation(IndexKey, Mutation)
     case appRemoved(AppID)
+    /// How many devices and people an index held when a snapshot began to
+    /// write it (the first record of each index in a snapshot): recovery
+    /// reserves room before the index's records follow. A hint only: applying
+    /// it changes no state.
+    case indexSize(IndexKey, devices: UInt64, people: UInt64)
 
     package static let formatVersion: UInt8 = 1
 
@@ -33,11 +39,29 @@ package enum EngineRecord: Equatable, Sendable {
             var bytes: [UInt8] = [EngineRecord.formatVersion, 2]
             appendAppID(app, to: &bytes)
             return bytes
+        case .indexSize(let key, let devices, let people):
+            var bytes: [UInt8] = [EngineRecord.formatVersion, 3]
+            appendAppID(key.app, to: &bytes)
+            bytes.append(key.mode.rawValue)
+            for value in [devices, people] {
+                for shift in stride(from: UInt64(0), to: 64, by: 8) {
+                    bytes.append(UInt8(truncatingIfNeeded: value >> shift))
+                }
+            }
+            return bytes
         }
     }
 
     /// Decodes a record; throws on anything this version did not write.
     package static func decode(_ bytes: [UInt8]) throws(EngineRecordError) -> EngineRecord {
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(EngineRecordError) in try decode(raw) }
+        }
+        return try result.get()
+    }
+
+    /// Decodes a record from borrowed bytes (no copy of the payload).
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(EngineRecordError) -> EngineRecord {
         guard bytes.count >= 6 else { throw .truncated(bytes.count) }
         guard bytes[0] == formatVersion else { throw .unknownVersion(bytes[0]) }
         let rawApp = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
@@ -48,7 +72,7 @@ package enum EngineRecord: Equatable, Sendable {
             guard bytes.count >= 8 else { throw .truncated(bytes.count) }
             guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
             do {
-                let mutation = try MutationCodec.decode(Array(bytes[7...]))
+                let mutation = try MutationCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[7...]))
                 return .mutation(IndexKey(app: app, mode: mode), mutation)
             } catch {
                 throw .invalid("mutation: \(error)")
@@ -56,6 +80,13 @@ package enum EngineRecord: Equatable, Sendable {
         case 2:
             guard bytes.count == 6 else { throw .invalid("app-removed record of \(bytes.count) bytes") }
             return .appRemoved(app)
+        case 3:
+            guard bytes.count == 23 else { throw .invalid("index-size record of \(bytes.count) bytes") }
+            guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
+            return .indexSize(
+                IndexKey(app: app, mode: mode),
+                devices: bytes.loadUnaligned(fromByteOffset: 7, as: UInt64.self).littleEndian,
+                people: bytes.loadUnaligned(fromByteOffset: 15, as: UInt64.self).littleEndian)
         default:
             throw .unknownKind(bytes[1])
         }

@@ -37,15 +37,31 @@ package struct IndexTable: Sendable {
     package mutating func replay(_ record: EngineRecord) throws(ReplayError) {
         switch record {
         case .mutation(let key, let mutation):
-            _ = ensure(key, settings: .defaults)
+            let position = ensurePosition(key)
             do {
-                try indexes[key]!.apply(mutation)
+                try indexes.values[position].apply(mutation)
             } catch {
                 throw ReplayError(key: key, reason: "\(error)")
             }
         case .appRemoved(let app):
             _ = removeApp(app)
+        case .indexSize(let key, let devices, let people):
+            // A hint: reserve (bounded, it is read from disk) and change nothing else.
+            let limit = UInt64(Limits.devicesPerIndexMax)
+            indexes.values[ensurePosition(key)].reserveCapacity(
+                devices: Int(min(devices, limit)), people: Int(min(people, limit)))
         }
+    }
+
+    /// Returns where the index of `key` is, creating it with the default
+    /// settings (as replay does) when absent. One hash of the key when present.
+    private mutating func ensurePosition(_ key: IndexKey) -> [IndexKey: AppIndex].Index {
+        if let position = indexes.index(forKey: key) { return position }
+        indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: .defaults)
+        guard let position = indexes.index(forKey: key) else {
+            preconditionFailure("index \(key) just added is missing")
+        }
+        return position
     }
 
     /// Returns the keys held, sorted by app then mode.

@@ -25,29 +25,40 @@ extension AppIndex {
             if let existing = slot(ofSequence: device.id.sequence), records[Int(existing)].platform != device.platform {
                 throw .invalidDevice(device.id, "platform differs from the stored device's")
             }
-            if let token = device.token, let holder = slot(ofToken: token),
-                records[Int(holder)].sequence != device.id.sequence
-            {
-                removeToken(at: holder)
+            // Each key is hashed and probed once; the hashes go on to the insert.
+            var freeTokenHash: UInt32?
+            if let token = device.token {
+                let (holder, hash) = token.bytes.withUnsafeBytes { wanted in
+                    let hash = tokenHash(platform: token.platform, bytes: wanted)
+                    return (slot(ofToken: wanted, platform: token.platform, hash: hash), hash)
+                }
+                if let holder, records[Int(holder)].sequence != device.id.sequence { removeToken(at: holder) }
+                freeTokenHash = hash  // free, or this device's own: `storeDevice` unindexes it first
             }
             if let installationID = device.installationID, let holder = slot(ofInstallation: installationID),
                 records[Int(holder)].sequence != device.id.sequence
             {
                 removeInstallation(at: holder)
             }
-            if let externalID = device.externalID, personSlot(of: externalID) == nil {
-                insertPerson(Person(externalID: externalID, createdAt: device.boundAt ?? device.createdAt))
+            var personSlot: UInt32?
+            if let externalID = device.externalID {
+                let (found, hash) = personLookup(externalID)
+                personSlot =
+                    found
+                    ?? insertPerson(
+                        Person(externalID: externalID, createdAt: device.boundAt ?? device.createdAt), hash: hash)
             }
-            storeDevice(device)
+            storeDevice(device, personSlot: personSlot, tokenHash: freeTokenHash)
         case .deviceTombstone(let id):
             guard id.appID == appID, id.mode == mode else { throw .foreignDevice(id) }
             if let slot = slot(of: id) { removeDevice(at: slot) }
             if id.sequence >= nextDeviceSequence { nextDeviceSequence = id.sequence + 1 }
         case .personUpsert(let person):
-            if let slot = personSlot(of: person.externalID) {
+            let (found, hash) = personLookup(person.externalID)
+            if let slot = found {
                 people[Int(slot)].createdAt = person.createdAt.millisecondsSinceEpoch
             } else {
-                insertPerson(person)
+                insertPerson(person, hash: hash)
             }
         case .personErase(let externalID):
             if let personSlot = personSlot(of: externalID) {

@@ -60,6 +60,13 @@ package struct AppIndex: Sendable {
         orderSlots.reserveCapacity(deviceCount)
     }
 
+    /// Reserves room for `deviceCount` devices and `personCount` people (before
+    /// a bulk replay, e.g. from a snapshot's index-size hint). Never shrinks.
+    package mutating func reserveCapacity(devices deviceCount: Int, people personCount: Int) {
+        reserveCapacity(devices: deviceCount)
+        personSlots.reserveCapacity(personCount)
+    }
+
     // MARK: Lookups
 
     static let tokenDomain: UInt8 = 1
@@ -107,10 +114,16 @@ package struct AppIndex: Sendable {
     /// Returns the slot of the device holding `token`, or nil. O(1) expected.
     func slot(ofToken token: PushToken) -> UInt32? {
         token.bytes.withUnsafeBytes { wanted in
-            tokenSlots.find(hash: tokenHash(platform: token.platform, bytes: wanted)) { slot in
-                let record = records[Int(slot)]
-                return record.platform == token.platform && withTokenBytes(of: record) { $0.elementsEqual(wanted) }
-            }
+            slot(ofToken: wanted, platform: token.platform, hash: tokenHash(platform: token.platform, bytes: wanted))
+        }
+    }
+
+    /// Returns the slot of the device holding the token `wanted` whose hash is `hash`, or nil.
+    @inline(__always)
+    func slot(ofToken wanted: UnsafeRawBufferPointer, platform: Platform, hash: UInt32) -> UInt32? {
+        tokenSlots.find(hash: hash) { slot in
+            let record = records[Int(slot)]
+            return record.platform == platform && withTokenBytes(of: record) { $0.elementsEqual(wanted) }
         }
     }
 
@@ -125,10 +138,18 @@ package struct AppIndex: Sendable {
 
     /// Returns the slot of the person `externalID`, or nil.
     func personSlot(of externalID: ExternalID) -> UInt32? {
+        personLookup(externalID).slot
+    }
+
+    /// Returns the slot of the person `externalID` (or nil) and the hash it is
+    /// filed under, so that an insert after a miss need not hash again.
+    func personLookup(_ externalID: ExternalID) -> (slot: UInt32?, hash: UInt32) {
         withUTF8Bytes(of: externalID.rawValue) { wanted in
-            personSlots.find(hash: personHash(wanted)) { slot in
+            let hash = personHash(wanted)
+            let slot = personSlots.find(hash: hash) { slot in
                 blobs.equals(people[Int(slot)].name, wanted)
             }
+            return (slot, hash)
         }
     }
 
@@ -226,8 +247,11 @@ package struct AppIndex: Sendable {
     /// The caller guarantees that its token and installation id are free or already
     /// this device's, and that its person exists. O(devices of its old and new person).
     /// `personSlot`, when given, is the slot of the device's person (saves a lookup).
+    /// `tokenHash`, when given, is the hash of the device's token, which the
+    /// caller guarantees is free once the device's old version is unindexed
+    /// (replay: saves hashing and probing the token index twice).
     @discardableResult
-    mutating func storeDevice(_ device: Device, personSlot: UInt32? = nil) -> UInt32 {
+    mutating func storeDevice(_ device: Device, personSlot: UInt32? = nil, tokenHash: UInt32? = nil) -> UInt32 {
         precondition(device.id.appID == appID, "device \(device.id) of another app stored in \(appID)")
         precondition(device.mode == mode, "device \(device.id) of another mode stored in \(mode)")
         if let violation = device.violation() {
@@ -241,7 +265,7 @@ package struct AppIndex: Sendable {
         } else {
             slot = allocateDeviceSlot(sequence: device.id.sequence)
         }
-        index(device, at: slot, personSlot: personSlot)
+        index(device, at: slot, personSlot: personSlot, tokenHash: tokenHash)
         return slot
     }
 
@@ -309,7 +333,9 @@ package struct AppIndex: Sendable {
     }
 
     /// Fills a slot whose `sequence` is set and indexes it everywhere.
-    private mutating func index(_ device: Device, at slot: UInt32, personSlot knownPersonSlot: UInt32?) {
+    private mutating func index(
+        _ device: Device, at slot: UInt32, personSlot knownPersonSlot: UInt32?, tokenHash: UInt32?
+    ) {
         var record = DeviceRecord.free
         record.sequence = device.id.sequence
         record.createdAt = device.createdAt.millisecondsSinceEpoch
@@ -338,7 +364,9 @@ package struct AppIndex: Sendable {
         record.strikes = device.strikes
         if let boundAt = device.boundAt { record.boundAt = boundAt.millisecondsSinceEpoch }
         records[Int(slot)] = record
-        if let token = device.token { setToken(token, at: slot) }
+        if let token = device.token {
+            if let tokenHash { setFreeToken(token, at: slot, hash: tokenHash) } else { setToken(token, at: slot) }
+        }
         if let externalID = device.externalID {
             if let knownPersonSlot {
                 precondition(
@@ -391,6 +419,23 @@ package struct AppIndex: Sendable {
                     records[Int(candidate)].platform == token.platform
                         && withTokenBytes(of: records[Int(candidate)]) { $0.elementsEqual(bytes) }
                 } == nil, "token already held by another device")
+            records[Int(slot)].tokenLength = UInt16(bytes.count)
+            if bytes.count <= 32 {
+                var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+                (records[Int(slot)].token0, records[Int(slot)].token1) = (words.0, words.1)
+                (records[Int(slot)].token2, records[Int(slot)].token3) = (words.2, words.3)
+            } else {
+                records[Int(slot)].token0 = UInt64(blobs.store(bytes).cell)
+            }
+            tokenSlots.insert(slot: slot, hash: hash)
+        }
+    }
+
+    /// `setToken` for a token the caller knows is free, whose hash it has: no probe.
+    private mutating func setFreeToken(_ token: PushToken, at slot: UInt32, hash: UInt32) {
+        precondition(records[Int(slot)].tokenLength == 0, "slot \(slot) already has a token")
+        token.bytes.withUnsafeBytes { bytes in
             records[Int(slot)].tokenLength = UInt16(bytes.count)
             if bytes.count <= 32 {
                 var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -463,7 +508,15 @@ package struct AppIndex: Sendable {
     /// Adds a person (who must not exist) and returns the slot.
     @discardableResult
     mutating func insertPerson(_ person: Person) -> UInt32 {
-        precondition(personSlot(of: person.externalID) == nil, "person already known")
+        let (existing, hash) = personLookup(person.externalID)
+        precondition(existing == nil, "person already known")
+        return insertPerson(person, hash: hash)
+    }
+
+    /// Adds a person the caller has just looked up and not found; `hash` is
+    /// what `personLookup` returned.
+    @discardableResult
+    mutating func insertPerson(_ person: Person, hash: UInt32) -> UInt32 {
         let name = withUTF8Bytes(of: person.externalID.rawValue) { blobs.store($0) }
         let record = PersonRecord(
             name: name, createdAt: person.createdAt.millisecondsSinceEpoch,
@@ -476,7 +529,6 @@ package struct AppIndex: Sendable {
             slot = UInt32(people.count)
             people.append(record)
         }
-        let hash = blobs.withBytes(name) { personHash($0) }
         personSlots.insert(slot: slot, hash: hash)
         personCount += 1
         return slot

@@ -57,12 +57,13 @@ package enum ByteDecodingError: Error, Hashable, Sendable, CustomStringConvertib
     }
 }
 
-/// Reads what `ByteWriter` wrote, checking every bound.
+/// Reads what `ByteWriter` wrote, checking every bound. Borrows the bytes:
+/// use it inside the `withUnsafeBytes` (or similar) scope that lends them.
 struct ByteReader {
-    let bytes: [UInt8]
+    let bytes: UnsafeRawBufferPointer
     private(set) var offset = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
     var remaining: Int { bytes.count - offset }
 
@@ -77,28 +78,40 @@ struct ByteReader {
     mutating func u64() throws(ByteDecodingError) -> UInt64 { try integer() }
     mutating func i64() throws(ByteDecodingError) -> Int64 { Int64(bitPattern: try integer() as UInt64) }
 
+    @inline(__always)
     private mutating func integer<T: FixedWidthInteger>() throws(ByteDecodingError) -> T {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { throw .truncated(offset: offset) }
-        var value: T = 0
-        for index in 0..<size { value |= T(bytes[offset + index]) << (8 * index) }
+        let value = T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
         offset += size
         return value
     }
 
-    /// A length-prefixed field of at most `max` bytes.
-    mutating func field(_ name: String, max: Int) throws(ByteDecodingError) -> [UInt8] {
+    /// A length-prefixed field of at most `max` bytes, borrowed (valid as long as `bytes`).
+    mutating func rawField(_ name: String, max: Int) throws(ByteDecodingError) -> UnsafeRawBufferPointer {
         let length = Int(try u16())
         guard length <= max else { throw .lengthOutOfBounds(field: name, length: length, max: max) }
         guard remaining >= length else { throw .truncated(offset: offset) }
         defer { offset += length }
-        return Array(bytes[offset..<offset + length])
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+    }
+
+    /// A length-prefixed field of at most `max` bytes.
+    mutating func field(_ name: String, max: Int) throws(ByteDecodingError) -> [UInt8] {
+        Array(try rawField(name, max: max))
+    }
+
+    /// The next `count` bytes, borrowed.
+    mutating func raw(_ count: Int) throws(ByteDecodingError) -> UnsafeRawBufferPointer {
+        guard remaining >= count else { throw .truncated(offset: offset) }
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
     }
 
     /// A length-prefixed UTF-8 string of at most `max` bytes; invalid UTF-8 is rejected.
     mutating func string(_ name: String, max: Int) throws(ByteDecodingError) -> String {
         let start = offset
-        let raw = try field(name, max: max)
+        let raw = try rawField(name, max: max)
         guard let text = String(validating: raw, as: UTF8.self) else {
             throw .invalidValue(field: name, offset: start)
         }
@@ -157,11 +170,61 @@ extension Tags {
 
     /// Reads what `encode` wrote and checks the tag limits.
     static func decode(from reader: inout ByteReader) throws(ByteDecodingError) -> Tags {
+        var probe = reader
+        if let tags = decodeCanonical(from: &probe) {
+            reader = probe
+            return tags
+        }
         let tags = Tags(unchecked: try decodeValues(from: &reader))
         guard tags.byteCount <= Limits.tagBytesMax else {
             throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
         }
         return tags
+    }
+
+    /// The replay fast path: when the bytes are already in the form `encode`
+    /// writes (ASCII keys in strictly ascending order, ASCII string values)
+    /// and within every limit, returns them as they are (one copy, no map);
+    /// they then equal what the map path would build. Returns nil for
+    /// anything else, and the map path decodes it (or reports why not).
+    static func decodeCanonical(from reader: inout ByteReader) -> Tags? {
+        let start = reader.offset
+        do throws(ByteDecodingError) {
+            let count = Int(try reader.u8())
+            if count == 0 { return Tags() }
+            guard count <= Limits.tagKeysMax else { return nil }
+            var total = 0
+            var previous = UnsafeRawBufferPointer(start: nil, count: 0)
+            for index in 0..<count {
+                let key = try reader.rawField("tag key", max: Limits.tagKeyBytesMax)
+                guard !key.isEmpty, isASCII(key) else { return nil }
+                if index > 0 && !previous.lexicographicallyPrecedes(key) { return nil }
+                previous = key
+                total += key.count
+                switch try reader.u8() {
+                case 0:
+                    let value = try reader.rawField("tag value", max: Limits.tagBytesMax)
+                    guard isASCII(value) else { return nil }
+                    total += value.count
+                case 1:
+                    guard Double(bitPattern: try reader.u64()).isFinite else { return nil }
+                    total += 8
+                case 2, 3: total += 1
+                default: return nil
+                }
+            }
+            guard total <= Limits.tagBytesMax else { return nil }
+            return Tags(storedEncoding: Array(UnsafeRawBufferPointer(rebasing: reader.bytes[start..<reader.offset])))
+        } catch {
+            return nil
+        }
+    }
+
+    @inline(__always)
+    private static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var union: UInt8 = 0
+        for byte in bytes { union |= byte }
+        return union < 0x80
     }
 
     /// Reads what `encode` wrote into a map, checking every bound but the total size.

@@ -64,6 +64,15 @@ package enum MutationCodec {
 
     /// Returns the mutation `bytes` hold, or throws why they are not one.
     package static func decode(_ bytes: [UInt8]) throws(ByteDecodingError) -> Mutation {
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(ByteDecodingError) in try decode(raw) }
+        }
+        return try result.get()
+    }
+
+    /// Returns the mutation `bytes` hold, or throws why they are not one; reads
+    /// the borrowed bytes in place (recovery decodes from the snapshot's buffer).
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(ByteDecodingError) -> Mutation {
         guard bytes.count <= Limits.mutationBytesMax else {
             throw .lengthOutOfBounds(field: "record", length: bytes.count, max: Limits.mutationBytesMax)
         }
@@ -163,11 +172,11 @@ package enum MutationCodec {
             throw .invalidValue(field: "environment", offset: offset)
         }
         offset = reader.offset
-        let tokenBytes = try reader.field("token", max: Limits.fcmTokenCharactersMax)
+        let tokenBytes = try reader.rawField("token", max: Limits.fcmTokenCharactersMax)
         var token: PushToken?
         if !tokenBytes.isEmpty {
             do throws(RegistryRejection) {
-                token = try PushToken(validatingBytes: tokenBytes, platform: id.platform)
+                token = try PushToken(validatingBytes: Array(tokenBytes), platform: id.platform)
             } catch {
                 throw .invalidValue(field: "token", offset: offset)
             }
@@ -190,10 +199,7 @@ package enum MutationCodec {
         switch try reader.u8() {
         case 0: break
         case 1:
-            guard reader.remaining >= 32 else { throw .truncated(offset: reader.offset) }
-            var digestBytes: [UInt8] = []
-            for _ in 0..<32 { digestBytes.append(try reader.u8()) }
-            device.installationSecretDigest = SecretDigest(bytes: digestBytes)
+            device.installationSecretDigest = SecretDigest(bytes: try reader.raw(32))
         default: throw .invalidValue(field: "installation_secret", offset: offset)
         }
         device.externalID = try decodeOptionalExternalID(&reader)

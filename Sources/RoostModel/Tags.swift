@@ -82,11 +82,13 @@ package struct Tags: Hashable, Sendable {
     /// The tags as a map (decoded on each call). O(tags).
     package var values: [String: TagValue] {
         if encoded.isEmpty { return [:] }
-        var reader = ByteReader(encoded)
-        do throws(ByteDecodingError) {
-            return try Self.decodeValues(from: &reader)
-        } catch {
-            preconditionFailure("held tags do not decode: \(error)")
+        return encoded.withUnsafeBytes { bytes in
+            var reader = ByteReader(bytes)
+            do throws(ByteDecodingError) {
+                return try Self.decodeValues(from: &reader)
+            } catch {
+                preconditionFailure("held tags do not decode: \(error)")
+            }
         }
     }
 

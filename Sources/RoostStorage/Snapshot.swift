@@ -1,4 +1,5 @@
 import CZstd
+import Glibc
 import RoostPlatform
 
 /// Sizes the engine announces when a snapshot begins, so that recovery can
@@ -239,11 +240,18 @@ package final class SnapshotReader {
     var context: OpaquePointer?
     var compressed: [UInt8] = []
     var compressedOffset = 0
+    /// Decompressed bytes: `plain[plainOffset..<plainEnd]` are not yet read;
+    /// the buffer is reused (the unread tail moves to the front before each
+    /// decompression), so reading allocates nothing per record.
     var plain: [UInt8] = []
     var plainOffset = 0
+    var plainEnd = 0
     var frameDone = false
     var recordsRead: UInt64 = 0
     static let chunkBytes = 1 << 20
+
+    /// The number of records the trailer says the file holds (checked at the end).
+    package var recordCount: UInt64 { expectedRecords }
 
     /// Checks header, trailer and the CRC-32C over the whole file. O(file bytes).
     package static func verify(fileSystem: any StorageFileSystem, path: String) throws(StorageError) -> SnapshotSummary
@@ -318,6 +326,21 @@ package final class SnapshotReader {
     /// Returns the next record, or nil after the last one (having checked
     /// the frame's checksum and the record count).
     package func next() throws(StorageError) -> [UInt8]? {
+        guard let range = try nextRange() else { return nil }
+        return Array(plain[range])
+    }
+
+    /// Calls `body` with the next record's bytes, borrowed from the reader's
+    /// buffer (valid only during the call; `body` must not call the reader),
+    /// and returns its result; nil after the last record (having checked the
+    /// frame's checksum and the record count). No copy, no allocation.
+    package func withNextRecord<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result? {
+        guard let range = try nextRange() else { return nil }
+        return try plain.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// Reads the next record's length and returns where its bytes are in `plain`.
+    func nextRange() throws(StorageError) -> Range<Int>? {
         guard try fill(4) else {
             guard frameDone, readOffset == bodyEnd, compressedOffset == compressed.count else {
                 throw damaged(readOffset, "snapshot body ends inside the zstd frame")
@@ -330,10 +353,10 @@ package final class SnapshotReader {
         let length = Int(Bytes.read(UInt32.self, plain[...], at: plainOffset))
         guard length <= SnapshotFormat.recordBytesMax else { throw damaged(readOffset, "snapshot record too long") }
         guard try fill(4 + length) else { throw damaged(readOffset, "snapshot record cut short") }
-        let record = Array(plain[(plainOffset + 4)..<(plainOffset + 4 + length)])
+        let range = (plainOffset + 4)..<(plainOffset + 4 + length)
         plainOffset += 4 + length
         recordsRead += 1
-        return record
+        return range
     }
 
     func damaged(_ offset: Int, _ reason: String) -> StorageError {
@@ -343,9 +366,9 @@ package final class SnapshotReader {
     /// Decompresses until `count` plain bytes are available; false at end of frame.
     func fill(_ count: Int) throws(StorageError) -> Bool {
         guard let context else { preconditionFailure("no zstd context") }
-        while plain.count - plainOffset < count {
+        while plainEnd - plainOffset < count {
             if frameDone {
-                if plain.count == plainOffset { return false }
+                if plainEnd == plainOffset { return false }
                 throw damaged(readOffset, "snapshot record cut short at the end of the frame")
             }
             if compressedOffset == compressed.count {
@@ -357,16 +380,28 @@ package final class SnapshotReader {
                 readOffset += compressed.count
                 compressedOffset = 0
             }
+            // Move the unread tail (less than one record) to the front, and
+            // make room for at least one zstd output block after it.
+            let unread = plainEnd - plainOffset
             if plainOffset > 0 {
-                plain.removeFirst(plainOffset)
+                if unread > 0 {
+                    let from = plainOffset
+                    plain.withUnsafeMutableBytes { buffer in
+                        _ = memmove(buffer.baseAddress!, buffer.baseAddress! + from, unread)
+                    }
+                }
                 plainOffset = 0
+                plainEnd = unread
             }
-            var output = [UInt8](repeating: 0, count: ZSTD_DStreamOutSize())
+            let room = max(Self.plainBufferBytes, count + ZSTD_DStreamOutSize())
+            if plain.count < room { plain.append(contentsOf: repeatElement(0, count: room - plain.count)) }
             var produced = 0
+            let start = plainEnd
             let code: Int = compressed.withUnsafeBytes { source in
-                output.withUnsafeMutableBytes { target in
+                plain.withUnsafeMutableBytes { target in
                     var inBuffer = ZSTD_inBuffer(src: source.baseAddress, size: source.count, pos: compressedOffset)
-                    var outBuffer = ZSTD_outBuffer(dst: target.baseAddress, size: target.count, pos: 0)
+                    var outBuffer = ZSTD_outBuffer(
+                        dst: target.baseAddress! + start, size: target.count - start, pos: 0)
                     let code = ZSTD_decompressStream(context, &outBuffer, &inBuffer)
                     compressedOffset = inBuffer.pos
                     produced = outBuffer.pos
@@ -376,9 +411,12 @@ package final class SnapshotReader {
             if ZSTD_isError(code) != 0 {
                 throw damaged(readOffset, "zstd: \(String(cString: ZSTD_getErrorName(code)))")
             }
-            plain.append(contentsOf: output[0..<produced])
+            plainEnd += produced
             if code == 0 { frameDone = true }
         }
         return true
     }
+
+    /// The decompression buffer's usual size (it grows for a larger record).
+    static let plainBufferBytes = 1 << 20
 }

@@ -42,6 +42,7 @@ struct EngineRecordTests {
                 .settings(AppSettings(maxDevicesPerPerson: 3, requireKnownPerson: true))),
             .mutation(IndexKey(app: AppID(UInt32.max), mode: .live), .deviceSequenceFloor(42)),
             .appRemoved(AppID(9)),
+            .indexSize(IndexKey(app: AppID(3), mode: .test), devices: 5_000_000, people: UInt64.max),
         ]
         for record in records {
             #expect(try EngineRecord.decode(record.encoded()) == record)
@@ -58,11 +59,71 @@ struct EngineRecordTests {
         wrongVersion[0] = 9
         #expect(throws: EngineRecordError.unknownVersion(9)) { try EngineRecord.decode(wrongVersion) }
         var wrongKind = good
-        wrongKind[1] = 3
-        #expect(throws: EngineRecordError.unknownKind(3)) { try EngineRecord.decode(wrongKind) }
+        wrongKind[1] = 4
+        #expect(throws: EngineRecordError.unknownKind(4)) { try EngineRecord.decode(wrongKind) }
+        let hint = EngineRecord.indexSize(liveKey, devices: 1, people: 2).encoded()
+        for length in 0..<hint.count {
+            #expect(throws: EngineRecordError.self) { try EngineRecord.decode(Array(hint.prefix(length))) }
+        }
+        #expect(throws: EngineRecordError.self) { try EngineRecord.decode(hint + [0]) }
         var zeroApp = good
         zeroApp[2...5] = [0, 0, 0, 0]
         #expect(throws: EngineRecordError.self) { try EngineRecord.decode(zeroApp) }
+    }
+}
+
+@Suite("Replay into an index table")
+struct IndexTableReplayTests {
+    /// An index with people, tags, shared and moved tokens and deletions.
+    static func sampleIndex() throws -> AppIndex {
+        var index = AppIndex(appID: liveKey.app, mode: liveKey.mode)
+        for seed in 0..<400 {
+            var request = RegisterRequest(token: try apnsToken(seed % 300))
+            if seed % 3 != 0 { request.externalID = .set(try ExternalID("person \(seed % 50) ✓")) }
+            if seed % 4 == 0 { request.tags = .merge(["plan": .string("pro"), "ünïcode": .number(Double(seed))]) }
+            if seed % 5 == 0 { request.tags = .merge(["b": .bool(true), "a": .string("x")]) }
+            if case .failure(let rejection) = index.register(request, at: now) {
+                preconditionFailure("registration refused: \(rejection)")
+            }
+        }
+        return index
+    }
+
+    @Test("a snapshot replayed from its bytes (hints, borrowed decoding, fast paths) equals the index that wrote it")
+    func bytesReplayEqualsSource() throws {
+        let source = try Self.sampleIndex()
+        var records = [
+            EngineRecord.indexSize(
+                liveKey, devices: UInt64(source.count), people: UInt64(source.stats().people)
+            ).encoded()
+        ]
+        records += source.snapshotMutations().map { EngineRecord.mutation(liveKey, $0).encoded() }
+        var fromBytes = IndexTable()
+        var generic = AppIndex(appID: liveKey.app, mode: liveKey.mode)
+        for bytes in records {
+            let record = try bytes.withUnsafeBytes { raw in try EngineRecord.decode(raw) }
+            #expect(try EngineRecord.decode(bytes) == record)
+            try fromBytes.replay(record)
+            if case .mutation(_, let mutation) = record { try generic.apply(mutation) }
+        }
+        let replayed = try #require(fromBytes.indexes[liveKey])
+        #expect(replayed.snapshotMutations() == source.snapshotMutations())
+        #expect(generic.snapshotMutations() == source.snapshotMutations())
+        #expect(replayed.invariantViolations().isEmpty)
+    }
+
+    @Test("an index-size hint reserves room and changes no state, even for an index that exists")
+    func hintChangesNothing() throws {
+        var table = IndexTable()
+        try table.replay(.indexSize(liveKey, devices: 100_000, people: 0))
+        #expect(
+            table.indexes[liveKey]?.snapshotMutations()
+                == AppIndex(appID: liveKey.app, mode: liveKey.mode).snapshotMutations())
+        for mutation in try Self.sampleIndex().snapshotMutations() { try table.replay(.mutation(liveKey, mutation)) }
+        let before = table.indexes[liveKey]?.snapshotMutations()
+        try table.replay(.indexSize(liveKey, devices: 3, people: 1_000_000))
+        #expect(table.indexes[liveKey]?.snapshotMutations() == before)
+        #expect(table.indexes[liveKey]?.invariantViolations() == [])
     }
 }
 

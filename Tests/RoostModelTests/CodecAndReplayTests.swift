@@ -152,6 +152,76 @@ struct MutationCodecTests {
         ]
     }
 
+    /// Decodes tags with `Tags.decode` (canonical fast path first) and with the map path alone.
+    static func decodeBothWays(_ bytes: [UInt8]) -> (
+        fast: Result<Tags, ByteDecodingError>, map: Result<Tags, ByteDecodingError>, fastTaken: Bool
+    ) {
+        bytes.withUnsafeBytes { raw in
+            var probe = ByteReader(raw)
+            let fastTaken = Tags.decodeCanonical(from: &probe) != nil
+            let fast = Result { () throws(ByteDecodingError) -> Tags in
+                var reader = ByteReader(raw)
+                let tags = try Tags.decode(from: &reader)
+                guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
+                return tags
+            }
+            let map = Result { () throws(ByteDecodingError) -> Tags in
+                var reader = ByteReader(raw)
+                let tags = Tags(unchecked: try Tags.decodeValues(from: &reader))
+                guard tags.byteCount <= Limits.tagBytesMax else {
+                    throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
+                }
+                guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
+                return tags
+            }
+            return (fast, map, fastTaken)
+        }
+    }
+
+    @Test("tags decode through the canonical fast path to exactly what the map path builds, or fall back to it")
+    func tagsFastPath() throws {
+        var random = SplitMix64(seed: 0x7A65)
+        var fastTaken = 0
+        let keys = ["a", "b", "plan", "score", "ünï", "e\u{301}", "\u{e9}", "Z", "zz"]
+        let values: [[UInt8]] =
+            [[0, 3, 0, 0x70, 0x72, 0x6F], [0, 2, 0, 0xC3, 0xA9], [0, 1, 0, 0xFF], [2], [3], [4]]
+            + [1.5, -0.0, Double.nan, Double.infinity].map { number in
+                var bytes: [UInt8] = [1]
+                for shift in stride(from: 0, to: 64, by: 8) {
+                    bytes.append(UInt8(truncatingIfNeeded: number.bitPattern >> UInt64(shift)))
+                }
+                return bytes
+            }
+        for _ in 0..<5_000 {
+            let count = Int(random.next() % 5)
+            var bytes: [UInt8] = [UInt8(count)]
+            for _ in 0..<count {
+                let key = Array(keys[Int(random.next() % UInt64(keys.count))].utf8)
+                bytes += [UInt8(key.count), 0] + key + values[Int(random.next() % UInt64(values.count))]
+            }
+            if random.next() % 10 == 0, !bytes.isEmpty { bytes.removeLast() }
+            let decoded = Self.decodeBothWays(bytes)
+            if decoded.fastTaken { fastTaken += 1 }
+            switch (decoded.fast, decoded.map) {
+            case (.success(let fast), .success(let map)):
+                #expect(fast == map, "\(bytes)")
+                #expect(fast.encoded == map.encoded, "\(bytes)")
+            case (.failure(let fast), .failure(let map)): #expect(fast == map, "\(bytes)")
+            default: Issue.record("fast and map paths disagree on \(bytes): \(decoded.fast) vs \(decoded.map)")
+            }
+        }
+        #expect(fastTaken > 500)
+        // Every sample device's tags, and the largest allowed, take the fast path or fall back to the same value.
+        for count in [0, 1, 50] {
+            let tags = try Tags(TagsTests.tags(count: count, bytes: min(4_096, count * 80)).compactMapValues { $0 })
+            var writer = ByteWriter()
+            tags.encode(into: &writer)
+            let decoded = Self.decodeBothWays(writer.bytes)
+            #expect(try decoded.fast.get() == tags)
+            #expect(try decoded.map.get() == tags)
+        }
+    }
+
     @Test("decode after encode is the identity for every kind of mutation")
     func roundTrip() throws {
         for mutation in try Self.samples() {

@@ -56,6 +56,34 @@ struct SnapshotTests {
         #expect(read.log.map(\.payload) == (100..<105).map { [UInt8($0)] }, "seed \(seed)")
     }
 
+    @Test(
+        "borrowed reading (withNextRecord) yields the same records as next(), across buffer refills and large records")
+    func borrowedReading() async throws {
+        var random = SeededRandom(seed: testSeed(0x5EED_0202))
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 512, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        var records = randomPayloads(3_000, maxBytes: 700, &random)
+        records.insert((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }, at: 1_000)
+        records.insert([], at: 2_000)
+        records.append((0..<((1 << 20) + 5)).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        _ = try Self.snapshot(log, records)
+        log.close()
+        for borrowed in [false, true] {
+            let (reopened, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+            defer { reopened.close() }
+            let reader = try #require(state.snapshot)
+            #expect(reader.recordCount == UInt64(records.count))
+            var read: [[UInt8]] = []
+            if borrowed {
+                while let record = try reader.withNextRecord({ Array($0) }) { read.append(record) }
+            } else {
+                while let record = try reader.next() { read.append(record) }
+            }
+            #expect(read == records, "borrowed \(borrowed)")
+        }
+    }
+
     @Test("checkpoints keep the older checkpoint's snapshot and segments, and delete what neither needs")
     func retention() async throws {
         let fileSystem = FaultInjectingFileSystem()
