@@ -11,8 +11,9 @@ import Synchronization
 /// pending and later append fails, nothing is synced again, and a restart
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
-    /// Called once per `append`, on the completion thread (in LSN order), with
-    /// the batch's last LSN or the failure. Must not block, and must not call
+    /// Called once per `append`, in LSN order, on the completion thread (or
+    /// the I/O thread when nothing else waits), with the batch's last LSN or
+    /// the failure. Must not block, and must not call
     /// `sync`, `checkpoint` or `close` (they wait for that thread: deadlock).
     /// `append` is fine.
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
