@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${2:-3}
 command -v wrk >/dev/null || { echo "missing wrk: sudo apt-get install -y wrk"; exit 1; }
-BIN=$(swift build -c release --show-bin-path)/roost
+BIN=${ROOST_BIN:-$(swift build -c release --show-bin-path)/roost}
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/roost-bench-durability.XXXXXX")
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }

@@ -22,6 +22,12 @@ package protocol StorageFileSystem: Sendable {
     func remove(_ path: String) throws(SystemCallError)
     /// fsyncs a directory so that creates, renames and removals in it survive power loss.
     func syncDirectory(_ directory: String) throws(SystemCallError)
+    /// True when new segments should be really written with zeros (by a
+    /// background thread, ahead of need) rather than only preallocated: on
+    /// ext4 and XFS an fdatasync after a write into preallocated, unwritten
+    /// extents also commits the extent conversion to the journal. False by
+    /// default, so that fault-injecting test file systems see no background I/O.
+    var prefersZeroFilledSegments: Bool { get }
 }
 
 /// An open file: positioned reads and writes, data sync, preallocation.
@@ -48,6 +54,8 @@ package protocol StorageFile: AnyObject, Sendable {
 }
 
 extension StorageFileSystem {
+    package var prefersZeroFilledSegments: Bool { false }
+
     /// Returns `directory + "/" + name`.
     package func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
@@ -57,6 +65,8 @@ extension StorageFileSystem {
 /// The real file system, through RoostPlatform's `retryingSyscall`.
 package struct PosixFileSystem: StorageFileSystem {
     package init() {}
+
+    package var prefersZeroFilledSegments: Bool { true }
 
     package func open(_ path: String, create: Bool) throws(SystemCallError) -> any StorageFile {
         let flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0)

@@ -160,6 +160,12 @@ package struct GroupCommit<Waiter> {
         closing = true
     }
 
+    /// True when records wait to be written or a requested sync is not done:
+    /// the I/O thread has another plan to perform at once.
+    package var hasWorkNow: Bool {
+        failure == nil && (!chunks.isEmpty || syncRequestedThrough > syncedLSN)
+    }
+
     /// True once closing and nothing is left to write, sync or complete.
     package var isDrained: Bool {
         closing && !ioInFlight && chunks.isEmpty && waiters.isEmpty && (failure != nil || syncedLSN == writtenLSN)

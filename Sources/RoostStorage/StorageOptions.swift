@@ -11,12 +11,19 @@ package struct StorageOptions: Sendable {
     /// The largest segment file recovery reads (segments written with a larger
     /// `segmentBytesMax` earlier must still load).
     package var segmentReadBytesMax: Int = 1 << 30
+    /// Whether segments are really written with zeros before records go into
+    /// them (docs/storage.md "Segment preparation"); nil: as the file system
+    /// prefers (`prefersZeroFilledSegments`: yes for the real one).
+    package var zeroFillSegments: Bool?
     /// Where file I/O goes: the real file system, or a fault-injecting one in tests.
     package var fileSystem: any StorageFileSystem = PosixFileSystem()
     /// Where structured log lines go (`wal.error=…`); stderr by default.
     package var log: @Sendable (String) -> Void = { line in StandardError.write(line) }
 
     package init() {}
+
+    /// Whether segments are zero-filled, `zeroFillSegments` or the file system's preference.
+    var zeroFillsSegments: Bool { zeroFillSegments ?? fileSystem.prefersZeroFilledSegments }
 
     /// Checks the relations between limits; called once by `WriteAheadLog.open`.
     func validate() throws(StorageError) {

@@ -11,14 +11,29 @@ import Synchronization
 /// pending and later append fails, nothing is synced again, and a restart
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
-    /// Called once per `append`, on the completion thread (in LSN order), with
-    /// the batch's last LSN or the failure. Must not block, and must not call
+    /// Called once per `append`, in LSN order, on the completion thread (or
+    /// the I/O thread when nothing else waits), with the batch's last LSN or
+    /// the failure. Must not block, and must not call
     /// `sync`, `checkpoint` or `close` (they wait for that thread: deadlock).
     /// `append` is fine.
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
 
+    /// Where the I/O thread's time goes (cumulative since open).
+    package struct IOStatistics: Sendable, Equatable {
+        /// Plans performed (a group's write and/or sync).
+        package var plans: UInt64 = 0
+        /// fdatasyncs of the open segment (the group-commit syncs) and their total time.
+        package var syncs: UInt64 = 0
+        package var syncNanoseconds: UInt64 = 0
+        /// Time the I/O thread waited for work between plans.
+        package var waitNanoseconds: UInt64 = 0
+        /// Groups whose completions the I/O thread called itself (nothing else waiting).
+        package var inlineCompletions: UInt64 = 0
+    }
+
     struct Shared {
         var machine: GroupCommit<Completion>
+        var statistics = IOStatistics()
         var rejectedSinceLog = 0
         var lastErrorLogNanoseconds: UInt64 = 0
     }
@@ -43,10 +58,18 @@ package final class WriteAheadLog: Sendable {
     /// Completions handed from the I/O thread to the completion thread, in LSN
     /// order, so that the next write and fdatasync start while the last
     /// group's answers are rendered and sent.
-    let completionQueue = ConditionLock<
-        (batches: [[(Completion, Result<LogSequenceNumber, StorageError>)]], ioDone: Bool)
-    >(([], false))
+    let completionQueue = ConditionLock<CompletionQueue>(CompletionQueue())
     let completer = Mutex<IOThread?>(nil)
+    /// Zero-fills the next segment ahead of need, or nil when segments are
+    /// only preallocated (`StorageOptions.zeroFillSegments`).
+    let preparer: SegmentPreparer?
+
+    struct CompletionQueue {
+        var batches: [[(Completion, Result<LogSequenceNumber, StorageError>)]] = []
+        /// The completion thread is calling completions taken from `batches`.
+        var running = false
+        var ioDone = false
+    }
 
     /// Recovers `directory` (creating it when missing) and opens the log for appending.
     /// Throws `.damaged` when the data cannot be recovered exactly (docs/recovery.md).
@@ -108,9 +131,10 @@ package final class WriteAheadLog: Sendable {
         self.shared = ConditionLock(Shared(machine: machine))
         self.catalog = Mutex(catalog)
         self.segment = Mutex(open)
-        let started = IOThread { [self] in self.runIOThread() }
+        self.preparer = options.zeroFillsSegments ? SegmentPreparer(layout: layout, options: options) : nil
+        let started = IOThread(name: "roost-wal-io") { [self] in self.runIOThread() }
         thread.withLock { $0 = started }
-        let completing = IOThread { [self] in self.runCompletionThread() }
+        let completing = IOThread(name: "roost-wal-done") { [self] in self.runCompletionThread() }
         completer.withLock { $0 = completing }
     }
 
@@ -153,6 +177,10 @@ package final class WriteAheadLog: Sendable {
         shared.withLock { ($0.machine.recordsAppended, $0.machine.syncsPerformed) }
     }
 
+    /// Where the I/O thread's time went since open (mean fdatasync latency,
+    /// time spent waiting for work).
+    package var ioStatistics: IOStatistics { shared.withLock { $0.statistics } }
+
     /// The failure that stopped the log, or nil while it accepts writes.
     package var failure: StorageError? { shared.withLock { $0.machine.failure } }
 
@@ -183,6 +211,7 @@ package final class WriteAheadLog: Sendable {
             return current
         }
         completing?.join()
+        preparer?.stop()
         segment.withLock { $0.close() }
     }
 
@@ -191,25 +220,51 @@ package final class WriteAheadLog: Sendable {
     }
 
     /// The I/O thread: take a plan, perform it without the lock, report, complete.
+    ///
+    /// The completions of a group go to the completion thread when more work
+    /// is already waiting (so the next write and fdatasync start at once);
+    /// when nothing is, and the completion thread has nothing left either,
+    /// the I/O thread calls them itself: one thread wake-up less between the
+    /// fdatasync and the answers, and LSN order is kept.
     func runIOThread() {
         while true {
+            let waitStart = monotonicNanoseconds()
             let next: GroupCommit<Completion>.Plan? = shared.waitFor { state in
                 if state.machine.isDrained { return (.some(nil), nil) }
                 if let plan = state.machine.nextIO(nowNanoseconds: monotonicNanoseconds()) { return (plan, nil) }
                 return (nil, state.machine.wakeDeadline())
             }
             guard let plan = next else { return }
-            let outcome = perform(plan)
-            let completions = shared.withLockSignalling { state in
+            let waited = monotonicNanoseconds() &- waitStart
+            var syncNanoseconds: UInt64 = 0
+            let outcome = perform(plan, syncNanoseconds: &syncNanoseconds)
+            let (completions, moreWork) = shared.withLockSignalling { state in
+                state.statistics.plans += 1
+                state.statistics.waitNanoseconds += waited
+                if syncNanoseconds > 0 {
+                    state.statistics.syncs += 1
+                    state.statistics.syncNanoseconds += syncNanoseconds
+                }
+                let completions: [GroupCommit<Completion>.Completion]
                 switch outcome {
                 case .success:
-                    return state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
+                    completions = state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
                 case .failure(let error):
                     logFailure(&state, cause: error)
-                    return state.machine.ioFailed(.io(error))
+                    completions = state.machine.ioFailed(.io(error))
                 }
+                return (completions, state.machine.hasWorkNow)
             }
-            if !completions.isEmpty { completionQueue.withLockSignalling { $0.batches.append(completions) } }
+            if completions.isEmpty { continue }
+            // Only this thread adds batches, so an empty, idle queue stays so
+            // while the completions run here: LSN order holds.
+            let inline = !moreWork && completionQueue.withLock { $0.batches.isEmpty && !$0.running }
+            if inline {
+                shared.withLock { $0.statistics.inlineCompletions += 1 }
+                for (completion, result) in completions { completion(result) }
+            } else {
+                completionQueue.withLockSignalling { $0.batches.append(completions) }
+            }
         }
     }
 
@@ -220,7 +275,10 @@ package final class WriteAheadLog: Sendable {
             let batches = completionQueue.waitFor {
                 state -> (result: [[(Completion, Result<LogSequenceNumber, StorageError>)]]?, deadline: UInt64?) in
                 if !state.batches.isEmpty {
-                    defer { state.batches.removeAll(keepingCapacity: true) }
+                    defer {
+                        state.batches.removeAll(keepingCapacity: true)
+                        state.running = true
+                    }
                     return (state.batches, nil)
                 }
                 return (state.ioDone ? [] : nil, nil)
@@ -229,20 +287,32 @@ package final class WriteAheadLog: Sendable {
             for batch in batches {
                 for (completion, result) in batch { completion(result) }
             }
+            completionQueue.withLock { $0.running = false }
         }
     }
 
-    func perform(_ plan: GroupCommit<Completion>.Plan) -> Result<Void, SystemCallError> {
+    /// Performs `plan` on the open segment; adds the time of its group-commit
+    /// fdatasync to `syncNanoseconds`.
+    func perform(_ plan: GroupCommit<Completion>.Plan, syncNanoseconds: inout UInt64) -> Result<
+        Void, SystemCallError
+    > {
         segment.withLock { open in
             do throws(SystemCallError) {
                 for step in plan.steps {
                     switch step {
                     case .roll(let firstLSN):
-                        try open.roll(to: firstLSN, layout: layout, options: options)
+                        try open.roll(to: firstLSN, layout: layout, options: options, prepared: preparer?.take())
                         catalog.withLock { $0.segments.append(firstLSN) }
                     case .write(let bytes, let offset):
                         try open.write(bytes, at: offset)
+                        // Half full: have the next segment zero-filled by the time it is needed.
+                        if !open.nextRequested && open.offset >= options.segmentBytesMax / 2 {
+                            open.nextRequested = true
+                            preparer?.request()
+                        }
                     case .sync:
+                        let start = monotonicNanoseconds()
+                        defer { syncNanoseconds += monotonicNanoseconds() &- start }
                         try open.syncData()
                     }
                 }
@@ -280,6 +350,11 @@ extension WriteAheadLog {
     ) throws(StorageError) -> OpenSegment {
         let fileSystem = layout.fileSystem
         do {
+            // A prepared segment left by an earlier run is never part of the log.
+            let prepared = fileSystem.join(layout.walDirectory, SegmentPreparer.fileName)
+            if try fileSystem.list(layout.walDirectory).contains(SegmentPreparer.fileName) {
+                try fileSystem.remove(prepared)
+            }
             for path in plan.removeSegments { try fileSystem.remove(path) }
             if !plan.removeSegments.isEmpty { try fileSystem.syncDirectory(layout.walDirectory) }
             if let cut = plan.cutTail {
@@ -309,8 +384,14 @@ extension WriteAheadLog {
                 }
                 return OpenSegment(file: file, firstLSN: first, offset: appendTo.offset)
             }
+            // A new log: its first segment is zero-filled now, before the first
+            // append (later ones are prepared in the background).
             var open = OpenSegment(file: nil, firstLSN: plan.nextLSN, offset: SegmentFormat.headerBytes)
-            try open.roll(to: plan.nextLSN, layout: layout, options: options)
+            let zeroFilled =
+                options.zeroFillsSegments
+                ? try SegmentPreparer.prepare(path: prepared, fileSystem: fileSystem, bytes: options.segmentBytesMax)
+                : nil
+            try open.roll(to: plan.nextLSN, layout: layout, options: options, prepared: zeroFilled)
             return open
         } catch {
             throw .io(error)
@@ -348,6 +429,8 @@ struct OpenSegment {
     var firstLSN: LogSequenceNumber
     var offset: Int
     var dirty = false
+    /// The next segment has been asked of the preparer.
+    var nextRequested = false
 
     init(file: (any StorageFile)?, firstLSN: LogSequenceNumber, offset: Int) {
         self.file = file
@@ -369,22 +452,37 @@ struct OpenSegment {
     }
 
     /// Seals the open segment (fdatasync if written, so that only the last
-    /// segment can ever have a torn tail) and creates the next: header,
-    /// preallocation, fdatasync, directory fsync, in that order.
-    mutating func roll(to firstLSN: LogSequenceNumber, layout: StorageLayout, options: StorageOptions)
-        throws(SystemCallError)
-    {
+    /// segment can ever have a torn tail) and creates the next, complete and
+    /// durable before any record goes into it. From a `prepared` file (all
+    /// zeros, synced, named `prepared.tmp`): header, fdatasync, rename to the
+    /// segment name, fsync of `wal/`. Otherwise: create, header,
+    /// preallocation, fdatasync, fsync of `wal/`.
+    mutating func roll(
+        to firstLSN: LogSequenceNumber, layout: StorageLayout, options: StorageOptions, prepared: (any StorageFile)?
+    ) throws(SystemCallError) {
         if dirty { try syncData() }
         file?.close()
         file = nil
+        let fileSystem = layout.fileSystem
         let path = layout.segmentPath(SegmentFormat.fileName(firstLSN: firstLSN))
-        let created = try layout.fileSystem.open(path, create: true)
-        file = created
-        try created.truncate(size: 0)
-        try created.write(SegmentFormat.encodeHeader(firstLSN: firstLSN)[...], at: 0)
-        try created.preallocate(size: options.segmentBytesMax)
-        try created.syncData()
-        try layout.fileSystem.syncDirectory(layout.walDirectory)
+        let header = SegmentFormat.encodeHeader(firstLSN: firstLSN)
+        if let prepared {
+            defer { prepared.close() }
+            try prepared.write(header[...], at: 0)
+            try prepared.syncData()
+            try fileSystem.rename(prepared.path, to: path)
+            try fileSystem.syncDirectory(layout.walDirectory)
+            file = try fileSystem.open(path, create: false)
+        } else {
+            let created = try fileSystem.open(path, create: true)
+            file = created
+            try created.truncate(size: 0)
+            try created.write(header[...], at: 0)
+            try created.preallocate(size: options.segmentBytesMax)
+            try created.syncData()
+            try fileSystem.syncDirectory(layout.walDirectory)
+        }
+        nextRequested = false
         self.firstLSN = firstLSN
         self.offset = SegmentFormat.headerBytes
         dirty = false

@@ -158,9 +158,13 @@ func serve(_ arguments: [String]) -> Never {
     }
     engine.close()
     let counts = engine.log.wal.groupCommitCounts
+    let io = engine.log.wal.ioStatistics
     writeLine(
         2,
         "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
-            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)")
+            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)"
+            + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
+            + " wal.io_wait_us_mean=\(io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)"
+            + " wal.inline_completion_groups=\(io.inlineCompletions) wal.groups=\(io.plans)")
     exit(0)
 }

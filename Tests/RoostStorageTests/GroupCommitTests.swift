@@ -50,6 +50,32 @@ struct GroupCommitTests {
         #expect(Self.names(machine.ioSucceeded(next, nowNanoseconds: 0)) == ["c"])
     }
 
+    @Test("hasWorkNow: true while records wait to be written or a requested sync is not done, false when idle")
+    func hasWorkNow() throws {
+        var machine = Self.machine(.always)
+        #expect(!machine.hasWorkNow)
+        _ = machine.append([[1]], waiter: "a")
+        #expect(machine.hasWorkNow)
+        let plan = try Self.next(&machine, 0)
+        // In flight: nothing else is waiting, so the I/O thread may complete "a" itself.
+        #expect(!machine.hasWorkNow)
+        _ = machine.append([[2]], waiter: "b")
+        #expect(machine.hasWorkNow, "an append during the sync is the next group")
+        #expect(Self.names(machine.ioSucceeded(plan, nowNanoseconds: 0)) == ["a"])
+        #expect(machine.hasWorkNow)
+        let second = try Self.next(&machine, 0)
+        _ = machine.ioSucceeded(second, nowNanoseconds: 0)
+        #expect(!machine.hasWorkNow)
+
+        var never = Self.machine(.never)
+        _ = never.append([[1]], waiter: "w")
+        let write = try Self.next(&never, 0)
+        _ = never.ioSucceeded(write, nowNanoseconds: 0)
+        #expect(!never.hasWorkNow, "never: written and unsynced is not work")
+        _ = try never.requestSync(waiter: "sync").get()
+        #expect(never.hasWorkNow)
+    }
+
     @Test("a barrier is satisfied at once when nothing is pending, else completes with the sync that covers it")
     func barrier() throws {
         var machine = Self.machine(.always)

@@ -249,6 +249,100 @@ struct WriteAheadLogTests {
             "lost a record completed \((crashAt - oldestLost) / 1_000_000) ms before the crash")
     }
 
+    @Test("zero-filled segments: the first is written at open, later ones are prepared ahead and renamed in")
+    func zeroFilledSegments() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let lines = LogLines()
+        var options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 200, log: lines)
+        options.zeroFillSegments = true
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        let wal = "\(dataDirectory)/wal"
+        // The first segment: zeros written and synced, then header, rename, directory sync.
+        #expect(try fileSystem.list(wal) == [SegmentFormat.fileName(firstLSN: .first)])
+        #expect(fileSystem.count(.preallocate) == 0)
+        #expect(fileSystem.count(.rename) == 1)
+        #expect(fileSystem.contents(segmentPath(1))?.count == 1024)
+        // 100-byte payloads take 128 bytes: 7 fill a segment, the 4th passes half.
+        var written: [[UInt8]] = []
+        let preparer = try #require(log.preparer)
+        for segment in 0..<3 {
+            // The first segment starts empty, later ones with the record that rolled.
+            for _ in 0..<(segment == 0 ? 7 : 6) {
+                let payload = [UInt8](repeating: UInt8(written.count + 1), count: 100)
+                written.append(payload)
+                _ = try await appendAndWait(log, [payload]).get()
+            }
+            // The preparer was asked at half; wait until its file is ready.
+            let deadline = monotonicNanoseconds() + 10_000_000_000
+            while preparer.state.withLock({ $0.ready == nil }) && monotonicNanoseconds() < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            #expect(preparer.state.withLock { $0.ready != nil }, "\(lines.all)")
+            #expect(try fileSystem.list(wal).contains(SegmentPreparer.fileName))
+            // The next record does not fit: the roll takes the prepared file.
+            let payload = [UInt8](repeating: 0xEE, count: 100)
+            written.append(payload)
+            _ = try await appendAndWait(log, [payload]).get()
+            #expect(fileSystem.count(.rename) == 2 + segment)
+            #expect(fileSystem.count(.preallocate) == 0, "every segment was zero-filled, none preallocated")
+            #expect(!(try fileSystem.list(wal).contains(SegmentPreparer.fileName)))
+        }
+        log.close()
+        #expect(!(try fileSystem.list(wal).contains(SegmentPreparer.fileName)), "close removes an unused file")
+        for name in try fileSystem.list(wal) {
+            #expect(fileSystem.contents("\(wal)/\(name)")?.count == 1024, "\(name)")
+        }
+        let read = try reopenAndRead(options)
+        #expect(read.log.map(\.payload) == written)
+    }
+
+    @Test("a prepared file left by a crash is removed at open and never read as a segment")
+    func leftoverPreparedFile() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        for index in 0..<3 { _ = try await appendAndWait(log, [[UInt8(index)]]).get() }
+        log.close()
+        let leftover = "\(dataDirectory)/wal/\(SegmentPreparer.fileName)"
+        // A half-prepared file with a valid-looking header: still not part of the log.
+        fileSystem.overwrite(leftover, with: SegmentFormat.encodeHeader(firstLSN: LogSequenceNumber(4)) + [1, 2, 3])
+        let read = try reopenAndRead(options)
+        #expect(read.log.map(\.payload) == [[0], [1], [2]])
+        #expect(fileSystem.contents(leftover) == nil)
+    }
+
+    @Test("completions run in LSN order, whether the I/O thread or the completion thread calls them")
+    func completionOrder() async throws {
+        let fileSystem = FaultInjectingFileSystem(syncDelayMicroseconds: 50)
+        let (log, _) = try WriteAheadLog.open(
+            directory: dataDirectory, policy: .always, options: testOptions(fileSystem, segmentBytesMax: 1 << 20))
+        let order = Shared<[UInt64]>([])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<16 {
+                group.addTask {
+                    for index in 0..<50 {
+                        let lsn: LogSequenceNumber = try await withCheckedThrowingContinuation { continuation in
+                            do throws(StorageError) {
+                                try log.append([[UInt8(writer), UInt8(index)]]) { result in
+                                    if case .success(let lsn) = result { order.update { $0.append(lsn.rawValue) } }
+                                    continuation.resume(with: result)
+                                }
+                            } catch {
+                                continuation.resume(throwing: error)
+                            }
+                        }
+                        _ = lsn
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        log.close()
+        #expect(order.value == Array(1...800))
+        let statistics = log.ioStatistics
+        #expect(statistics.syncs >= 1 && statistics.syncs <= statistics.plans)
+    }
+
     @Test("the real file system: append, close, reopen through PosixFileSystem")
     func realFileSystem() async throws {
         var template = Array("/tmp/roost-storage-XXXXXX".utf8CString)
