@@ -9,7 +9,8 @@ import Synchronization
 ///
 /// 1. populate: `devices` new APNs devices, each bound to its own person, with
 ///    two tags: registrations/s for new devices, then RSS growth per device.
-/// 2. re-register: every known token again (same person, nothing else).
+/// 2. re-register: every known token again (same person, nothing else); then
+///    the same with the records encoded and appended (the server's shape).
 /// 3. rotate: 100,000 devices with an installation id get a new token each.
 /// 4. move: 100,000 known tokens presented for another person.
 /// Jobs go in batches of `batchSize`, up to `batchesInFlight` at once, as the
@@ -40,6 +41,14 @@ enum RegistryBenchmark {
         let grown = residentBytes() - baseline
         print("memory: \(grown / devices) bytes/device RSS growth at \(devices) devices (\(grown >> 20) MiB)")
         await measure("re-register known tokens", count: devices, registry: registry) { number in
+            var plain = RegisterRequest(token: token(number, generation: 0))
+            plain.externalID = .set(try! ExternalID("user_\(number)"))
+            return (apps[number % shards], plain)
+        }
+        // The server's shape: the same re-registrations with their records
+        // encoded and appended (to `VolatileLog`, which keeps nothing).
+        await measure("re-register known tokens, logged", count: devices, registry: registry, logged: true) {
+            number in
             var plain = RegisterRequest(token: token(number, generation: 0))
             plain.externalID = .set(try! ExternalID("user_\(number)"))
             return (apps[number % shards], plain)
@@ -115,15 +124,18 @@ enum RegistryBenchmark {
     /// A 32-byte APNs token unique to (number, generation), random-looking
     /// (SplitMix64 over the pair) so that snapshots compress as real ones do.
     static func token(_ number: Int, generation: Int) -> PushToken {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var state = UInt64(number) << 8 | UInt64(generation & 0xFF)
-        for word in 0..<4 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var mixed = state
-            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-            mixed ^= mixed >> 31
-            for byte in 0..<8 { bytes[word * 8 + byte] = UInt8(truncatingIfNeeded: mixed >> UInt64(byte * 8)) }
+        let bytes = [UInt8](unsafeUninitializedCapacity: 32) { buffer, initialized in
+            var state = UInt64(number) << 8 | UInt64(generation & 0xFF)
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            for word in 0..<4 {
+                state &+= 0x9E37_79B9_7F4A_7C15
+                var mixed = state
+                mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+                mixed ^= mixed >> 31
+                raw.storeBytes(of: mixed.littleEndian, toByteOffset: word * 8, as: UInt64.self)
+            }
+            initialized = 32
         }
         return try! PushToken(validatingBytes: bytes, platform: .ios)
     }

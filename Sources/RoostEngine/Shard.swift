@@ -26,23 +26,35 @@ package actor Shard {
         var records: [[UInt8]] = []
         var deliveries: [@Sendable (Bool) -> Void] = []
         deliveries.reserveCapacity(jobs.count)
-        for job in jobs {
-            switch job {
-            case .index(let key, let settings, let work):
+        var position = jobs.startIndex
+        while position < jobs.endIndex {
+            switch jobs[position] {
+            case .index(let key, let settings, _):
                 // Replay creates indexes with the defaults: log other settings so
                 // that a recovered index behaves as this one does.
                 if table.ensure(key, settings: settings) && settings != .defaults {
                     records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
                 }
-                guard let result = table.withIndex(key, work) else { preconditionFailure("index \(key) vanished") }
-                for mutation in result.mutations {
-                    records.append(EngineRecord.mutation(key, mutation).encoded())
+                // The run of consecutive jobs on this index: one lookup for all.
+                var end = position + 1
+                while end < jobs.endIndex && jobs[end].indexKey == key { end += 1 }
+                let found: Void? = table.withIndex(key) { index in
+                    for job in jobs[position..<end] {
+                        guard case .index(_, _, let work) = job else { continue }
+                        let result = work(&index)
+                        for mutation in result.mutations {
+                            records.append(EngineRecord.mutation(key, mutation).encoded())
+                        }
+                        deliveries.append(result.deliver)
+                    }
                 }
-                deliveries.append(result.deliver)
+                if found == nil { preconditionFailure("index \(key) vanished") }
+                position = end
             case .removeApp(let app, let deliver):
                 let removed = table.removeApp(app)
                 records.append(EngineRecord.appRemoved(app).encoded())
                 deliveries.append { durable in deliver(removed, durable) }
+                position += 1
             }
         }
         let answers = deliveries

@@ -25,6 +25,12 @@ package enum ShardJob: Sendable {
     /// Drops both modes of an app and reports how many devices went with them.
     case removeApp(AppID, deliver: @Sendable (_ devicesRemoved: Int, _ durable: Bool) -> Void)
 
+    /// The index the job runs on; nil for a job on a whole app.
+    package var indexKey: IndexKey? {
+        if case .index(let key, _, _) = self { return key }
+        return nil
+    }
+
     /// The app the job belongs to (which decides its shard).
     package var app: AppID {
         switch self {

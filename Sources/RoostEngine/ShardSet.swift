@@ -62,21 +62,37 @@ package final class ShardSet: Sendable {
         guard mustSchedule else { return }
         let shard = shards[number]
         Task {
+            // Two buffers swap places: the drain takes the whole queue without
+            // copying it and hands the emptied buffer back for the next turn.
+            var batch: [ShardJob] = []
             while true {
-                let batch = mailbox.state.withLock { state -> [ShardJob] in
-                    if state.jobs.isEmpty {
+                batch.removeAll(keepingCapacity: true)
+                let more = mailbox.state.withLock { state -> Bool in
+                    let queued = state.jobs.count - state.head
+                    if queued == 0 {
                         state.draining = false
-                        return []
+                        return false
                     }
-                    if state.jobs.count <= ShardSet.jobsPerTurnMax {
-                        defer { state.jobs.removeAll(keepingCapacity: true) }
-                        return state.jobs
+                    if state.head == 0 && queued <= ShardSet.jobsPerTurnMax {
+                        swap(&batch, &state.jobs)
+                        return true
                     }
-                    let head = Array(state.jobs.prefix(ShardSet.jobsPerTurnMax))
-                    state.jobs.removeFirst(ShardSet.jobsPerTurnMax)
-                    return head
+                    // A long queue: take the next turn's worth from the head.
+                    let end = state.head + min(queued, ShardSet.jobsPerTurnMax)
+                    batch.append(contentsOf: state.jobs[state.head..<end])
+                    if end == state.jobs.count {
+                        state.jobs.removeAll(keepingCapacity: true)
+                        state.head = 0
+                    } else if end * 2 >= state.jobs.count {
+                        // Most of the buffer is taken: drop it (amortized O(1) a job).
+                        state.jobs.removeFirst(end)
+                        state.head = 0
+                    } else {
+                        state.head = end
+                    }
+                    return true
                 }
-                if batch.isEmpty { return }
+                if !more { return }
                 await shard.run(batch)
             }
         }
@@ -84,6 +100,7 @@ package final class ShardSet: Sendable {
 
     /// Jobs queued for one shard, and whether a drain task is running for it.
     private final class Mailbox: Sendable {
-        let state = Mutex<(jobs: [ShardJob], draining: Bool)>(([], false))
+        /// Jobs before `head` have been taken by the drain.
+        let state = Mutex<(jobs: [ShardJob], head: Int, draining: Bool)>(([], 0, false))
     }
 }

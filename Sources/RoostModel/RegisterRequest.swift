@@ -3,35 +3,66 @@
 /// The API layer parses JSON into this: the token with `PushToken(parsing:platform:)`
 /// (which throws the spec's token codes), ids with their validating initializers.
 /// Omitted optional fields are `.keep`; JSON `null` is `.clear`.
+///
+/// Layout: the fields a device sends on every registration stay inline; the
+/// rest live in one shared, copy-on-write box (`Extras`), so the value a job
+/// captures and copies stays small (~120 bytes instead of ~300) and a request
+/// that sets none of them allocates nothing for them.
 package struct RegisterRequest: Hashable, Sendable {
     /// Required; its platform is the request's `platform`.
     package var token: PushToken
     /// Defaults to `production`; android accepts only `production`.
     package var environment: APNsEnvironment
-    package var bundleID: FieldChange<BundleID>
     /// `.clear` unbinds the person (`external_id: null`), `.keep` keeps them.
     package var externalID: FieldChange<ExternalID>
     /// The `device_id` the client last confirmed (rule 5); nil when absent or not parseable.
     package var deviceID: DeviceID?
-    /// SHA-256 of `installation_secret`, computed by the API (rule 5).
-    package var installationSecretDigest: SecretDigest?
     /// Rule 4's client-chosen installation key; nil keeps the stored one.
     package var installationID: InstallationID?
-    package var appVersion: FieldChange<String>
-    package var timezone: FieldChange<String>
-    package var locale: FieldChange<String>
-    package var pushPermission: FieldChange<Bool>
     /// nil keeps the stored preference.
     package var optedIn: Bool?
     package var tags: TagsChange
     /// Rule 3 regardless of the app setting (the Barua route always requires it).
     package var requireKnownPerson: Bool
+    private var extras: ExtrasBox
+
+    package var bundleID: FieldChange<BundleID> {
+        get { extras.value.bundleID }
+        set { updateExtras { $0.bundleID = newValue } }
+    }
+    /// SHA-256 of `installation_secret`, computed by the API (rule 5).
+    package var installationSecretDigest: SecretDigest? {
+        get { extras.value.installationSecretDigest }
+        set { updateExtras { $0.installationSecretDigest = newValue } }
+    }
+    package var appVersion: FieldChange<String> {
+        get { extras.value.appVersion }
+        set { updateExtras { $0.appVersion = newValue } }
+    }
+    package var timezone: FieldChange<String> {
+        get { extras.value.timezone }
+        set { updateExtras { $0.timezone = newValue } }
+    }
+    package var locale: FieldChange<String> {
+        get { extras.value.locale }
+        set { updateExtras { $0.locale = newValue } }
+    }
+    package var pushPermission: FieldChange<Bool> {
+        get { extras.value.pushPermission }
+        set { updateExtras { $0.pushPermission = newValue } }
+    }
     /// Requires an APNs credential for (bundle id, environment): the Barua route's
     /// 409 `notification_app_not_found`.
-    package var requireCredential: Bool
+    package var requireCredential: Bool {
+        get { extras.value.requireCredential }
+        set { updateExtras { $0.requireCredential = newValue } }
+    }
     /// Replaces the app's `max_devices_per_person` for this request (the Barua seed
     /// fixes it at 10 whatever the app setting); must lie in `Limits.maxDevicesPerPersonRange`.
-    package var maxDevicesPerPersonOverride: Int?
+    package var maxDevicesPerPersonOverride: Int? {
+        get { extras.value.maxDevicesPerPersonOverride }
+        set { updateExtras { $0.maxDevicesPerPersonOverride = newValue } }
+    }
 
     package var platform: Platform { token.platform }
 
@@ -39,20 +70,47 @@ package struct RegisterRequest: Hashable, Sendable {
     package init(token: PushToken, environment: APNsEnvironment = .production) {
         self.token = token
         self.environment = environment
-        self.bundleID = .keep
         self.externalID = .keep
         self.deviceID = nil
-        self.installationSecretDigest = nil
         self.installationID = nil
-        self.appVersion = .keep
-        self.timezone = .keep
-        self.locale = .keep
-        self.pushPermission = .keep
         self.optedIn = nil
         self.tags = .keep
         self.requireKnownPerson = false
-        self.requireCredential = false
-        self.maxDevicesPerPersonOverride = nil
+        self.extras = ExtrasBox.none
+    }
+
+    /// Changes the boxed fields, copying the box first unless this request owns it alone.
+    private mutating func updateExtras(_ change: (inout Extras) -> Void) {
+        if !isKnownUniquelyReferenced(&extras) {
+            extras = ExtrasBox(extras.value)
+        }
+        change(&extras.value)
+    }
+
+    /// The fields a registration usually leaves alone (or sets once at install).
+    private struct Extras: Hashable {
+        var bundleID: FieldChange<BundleID> = .keep
+        var installationSecretDigest: SecretDigest?
+        var appVersion: FieldChange<String> = .keep
+        var timezone: FieldChange<String> = .keep
+        var locale: FieldChange<String> = .keep
+        var pushPermission: FieldChange<Bool> = .keep
+        var requireCredential = false
+        var maxDevicesPerPersonOverride: Int?
+    }
+
+    /// `Extras` behind one reference; compared and hashed by value. Sendable as an
+    /// array buffer is: it is mutated only while one request holds it alone.
+    private final class ExtrasBox: Hashable, @unchecked Sendable {
+        /// Shared by every request that sets no extra field; never mutated.
+        static let none = ExtrasBox(Extras())
+
+        var value: Extras
+
+        init(_ value: Extras) { self.value = value }
+
+        static func == (lhs: ExtrasBox, rhs: ExtrasBox) -> Bool { lhs === rhs || lhs.value == rhs.value }
+        func hash(into hasher: inout Hasher) { hasher.combine(value) }
     }
 
     /// Returns the first field out of bounds, or nil. Does not look at stored state.
