@@ -43,9 +43,9 @@ package final class DurableEngine: Sendable {
         started = clock.now
         /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
         func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, origin: () -> String) throws {
-            // Device upserts (most records) go straight from their bytes into the index.
-            if let upsert = IndexTable.deviceUpsert(in: payload),
-                tables[ShardSet.shardNumber(for: upsert.key.app, shardCount: shardCount)].replayDeviceUpsert(
+            // Device and person upserts (most records) go straight from their bytes into the index.
+            if let upsert = IndexTable.upsert(in: payload),
+                tables[ShardSet.shardNumber(for: upsert.key.app, shardCount: shardCount)].replayUpsert(
                     upsert.key, encoded: upsert.mutation)
             {
                 return

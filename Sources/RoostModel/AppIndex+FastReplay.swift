@@ -93,6 +93,50 @@ extension AppIndex {
         return true
     }
 
+    /// Applies a `MutationCodec` person upsert, as `apply(.personUpsert(...))`
+    /// would, and returns true; false, having changed nothing, for anything else.
+    package mutating func applyEncodedPersonUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 12, bytes.count <= Limits.mutationBytesMax, bytes[0] == MutationCodec.formatVersion,
+            bytes[1] == 3
+        else { return false }
+        var reader = ByteReader(bytes)
+        let name: UnsafeRawBufferPointer
+        let createdAt: Int64
+        do throws(ByteDecodingError) {
+            _ = try reader.raw(2)
+            name = try reader.rawField("external_id", max: 4 * Limits.externalIDCharactersMax)
+            createdAt = try reader.i64()
+        } catch {
+            return false
+        }
+        guard reader.remaining == 0, createdAt >= Timestamp.millisecondsMin, createdAt <= Timestamp.millisecondsMax,
+            let count = EncodedDevice.scalarCount(name), count >= 1, count <= Limits.externalIDCharactersMax
+        else { return false }
+        if let slot = guessedPersonSlot(name) {
+            people[Int(slot)].createdAt = createdAt
+            return true
+        }
+        let hash = personHash(name)
+        if let slot = personSlots.find(hash: hash, where: { blobs.equals(people[Int($0)].name, name) }) {
+            people[Int(slot)].createdAt = createdAt
+        } else {
+            insertPerson(name: name, createdAt: createdAt, hash: hash)
+        }
+        return true
+    }
+
+    /// Applies a device or person upsert from its `MutationCodec` bytes (see
+    /// `applyEncodedDeviceUpsert`, `applyEncodedPersonUpsert`); false, having
+    /// changed nothing, for anything the general path must take.
+    package mutating func applyEncodedUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count >= 2 else { return false }
+        switch bytes[1] {
+        case 1: return applyEncodedDeviceUpsert(bytes)
+        case 3: return applyEncodedPersonUpsert(bytes)
+        default: return false
+        }
+    }
+
     /// The slot of the live person named `name` when it is one of replay's
     /// guesses (the previous device's person, the one after it, the person
     /// inserted last): devices mostly come in the order their people were
@@ -265,7 +309,7 @@ struct EncodedDevice {
 
     /// The number of Unicode scalars of valid UTF-8, or nil when not valid.
     @inline(__always)
-    private static func scalarCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+    static func scalarCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
         if Tags.isASCII(bytes) { return bytes.count }
         return String(validating: bytes, as: UTF8.self)?.unicodeScalars.count
     }

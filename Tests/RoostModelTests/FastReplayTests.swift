@@ -8,7 +8,7 @@ import Testing
 struct FastReplayTests {
     /// Applies `mutations` through the fast path where it takes them (the general
     /// path otherwise) and through the general path only; both must agree.
-    /// Returns how many device upserts the fast path took and how many there were.
+    /// Returns how many device and person upserts the fast path took and how many there were.
     @discardableResult
     static func replayBothWays(
         _ mutations: [Mutation], mode: AppMode = .live, sourceLocation: SourceLocation = #_sourceLocation
@@ -19,12 +19,15 @@ struct FastReplayTests {
         var upserts = 0
         for mutation in mutations {
             let bytes = MutationCodec.encode(mutation)
-            if case .deviceUpsert = mutation { upserts += 1 }
-            if bytes.withUnsafeBytes({ fast.applyEncodedDeviceUpsert($0) }) {
+            switch mutation {
+            case .deviceUpsert, .personUpsert: upserts += 1
+            default: break
+            }
+            if bytes.withUnsafeBytes({ fast.applyEncodedUpsert($0) }) {
                 taken += 1
-                guard case .deviceUpsert = mutation else {
-                    Issue.record("fast path took \(mutation)", sourceLocation: sourceLocation)
-                    continue
+                switch mutation {
+                case .deviceUpsert, .personUpsert: break
+                default: Issue.record("fast path took \(mutation)", sourceLocation: sourceLocation)
                 }
             } else {
                 try fast.apply(MutationCodec.decode(bytes))
@@ -137,7 +140,8 @@ struct FastReplayTests {
         #expect(index.snapshotMutations() == before)
     }
 
-    @Test("damaged device records: the fast path takes one only when the general path applies it the same way")
+    @Test(
+        "damaged device and person records: the fast path takes one only when the general path applies it the same way")
     func damagedRecords() throws {
         var workload = RandomWorkload(seed: 4242)
         for _ in 0..<300 { try workload.step() }
@@ -148,7 +152,12 @@ struct FastReplayTests {
         var declined = 0
         for mutation in log {
             let original = MutationCodec.encode(mutation)
-            if case .deviceUpsert = mutation {
+            let isUpsert =
+                switch mutation {
+                case .deviceUpsert, .personUpsert: true
+                default: false
+                }
+            if isUpsert {
                 for _ in 0..<6 {
                     var bytes = original
                     switch random.next() % 3 {
@@ -157,7 +166,7 @@ struct FastReplayTests {
                     default: bytes.removeLast(1 + Int(random.next() % UInt64(bytes.count)))
                     }
                     var fast = base
-                    let taken = bytes.withUnsafeBytes { fast.applyEncodedDeviceUpsert($0) }
+                    let taken = bytes.withUnsafeBytes { fast.applyEncodedUpsert($0) }
                     if taken {
                         takenDamaged += 1
                         var general = base
