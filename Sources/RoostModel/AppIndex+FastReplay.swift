@@ -17,16 +17,15 @@ extension AppIndex {
             return false
         }
         let sequence = device.sequence
-        let existing = slot(ofSequence: sequence)
+        let existing = guessedSlot(ofSequence: sequence)
         if let existing, records[Int(existing)].platform != device.platform { return false }
         // Checked: from here on the upsert is applied, in `apply`'s order.
         var freeTokenHash: UInt32 = 0
+        var keepToken = false  // the device keeps its token: it stays in the token index
         if !device.token.isEmpty {
             let hash = tokenHash(platform: device.platform, bytes: device.token)
-            if let holder = slot(ofToken: device.token, platform: device.platform, hash: hash),
-                records[Int(holder)].sequence != sequence
-            {
-                removeToken(at: holder)
+            if let holder = slot(ofToken: device.token, platform: device.platform, hash: hash) {
+                if records[Int(holder)].sequence != sequence { removeToken(at: holder) } else { keepToken = true }
             }
             freeTokenHash = hash
         }
@@ -54,8 +53,10 @@ extension AppIndex {
             previousDevicePerson = personSlot
         }
         let slot: UInt32
+        var kept = DeviceRecord.free  // the token fields, when kept
         if let existing {
-            unindex(slot: existing)
+            if keepToken { kept = records[Int(existing)] }
+            unindex(slot: existing, keepingToken: keepToken)
             slot = existing
         } else {
             slot = allocateDeviceSlot(sequence: sequence)
@@ -85,8 +86,14 @@ extension AppIndex {
         }
         record.strikes = device.strikes
         record.boundAt = device.boundAt
+        if keepToken {
+            (record.tokenLength, record.token0, record.token1) = (kept.tokenLength, kept.token0, kept.token1)
+            (record.token2, record.token3) = (kept.token2, kept.token3)
+        }
         records[Int(slot)] = record
-        if !device.token.isEmpty { setFreeToken(bytes: device.token, at: slot, hash: freeTokenHash) }
+        if !device.token.isEmpty && !keepToken {
+            setFreeToken(bytes: device.token, at: slot, hash: freeTokenHash)
+        }
         if personSlot != DeviceRecord.noSlot { link(slot: slot, toPerson: personSlot) }
         deviceCount += 1
         if device.platform == .ios { iosCount += 1 }
@@ -135,6 +142,28 @@ extension AppIndex {
         case 3: return applyEncodedPersonUpsert(bytes)
         default: return false
         }
+    }
+
+    /// `slot(ofSequence:)`, trying the previous device's position in `order`
+    /// and the one after it before a binary search (a log replays devices
+    /// that registered again mostly in id order, and each search of a large
+    /// `order` costs several cache misses).
+    @inline(__always)
+    mutating func guessedSlot(ofSequence sequence: UInt64) -> UInt32? {
+        let position: Int
+        let next = previousOrderPosition &+ 1
+        if next < order.count && order[next] == sequence {
+            position = next
+        } else if previousOrderPosition < order.count && order[previousOrderPosition] == sequence {
+            position = previousOrderPosition
+        } else if let found = orderPosition(of: sequence) {
+            position = found
+        } else {
+            return nil
+        }
+        previousOrderPosition = position
+        let slot = orderSlots[position]
+        return slot == DeviceRecord.noSlot ? nil : slot
     }
 
     /// The slot of the live person named `name` when it is one of replay's

@@ -48,6 +48,9 @@ package struct AppIndex: Sendable {
     /// only when that live person's name equals the wanted one.
     var previousDevicePerson = DeviceRecord.noSlot
     var lastInsertedPerson = DeviceRecord.noSlot
+    /// Replay's guess at where the next device's sequence is in `order` (the
+    /// previous device's position; checked before it is used).
+    var previousOrderPosition = 0
 
     /// An empty index with default settings.
     package init(appID: AppID, mode: AppMode, settings: AppSettings = .defaults) {
@@ -392,9 +395,11 @@ package struct AppIndex: Sendable {
 
     /// Removes a live slot's keys from every index and releases what it holds;
     /// the slot keeps its sequence (and its place in the id index).
-    mutating func unindex(slot: UInt32) {
+    /// With `keepingToken` the token stays in the token index (and its blob, if
+    /// long, stays allocated): the caller stores the same token at this slot again.
+    mutating func unindex(slot: UInt32, keepingToken: Bool = false) {
         let record = records[Int(slot)]
-        if record.tokenLength > 0 { removeToken(at: slot) }
+        if record.tokenLength > 0 && !keepingToken { removeToken(at: slot) }
         if !record.installation.isNone { removeInstallation(at: slot) }
         if record.digest != DeviceRecord.noSlot { freeDigestSlots.append(record.digest) }
         strings.release(record.bundleID)

@@ -109,6 +109,33 @@ struct FastReplayTests {
         #expect(result.index.stats().people == 52)
     }
 
+    @Test("devices upserted again (kept tokens, short and long; id-order guesses, right and wrong) replay the same")
+    func upsertsAgain() throws {
+        let clock = Timestamp(millisecondsSinceEpoch: 1_789_912_931_000)
+        func device(_ sequence: UInt64, token: UInt64, seen: Int64 = 0) -> Mutation {
+            let platform: Platform = sequence % 3 == 0 ? .android : .ios
+            var device = Device(
+                id: DeviceID(appID: testApp, mode: .live, platform: platform, sequence: sequence),
+                environment: .production, token: platform == .ios ? apnsToken(token) : fcmToken(token),
+                createdAt: clock)
+            device.lastSeenAt = Timestamp(millisecondsSinceEpoch: clock.millisecondsSinceEpoch + seen)
+            device.externalID = person("user_\(sequence % 40)")
+            device.boundAt = clock
+            if sequence % 4 == 0 { device.tags = try! Tags(["plan": .string("pro")]) }
+            return .deviceUpsert(device)
+        }
+        var mutations = (1...120).map { device($0, token: $0) }
+        mutations += (1...120).map { device($0, token: $0, seen: 5) }  // same tokens, in id order
+        mutations += stride(from: 120, to: 0, by: -7).map { device(UInt64($0), token: UInt64($0), seen: 9) }
+        mutations += (1...30).map { device($0, token: 1_000 + $0) }  // new tokens
+        mutations += (31...60).map { device($0, token: $0 + 1) }  // each takes the next device's token
+        mutations.append(.deviceTombstone(DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 62)))
+        mutations.append(device(62, token: 62))
+        let result = try Self.replayBothWays(mutations)
+        #expect(result.fast == result.upserts)
+        #expect(result.index.count == 120)
+    }
+
     @Test("what the fast path leaves to the general path: non-canonical tags, foreign devices, platform changes")
     func declined() throws {
         var index = AppIndex(appID: testApp, mode: .live)
