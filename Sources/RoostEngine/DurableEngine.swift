@@ -43,6 +43,13 @@ package final class DurableEngine: Sendable {
         started = clock.now
         /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
         func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, origin: () -> String) throws {
+            // Device and person upserts (most records) go straight from their bytes into the index.
+            if let upsert = IndexTable.upsert(in: payload),
+                tables[ShardSet.shardNumber(for: upsert.key.app, shardCount: shardCount)].replayUpsert(
+                    upsert.key, encoded: upsert.mutation)
+            {
+                return
+            }
             var record: EngineRecord
             do {
                 record = try EngineRecord.decode(payload)

@@ -53,6 +53,30 @@ package struct IndexTable: Sendable {
         }
     }
 
+    /// Replay's fast path for device and person upserts (most records):
+    /// `mutation` is the record's `MutationCodec` bytes (see `upsert(in:)`).
+    /// Returns true when applied as `replay(.mutation(key, decoded))` would;
+    /// false, having changed no index's state, when the caller must take
+    /// `replay`'s path.
+    package mutating func replayUpsert(_ key: IndexKey, encoded mutation: UnsafeRawBufferPointer) -> Bool {
+        indexes.values[ensurePosition(key)].applyEncodedUpsert(mutation)
+    }
+
+    /// The index key and `MutationCodec` bytes of an `EngineRecord` holding a
+    /// device or person upsert, read from its framing without decoding it;
+    /// nil for any other record (which `EngineRecord.decode` then reads or refuses).
+    package static func upsert(
+        in record: UnsafeRawBufferPointer
+    ) -> (key: IndexKey, mutation: UnsafeRawBufferPointer)? {
+        guard record.count >= 9, record[0] == EngineRecord.formatVersion, record[1] == 1,
+            record[7] == MutationCodec.formatVersion, record[8] == 1 || record[8] == 3,
+            let mode = AppMode(rawValue: record[6])
+        else { return nil }
+        let app = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 2, as: UInt32.self))
+        guard app > 0 else { return nil }
+        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[7...]))
+    }
+
     /// Returns where the index of `key` is, creating it with the default
     /// settings (as replay does) when absent. One hash of the key when present.
     private mutating func ensurePosition(_ key: IndexKey) -> [IndexKey: AppIndex].Index {

@@ -42,6 +42,15 @@ package struct AppIndex: Sendable {
     var invalidatedCount = 0
     var iosCount = 0
     var personCount = 0
+    /// Replay's guesses at the next device's person, tried before hashing (a
+    /// wrong guess costs one comparison): the previous device's person, and
+    /// the person inserted last. Any slot number is safe: a guess is used
+    /// only when that live person's name equals the wanted one.
+    var previousDevicePerson = DeviceRecord.noSlot
+    var lastInsertedPerson = DeviceRecord.noSlot
+    /// Replay's guess at where the next device's sequence is in `order` (the
+    /// previous device's position; checked before it is used).
+    var previousOrderPosition = 0
 
     /// An empty index with default settings.
     package init(appID: AppID, mode: AppMode, settings: AppSettings = .defaults) {
@@ -284,7 +293,7 @@ package struct AppIndex: Sendable {
         if orderDeadCount > 1024 && orderDeadCount > order.count / 2 { compactOrder() }
     }
 
-    private mutating func allocateDeviceSlot(sequence: UInt64) -> UInt32 {
+    mutating func allocateDeviceSlot(sequence: UInt64) -> UInt32 {
         let slot: UInt32
         if let reused = freeDeviceSlots.popLast() {
             slot = reused
@@ -386,9 +395,11 @@ package struct AppIndex: Sendable {
 
     /// Removes a live slot's keys from every index and releases what it holds;
     /// the slot keeps its sequence (and its place in the id index).
-    private mutating func unindex(slot: UInt32) {
+    /// With `keepingToken` the token stays in the token index (and its blob, if
+    /// long, stays allocated): the caller stores the same token at this slot again.
+    mutating func unindex(slot: UInt32, keepingToken: Bool = false) {
         let record = records[Int(slot)]
-        if record.tokenLength > 0 { removeToken(at: slot) }
+        if record.tokenLength > 0 && !keepingToken { removeToken(at: slot) }
         if !record.installation.isNone { removeInstallation(at: slot) }
         if record.digest != DeviceRecord.noSlot { freeDigestSlots.append(record.digest) }
         strings.release(record.bundleID)
@@ -434,19 +445,22 @@ package struct AppIndex: Sendable {
 
     /// `setToken` for a token the caller knows is free, whose hash it has: no probe.
     private mutating func setFreeToken(_ token: PushToken, at slot: UInt32, hash: UInt32) {
+        token.bytes.withUnsafeBytes { setFreeToken(bytes: $0, at: slot, hash: hash) }
+    }
+
+    /// `setFreeToken` from borrowed token bytes (the replay fast path).
+    mutating func setFreeToken(bytes: UnsafeRawBufferPointer, at slot: UInt32, hash: UInt32) {
         precondition(records[Int(slot)].tokenLength == 0, "slot \(slot) already has a token")
-        token.bytes.withUnsafeBytes { bytes in
-            records[Int(slot)].tokenLength = UInt16(bytes.count)
-            if bytes.count <= 32 {
-                var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
-                (records[Int(slot)].token0, records[Int(slot)].token1) = (words.0, words.1)
-                (records[Int(slot)].token2, records[Int(slot)].token3) = (words.2, words.3)
-            } else {
-                records[Int(slot)].token0 = UInt64(blobs.store(bytes).cell)
-            }
-            tokenSlots.insert(slot: slot, hash: hash)
+        records[Int(slot)].tokenLength = UInt16(bytes.count)
+        if bytes.count <= 32 {
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+            (records[Int(slot)].token0, records[Int(slot)].token1) = (words.0, words.1)
+            (records[Int(slot)].token2, records[Int(slot)].token3) = (words.2, words.3)
+        } else {
+            records[Int(slot)].token0 = UInt64(blobs.store(bytes).cell)
         }
+        tokenSlots.insert(slot: slot, hash: hash)
     }
 
     /// Drops a slot's token from the token index and the record. O(1) expected.
@@ -517,10 +531,17 @@ package struct AppIndex: Sendable {
     /// what `personLookup` returned.
     @discardableResult
     mutating func insertPerson(_ person: Person, hash: UInt32) -> UInt32 {
-        let name = withUTF8Bytes(of: person.externalID.rawValue) { blobs.store($0) }
-        let record = PersonRecord(
-            name: name, createdAt: person.createdAt.millisecondsSinceEpoch,
-            firstDevice: DeviceRecord.noSlot, deviceCount: 0)
+        withUTF8Bytes(of: person.externalID.rawValue) {
+            insertPerson(name: $0, createdAt: person.createdAt.millisecondsSinceEpoch, hash: hash)
+        }
+    }
+
+    /// Adds a person from the UTF-8 bytes of a valid external id the caller
+    /// has just looked up and not found (the replay fast path).
+    @discardableResult
+    mutating func insertPerson(name bytes: UnsafeRawBufferPointer, createdAt: Int64, hash: UInt32) -> UInt32 {
+        let name = blobs.store(bytes)
+        let record = PersonRecord(name: name, createdAt: createdAt, firstDevice: DeviceRecord.noSlot, deviceCount: 0)
         let slot: UInt32
         if let reused = freePersonSlots.popLast() {
             slot = reused
@@ -531,6 +552,7 @@ package struct AppIndex: Sendable {
         }
         personSlots.insert(slot: slot, hash: hash)
         personCount += 1
+        lastInsertedPerson = slot
         return slot
     }
 

@@ -189,39 +189,47 @@ extension Tags {
     /// anything else, and the map path decodes it (or reports why not).
     static func decodeCanonical(from reader: inout ByteReader) -> Tags? {
         let start = reader.offset
+        guard skipCanonical(&reader) else { return nil }
+        if reader.offset == start + 1 { return Tags() }
+        return Tags(storedEncoding: Array(UnsafeRawBufferPointer(rebasing: reader.bytes[start..<reader.offset])))
+    }
+
+    /// Checks tags in `encode`'s form (see `decodeCanonical`) and moves past
+    /// them; false (and `reader` somewhere inside them) for anything else.
+    /// The replay fast path stores the bytes it passed over as they are.
+    static func skipCanonical(_ reader: inout ByteReader) -> Bool {
         do throws(ByteDecodingError) {
             let count = Int(try reader.u8())
-            if count == 0 { return Tags() }
-            guard count <= Limits.tagKeysMax else { return nil }
+            if count == 0 { return true }
+            guard count <= Limits.tagKeysMax else { return false }
             var total = 0
             var previous = UnsafeRawBufferPointer(start: nil, count: 0)
             for index in 0..<count {
                 let key = try reader.rawField("tag key", max: Limits.tagKeyBytesMax)
-                guard !key.isEmpty, isASCII(key) else { return nil }
-                if index > 0 && !previous.lexicographicallyPrecedes(key) { return nil }
+                guard !key.isEmpty, isASCII(key) else { return false }
+                if index > 0 && !previous.lexicographicallyPrecedes(key) { return false }
                 previous = key
                 total += key.count
                 switch try reader.u8() {
                 case 0:
                     let value = try reader.rawField("tag value", max: Limits.tagBytesMax)
-                    guard isASCII(value) else { return nil }
+                    guard isASCII(value) else { return false }
                     total += value.count
                 case 1:
-                    guard Double(bitPattern: try reader.u64()).isFinite else { return nil }
+                    guard Double(bitPattern: try reader.u64()).isFinite else { return false }
                     total += 8
                 case 2, 3: total += 1
-                default: return nil
+                default: return false
                 }
             }
-            guard total <= Limits.tagBytesMax else { return nil }
-            return Tags(storedEncoding: Array(UnsafeRawBufferPointer(rebasing: reader.bytes[start..<reader.offset])))
+            return total <= Limits.tagBytesMax
         } catch {
-            return nil
+            return false
         }
     }
 
     @inline(__always)
-    private static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var union: UInt8 = 0
         for byte in bytes { union |= byte }
         return union < 0x80

@@ -99,7 +99,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    private static func isFCMByte(_ c: UInt8) -> Bool {
+    static func isFCMByte(_ c: UInt8) -> Bool {
         isAlphanumeric(c) || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ":")
             || c == UInt8(ascii: ".")
     }

@@ -112,6 +112,37 @@ struct IndexTableReplayTests {
         #expect(replayed.invariantViolations().isEmpty)
     }
 
+    @Test("device and person upserts replayed straight from their bytes (the fast path) equal the decoded replay")
+    func fastPathEqualsDecoded() throws {
+        let source = try Self.sampleIndex()
+        let records = source.snapshotMutations().map { EngineRecord.mutation(liveKey, $0).encoded() }
+        var fast = IndexTable()
+        var taken = 0
+        for bytes in records {
+            let applied = bytes.withUnsafeBytes { raw -> Bool in
+                guard let upsert = IndexTable.upsert(in: raw) else { return false }
+                #expect(upsert.key == liveKey)
+                return fast.replayUpsert(upsert.key, encoded: upsert.mutation)
+            }
+            if applied {
+                taken += 1
+                switch try EngineRecord.decode(bytes) {
+                case .mutation(_, .deviceUpsert), .mutation(_, .personUpsert): break
+                default: Issue.record("fast path took a record that is not an upsert")
+                }
+            } else {
+                try fast.replay(EngineRecord.decode(bytes))
+            }
+        }
+        #expect(taken > 200, "only the devices with non-ASCII tag keys take the general path")
+        #expect(fast.indexes[liveKey]?.snapshotMutations() == source.snapshotMutations())
+        #expect(fast.indexes[liveKey]?.invariantViolations() == [])
+        #expect(IndexTable.upsert(in: UnsafeRawBufferPointer(start: nil, count: 0)) == nil)
+        for other in [EngineRecord.appRemoved(liveKey.app), .indexSize(liveKey, devices: 1, people: 1)] {
+            #expect(other.encoded().withUnsafeBytes { IndexTable.upsert(in: $0) } == nil)
+        }
+    }
+
     @Test("an index-size hint reserves room and changes no state, even for an index that exists")
     func hintChangesNothing() throws {
         var table = IndexTable()
