@@ -422,7 +422,6 @@ package struct AppIndex: Sendable {
 
     /// Gives the live slot `token` (free in the token index; the slot has none). O(1) expected.
     mutating func setToken(_ token: PushToken, at slot: UInt32) {
-        precondition(records[Int(slot)].tokenLength == 0, "slot \(slot) already has a token")
         token.bytes.withUnsafeBytes { bytes in
             let hash = tokenHash(platform: token.platform, bytes: bytes)
             precondition(
@@ -430,16 +429,7 @@ package struct AppIndex: Sendable {
                     records[Int(candidate)].platform == token.platform
                         && withTokenBytes(of: records[Int(candidate)]) { $0.elementsEqual(bytes) }
                 } == nil, "token already held by another device")
-            records[Int(slot)].tokenLength = UInt16(bytes.count)
-            if bytes.count <= 32 {
-                var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-                withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
-                (records[Int(slot)].token0, records[Int(slot)].token1) = (words.0, words.1)
-                (records[Int(slot)].token2, records[Int(slot)].token3) = (words.2, words.3)
-            } else {
-                records[Int(slot)].token0 = UInt64(blobs.store(bytes).cell)
-            }
-            tokenSlots.insert(slot: slot, hash: hash)
+            setFreeToken(bytes: bytes, at: slot, hash: hash)
         }
     }
 
