@@ -12,6 +12,10 @@ package protocol StorageFileSystem: Sendable {
     func open(_ path: String, create: Bool) throws(SystemCallError) -> any StorageFile
     /// Returns the whole file, or nil when it does not exist. Refuses files over `limitBytes`.
     func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]?
+    /// Reads the whole file into `buffer` (its count becomes the file's size,
+    /// its storage is reused when large enough) and returns true, or returns
+    /// false when the file does not exist. Refuses files over `limitBytes`.
+    func readWhole(_ path: String, limitBytes: Int, into buffer: inout [UInt8]) throws(SystemCallError) -> Bool
     /// Returns the names (not paths) in `directory`, without "." and "..".
     func list(_ directory: String) throws(SystemCallError) -> [String]
     /// Creates `directory` (mode 0700) unless it exists.
@@ -38,6 +42,9 @@ package protocol StorageFile: AnyObject, Sendable {
     func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(SystemCallError)
     /// Reads up to `count` bytes at `offset`; fewer only at end of file.
     func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8]
+    /// Reads up to `count` bytes at `offset` into `buffer` (its count becomes
+    /// the number read; its storage is reused when large enough); fewer only at end of file.
+    func read(at offset: Int, count: Int, into buffer: inout [UInt8]) throws(SystemCallError)
     /// fdatasync: the written bytes and the size survive power loss once it returns.
     /// After a failure the data may be lost from the page cache: never call it
     /// again for the same writes as if nothing happened.
@@ -55,6 +62,39 @@ package protocol StorageFile: AnyObject, Sendable {
 
 extension StorageFileSystem {
     package var prefersZeroFilledSegments: Bool { false }
+
+    /// The default: `readWhole` into a new array, then handed over.
+    package func readWhole(
+        _ path: String, limitBytes: Int, into buffer: inout [UInt8]
+    ) throws(SystemCallError) -> Bool {
+        guard let bytes = try readWhole(path, limitBytes: limitBytes) else { return false }
+        buffer = bytes
+        return true
+    }
+}
+
+extension StorageFile {
+    /// The default: `read(at:count:)` into a new array, then handed over.
+    package func read(at offset: Int, count: Int, into buffer: inout [UInt8]) throws(SystemCallError) {
+        buffer = try read(at: offset, count: count)
+    }
+}
+
+/// Sets `buffer.count` to `count` before a read overwrites it: keeps the
+/// storage when its capacity suffices, else allocates without zero-filling.
+func resizeReadBuffer(_ buffer: inout [UInt8], to count: Int) {
+    if buffer.count > count {
+        buffer.removeLast(buffer.count - count)
+    } else if buffer.count < count {
+        if buffer.capacity >= count {
+            buffer.append(contentsOf: repeatElement(0, count: count - buffer.count))
+        } else {
+            buffer = [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
+        }
+    }
+}
+
+extension StorageFileSystem {
 
     /// Returns `directory + "/" + name`.
     package func join(_ directory: String, _ name: String) -> String {
@@ -76,6 +116,25 @@ package struct PosixFileSystem: StorageFileSystem {
 
     package func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]? {
         try DurableFile.readIfExists(path: path, limitBytes: limitBytes)
+    }
+
+    package func readWhole(
+        _ path: String, limitBytes: Int, into buffer: inout [UInt8]
+    ) throws(SystemCallError) -> Bool {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT { return false }
+            throw SystemCallError(call: "open", subject: path, errno: code)
+        }
+        let file = PosixFile(fd: fd, path: path)
+        defer { file.close() }
+        let size = try file.size()
+        if size > limitBytes { throw SystemCallError(call: "read", subject: path, errno: EFBIG) }
+        // One byte more than the size, so that a file that grew is noticed.
+        try file.read(at: 0, count: size + 1, into: &buffer)
+        if buffer.count > limitBytes { throw SystemCallError(call: "read", subject: path, errno: EFBIG) }
+        return true
     }
 
     package func list(_ directory: String) throws(SystemCallError) -> [String] {
@@ -151,6 +210,21 @@ final class PosixFile: StorageFile {
         }
         buffer.removeLast(count - done)
         return buffer
+    }
+
+    func read(at offset: Int, count: Int, into buffer: inout [UInt8]) throws(SystemCallError) {
+        resizeReadBuffer(&buffer, to: count)
+        var done = 0
+        while done < count {
+            let got = try retryingSyscall("pread", subject: path) {
+                buffer.withUnsafeMutableBytes { raw in
+                    pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+                }
+            }
+            if got == 0 { break }
+            done += got
+        }
+        buffer.removeLast(count - done)
     }
 
     func syncData() throws(SystemCallError) {

@@ -53,9 +53,60 @@ package struct StorageLayout: Sendable {
             record: record)
     }
 
+    /// Reads and scans one segment into the reused `buffer`, without copying payloads.
+    func scanSegment(
+        _ fileName: String, options: StorageOptions, buffer: inout [UInt8]
+    ) throws(StorageError) -> SegmentScan {
+        let path = segmentPath(fileName)
+        do {
+            if !(try fileSystem.readWhole(path, limitBytes: options.segmentReadBytesMax, into: &buffer)) {
+                buffer.removeAll(keepingCapacity: true)
+            }
+        } catch { throw .io(error) }
+        return SegmentFormat.scan(
+            bytes: buffer, path: path, fileName: fileName, payloadBytesMax: options.recordPayloadBytesMax,
+            reportsRecords: false)
+    }
+
+    /// Reads only the header of one segment; when it is not valid, reads and
+    /// scans the whole segment (so the header state is exactly `scan`'s).
+    func scanSegmentHeader(
+        _ fileName: String, options: StorageOptions, buffer: inout [UInt8]
+    ) throws(StorageError) -> SegmentScan {
+        let path = segmentPath(fileName)
+        let fileBytes: Int
+        do {
+            let file = try fileSystem.open(path, create: false)
+            defer { file.close() }
+            fileBytes = try file.size()
+            try file.read(at: 0, count: SegmentFormat.headerBytes, into: &buffer)
+        } catch { throw .io(error) }
+        let header = SegmentFormat.decodeHeader(bytes: buffer, path: path)
+        guard case .valid(let first) = header, SegmentFormat.firstLSN(fileName: fileName) == first else {
+            return try scanSegment(fileName, options: options, buffer: &buffer)
+        }
+        return SegmentScan(
+            path: path, fileName: fileName, fileBytes: fileBytes, header: header, recordCount: 0,
+            endOffset: SegmentFormat.headerBytes, end: .clean, recordsSkipped: true)
+    }
+
     /// Reads everything recovery decides on: both checkpoint slots, the
     /// snapshots they name (whole-file CRC), and every segment. O(data).
+    /// `roost wal verify` uses this: every segment is read whole.
     package func readRecoveryInput(options: StorageOptions) throws(StorageError) -> RecoveryInput {
+        try readRecoveryInput(options: options, forStartUp: false).input
+    }
+
+    /// What start-up reads (docs/recovery.md, "Order"): as `readRecoveryInput`,
+    /// except that a segment wholly below the newest usable snapshot's start
+    /// LSN (the next segment's first LSN is at most that LSN, and the next
+    /// segment's header is valid) has only its header read: recovery starts at
+    /// that snapshot or refuses, and never reads those records. Segments at or
+    /// after the start keep their checked bytes (up to `retainedBytesMax` in
+    /// all) for replay, so that replay need not read them again.
+    func readRecoveryInput(
+        options: StorageOptions, forStartUp: Bool
+    ) throws(StorageError) -> (input: RecoveryInput, retained: [String: RetainedSegment]) {
         var checkpoints: [CheckpointRead] = []
         for slot in CheckpointFormat.slotNames.indices {
             let path = checkpointPath(slot: slot)
@@ -87,12 +138,55 @@ package struct StorageLayout: Sendable {
                 snapshots[checkpoint.snapshotLSN] = .damaged(damage)
             }
         }
-        var segments: [SegmentScan] = []
-        for name in try segmentNames() {
-            segments.append(try scanSegment(name, options: options))
+        // The start recovery will take if the log allows it: the newest valid
+        // checkpoint whose snapshot is usable (decideRecovery's first choice;
+        // when the log fails from there it refuses rather than go older).
+        var startLSN: LogSequenceNumber?
+        if forStartUp {
+            var valid: [Checkpoint] = []
+            for case .valid(let checkpoint) in checkpoints { valid.append(checkpoint) }
+            startLSN =
+                valid.sorted { $0.sequence > $1.sequence }
+                .first { snapshotProblem($0, snapshots[$0.snapshotLSN]) == nil }?.snapshotLSN
         }
-        return RecoveryInput(checkpoints: checkpoints, snapshots: snapshots, segments: segments)
+        let names = try segmentNames()
+        var segments: [SegmentScan] = []
+        segments.reserveCapacity(names.count)
+        var retained: [String: RetainedSegment] = [:]
+        var retainedBytes = 0
+        var buffer: [UInt8] = []
+        var next: SegmentScan?
+        // Newest first, so that each segment's successor is known when deciding.
+        for name in names.reversed() {
+            let scan: SegmentScan
+            if let startLSN, let next, case .valid(let nextFirst) = next.header, nextFirst <= startLSN {
+                scan = try scanSegmentHeader(name, options: options, buffer: &buffer)
+            } else {
+                scan = try scanSegment(name, options: options, buffer: &buffer)
+                if forStartUp, scan.recordCount > 0, let last = scan.lastLSN, last >= (startLSN ?? .first),
+                    retainedBytes + scan.endOffset <= Self.retainedBytesMax
+                {
+                    retained[name] = RetainedSegment(
+                        bytes: Array(buffer[0..<scan.endOffset]), recordCount: scan.recordCount)
+                    retainedBytes += scan.endOffset
+                }
+            }
+            segments.append(scan)
+            next = scan
+        }
+        segments.reverse()
+        return (RecoveryInput(checkpoints: checkpoints, snapshots: snapshots, segments: segments), retained)
     }
+
+    /// The most segment bytes start-up keeps for replay; segments beyond it are read again.
+    static let retainedBytesMax = 1 << 30
+}
+
+/// A segment's bytes up to the end of its last whole record, as start-up
+/// checked them, kept for replay.
+struct RetainedSegment {
+    var bytes: [UInt8]
+    var recordCount: Int
 }
 
 /// What recovery hands the engine: the snapshot to load (or none: start
@@ -109,10 +203,14 @@ package final class RecoveredState {
     let layout: StorageLayout
     let replaySegments: [(fileName: String, lastLSN: LogSequenceNumber)]
     let options: StorageOptions
+    /// Segment bytes start-up already read and checked, by file name.
+    var retained: [String: RetainedSegment]
 
     init(
-        snapshot: SnapshotReader?, plan: RecoveryPlan, layout: StorageLayout, options: StorageOptions
+        snapshot: SnapshotReader?, plan: RecoveryPlan, layout: StorageLayout, options: StorageOptions,
+        retained: [String: RetainedSegment] = [:]
     ) {
+        self.retained = retained.filter { name, _ in plan.replay.contains { $0.fileName == name } }
         self.snapshot = snapshot
         self.replayFrom = plan.replayFrom
         self.nextLSN = plan.nextLSN
@@ -122,11 +220,20 @@ package final class RecoveredState {
         self.options = options
     }
 
-    /// Calls `body` for every log record from `replayFrom` on, in order,
-    /// re-reading the segments one at a time (O(one segment) memory).
+    /// Calls `body` for every log record from `replayFrom` on, in order: from
+    /// the bytes start-up kept, else re-reading the segment (one at a time).
+    /// Kept bytes are released as they are replayed.
     package func replay(_ body: (LogRecord) -> Void) throws(StorageError) {
         var expected = replayFrom
         for (fileName, lastLSN) in replaySegments {
+            if let kept = retained.removeValue(forKey: fileName) {
+                SegmentFormat.forEachCheckedRecord(in: kept.bytes, recordCount: kept.recordCount) { record in
+                    guard record.lsn >= expected, record.lsn <= lastLSN else { return }
+                    expected = record.lsn.advanced(by: 1)
+                    body(record)
+                }
+                continue
+            }
             let scan = try layout.scanSegment(fileName, options: options) { record in
                 guard record.lsn >= expected, record.lsn <= lastLSN else { return }
                 expected = record.lsn.advanced(by: 1)

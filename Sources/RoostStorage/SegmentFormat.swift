@@ -121,6 +121,10 @@ package struct SegmentScan: Sendable, Equatable {
     /// The offset just after the last whole record (where the next one goes).
     package var endOffset: Int
     package var end: SegmentEnd
+    /// True when only the header was read (start-up skips the records of a
+    /// segment wholly below the newest usable snapshot): `recordCount`,
+    /// `endOffset` and `end` then say nothing about its records.
+    package var recordsSkipped: Bool = false
 
     /// The LSN of the last whole record, or firstLSN - 1 when there is none.
     package var lastLSN: LogSequenceNumber? {
@@ -136,6 +140,17 @@ extension SegmentFormat {
     package static func scan(
         bytes: [UInt8], path: String, fileName: String, payloadBytesMax: Int,
         record: (LogRecord) -> Void = { _ in }
+    ) -> SegmentScan {
+        scan(
+            bytes: bytes, path: path, fileName: fileName, payloadBytesMax: payloadBytesMax, reportsRecords: true, record
+        )
+    }
+
+    /// `scan`; when `reportsRecords` is false, `record` is never called and no
+    /// payload is copied (recovery's first pass, `verify`).
+    static func scan(
+        bytes: [UInt8], path: String, fileName: String, payloadBytesMax: Int, reportsRecords: Bool,
+        _ record: (LogRecord) -> Void = { _ in }
     ) -> SegmentScan {
         var result = SegmentScan(
             path: path, fileName: fileName, fileBytes: bytes.count, header: .unwritten, recordCount: 0,
@@ -160,8 +175,8 @@ extension SegmentFormat {
         while true {
             result.endOffset = offset
             switch decodeRecord(bytes: bytes, at: offset, expected: expected, payloadBytesMax: payloadBytesMax) {
-            case .record(let decoded, let span):
-                record(decoded)
+            case .record(let lsn, let kind, let payload, let span):
+                if reportsRecords { record(LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[payload]))) }
                 result.recordCount += 1
                 expected = expected.advanced(by: 1)
                 offset += span
@@ -202,7 +217,8 @@ extension SegmentFormat {
     }
 
     enum DecodedRecord {
-        case record(LogRecord, span: Int)
+        /// A valid record: its LSN, kind, where its payload is in the bytes, its span.
+        case record(lsn: LogSequenceNumber, kind: RecordKind, payload: Range<Int>, span: Int)
         case endOfRecords
         case invalid(String)
     }
@@ -235,8 +251,7 @@ extension SegmentFormat {
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
         if let expected, lsn != expected { return .invalid("LSN gap: expected \(expected), found \(lsn)") }
         let payloadStart = offset + recordHeaderBytes
-        return .record(
-            LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[payloadStart..<(payloadStart + length)])), span: span)
+        return .record(lsn: lsn, kind: kind, payload: payloadStart..<(payloadStart + length), span: span)
     }
 
     /// Returns true when some aligned offset after `offset` holds a valid
@@ -254,5 +269,21 @@ extension SegmentFormat {
             }
         }
         return false
+    }
+}
+
+extension SegmentFormat {
+    /// Calls `body` for the first `recordCount` records of `bytes`, a segment
+    /// that `scan` has already checked (header, CRCs, LSNs): no check again.
+    static func forEachCheckedRecord(in bytes: [UInt8], recordCount: Int, _ body: (LogRecord) -> Void) {
+        var offset = headerBytes
+        for _ in 0..<recordCount {
+            let length = Int(Bytes.read(UInt32.self, bytes, at: offset))
+            let kind = RecordKind(rawValue: bytes[offset + 4]) ?? .mutation
+            let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
+            let start = offset + recordHeaderBytes
+            body(LogRecord(lsn: lsn, kind: kind, payload: Array(bytes[start..<(start + length)])))
+            offset += recordBytes(payloadBytes: length)
+        }
     }
 }

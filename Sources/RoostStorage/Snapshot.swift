@@ -273,8 +273,9 @@ package final class SnapshotReader {
             let trailerOffset = size - SnapshotFormat.trailerBytes
             var crc: UInt32 = 0
             var offset = 0
+            var chunk: [UInt8] = []
             while offset < trailerOffset + 20 {
-                let chunk = try file.read(at: offset, count: min(chunkBytes, trailerOffset + 20 - offset))
+                try file.read(at: offset, count: min(chunkBytes, trailerOffset + 20 - offset), into: &chunk)
                 guard !chunk.isEmpty else { break }
                 crc = CRC32C.checksum(chunk, continuing: crc)
                 offset += chunk.count
@@ -374,7 +375,8 @@ package final class SnapshotReader {
             if compressedOffset == compressed.count {
                 guard readOffset < bodyEnd else { return false }
                 do {
-                    compressed = try file.read(at: readOffset, count: min(Self.chunkBytes, bodyEnd - readOffset))
+                    try file.read(
+                        at: readOffset, count: min(Self.chunkBytes, bodyEnd - readOffset), into: &compressed)
                 } catch { throw .io(error) }
                 guard !compressed.isEmpty else { throw damaged(readOffset, "snapshot shorter than its trailer says") }
                 readOffset += compressed.count

@@ -87,7 +87,7 @@ package final class WriteAheadLog: Sendable {
             try fileSystem.syncDirectory(directory)
             try fileSystem.syncDirectory(StorageLayout.parent(of: directory))
         } catch { throw .io(error) }
-        let input = try layout.readRecoveryInput(options: options)
+        let (input, retained) = try layout.readRecoveryInput(options: options, forStartUp: true)
         let plan: RecoveryPlan
         switch decideRecovery(input) {
         case .recover(let decided): plan = decided
@@ -113,7 +113,8 @@ package final class WriteAheadLog: Sendable {
         let log = WriteAheadLog(
             layout: layout, policy: policy, options: options, nextLSN: plan.nextLSN, open: open, catalog: catalog)
         log.removeUnreferencedSnapshots(keepTemporary: false)
-        let state = RecoveredState(snapshot: snapshot, plan: plan, layout: layout, options: options)
+        let state = RecoveredState(
+            snapshot: snapshot, plan: plan, layout: layout, options: options, retained: retained)
         return (log, state)
     }
 
