@@ -122,39 +122,53 @@ package final class DurableEngine: Sendable {
         } catch StorageError.invalidUse {
             return nil
         }
+        // Records are encoded in the shards' turns; zstd and the file writes run
+        // on a low-priority thread so that they yield the cores to requests.
+        let background = BackgroundSnapshotWriter(writer)
+        func push(_ records: [[UInt8]]) async throws {
+            while !background.offer(records) {
+                if let failure = background.failure { throw failure }
+                try? await Task.sleep(for: .microseconds(200))
+            }
+        }
         do {
             for shard in registry.shardSet.shards {
                 for key in await shard.keys() {
                     if let size = await shard.read(key, { (devices: $0.count, people: $0.stats().people) }) {
-                        try writer.append(
+                        try await push([
                             EngineRecord.indexSize(key, devices: UInt64(size.devices), people: UInt64(size.people))
-                                .encoded())
+                                .encoded()
+                        ])
                     }
-                    for record in await shard.snapshotHeader(key) { try writer.append(record) }
+                    try await push(await shard.snapshotHeader(key))
                     var personSlot: UInt32 = 0
                     while true {
                         let slice = await shard.snapshotPeople(key, fromSlot: personSlot)
-                        for record in slice.records { try writer.append(record) }
+                        try await push(slice.records)
                         guard let next = slice.next else { break }
                         personSlot = next
                     }
                     var after: UInt64 = 0
                     while true {
                         let slice = await shard.snapshotDevices(key, afterSequence: after)
-                        for record in slice.records { try writer.append(record) }
+                        try await push(slice.records)
                         guard let next = slice.next else { break }
                         after = next
                     }
-                    for record in await shard.snapshotSequenceFloor(key) { try writer.append(record) }
+                    try await push(await shard.snapshotSequenceFloor(key))
                 }
             }
-            let summary = try writer.finish()
-            try log.wal.checkpoint(summary)
-            return summary
         } catch {
-            writer.abandon()
+            background.close()
+            while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
+            background.abandon()
             throw error
         }
+        background.close()
+        while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
+        let summary = try background.finish()
+        try log.wal.checkpoint(summary)
+        return summary
     }
 
     /// Flushes and fsyncs the log and stops its I/O thread.

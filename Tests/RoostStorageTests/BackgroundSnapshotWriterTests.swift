@@ -1,0 +1,61 @@
+import Glibc
+import RoostPlatform
+import RoostTesting
+import Testing
+
+@testable import RoostStorage
+
+@Suite("Background snapshot writer")
+struct BackgroundSnapshotWriterTests {
+    /// Offers every batch, waiting while the queue is full, then seals.
+    static func write(_ writer: BackgroundSnapshotWriter, _ batches: [[[UInt8]]]) throws(StorageError)
+        -> SnapshotSummary
+    {
+        for batch in batches {
+            while !writer.offer(batch) {
+                if let failure = writer.failure { throw failure }
+                usleep(100)
+            }
+        }
+        writer.close()
+        while !writer.isDone { usleep(100) }
+        return try writer.finish()
+    }
+
+    @Test("records offered in batches through the low-priority thread read back in order, exactly")
+    func roundTrip() async throws {
+        var random = SeededRandom(seed: testSeed(0x5EED_0B61))
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 512, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        _ = try await appendAndWait(log, [[1]]).get()
+        let records = randomPayloads(2_000, maxBytes: 300, &random)
+        let batches = stride(from: 0, to: records.count, by: 37).map {
+            Array(records[$0..<min(records.count, $0 + 37)])
+        }
+        let writer = BackgroundSnapshotWriter(
+            try log.beginSnapshot(counts: SnapshotCounts(records: UInt64(records.count), groups: 1)))
+        let summary = try Self.write(writer, batches)
+        #expect(summary.recordCount == UInt64(records.count))
+        try log.checkpoint(summary)
+        log.close()
+        let (reopened, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        defer { reopened.close() }
+        #expect(try recoveredRecords(state).snapshot == records)
+    }
+
+    @Test("a failed write is reported, offers stop, and no snapshot file is left behind")
+    func failedWrite() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 512, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        defer { log.close() }
+        _ = try await appendAndWait(log, [[1]]).get()
+        let writer = BackgroundSnapshotWriter(try log.beginSnapshot(counts: SnapshotCounts(records: 1, groups: 1)))
+        fileSystem.inject(.init(operation: .write, nth: 1, errno: ENOSPC, pathContains: "snap", sticky: true))
+        let big = [[UInt8]](repeating: [UInt8](repeating: 7, count: 60_000), count: 64)
+        #expect(throws: StorageError.self) { _ = try Self.write(writer, [big, big, big, big]) }
+        let snapshots = (try? fileSystem.list(dataDirectory + "/snapshots")) ?? []
+        #expect(snapshots.isEmpty, "left behind: \(snapshots)")
+    }
+}
