@@ -9,19 +9,27 @@ package final class PlatformThread: Sendable {
         self.handle = handle
     }
 
-    /// Starts a thread that runs `body` and returns its handle.
-    package static func spawn(_ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> PlatformThread {
+    /// Starts a thread that runs `body` and returns its handle; `name` (at
+    /// most 15 bytes) shows in `top -H` and /proc.
+    package static func spawn(
+        name: String? = nil, _ body: @escaping @Sendable () -> Void
+    ) throws(SystemCallError) -> PlatformThread {
         final class Box {
+            let name: String?
             let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+            init(_ name: String?, _ body: @escaping @Sendable () -> Void) {
+                self.name = name
+                self.body = body
+            }
         }
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        let context = Unmanaged.passRetained(Box(name, body)).toOpaque()
         var handle = pthread_t()
         let result = pthread_create(
             &handle, nil,
             { raw in
                 guard let raw else { return nil }
                 let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
+                if let name = box.name { PlatformThread.setCurrentName(name) }
                 box.body()
                 return nil
             }, context)
@@ -48,5 +56,15 @@ package final class PlatformThread: Sendable {
     package func detach() {
         let result = pthread_detach(handle)
         precondition(result == 0, "pthread_detach failed with \(result)")
+    }
+
+    /// Names the calling thread (the kernel keeps 15 bytes) through
+    /// /proc/thread-self/comm; Glibc's pthread_setname_np is not imported.
+    package static func setCurrentName(_ name: String) {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { _ = Glibc.close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import RoostPlatform
 
 /// Compresses and writes a snapshot's records on a thread of its own at the
 /// lowest scheduling priority (nice 19), so that zstd does not take the cores
@@ -25,13 +26,13 @@ package final class BackgroundSnapshotWriter: Sendable {
 
     private let state = ConditionLock(State())
     private let box: WriterBox
-    private let thread: IOThread
+    private let thread: PlatformThread
 
     package init(_ writer: SnapshotWriter) {
         let box = WriterBox(writer)
         let state = self.state
         self.box = box
-        self.thread = IOThread(name: "roost-snapshot") {
+        self.thread = startThread(name: "roost-snapshot") {
             // Linux keeps the nice value per thread: this lowers only this one.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             while true {

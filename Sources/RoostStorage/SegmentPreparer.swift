@@ -36,14 +36,14 @@ final class SegmentPreparer: Sendable {
     let segmentBytes: Int
     let log: @Sendable (String) -> Void
     let state = ConditionLock(State())
-    let thread = Mutex<IOThread?>(nil)
+    let thread = Mutex<PlatformThread?>(nil)
 
     init(layout: StorageLayout, options: StorageOptions) {
         path = layout.fileSystem.join(layout.walDirectory, SegmentPreparer.fileName)
         fileSystem = layout.fileSystem
         segmentBytes = options.segmentBytesMax
         log = options.log
-        let started = IOThread(name: "roost-wal-prep") { [self] in self.run() }
+        let started = startThread(name: "roost-wal-prep") { [self] in self.run() }
         thread.withLock { $0 = started }
     }
 
@@ -98,7 +98,7 @@ final class SegmentPreparer: Sendable {
     /// the file. Idempotent.
     func stop() {
         state.withLockSignalling { $0.stopping = true }
-        let running = thread.withLock { current -> IOThread? in
+        let running = thread.withLock { current -> PlatformThread? in
             defer { current = nil }
             return current
         }

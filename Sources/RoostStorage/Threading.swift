@@ -1,4 +1,5 @@
 import Glibc
+import RoostPlatform
 
 /// A value guarded by a pthread mutex with a condition variable on the
 /// monotonic clock, for the I/O thread's sleep-until-signal-or-deadline.
@@ -69,48 +70,12 @@ func monotonicNanoseconds() -> UInt64 {
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
-/// A started pthread running a closure; `join` waits for it.
-final class IOThread: Sendable {
-    private final class Box {
-        let name: String?
-        let body: @Sendable () -> Void
-        init(_ name: String?, _ body: @escaping @Sendable () -> Void) {
-            self.name = name
-            self.body = body
-        }
-    }
-
-    private let handle: pthread_t
-
-    /// Starts the thread; `name` (at most 15 bytes) shows in `top -H` and /proc.
-    init(name: String? = nil, _ body: @escaping @Sendable () -> Void) {
-        let box = Unmanaged.passRetained(Box(name, body)).toOpaque()
-        var handle = pthread_t()
-        let code = pthread_create(
-            &handle, nil,
-            { raw in
-                guard let raw else { return nil }
-                let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
-                if let name = box.name { IOThread.setCurrentName(name) }
-                box.body()
-                return nil
-            }, box)
-        precondition(code == 0, "pthread_create failed with \(code)")
-        self.handle = handle
-    }
-
-    /// Names the calling thread (the kernel keeps 15 bytes) through
-    /// /proc/thread-self/comm; Glibc's pthread_setname_np is not imported.
-    static func setCurrentName(_ name: String) {
-        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { _ = Glibc.close(fd) }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-    }
-
-    /// Waits for the thread to return.
-    func join() {
-        pthread_join(handle, nil)
+/// Starts a named thread for the log; the log cannot run without its
+/// threads, so failing to start one stops the process.
+func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> PlatformThread {
+    do {
+        return try PlatformThread.spawn(name: name, body)
+    } catch {
+        preconditionFailure("cannot start thread \(name): \(error)")
     }
 }

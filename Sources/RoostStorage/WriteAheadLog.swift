@@ -54,12 +54,12 @@ package final class WriteAheadLog: Sendable {
     let shared: ConditionLock<Shared>
     let catalog: Mutex<Catalog>
     let segment: Mutex<OpenSegment>
-    let thread = Mutex<IOThread?>(nil)
+    let thread = Mutex<PlatformThread?>(nil)
     /// Completions handed from the I/O thread to the completion thread, in LSN
     /// order, so that the next write and fdatasync start while the last
     /// group's answers are rendered and sent.
     let completionQueue = ConditionLock<CompletionQueue>(CompletionQueue())
-    let completer = Mutex<IOThread?>(nil)
+    let completer = Mutex<PlatformThread?>(nil)
     /// Zero-fills the next segment ahead of need, or nil when segments are
     /// only preallocated (`StorageOptions.zeroFillSegments`).
     let preparer: SegmentPreparer?
@@ -133,9 +133,9 @@ package final class WriteAheadLog: Sendable {
         self.catalog = Mutex(catalog)
         self.segment = Mutex(open)
         self.preparer = options.zeroFillsSegments ? SegmentPreparer(layout: layout, options: options) : nil
-        let started = IOThread(name: "roost-wal-io") { [self] in self.runIOThread() }
+        let started = startThread(name: "roost-wal-io") { [self] in self.runIOThread() }
         thread.withLock { $0 = started }
-        let completing = IOThread(name: "roost-wal-done") { [self] in self.runCompletionThread() }
+        let completing = startThread(name: "roost-wal-done") { [self] in self.runCompletionThread() }
         completer.withLock { $0 = completing }
     }
 
@@ -201,13 +201,13 @@ package final class WriteAheadLog: Sendable {
     /// segment. Later appends throw `.closed`. Idempotent.
     package func close() {
         shared.withLockSignalling { $0.machine.close() }
-        let running = thread.withLock { current -> IOThread? in
+        let running = thread.withLock { current -> PlatformThread? in
             defer { current = nil }
             return current
         }
         running?.join()
         completionQueue.withLockSignalling { $0.ioDone = true }
-        let completing = completer.withLock { current -> IOThread? in
+        let completing = completer.withLock { current -> PlatformThread? in
             defer { current = nil }
             return current
         }
