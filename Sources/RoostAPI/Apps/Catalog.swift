@@ -13,17 +13,15 @@ package final class Catalog: Sendable {
     /// How many live keys one app holds.
     package static let keysPerAppMax = 1_000
 
-    private let state: Mutex<CatalogState>
+    private let state: PersistedState<CatalogState>
     private let rateLimits: Mutex<[String: TokenBucket]>
-    private let store: CatalogStore?
     private let clock: any APIClock
 
     /// Creates a catalog from a loaded state, persisting changes to `store`
     /// (nil keeps everything in memory: tests only).
     package init(state: CatalogState = CatalogState(), store: CatalogStore?, clock: any APIClock) {
-        self.state = Mutex(state)
+        self.state = PersistedState(state, path: store?.path, what: "the catalog", encode: CatalogStore.encode)
         self.rateLimits = Mutex([:])
-        self.store = store
         self.clock = clock
     }
 
@@ -31,33 +29,33 @@ package final class Catalog: Sendable {
 
     /// Returns the key whose SHA-256 digest is `digest`, if it is live.
     package func key(withDigest digest: KeyDigest) -> KeyRecord? {
-        state.withLock { $0.keysByDigest[digest] }
+        state.read { $0.keysByDigest[digest] }
     }
 
     /// Returns the whole state (a copy): what the catalog file would hold.
     package func currentState() -> CatalogState {
-        state.withLock { $0 }
+        state.read { $0 }
     }
 
     package func app(_ id: AppID) -> AppRecord? {
-        state.withLock { $0.apps[id] }
+        state.read { $0.apps[id] }
     }
 
     /// Returns every app, ordered by id. O(apps log apps).
     package func apps() -> [AppRecord] {
-        state.withLock { $0.apps.values.sorted { $0.id < $1.id } }
+        state.read { $0.apps.values.sorted { $0.id < $1.id } }
     }
 
     /// Returns the number of live keys of `app`. O(keys).
     package func keyCount(of app: AppID) -> Int {
-        state.withLock { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
+        state.read { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
     }
 
     // MARK: - Changes (each persisted before it returns)
 
     package func createApp(name: String) throws(APIError) -> AppRecord {
         let now = clock.wallMilliseconds()
-        return try change { state throws(APIError) in
+        return try state.change { state throws(APIError) in
             guard state.apps.count < Catalog.appsMax else {
                 throw APIError(status: 409, code: "limit_reached", message: "this server holds \(Catalog.appsMax) apps")
             }
@@ -83,7 +81,7 @@ package final class Catalog: Sendable {
         // A patch that changes nothing is answered without a disk write. Were a
         // concurrent change to land in between, this request is ordered before it.
         if let current = app(id), patched(current) == current { return current }
-        return try change { state throws(APIError) in
+        return try state.change { state throws(APIError) in
             guard let record = state.apps[id] else { throw APIError.appNotFound }
             let next = patched(record)
             state.apps[id] = next
@@ -93,7 +91,7 @@ package final class Catalog: Sendable {
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) {
-        try change { state throws(APIError) in
+        try state.change { state throws(APIError) in
             guard state.apps.removeValue(forKey: id) != nil else { throw APIError.appNotFound }
             let digests = state.keysByDigest.filter { $0.value.appID == id }
             for (digest, record) in digests {
@@ -115,7 +113,7 @@ package final class Catalog: Sendable {
         guard let digest = KeyDigest(bytes: Crypto.sha256(secret.utf8)) else {
             preconditionFailure("SHA-256 did not give 32 bytes")
         }
-        let record = try change { state throws(APIError) in
+        let record = try state.change { state throws(APIError) in
             guard state.apps[app] != nil else { throw APIError.appNotFound }
             let existing = state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) }
             guard existing < Catalog.keysPerAppMax else {
@@ -135,7 +133,7 @@ package final class Catalog: Sendable {
 
     /// Revokes a key of `app`. A key of another app answers as unknown.
     package func revokeKey(app: AppID, keyID: String) throws(APIError) {
-        try change { state throws(APIError) in
+        try state.change { state throws(APIError) in
             guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
                 throw APIError(status: 404, code: "key_not_found", message: "no such key")
             }
@@ -175,31 +173,6 @@ package final class Catalog: Sendable {
         }
     }
 
-    // MARK: - Persistence
-
-    /// Runs `body` on a copy of the state; when it succeeds, writes the new
-    /// state to disk and only then publishes it. A failed write changes nothing.
-    private func change<Result>(
-        _ body: (inout CatalogState) throws(APIError) -> Result
-    ) throws(APIError) -> Result {
-        // Changes are serialised by the store's lock so that the file and the
-        // published state advance in the same order; readers keep using the
-        // old state until the new one is durable.
-        guard let store else {
-            return try state.withLock { state throws(APIError) in try body(&state) }
-        }
-        return try store.serialized { () throws(APIError) -> Result in
-            var next = state.withLock { $0 }
-            let result = try body(&next)
-            do {
-                try store.write(next)
-            } catch {
-                throw APIError.unavailable("the catalog could not be written to disk: \(error)")
-            }
-            state.withLock { $0 = next }
-            return result
-        }
-    }
 }
 
 extension APIError {

@@ -1,7 +1,6 @@
 import RoostJSON
 import RoostModel
 import RoostPlatform
-import Synchronization
 
 /// Everything the catalog knows: apps, keys (as digests) and the next app id.
 package struct CatalogState: Sendable {
@@ -24,20 +23,9 @@ package final class CatalogStore: Sendable {
     package static let fileBytesMax = 256 * 1024 * 1024
 
     package let path: String
-    private let writerLock = Mutex(())
 
     package init(path: String) {
         self.path = path
-    }
-
-    /// Runs `body` while no other catalog change runs.
-    package func serialized<Result>(_ body: () throws(APIError) -> Result) throws(APIError) -> Result {
-        try writerLock.withLock { _ throws(APIError) -> Result in try body() }
-    }
-
-    /// Writes `state` durably.
-    package func write(_ state: CatalogState) throws(SystemCallError) {
-        try DurableFile.replace(path: path, with: CatalogStore.encode(state))
     }
 
     /// Reads the catalog file; a missing file is an empty catalog.

@@ -1,7 +1,6 @@
 import RoostJSON
 import RoostModel
 import RoostPlatform
-import Synchronization
 
 /// One HMAC-SHA-256 signing key for identity tokens.
 struct IdentitySigningKey: Sendable, Equatable {
@@ -34,15 +33,12 @@ package final class IdentityKeyStore: Sendable {
         var keys: [IdentitySigningKey]
     }
 
-    private let state: Mutex<State>
-    private let writerLock = Mutex(())
-    /// nil keeps the keys in memory only (tests).
-    let path: String?
+    private let state: PersistedState<State>
 
+    /// `path` nil keeps the keys in memory only (tests).
     private init(state: State, path: String?) {
         precondition(state.keys.contains { $0.id == state.currentID }, "the current identity key must exist")
-        self.state = Mutex(state)
-        self.path = path
+        self.state = PersistedState(state, path: path, what: "the identity keys", encode: IdentityKeyStore.encode)
     }
 
     /// Keys that live only as long as the process (tests, tools).
@@ -78,7 +74,7 @@ package final class IdentityKeyStore: Sendable {
 
     /// The key that signs new tokens.
     func currentKey() -> IdentitySigningKey {
-        state.withLock { state in
+        state.read { state in
             guard let key = state.keys.first(where: { $0.id == state.currentID }) else {
                 preconditionFailure("current identity key \(state.currentID) is missing")
             }
@@ -88,19 +84,19 @@ package final class IdentityKeyStore: Sendable {
 
     /// The key with `id`, current or older; nil when removed or never known.
     func key(id: Substring) -> IdentitySigningKey? {
-        state.withLock { state in state.keys.first { $0.id == id } }
+        state.read { state in state.keys.first { $0.id == id } }
     }
 
     /// Every key's id and creation time, oldest first, and the current id.
     func list() -> (currentID: String, keys: [(id: String, createdAtMilliseconds: Int64)]) {
-        state.withLock { state in (state.currentID, state.keys.map { ($0.id, $0.createdAtMilliseconds) }) }
+        state.read { state in (state.currentID, state.keys.map { ($0.id, $0.createdAtMilliseconds) }) }
     }
 
     // MARK: - Rotation (each change durable before it is published)
 
     /// Makes a new current key; older keys keep verifying. 409 at `keysMax`.
     func rotate(now: Int64) throws(APIError) -> IdentitySigningKey {
-        try change { state throws(APIError) in
+        try state.change { state throws(APIError) in
             guard state.keys.count < IdentityKeyStore.keysMax else {
                 throw APIError(
                     status: 409, code: "limit_reached",
@@ -114,7 +110,7 @@ package final class IdentityKeyStore: Sendable {
     /// Removes an old key: the tokens it signed stop verifying. The current key
     /// cannot be removed (409 `current_key`); an unknown id is 404.
     func remove(id: String) throws(APIError) {
-        try change { state throws(APIError) in
+        try state.change { state throws(APIError) in
             guard state.keys.contains(where: { $0.id == id }) else {
                 throw APIError(status: 404, code: "identity_key_not_found", message: "no such identity key")
             }
@@ -124,22 +120,6 @@ package final class IdentityKeyStore: Sendable {
                     message: "the current identity key cannot be removed; rotate first")
             }
             state.keys.removeAll { $0.id == id }
-        }
-    }
-
-    private func change<Result>(_ body: (inout State) throws(APIError) -> Result) throws(APIError) -> Result {
-        try writerLock.withLock { _ throws(APIError) -> Result in
-            var next = state.withLock { $0 }
-            let result = try body(&next)
-            if let path {
-                do {
-                    try DurableFile.replace(path: path, with: IdentityKeyStore.encode(next))
-                } catch {
-                    throw APIError.unavailable("the identity keys could not be written to disk: \(error)")
-                }
-            }
-            state.withLock { $0 = next }
-            return result
         }
     }
 
