@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(
             name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
             swiftSettings: strict),
-        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON"], swiftSettings: strict),
+        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine"],
@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
             swiftSettings: strict),
-        .testTarget(name: "RoostModelTests", dependencies: ["RoostModel"], swiftSettings: strict),
+        .testTarget(name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
             exclude: ["Golden"],

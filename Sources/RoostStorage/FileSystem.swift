@@ -197,18 +197,8 @@ final class PosixFile: StorageFile {
     }
 
     func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let got = try retryingSyscall("pread", subject: path) {
-                buffer.withUnsafeMutableBytes { raw in
-                    pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
-                }
-            }
-            if got == 0 { break }
-            done += got
-        }
-        buffer.removeLast(count - done)
+        var buffer: [UInt8] = []
+        try read(at: offset, count: count, into: &buffer)
         return buffer
     }
 

@@ -43,19 +43,15 @@ package struct StorageLayout: Sendable {
     package func scanSegment(
         _ fileName: String, options: StorageOptions, record: (LogRecord) -> Void = { _ in }
     ) throws(StorageError) -> SegmentScan {
-        let path = segmentPath(fileName)
-        let bytes: [UInt8]
-        do {
-            bytes = try fileSystem.readWhole(path, limitBytes: options.segmentReadBytesMax) ?? []
-        } catch { throw .io(error) }
-        return SegmentFormat.scan(
-            bytes: bytes, path: path, fileName: fileName, payloadBytesMax: options.recordPayloadBytesMax,
-            record: record)
+        var buffer: [UInt8] = []
+        return try scanSegment(fileName, options: options, buffer: &buffer, reportsRecords: true, record: record)
     }
 
-    /// Reads and scans one segment into the reused `buffer`, without copying payloads.
+    /// Reads one segment into the reused `buffer` and scans it; records are
+    /// handed to `record` (copied out) only when `reportsRecords`.
     func scanSegment(
-        _ fileName: String, options: StorageOptions, buffer: inout [UInt8]
+        _ fileName: String, options: StorageOptions, buffer: inout [UInt8], reportsRecords: Bool = false,
+        record: (LogRecord) -> Void = { _ in }
     ) throws(StorageError) -> SegmentScan {
         let path = segmentPath(fileName)
         do {
@@ -65,7 +61,7 @@ package struct StorageLayout: Sendable {
         } catch { throw .io(error) }
         return SegmentFormat.scan(
             bytes: buffer, path: path, fileName: fileName, payloadBytesMax: options.recordPayloadBytesMax,
-            reportsRecords: false)
+            reportsRecords: reportsRecords, record)
     }
 
     /// Reads only the header of one segment; when it is not valid, reads and

@@ -64,14 +64,7 @@ func withServer(
     limits: HTTPServerLimits = HTTPServerLimits(), responder: TestResponder = TestResponder(),
     _ body: (UInt16, TestResponder, HTTPServer) throws -> Void
 ) throws {
-    let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2, limits: limits)
-    let server = try HTTPServer(configuration: configuration, responder: responder)
-    let port = try server.start()
-    defer {
-        server.beginShutdown()
-        server.waitUntilStopped()
-    }
-    try body(port, responder, server)
+    try withResponderServer(responder, limits: limits) { port, server in try body(port, responder, server) }
 }
 
 func get(_ target: String, _ extra: String = "") -> String {

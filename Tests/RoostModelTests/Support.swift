@@ -1,25 +1,10 @@
+import RoostTesting
 import Testing
 
 @testable import RoostModel
 
-/// SplitMix64: deterministic so that a failing test names its seed and replays exactly.
-struct SplitMix64: RandomNumberGenerator {
-    let seed: UInt64
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.seed = seed
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The model's tests call the shared seeded generator by its algorithm's name.
+typealias SplitMix64 = SeededRandom
 
 let testApp = AppID(7)
 
