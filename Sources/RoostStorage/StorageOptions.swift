@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// Limits and knobs of the storage layer, all in one place.
 package struct StorageOptions: Sendable {
     /// Segments are preallocated to this size and rolled when the next record does not fit.
@@ -18,7 +20,7 @@ package struct StorageOptions: Sendable {
     /// Where file I/O goes: the real file system, or a fault-injecting one in tests.
     package var fileSystem: any StorageFileSystem = PosixFileSystem()
     /// Where structured log lines go (`wal.error=…`); stderr by default.
-    package var log: @Sendable (String) -> Void = { line in StandardError.write(line) }
+    package var log: @Sendable (String) -> Void = { line in StandardStreams.error(line) }
 
     package init() {}
 
@@ -38,14 +40,5 @@ package struct StorageOptions: Sendable {
         guard segmentReadBytesMax >= segmentBytesMax else {
             throw .invalidUse("segmentReadBytesMax must be at least segmentBytesMax")
         }
-    }
-}
-
-/// Writes a line to stderr in one write call.
-package enum StandardError {
-    package static func write(_ line: String) {
-        var bytes = Array(line.utf8)
-        bytes.append(10)
-        _ = bytes.withUnsafeBytes { writeStandardError($0.baseAddress, $0.count) }
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import RoostEngine
+import RoostPlatform
 
 /// Starts a snapshot whenever the log has grown by `logBytesTrigger` bytes of
 /// records since the last one, checking once a second, one snapshot at a time.
@@ -23,14 +24,13 @@ final class SnapshotScheduler: Sendable {
                 let started = clock.now
                 do {
                     if let summary = try await engine.snapshot() {
-                        writeLine(
-                            2,
+                        StandardStreams.error(
                             "roost: snapshot snapshot.lsn=\(summary.startLSN.rawValue) "
                                 + "snapshot.records=\(summary.recordCount) snapshot.bytes=\(summary.fileBytes) "
                                 + "snapshot.seconds=\(clock.now - started)")
                     }
                 } catch {
-                    writeLine(2, "roost: snapshot failed: \(error)")
+                    StandardStreams.error("roost: snapshot failed: \(error)")
                 }
             }
         }

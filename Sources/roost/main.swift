@@ -20,15 +20,8 @@ let usage = """
            roost wal dump DIR       one line per record, payloads cut to 16 bytes
     """
 
-/// Writes a line to a descriptor with one write call (stdio's globals are not
-/// concurrency-safe in Swift 6).
-func writeLine(_ fd: Int32, _ text: String) {
-    let bytes = Array((text + "\n").utf8)
-    try? DurableFile.writeAll(fd: fd, bytes: bytes, subject: fd == 1 ? "stdout" : "stderr")
-}
-
 func fail(_ message: String, code: Int32 = 2) -> Never {
-    writeLine(2, "roost: \(message)")
+    StandardStreams.error("roost: \(message)")
     exit(code)
 }
 
@@ -78,10 +71,10 @@ func walTool(_ arguments: [String]) -> Never {
     do {
         if arguments[0] == "verify" {
             let report = try WALTool.verify(directory: directory, options: StorageOptions())
-            for line in report.lines { writeLine(1, line) }
+            for line in report.lines { StandardStreams.out(line) }
             exit(report.exitCode)
         }
-        try WALTool.dump(directory: directory, options: StorageOptions()) { writeLine(1, $0) }
+        try WALTool.dump(directory: directory, options: StorageOptions()) { StandardStreams.out($0) }
         exit(0)
     } catch {
         fail("\(error)")
@@ -103,13 +96,12 @@ func serve(_ arguments: [String]) -> Never {
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
-        if let path = admin.filePath { writeLine(2, "roost: admin key in \(path)") }
+        if let path = admin.filePath { StandardStreams.error("roost: admin key in \(path)") }
         let (opened, report) = try DurableEngine.open(
             directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards)
         engine = opened
-        for note in report.notes { writeLine(2, "roost: recovery: \(note)") }
-        writeLine(
-            2,
+        for note in report.notes { StandardStreams.error("roost: recovery: \(note)") }
+        StandardStreams.error(
             "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
                 + "recovery.log_records=\(report.logRecords)")
         let service = try RoostService(
@@ -127,7 +119,7 @@ func serve(_ arguments: [String]) -> Never {
         }
         server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
         let port = try server.start()
-        writeLine(1, "listening on \(options.host):\(port)")
+        StandardStreams.out("listening on \(options.host):\(port)")
     } catch {
         fail("cannot start: \(error)")
     }
@@ -140,7 +132,7 @@ func serve(_ arguments: [String]) -> Never {
     sigaddset(&signals, SIGINT)
     var received: Int32 = 0
     sigwait(&signals, &received)
-    writeLine(2, "roost: signal \(received), draining")
+    StandardStreams.error("roost: signal \(received), draining")
     server.beginShutdown()
     server.waitUntilStopped()
     let finalEngine = engine
@@ -154,13 +146,12 @@ func serve(_ arguments: [String]) -> Never {
         }
     }
     if let snapshotError {
-        writeLine(2, "roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
+        StandardStreams.error("roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
     }
     engine.close()
     let counts = engine.log.wal.groupCommitCounts
     let io = engine.log.wal.ioStatistics
-    writeLine(
-        2,
+    StandardStreams.error(
         "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
             + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)"
             + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
