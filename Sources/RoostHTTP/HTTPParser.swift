@@ -72,9 +72,6 @@ package struct HTTPParser {
         }
     }
 
-    /// Bytes received and not yet consumed by a returned request.
-    package var bufferedBytes: Int { buffer.count - readIndex }
-
     /// Adds received bytes. O(bytes), amortized.
     package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if case .failed = state { return }

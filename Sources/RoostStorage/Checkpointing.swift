@@ -73,9 +73,6 @@ extension WriteAheadLog {
         removeUnreferencedSnapshots(keepTemporary: true)
     }
 
-    /// The LSN the newest checkpoint's snapshot starts at, or nil.
-    package var checkpointLSN: LogSequenceNumber? { catalog.withLock { $0.newest?.snapshotLSN } }
-
     /// The first LSNs of the segment files on disk, ascending.
     package var segmentFirstLSNs: [LogSequenceNumber] { catalog.withLock { $0.segments } }
 

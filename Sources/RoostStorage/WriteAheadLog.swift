@@ -169,9 +169,6 @@ package final class WriteAheadLog: Sendable {
     /// before its first slice (see `beginSnapshot`).
     package var nextLSN: LogSequenceNumber { shared.withLock { $0.machine.nextLSN } }
 
-    /// The last LSN known to be on disk (fdatasync returned).
-    package var durableLSN: LogSequenceNumber { shared.withLock { $0.machine.syncedLSN } }
-
     /// Records appended and fdatasyncs performed since open: records per
     /// fdatasync is group commit's figure of merit.
     package var groupCommitCounts: (records: UInt64, syncs: UInt64) {
