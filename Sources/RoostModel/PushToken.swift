@@ -26,7 +26,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
             decoded.reserveCapacity(utf8.count / 2)
             var index = 0
             while index < utf8.count {
-                guard let high = Self.hexValue(utf8[index]), let low = Self.hexValue(utf8[index + 1]) else {
+                guard let high = Hex.digitValue(utf8[index]), let low = Hex.digitValue(utf8[index + 1]) else {
                     throw .invalidTokenFormat
                 }
                 decoded.append(high << 4 | low)
@@ -68,14 +68,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     package var text: String {
         switch platform {
         case .ios:
-            let digits = Array("0123456789abcdef".utf8)
-            var out: [UInt8] = []
-            out.reserveCapacity(bytes.count * 2)
-            for byte in bytes {
-                out.append(digits[Int(byte >> 4)])
-                out.append(digits[Int(byte & 0x0F)])
-            }
-            return String(decoding: out, as: UTF8.self)
+            return Hex.encode(bytes)
         case .android:
             return String(decoding: bytes, as: UTF8.self)
         }
@@ -88,15 +81,6 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
             return true
         }
         return false
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     static func isFCMByte(_ c: UInt8) -> Bool {

@@ -1,5 +1,6 @@
 import RoostHTTP
 import RoostJSON
+import RoostModel
 import RoostPlatform
 import Testing
 
@@ -110,7 +111,7 @@ struct AppsAndKeysTests {
         #expect(json["created_at"]?.stringValue != nil)
         let encoded = String(decoding: CatalogStore.encode(harness.catalog.currentState()), as: UTF8.self)
         #expect(!encoded.contains(key))
-        #expect(encoded.contains(Crypto.hex(Crypto.sha256(key.utf8))))
+        #expect(encoded.contains(Hex.encode(Crypto.sha256(key.utf8))))
     }
 
     @Test(

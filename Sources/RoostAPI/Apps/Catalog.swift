@@ -217,11 +217,11 @@ package enum KeyMinting {
     /// Returns a new key: a readable prefix (`sk_live_`, `mk_test_`, …) and 48 hex digits.
     package static func newKey(kind: KeyKind, mode: AppMode) -> String {
         let prefix = (kind == .secret ? "sk_" : "mk_") + mode.name + "_"
-        return prefix + Crypto.hex(Crypto.randomBytes(keyRandomBytes))
+        return prefix + Hex.encode(Crypto.randomBytes(keyRandomBytes))
     }
 
     /// Returns a new public key id, `key_` + 16 hex digits.
     package static func newKeyID() -> String {
-        "key_" + Crypto.hex(Crypto.randomBytes(8))
+        "key_" + Hex.encode(Crypto.randomBytes(8))
     }
 }

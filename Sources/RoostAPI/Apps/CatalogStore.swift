@@ -80,7 +80,7 @@ package final class CatalogStore: Sendable {
             writer.member("label", key.label)
             writer.member("created_at_ms", Int(key.createdAtMilliseconds))
             if let rate = key.rateLimitPerSecond { writer.member("rate_limit_per_second", rate) }
-            writer.member("sha256", Crypto.hex(key.digest.bytes))
+            writer.member("sha256", Hex.encode(key.digest.bytes))
             writer.endObject()
         }
         writer.endArray()
@@ -124,7 +124,7 @@ package final class CatalogStore: Sendable {
                 let label = key["label"]?.stringValue,
                 let created = key["created_at_ms"]?.intValue,
                 let digestHex = key["sha256"]?.stringValue,
-                let digest = Crypto.bytes(fromHex: digestHex).flatMap(KeyDigest.init(bytes:))
+                let digest = Hex.decode(digestHex).flatMap(KeyDigest.init(bytes:))
             else { throw fail("bad key entry") }
             var capabilities = Set<Capability>()
             for name in capabilityNames {

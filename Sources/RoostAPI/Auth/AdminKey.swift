@@ -1,4 +1,5 @@
 import Glibc
+import RoostModel
 import RoostPlatform
 
 /// Where the operator key comes from (spec §1): `ROOST_ADMIN_KEY`, else
@@ -24,7 +25,7 @@ public enum AdminKey {
             guard key.utf8.count >= environmentKeyBytesMin else { throw AdminKeyError.unreadable(path: path) }
             return (key, path)
         }
-        let key = "rk_admin_" + Crypto.hex(Crypto.randomBytes(32))
+        let key = "rk_admin_" + Hex.encode(Crypto.randomBytes(32))
         try DurableFile.replace(path: path, with: Array((key + "\n").utf8))
         return (key, path)
     }

@@ -136,7 +136,7 @@ package final class IdentityKeyStore: Sendable {
         for key in state.keys {
             writer.beginObject()
             writer.member("id", key.id)
-            writer.member("secret", Crypto.hex(key.secret))
+            writer.member("secret", Hex.encode(key.secret))
             writer.member("created_at_ms", Int(key.createdAtMilliseconds))
             writer.endObject()
         }
@@ -155,7 +155,7 @@ package final class IdentityKeyStore: Sendable {
         var keys: [IdentitySigningKey] = []
         for entry in entries {
             guard let id = entry["id"]?.stringValue, IdentityToken.isKeyID(id),
-                let secret = entry["secret"]?.stringValue.flatMap({ Crypto.bytes(fromHex: $0) }),
+                let secret = entry["secret"]?.stringValue.flatMap({ Hex.decode($0) }),
                 secret.count == secretBytes, let created = entry["created_at_ms"]?.intValue,
                 !keys.contains(where: { $0.id == id })
             else { return nil }
@@ -172,7 +172,7 @@ extension IdentityKeyStore.State {
         var next = self
         var id: String
         repeat {
-            id = "ik_" + Crypto.hex(Crypto.randomBytes(8))
+            id = "ik_" + Hex.encode(Crypto.randomBytes(8))
         } while next.keys.contains { $0.id == id }
         next.keys.append(
             IdentitySigningKey(

@@ -104,7 +104,7 @@ enum IdentityToken {
         let principal: IdentityPrincipal
         switch parts[4] {
         case "guest":
-            guard subject.utf8.count == 32, subject.utf8.allSatisfy({ hexDigitValue($0) != nil }) else { return nil }
+            guard subject.utf8.count == 32, subject.utf8.allSatisfy({ Hex.digitValue($0) != nil }) else { return nil }
             principal = .guest(subject)
         case "user":
             guard let externalID = try? ExternalID(subject) else { return nil }
@@ -118,12 +118,13 @@ enum IdentityToken {
 
     /// Returns whether `text` has the shape of a signing key id.
     static func isKeyID(_ text: String) -> Bool {
-        text.utf8.count == 19 && text.hasPrefix("ik_") && text.utf8.dropFirst(3).allSatisfy { hexDigitValue($0) != nil }
+        text.utf8.count == 19 && text.hasPrefix("ik_")
+            && text.utf8.dropFirst(3).allSatisfy { Hex.digitValue($0) != nil }
     }
 
     /// Returns a new guest id: 128 random bits as 32 hex digits.
     static func newGuestID() -> String {
-        Crypto.hex(Crypto.randomBytes(16))
+        Hex.encode(Crypto.randomBytes(16))
     }
 }
 

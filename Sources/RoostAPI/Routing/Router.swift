@@ -1,5 +1,6 @@
 import RoostEngine
 import RoostHTTP
+import RoostModel
 
 /// One piece of a route pattern.
 package enum PathPattern: Sendable, Equatable {
@@ -173,7 +174,7 @@ package func percentDecoded(_ segment: UnsafeBufferPointer<UInt8>, plusAsSpace: 
     while let byte = iterator.next() {
         switch byte {
         case UInt8(ascii: "%"):
-            guard let high = iterator.next().flatMap(hexDigitValue), let low = iterator.next().flatMap(hexDigitValue)
+            guard let high = iterator.next().flatMap(Hex.digitValue), let low = iterator.next().flatMap(Hex.digitValue)
             else { return nil }
             bytes.append(high << 4 | low)
         case UInt8(ascii: "+") where plusAsSpace:

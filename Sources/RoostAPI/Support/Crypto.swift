@@ -72,44 +72,6 @@ package enum Crypto {
             b.withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0 }
         }
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Returns the lower-case hex form of `bytes`.
-    package static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.underestimatedCount * 2)
-        for byte in bytes {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Returns the bytes of a lower- or upper-case hex string, or nil.
-    package static func bytes(fromHex text: some StringProtocol) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2)
-        var index = 0
-        while index < utf8.count {
-            guard let high = hexDigitValue(utf8[index]), let low = hexDigitValue(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
-    }
-}
-
-/// Returns the value of one hex digit (either case), or nil.
-package func hexDigitValue(_ byte: UInt8) -> UInt8? {
-    switch byte {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-    default: nil
-    }
 }
 
 /// An `EVP_MD` fetched once and never freed: immutable and safe to share
