@@ -30,7 +30,8 @@ let package = Package(
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
         .target(name: "RoostModel", swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
-        .target(name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage"], swiftSettings: strict),
+        .target(
+            name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform"], swiftSettings: strict),
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
@@ -60,7 +61,9 @@ let package = Package(
         .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
-            dependencies: ["RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine"],
+            dependencies: [
+                "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],

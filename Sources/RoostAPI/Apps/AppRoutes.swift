@@ -83,22 +83,19 @@ package struct AppRoutes: Sendable {
         // The catalog first: from here on the app's keys answer 401, so no new
         // device can arrive while its data is dropped.
         try catalog.deleteApp(app)
-        return .deferred { sink in
-            [
-                .removeApp(app) { removed, durable in
-                    guard durable else {
-                        sink.send(APIError.logUnavailable.response)
-                        return
-                    }
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("deleted", true)
-                    writer.member("devices_removed", removed)
-                    writer.endObject()
-                    sink.send(jsonResponse(200, writer))
+        return .engine(
+            [.removeApp(app)],
+            answer: .rendering { outcome in
+                guard case .appRemoved(let removed) = outcome else {
+                    preconditionFailure("removeApp answered \(outcome)")
                 }
-            ]
-        }
+                var writer = JSONWriter()
+                writer.beginObject()
+                writer.member("deleted", true)
+                writer.member("devices_removed", removed)
+                writer.endObject()
+                return jsonResponse(200, writer)
+            })
     }
 
     /// Answers the app with its counts, read from both modes' indexes.
@@ -134,18 +131,25 @@ package struct AppRoutes: Sendable {
         _ record: AppRecord, render: @escaping @Sendable ([RegistryStats]) -> HTTPResponse,
         work: @escaping @Sendable (inout AppIndex) -> (RegistryStats, [Mutation])
     ) -> RouteOutcome {
-        .deferred { sink in
-            let gather = Gather<RegistryStats>(count: AppMode.allCases.count) { stats in
-                sink.send(stats.map(render) ?? APIError.logUnavailable.response)
-            }
-            return AppMode.allCases.enumerated().map { position, mode in
-                .index(key: IndexKey(app: record.id, mode: mode), settings: record.settings) { index in
-                    let (stats, mutations) = work(&index)
-                    return JobResult(mutations: mutations) { durable in gather.deliver(position, durable ? stats : nil)
-                    }
-                }
-            }
+        let custom = CustomWork { index in
+            let (stats, mutations) = work(&index)
+            return (stats, mutations)
         }
+        let perMode: [ShardWork] = AppMode.allCases.map { mode in
+            .index(IndexKey(app: record.id, mode: mode), settings: record.settings, .custom(custom))
+        }
+        return .engine(
+            perMode,
+            answer: EngineAnswer { outcomes, reply in
+                guard let outcomes else { return reply.sink.send(APIError.logUnavailable.response) }
+                let stats = outcomes.map { outcome -> RegistryStats in
+                    guard case .custom(let value) = outcome, let stats = value as? RegistryStats else {
+                        preconditionFailure("per-mode work answered \(outcome)")
+                    }
+                    return stats
+                }
+                reply.sink.send(render(stats))
+            })
     }
 
     func createKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
