@@ -17,22 +17,22 @@ package enum HTTPConnectionAction {
 }
 
 /// The phase of one HTTP/1.1 connection, each case holding only the data
-/// valid in it. The first four are "serving": requests are read, parsed and
-/// dispatched; the others end the connection.
+/// valid in it. The first four are "serving" (requests are read, parsed and
+/// dispatched); the others end the connection. docs/http.md has the details.
 ///
 /// ```
-///                  first byte            head complete
-/// awaitingRequest ───────────▶ readingHead ───────────▶ readingBody
-///   ▲      ╲                        │ request complete        │
-///   │       ╲──────────────────────▶├◀────────────────────────┘
-///   │ last answer written           ▼
-///   └──────────────────────── awaitingAnswers  (pipelining: reading goes on)
+///                   first byte             head complete
+///  awaitingRequest ───────────▶ readingHead ────────────▶ readingBody
+///         ▲                          │ request complete        │
+///         │                          ▼                         │
+///         └── last answer queued ── awaitingAnswers ◀──────────┘
+///            (or to readingHead/readingBody if the next request is arriving)
 ///
-/// a refusal, Connection: close, HTTP/1.0 ─▶ finishingLastRequest ─┐
-/// beginDrain (serving or finishing)      ─▶ draining ─────────────┤ the answer that ends
-///                                              │ nothing owed: close  the connection is queued
-///                                              ▼                  ▼
-///                                           (close)            closing ─output written─▶ lingering ─▶ (close)
+///  serving ── refusal, Connection: close, HTTP/1.0 ──▶ finishingLastRequest
+///  serving, finishingLastRequest ── beginDrain ──▶ draining ── nothing owed ──▶ (close)
+///  awaitingAnswers, finishingLastRequest, draining
+///          ── the answer that ends the connection is queued ──▶ closing
+///  closing ── output written, shutdownWrite ──▶ lingering ── peer closed or linger over ──▶ (close)
 /// ```
 package enum HTTPConnectionState: Equatable, Sendable {
     /// Nothing is owed and no byte of a next request is buffered: the
@@ -44,8 +44,9 @@ package enum HTTPConnectionState: Equatable, Sendable {
     /// The head of request `request` is complete and its body is arriving:
     /// the body timeout runs from `since`, the end of the head.
     case readingBody(request: Int, since: ContinuousClock.Instant)
-    /// Dispatched requests are not all answered and written: it is the
-    /// server's turn and no read timeout applies. Later requests are still
+    /// Dispatched requests are not all answered (an answer is queued for
+    /// writing only once those before it are): it is the server's turn and
+    /// no read timeout applies. Later requests are still
     /// read and parsed (pipelining) within the limits. `continueOwed`: the
     /// request being read expects `100 Continue`, sent once the answers
     /// before it are written.
