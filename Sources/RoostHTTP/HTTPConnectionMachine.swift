@@ -505,20 +505,17 @@ package struct HTTPConnectionMachine {
             return
         }
         let request = parser.requestsParsed
-        switch (parser.phase, state) {
-        case (.idle, .awaitingRequest):
-            break
-        case (.idle, _):
+        switch parser.phase {
+        case .idle:
+            if case .awaitingRequest = state { return }
             state = .awaitingRequest(since: now)
-        case (.head, .readingHead(request, _)):
-            break
-        case (.head, _):
+        case .head:
+            if case .readingHead(request, _) = state { return }
             state = .readingHead(request: request, since: now)
-        case (.body, .readingBody(request, _)):
-            break
-        case (.body, _):
+        case .body:
+            if case .readingBody(request, _) = state { return }
             state = .readingBody(request: request, since: now)
-        case (.failed, _):
+        case .failed:
             preconditionFailure("the parser failed while the connection is \(state)")
         }
     }

@@ -479,6 +479,51 @@ struct HTTPConnectionMachineTests {
         #expect(harness.state == .awaitingRequest(since: harness.now))
     }
 
+    @Test("an HTTP/1.0 stream is delimited by the close; the request pipelined behind it is dropped")
+    func http10StreamDropsFollower() throws {
+        var harness = MachineHarness()
+        let mailbox = LoopMailbox(wakeup: try EventFD(), loopIndex: 0, streamBufferBytesMax: 4096)
+        let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
+        let follower = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 1, bufferBytesMax: 4096)
+        let keepAlive = "Connection: keep-alive\r\n\r\n"
+        harness.receive("GET /s HTTP/1.0\r\n" + keepAlive + "GET /n HTTP/1.0\r\n" + keepAlive)
+        #expect(
+            harness.run() == [
+                .dispatch("/s", sequence: 0), .dispatch("/n", sequence: 1), .wait(read: true, write: false),
+            ])
+        let started = harness.machine.answerStream(status: 200, headers: [], stream: stream, to: 0, now: harness.now)
+        #expect(started)
+        #expect(harness.run().last == .wait(read: true, write: false))
+        let signals = SignalLog()
+        stream.write(Array("abc".utf8)) { signals.append($0) }
+        _ = harness.pump()
+        stream.finish()
+        _ = harness.pump()
+        #expect(harness.state == .closing(firstDropped: 1))
+        let accepted = harness.machine.answerStream(
+            status: 200, headers: [], stream: follower, to: 1, now: harness.now)
+        #expect(!accepted, "a stream behind the close-delimited answer would never be sent")
+        #expect(harness.run() == [.write("abc"), .shutdownWrite, .wait(read: true, write: false)])
+        #expect(wireResponses(harness.wireText) == [WireResponse(status: 200, connection: "close", body: "abc")])
+        #expect(signals.all == [.writable])
+    }
+
+    @Test("a HEAD request answered with a stream gets the head only and the stream is refused")
+    func headOfStream() throws {
+        var harness = MachineHarness()
+        let mailbox = LoopMailbox(wakeup: try EventFD(), loopIndex: 0, streamBufferBytesMax: 4096)
+        let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
+        harness.receive("HEAD /s HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(harness.run() == [.dispatch("/s", sequence: 0), .wait(read: true, write: false)])
+        let started = harness.machine.answerStream(status: 200, headers: [], stream: stream, to: 0, now: harness.now)
+        #expect(!started, "a HEAD answer has no body to stream")
+        #expect(harness.machine.activeStream == nil)
+        #expect(harness.run().last == .wait(read: true, write: false))
+        #expect(harness.wireText.hasPrefix("HTTP/1.1 200"))
+        #expect(harness.wireText.hasSuffix("\r\n\r\n"), "a body after the head of a HEAD answer")
+        #expect(harness.state == .awaitingRequest(since: harness.now))
+    }
+
     @Test("shutdown closes an idle or half-received connection at once and discards what arrives after")
     func drainClosesIdle() {
         var idle = MachineHarness()
@@ -516,6 +561,17 @@ struct HTTPConnectionMachineTests {
         #expect(harness.state == .lingering(since: harness.now, firstDropped: 2))
         harness.machine.receivedEndOfStream()
         #expect(harness.run() == [.close])
+    }
+
+    @Test("an answer for a request never dispatched stops the process, also after the last answer")
+    func answerNeverDispatchedStops() async {
+        await #expect(processExitsWith: .failure) {
+            var harness = MachineHarness()
+            harness.receive("GET /old HTTP/1.0\r\n\r\n")
+            _ = harness.run()
+            harness.answer(0, body: "old")
+            harness.answer(5, body: "never dispatched")
+        }
     }
 
     @Test("a peer that closes with nothing owed is closed; with an answer owed, the answer goes out first")
