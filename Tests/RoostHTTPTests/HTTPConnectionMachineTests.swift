@@ -429,7 +429,7 @@ struct HTTPConnectionMachineTests {
         var limits = Self.shortTimeouts
         limits.streamBufferBytesMax = 4096
         var harness = MachineHarness(limits: limits)
-        let mailbox = LoopMailbox(wakeup: try EventFD(), loopIndex: 0, streamBufferBytesMax: 4096)
+        let mailbox = LoopMailbox(executor: try LoopExecutor(index: 0), streamBufferBytesMax: 4096)
         let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
         harness.receive(get("/export") + get("/after"))
         #expect(
@@ -482,7 +482,7 @@ struct HTTPConnectionMachineTests {
     @Test("an HTTP/1.0 stream is delimited by the close; the request pipelined behind it is dropped")
     func http10StreamDropsFollower() throws {
         var harness = MachineHarness()
-        let mailbox = LoopMailbox(wakeup: try EventFD(), loopIndex: 0, streamBufferBytesMax: 4096)
+        let mailbox = LoopMailbox(executor: try LoopExecutor(index: 0), streamBufferBytesMax: 4096)
         let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
         let follower = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 1, bufferBytesMax: 4096)
         let keepAlive = "Connection: keep-alive\r\n\r\n"
@@ -511,7 +511,7 @@ struct HTTPConnectionMachineTests {
     @Test("a HEAD request answered with a stream gets the head only and the stream is refused")
     func headOfStream() throws {
         var harness = MachineHarness()
-        let mailbox = LoopMailbox(wakeup: try EventFD(), loopIndex: 0, streamBufferBytesMax: 4096)
+        let mailbox = LoopMailbox(executor: try LoopExecutor(index: 0), streamBufferBytesMax: 4096)
         let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
         harness.receive("HEAD /s HTTP/1.1\r\nHost: a\r\n\r\n")
         #expect(harness.run() == [.dispatch("/s", sequence: 0), .wait(read: true, write: false)])
