@@ -48,15 +48,15 @@ struct HTTPResponseReader {
         var lineStart = indexAfterLine(from: start, limit: headEnd)
         while lineStart < headEnd {
             let lineEnd = endOfLine(from: lineStart, limit: headEnd)
-            if let value = headerValue(named: "content-length", line: lineStart..<lineEnd) {
+            if let value = headerValue(named: Self.contentLength, line: lineStart..<lineEnd) {
                 guard let length = Self.decimal(value), length <= Self.bodyBytesMax else {
                     return .malformed("bad Content-Length")
                 }
                 contentLength = length
-            } else if headerValue(named: "transfer-encoding", line: lineStart..<lineEnd) != nil {
+            } else if headerValue(named: Self.transferEncoding, line: lineStart..<lineEnd) != nil {
                 return .malformed("Transfer-Encoding is not supported by this reader")
-            } else if let value = headerValue(named: "connection", line: lineStart..<lineEnd) {
-                closes = Self.lowercased(value) == Array("close".utf8)
+            } else if let value = headerValue(named: Self.connection, line: lineStart..<lineEnd) {
+                closes = Self.lowercased(value) == Self.close
             }
             lineStart = lineEnd + 2
         }
@@ -86,8 +86,9 @@ struct HTTPResponseReader {
     /// "HTTP/1.x NNN": the three digits.
     private func parseStatus() -> Int? {
         guard buffer.count - start >= 12 else { return nil }
-        let prefix = Array("HTTP/1.".utf8)
-        for offset in 0..<prefix.count where buffer[start + offset] != prefix[offset] { return nil }
+        for offset in 0..<Self.versionPrefix.count where buffer[start + offset] != Self.versionPrefix[offset] {
+            return nil
+        }
         guard buffer[start + 8] == UInt8(ascii: " ") else { return nil }
         var status = 0
         for offset in 9..<12 {
@@ -109,9 +110,8 @@ struct HTTPResponseReader {
         return end + 2
     }
 
-    /// The trimmed value of `line` when it is the header `name` (lowercase), else nil.
-    private func headerValue(named name: String, line: Range<Int>) -> ArraySlice<UInt8>? {
-        let nameBytes = Array(name.utf8)
+    /// The trimmed value of `line` when it is the header `nameBytes` (lowercase), else nil.
+    private func headerValue(named nameBytes: [UInt8], line: Range<Int>) -> ArraySlice<UInt8>? {
         guard line.count > nameBytes.count, buffer[line.lowerBound + nameBytes.count] == UInt8(ascii: ":") else {
             return nil
         }
@@ -126,6 +126,12 @@ struct HTTPResponseReader {
         while valueEnd > valueStart && (buffer[valueEnd - 1] == 32 || buffer[valueEnd - 1] == 9) { valueEnd -= 1 }
         return buffer[valueStart..<valueEnd]
     }
+
+    private static let versionPrefix = Array("HTTP/1.".utf8)
+    private static let contentLength = Array("content-length".utf8)
+    private static let transferEncoding = Array("transfer-encoding".utf8)
+    private static let connection = Array("connection".utf8)
+    private static let close = Array("close".utf8)
 
     private static func decimal(_ bytes: ArraySlice<UInt8>) -> Int? {
         guard !bytes.isEmpty && bytes.count <= 9 else { return nil }

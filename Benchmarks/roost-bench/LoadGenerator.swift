@@ -18,6 +18,10 @@ struct LoadOptions {
     var seed: UInt64 = 1
     /// How long, after the last scheduled send, answers are waited for.
     var drainSeconds: Double = 5
+    /// Open loop: the generator wakes for due sends at most once per tick
+    /// (0: at every due time). A send is then up to one tick late, and its
+    /// latency still counts from when it was due; fewer wake-ups cost less CPU.
+    var tickMicroseconds = 0
     /// Unanswered or unexpected answers above this fraction fail the run.
     var errorFractionMax = 0.001
 
@@ -27,7 +31,7 @@ struct LoadOptions {
     static let requestsMax = 100_000_000
 
     /// Parses `--url http://HOST:PORT --key KEY [--rate R] [--seconds S]
-    /// [--connections N] [--tokens N] [--people N] [--seed N] [--drain S]`.
+    /// [--connections N] [--tokens N] [--people N] [--seed N] [--drain S] [--tick-us N]`.
     static func parse(_ arguments: ArraySlice<String>) throws(LoadError) -> LoadOptions {
         var options = LoadOptions()
         var rest = arguments
@@ -43,6 +47,7 @@ struct LoadOptions {
             case "--people": options.people = try number(name, value, Int(value), above: 0)
             case "--seed": options.seed = try number(name, value, UInt64(value), above: 0)
             case "--drain": options.drainSeconds = try number(name, value, Double(value), above: 0)
+            case "--tick-us": options.tickMicroseconds = try number(name, value, Int(value), above: -1)
             default: throw LoadError("unknown option \(name)")
             }
         }
@@ -102,6 +107,9 @@ struct LoadReport {
     /// From the intended send time to the actual send: waiting for a free
     /// connection, plus the generator's own lateness.
     var sendDelay = LatencyHistogram()
+    /// From the actual send to the whole answer read (what a closed-loop
+    /// tool would report; hides queueing behind a stalled connection).
+    var service = LatencyHistogram()
     /// First scheduled send to the last answer read.
     var elapsedNanoseconds: UInt64 = 0
     var userCPUSeconds = 0.0
@@ -136,6 +144,8 @@ final class LoadGenerator {
         var requestSent = 0
         /// When the in-flight request was due; nil when the connection is free.
         var intendedAt: UInt64? = nil
+        /// When it was sent.
+        var sentAt: UInt64 = 0
     }
 
     private let options: LoadOptions
@@ -193,6 +203,7 @@ final class LoadGenerator {
         let start = roost_bench_monotonic_ns() + 10_000_000
         let sendEnd = start + UInt64(options.seconds * 1e9)
         let drainEnd = sendEnd + UInt64(options.drainSeconds * 1e9)
+        let tick = UInt64(options.tickMicroseconds) * 1000
         var nextIndex = 0
         var lastAnswer = start
         func due(_ index: Int) -> UInt64 { start + UInt64((Double(index) * interval!).rounded()) }
@@ -220,7 +231,9 @@ final class LoadGenerator {
 
             let wakeAt: UInt64
             if interval != nil && nextIndex < total && queueHead == queue.count {
-                wakeAt = due(nextIndex)
+                let next = due(nextIndex)
+                // Round up to the tick grid, so sends due within one tick share a wake-up.
+                wakeAt = tick == 0 ? next : start + (next - start + tick - 1) / tick * tick
             } else if interval == nil && now < start {
                 wakeAt = start
             } else {
@@ -271,6 +284,7 @@ final class LoadGenerator {
         workload.write(index: device, into: &connections[index].request)
         connections[index].requestSent = 0
         connections[index].intendedAt = intendedAt
+        connections[index].sentAt = now
         report.sent += 1
         report.sendDelay.record(now > intendedAt ? now - intendedAt : 0)
         do { try flush(index) } catch { _ = try fail(index) }
@@ -306,7 +320,8 @@ final class LoadGenerator {
             do { try flush(index) } catch { return try fail(index) }
         }
         var answered = false
-        while true {
+        var drained = false
+        while !drained {
             let descriptor = connections[index].descriptor
             let result: NonBlockingResult<Int>
             do {
@@ -321,6 +336,9 @@ final class LoadGenerator {
             case .done(0): return try fail(index) || answered
             case .done(let count):
                 connections[index].reader.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+                // A short read took everything there was: epoll (level-triggered)
+                // reports the rest, which saves a recv that would say EAGAIN.
+                if count < readBuffer.count { drained = true }
             }
             while true {
                 switch connections[index].reader.next() {
@@ -340,6 +358,8 @@ final class LoadGenerator {
                     }
                     let now = roost_bench_monotonic_ns()
                     report.latency.record(now > intendedAt ? now - intendedAt : 0)
+                    let sentAt = connections[index].sentAt
+                    report.service.record(now > sentAt ? now - sentAt : 0)
                     report.statuses[status, default: 0] += 1
                     if status == 200 || status == 201 { report.succeeded += 1 }
                     connections[index].intendedAt = nil
@@ -354,6 +374,7 @@ final class LoadGenerator {
                 break
             }
         }
+        return answered
     }
 
     /// Counts the in-flight request of connection `index` as failed and opens
@@ -393,7 +414,7 @@ enum LoadCommand {
             StandardStreams.error("roost-bench load: \(error)")
             StandardStreams.error(
                 "usage: roost-bench load --url http://127.0.0.1:PORT --key KEY [--rate R] [--seconds S] "
-                    + "[--connections 64] [--tokens 1000000] [--people 200000] [--seed 1] [--drain 5]")
+                    + "[--connections 64] [--tokens 1000000] [--people 200000] [--seed 1] [--drain 5] [--tick-us 0]")
             return 2
         }
         let report: LoadReport
@@ -425,7 +446,7 @@ enum LoadCommand {
         let statuses = report.statuses.keys.sorted().map { "\($0): \(report.statuses[$0]!)" }.joined(separator: ", ")
         let latency = report.latency
         var lines = [
-            "load: \(mode) for \(fixed(options.seconds, 1)) s over \(options.connections) connections, "
+            "load: \(mode)\(options.rate != nil && options.tickMicroseconds > 0 ? ", tick \(options.tickMicroseconds) µs" : "") for \(fixed(options.seconds, 1)) s over \(options.connections) connections, "
                 + "\(options.tokens) tokens, \(options.people) people, seed \(options.seed)",
             "requests: scheduled \(report.scheduled), sent \(report.sent), answered \(latency.count) "
                 + "(\(statuses)), failed \(report.failures) (connection \(report.connectionFailures), "
@@ -435,7 +456,9 @@ enum LoadCommand {
                 + "p90 \(us(latency.percentile(90))) p99 \(us(latency.percentile(99))) "
                 + "p99.9 \(us(latency.percentile(99.9))) max \(us(latency.max)) mean \(fixed(latency.mean / 1000, 1))",
             "send delay µs (intended → sent): p50 \(us(report.sendDelay.percentile(50))) "
-                + "p99 \(us(report.sendDelay.percentile(99))) max \(us(report.sendDelay.max))",
+                + "p99 \(us(report.sendDelay.percentile(99))) max \(us(report.sendDelay.max)); "
+                + "service µs (sent → answered): p50 \(us(report.service.percentile(50))) "
+                + "p99 \(us(report.service.percentile(99))) max \(us(report.service.max))",
             "generator cpu: \(fixed(cpu, 2)) s (user \(fixed(report.userCPUSeconds, 2)), "
                 + "sys \(fixed(report.systemCPUSeconds, 2))) = \(fixed(cpuPercent, 0)) % of one core"
                 + (cpuPercent > 80 ? " — the generator may be the bottleneck" : ""),
@@ -445,6 +468,7 @@ enum LoadCommand {
                 + "failed=\(report.failures) p50_us=\(us(latency.percentile(50))) p90_us=\(us(latency.percentile(90))) "
                 + "p99_us=\(us(latency.percentile(99))) p999_us=\(us(latency.percentile(99.9))) "
                 + "max_us=\(us(latency.max)) send_delay_p99_us=\(us(report.sendDelay.percentile(99))) "
+                + "service_p99_us=\(us(report.service.percentile(99))) "
                 + "cpu_pct=\(fixed(cpuPercent, 0))")
         return lines.joined(separator: "\n")
     }
