@@ -110,7 +110,8 @@ struct LoadReport {
     /// From the actual send to the whole answer read (what a closed-loop
     /// tool would report; hides queueing behind a stalled connection).
     var service = LatencyHistogram()
-    /// First scheduled send to the last answer read.
+    /// First scheduled send to the last answer read, or to the end of the
+    /// schedule if that is later.
     var elapsedNanoseconds: UInt64 = 0
     var userCPUSeconds = 0.0
     var systemCPUSeconds = 0.0
@@ -254,7 +255,8 @@ final class LoadGenerator {
         if interval == nil { report.scheduled = report.sent }
         report.unanswered = (connections.count - free.count) + (queue.count - queueHead)
         if interval != nil { report.unanswered += total - nextIndex }
-        report.elapsedNanoseconds = lastAnswer > start ? lastAnswer - start : 0
+        // The schedule spans `seconds`; answers after it (a backlog) stretch the span.
+        report.elapsedNanoseconds = Swift.max(lastAnswer, sendEnd) - start
         let cpuAfter = Self.cpuSeconds()
         report.userCPUSeconds = cpuAfter.user - cpuBefore.user
         report.systemCPUSeconds = cpuAfter.system - cpuBefore.system
