@@ -50,8 +50,8 @@ let package = Package(
         .executableTarget(
             name: "roost-bench",
             dependencies: [
-                "CBenchShims", "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine", "RoostModel",
-                "RoostStorage",
+                "CBenchShims", "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine",
+                "RoostModel", "RoostStorage",
             ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),

@@ -40,7 +40,8 @@ struct HTTPResponseReader {
         let available = buffer.count - start
         guard available >= 4 else { return .needMore }
         guard let headEnd = findHeadEnd() else {
-            return available > Self.headBytesMax ? .malformed("response head over \(Self.headBytesMax) bytes") : .needMore
+            return available > Self.headBytesMax
+                ? .malformed("response head over \(Self.headBytesMax) bytes") : .needMore
         }
         guard let status = parseStatus() else { return .malformed("bad status line") }
         var contentLength: Int? = nil

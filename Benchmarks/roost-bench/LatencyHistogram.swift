@@ -120,7 +120,10 @@ enum LatencyHistogramSelfTest {
         let shapes: [(String, (inout SeededRandom) -> UInt64)] = [
             ("uniform 0-10ms", { UInt64($0.next() % 10_000_000) }),
             ("log-uniform 1ns-10s", { UInt64(pow2($0.nextUnit() * 33.2)) }),
-            ("bimodal 50us / 5ms tail", { $0.next() % 100 < 98 ? 40_000 + $0.next() % 20_000 : 5_000_000 + $0.next() % 1_000_000 }),
+            (
+                "bimodal 50us / 5ms tail",
+                { $0.next() % 100 < 98 ? 40_000 + $0.next() % 20_000 : 5_000_000 + $0.next() % 1_000_000 }
+            ),
             ("small exact 0-300", { $0.next() % 300 }),
         ]
         for (name, draw) in shapes {

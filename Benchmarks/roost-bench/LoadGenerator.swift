@@ -27,8 +27,9 @@ struct LoadOptions {
 
     /// The largest connection count accepted.
     static let connectionsMax = 4096
-    /// The most requests one run may schedule (bounds the queue of intended sends).
-    static let requestsMax = 100_000_000
+    /// The most requests one run may schedule (bounds the queue of intended
+    /// sends: 8 bytes each, 80 MB if the server answers nothing at all).
+    static let requestsMax = 10_000_000
 
     /// Parses `--url http://HOST:PORT --key KEY [--rate R] [--seconds S]
     /// [--connections N] [--tokens N] [--people N] [--seed N] [--drain S] [--tick-us N]`.
@@ -198,20 +199,21 @@ final class LoadGenerator {
     /// Runs the schedule to its end (plus the drain time) and returns what it measured.
     func run() throws -> LoadReport {
         let cpuBefore = Self.cpuSeconds()
-        let interval = options.rate.map { 1e9 / $0 }
+        let openLoop = options.rate != nil
+        let interval = options.rate.map { 1e9 / $0 } ?? 0
         let total = options.rate.map { Int(($0 * options.seconds).rounded()) } ?? Int.max
-        report.scheduled = options.rate == nil ? 0 : total
+        report.scheduled = openLoop ? total : 0
         let start = roost_bench_monotonic_ns() + 10_000_000
         let sendEnd = start + UInt64(options.seconds * 1e9)
         let drainEnd = sendEnd + UInt64(options.drainSeconds * 1e9)
         let tick = UInt64(options.tickMicroseconds) * 1000
         var nextIndex = 0
         var lastAnswer = start
-        func due(_ index: Int) -> UInt64 { start + UInt64((Double(index) * interval!).rounded()) }
+        func due(_ index: Int) -> UInt64 { start + UInt64((Double(index) * interval).rounded()) }
 
         while true {
             let now = roost_bench_monotonic_ns()
-            if interval != nil {
+            if openLoop {
                 while nextIndex < total && due(nextIndex) <= now {
                     queue.append(due(nextIndex))
                     nextIndex += 1
@@ -226,19 +228,19 @@ final class LoadGenerator {
             }
             compactQueue()
             let inFlight = connections.count - free.count
-            let scheduleDone = interval != nil ? nextIndex == total : now >= sendEnd
+            let scheduleDone = openLoop ? nextIndex == total : now >= sendEnd
             if scheduleDone && queueHead == queue.count && inFlight == 0 { break }
             if now >= drainEnd { break }
 
             let wakeAt: UInt64
-            if interval != nil && nextIndex < total && queueHead == queue.count {
+            if openLoop && nextIndex < total && queueHead == queue.count {
                 let next = due(nextIndex)
                 // Round up to the tick grid, so sends due within one tick share a wake-up.
                 wakeAt = tick == 0 ? next : start + (next - start + tick - 1) / tick * tick
-            } else if interval == nil && now < start {
+            } else if !openLoop && now < start {
                 wakeAt = start
             } else {
-                wakeAt = interval == nil && now < sendEnd ? sendEnd : drainEnd
+                wakeAt = !openLoop && now < sendEnd ? sendEnd : drainEnd
             }
             try arm(wakeAt)
             let ready = try epoll.wait(timeoutMs: 1000)
@@ -252,9 +254,9 @@ final class LoadGenerator {
                 if try receive(on: Int(event.token)) { lastAnswer = roost_bench_monotonic_ns() }
             }
         }
-        if interval == nil { report.scheduled = report.sent }
+        if !openLoop { report.scheduled = report.sent }
         report.unanswered = (connections.count - free.count) + (queue.count - queueHead)
-        if interval != nil { report.unanswered += total - nextIndex }
+        if openLoop { report.unanswered += total - nextIndex }
         // The schedule spans `seconds`; answers after it (a backlog) stretch the span.
         report.elapsedNanoseconds = Swift.max(lastAnswer, sendEnd) - start
         let cpuAfter = Self.cpuSeconds()
@@ -445,7 +447,8 @@ enum LoadCommand {
         let cpuPercent = seconds > 0 ? cpu / seconds * 100 : 0
         func us(_ nanoseconds: UInt64) -> String { fixed(Double(nanoseconds) / 1000, 1) }
         let mode = options.rate.map { "open loop at \(fixed($0, 0)) req/s" } ?? "closed loop"
-        let statuses = report.statuses.keys.sorted().map { "\($0): \(report.statuses[$0]!)" }.joined(separator: ", ")
+        let statuses = report.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
+            separator: ", ")
         let latency = report.latency
         var lines = [
             "load: \(mode)\(options.rate != nil && options.tickMicroseconds > 0 ? ", tick \(options.tickMicroseconds) µs" : "") for \(fixed(options.seconds, 1)) s over \(options.connections) connections, "
