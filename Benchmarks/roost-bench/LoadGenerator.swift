@@ -450,8 +450,9 @@ enum LoadCommand {
         let statuses = report.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
             separator: ", ")
         let latency = report.latency
+        let tick = options.rate != nil && options.tickMicroseconds > 0 ? ", tick \(options.tickMicroseconds) µs" : ""
         var lines = [
-            "load: \(mode)\(options.rate != nil && options.tickMicroseconds > 0 ? ", tick \(options.tickMicroseconds) µs" : "") for \(fixed(options.seconds, 1)) s over \(options.connections) connections, "
+            "load: \(mode)\(tick) for \(fixed(options.seconds, 1)) s over \(options.connections) connections, "
                 + "\(options.tokens) tokens, \(options.people) people, seed \(options.seed)",
             "requests: scheduled \(report.scheduled), sent \(report.sent), answered \(latency.count) "
                 + "(\(statuses)), failed \(report.failures) (connection \(report.connectionFailures), "

@@ -69,7 +69,7 @@ export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
 "$BENCH_BIN" selftest-histogram > "$work/selftest" || { cat "$work/selftest"; echo "histogram self-test failed"; exit 1; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+median() { sort -n | awk 'NF && $1 != "-" {a[++n]=$1} END {if (n==0) print "-"; else print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b==0) print "-"; else printf "%.2f", a/b }'; }
 # Sum of voluntary + nonvoluntary context switches over the live threads of $1.
 ctx_switches() {
@@ -234,7 +234,7 @@ summary() {
   echo "|---|---|---|---|---|---|"
   for variant in "${variants[@]}"; do
     echo "| $variant | $(echo ${rates[$variant]:-} | tr ' ' '\n' | median) | ${rates[$variant]:-none} |" \
-      "$(echo ${ctx[$variant]:-} | tr ' ' '\n' | median) | $(echo ${perfctx[$variant]:-} | tr ' ' '\n' | grep -v '^-$' | median) |" \
+      "$(echo ${ctx[$variant]:-} | tr ' ' '\n' | median) | $(echo ${perfctx[$variant]:-} | tr ' ' '\n' | median) |" \
       "${failures[$variant]:-0} |"
   done
   echo
