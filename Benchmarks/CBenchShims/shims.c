@@ -1,11 +1,9 @@
 #include "CBenchShims.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <time.h>
-#include <unistd.h>
 
 int roost_bench_timerfd_create(void) {
     return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -16,14 +14,6 @@ int roost_bench_timerfd_arm(int fd, uint64_t deadline_ns) {
     spec.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
     spec.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
     return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, 0);
-}
-
-void roost_bench_timerfd_drain(int fd) {
-    uint64_t expirations;
-    ssize_t got;
-    do {
-        got = read(fd, &expirations, sizeof expirations);
-    } while (got < 0 && errno == EINTR);
 }
 
 uint64_t roost_bench_monotonic_ns(void) {

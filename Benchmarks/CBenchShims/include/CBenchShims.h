@@ -13,10 +13,9 @@ extern "C" {
 /// A non-blocking, close-on-exec timerfd on CLOCK_MONOTONIC. Returns fd or -1.
 int roost_bench_timerfd_create(void);
 /// Arms the timer to fire once at the absolute CLOCK_MONOTONIC time
-/// deadline_ns (0 disarms it). Returns 0 or -1 with errno.
+/// deadline_ns (0 disarms it); this also clears a past expiry, so the
+/// descriptor stops being readable without a read. Returns 0 or -1 with errno.
 int roost_bench_timerfd_arm(int fd, uint64_t deadline_ns);
-/// Reads the expiry count so the descriptor stops being readable (ignores EAGAIN).
-void roost_bench_timerfd_drain(int fd);
 /// CLOCK_MONOTONIC now, in nanoseconds (the clock the timer uses).
 uint64_t roost_bench_monotonic_ns(void);
 /// Sets this thread's timer slack to 1 ns so wake-ups are not batched by up
