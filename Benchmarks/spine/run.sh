@@ -20,7 +20,8 @@
 # context switches per request of the server process: voluntary + nonvoluntary
 # over /proc/PID/task/*/status before and after wrk (threads that exit during
 # the run are lost there), and `perf stat -e context-switches -p PID` over the
-# same window when perf works.
+# same window when perf works; and the server's CPU time per request (utime +
+# stime of /proc/PID/stat, every thread, at the clock-tick resolution).
 # Then, per roost binary, one open-loop run (`roost-bench load`) at half the
 # median `always` rate (SPINE_P99_RATE overrides it) on a fresh `--fsync always`
 # server for p99 latency from the intended send time.
@@ -75,6 +76,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b==0) print "-
 ctx_switches() {
   cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
 }
+# User + system CPU ticks of process $1 (every thread, exited ones included).
+cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
+CLOCK_TICKS=$(getconf CLK_TCK)
 stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
   local p=$1
   kill -TERM "$p" 2>/dev/null || true
@@ -137,16 +141,18 @@ start_roost() { # binary policy -> server_pid, port, ROOST_KEY
 }
 stop_server() { stop_pid "$server_pid"; server_pid=""; }
 
-declare -A rates ctx perfctx failures
-variants=(nginx after-always after-never)
+declare -A rates ctx perfctx cpus failures
+variants=(nginx roost-always roost-never)
 [ -n "$BASELINE" ] && variants+=(baseline-always baseline-never)
-binary_of() { case $1 in after-*) echo "$BIN" ;; baseline-*) echo "$BASELINE" ;; esac; }
+binary_of() { case $1 in roost-*) echo "$BIN" ;; baseline-*) echo "$BASELINE" ;; esac; }
 
 # One wrk run against the server that is up; prints one result line.
 measure() { # variant round
   local variant=$1 round=$2 out="$work/wrk.out" perf_out="$work/perf.out" perf_pid=""
   local before after requests rate non2xx sockerr per_request perf_per_request="-" switches
+  local cpu_before cpu_after cpu_per_request
   before=$(ctx_switches "$server_pid")
+  cpu_before=$(cpu_ticks "$server_pid")
   if [ "$PERF" = 1 ]; then
     rm -f "$perf_out"
     perf stat -e context-switches -x, -o "$perf_out" -p "$server_pid" 2>/dev/null &
@@ -157,6 +163,7 @@ measure() { # variant round
     -s Benchmarks/spine/register.lua "http://127.0.0.1:$port/v1/devices" > "$out" 2>&1 || true
   if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
   after=$(ctx_switches "$server_pid")
+  cpu_after=$(cpu_ticks "$server_pid")
   rate=$(awk '/^Requests\/sec/ {printf "%d", $2}' "$out")
   requests=$(awk '/requests in/ {print $1}' "$out")
   non2xx=$(awk '/Non-2xx or 3xx responses/ {print $NF}' "$out"); non2xx=${non2xx:-0}
@@ -166,6 +173,8 @@ measure() { # variant round
     echo "round $round $variant: FAILED (wrk printed no result)"; sed 's/^/  wrk: /' "$out"; return
   fi
   per_request=$(awk -v a="$before" -v b="$after" -v n="$requests" 'BEGIN{printf "%.3f", (b-a)/n}')
+  cpu_per_request=$(awk -v a="$cpu_before" -v b="$cpu_after" -v n="$requests" -v hz="$CLOCK_TICKS" \
+    'BEGIN{printf "%.1f", (b-a)/hz*1e6/n}')
   if [ -n "$perf_pid" ] && [ -s "$perf_out" ]; then
     switches=$(awk -F, '/context-switches/ {print $1}' "$perf_out")
     [[ "$switches" =~ ^[0-9]+$ ]] && perf_per_request=$(awk -v s="$switches" -v n="$requests" 'BEGIN{printf "%.3f", s/n}')
@@ -178,15 +187,18 @@ measure() { # variant round
   rates[$variant]+="$rate "
   ctx[$variant]+="$per_request "
   perfctx[$variant]+="$perf_per_request "
-  echo "round $round $variant: $rate req/s, $requests requests, ctx switches/request $per_request (/proc), $perf_per_request (perf)"
+  cpus[$variant]+="$cpu_per_request "
+  echo "round $round $variant: $rate req/s, $requests requests, ctx switches/request $per_request (/proc)," \
+    "$perf_per_request (perf), server CPU $cpu_per_request µs/request"
 }
 
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "spine: ${SECONDS_PER_RUN}s × $ROUNDS rounds; roost $BIN${BASELINE:+, baseline $BASELINE}; wrk $THREADS threads × $CONNECTIONS connections; load $(cut -d' ' -f1 /proc/loadavg)"
 for round in $(seq "$ROUNDS"); do
   order=("${variants[@]}")
   # Even rounds run the baseline first, so neither binary always follows nginx.
   if [ -n "$BASELINE" ] && [ $((round % 2)) = 0 ]; then
-    order=(nginx baseline-always baseline-never after-always after-never)
+    order=(nginx baseline-always baseline-never roost-always roost-never)
   fi
   for variant in "${order[@]}"; do
     if [ "$variant" = nginx ]; then
@@ -205,7 +217,7 @@ done
 
 # p99 at half the median `always` rate, open loop, one run per roost binary.
 declare -A p99line
-for label in after ${BASELINE:+baseline}; do
+for label in roost ${BASELINE:+baseline}; do
   peak=$(echo ${rates[$label-always]:-} | tr ' ' '\n' | median)
   rate=${SPINE_P99_RATE:-$(awk -v p="$peak" 'BEGIN{ if (p=="-") print ""; else printf "%d", p/2 }')}
   if [ -z "$rate" ] || [ "$rate" = 0 ]; then
@@ -230,15 +242,15 @@ for label in after ${BASELINE:+baseline}; do
 done
 
 summary() {
-  echo "| variant | median req/s | runs (req/s) | ctx switches/request (/proc) | (perf) | failed runs |"
-  echo "|---|---|---|---|---|---|"
+  echo "| variant | median req/s | runs (req/s) | ctx switches/request (/proc) | (perf) | server CPU µs/request | failed runs |"
+  echo "|---|---|---|---|---|---|---|"
   for variant in "${variants[@]}"; do
     echo "| $variant | $(echo ${rates[$variant]:-} | tr ' ' '\n' | median) | ${rates[$variant]:-none} |" \
       "$(echo ${ctx[$variant]:-} | tr ' ' '\n' | median) | $(echo ${perfctx[$variant]:-} | tr ' ' '\n' | median) |" \
-      "${failures[$variant]:-0} |"
+      "$(echo ${cpus[$variant]:-} | tr ' ' '\n' | median) | ${failures[$variant]:-0} |"
   done
   echo
-  for label in after ${BASELINE:+baseline}; do
+  for label in roost ${BASELINE:+baseline}; do
     a=$(echo ${rates[$label-always]:-} | tr ' ' '\n' | median)
     n=$(echo ${rates[$label-never]:-} | tr ' ' '\n' | median)
     x=$(echo ${rates[nginx]:-} | tr ' ' '\n' | median)
@@ -249,7 +261,7 @@ mkdir -p "$(dirname "$MARKDOWN")"
 {
   echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d), roost \`$BIN\`${BASELINE:+, baseline \`$BASELINE\`};" \
     "wrk $THREADS threads × $CONNECTIONS connections, ${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
-    "load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
+    "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
   echo
   summary
 } > "$MARKDOWN"
@@ -259,5 +271,5 @@ echo
 echo "(markdown written to $MARKDOWN)"
 any_failed=0
 for variant in "${variants[@]}"; do [ -n "${failures[$variant]:-}" ] && any_failed=1; done
-for label in after ${BASELINE:+baseline}; do [[ "${p99line[$label]}" == FAILED* ]] && any_failed=1; done
+for label in roost ${BASELINE:+baseline}; do [[ "${p99line[$label]}" == FAILED* ]] && any_failed=1; done
 exit $any_failed
