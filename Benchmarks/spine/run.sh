@@ -67,7 +67,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
 
-"$BENCH_BIN" selftest-histogram > "$work/selftest" || { cat "$work/selftest"; echo "histogram self-test failed"; exit 1; }
+for check in selftest-histogram selftest-load; do
+  "$BENCH_BIN" $check > "$work/selftest" || { cat "$work/selftest"; echo "roost-bench $check failed"; exit 1; }
+done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 median() { sort -n | awk 'NF && $1 != "-" {a[++n]=$1} END {if (n==0) print "-"; else print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}'; }
