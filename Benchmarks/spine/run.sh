@@ -15,8 +15,10 @@
 # Load: wrk, 2 threads × 64 keep-alive connections, Benchmarks/spine/register.lua
 # (tokens from a 1M space, deterministic per index, so re-registrations happen;
 # people from a 200k space; platform, environment, token, external_id,
-# app_version, locale, timezone). Per run it records req/s, non-2xx answers and
-# socket errors (a run with any is FAILED and left out of the medians), and
+# app_version, locale, timezone). Per run it records req/s, non-2xx answers,
+# answers other than 200/201 (counted by register.lua; SPINE_COUNT_STATUS=0
+# turns that off) and socket errors (a run with any is FAILED and left out of
+# the medians), and
 # context switches per request of the server process: voluntary + nonvoluntary
 # over /proc/PID/task/*/status before and after wrk (threads that exit during
 # the run are lost there), and `perf stat -e context-switches -p PID` over the
@@ -40,6 +42,8 @@ THREADS=2
 CONNECTIONS=64
 export SPINE_TOKENS=${SPINE_TOKENS:-1000000}
 export SPINE_PEOPLE=${SPINE_PEOPLE:-200000}
+# register.lua also counts answers by status (no cost measurable against nginx).
+export SPINE_COUNT_STATUS=${SPINE_COUNT_STATUS:-1}
 MARKDOWN=${SPINE_MARKDOWN:-.build/spine-report.md}
 COMMAND="$0 $*"
 for tool in wrk nginx curl; do
@@ -170,6 +174,10 @@ measure() { # variant round
   requests=$(awk '/requests in/ {print $1}' "$out")
   non2xx=$(awk '/Non-2xx or 3xx responses/ {print $NF}' "$out"); non2xx=${non2xx:-0}
   sockerr=$(awk '/Socket errors/ {gsub(",", ""); print $4+$6+$8+$10}' "$out"); sockerr=${sockerr:-0}
+  # From register.lua (SPINE_COUNT_STATUS=1): statuses other than 200/201.
+  local unexpected statuses
+  unexpected=$(awk '/^unexpected statuses:/ {print $3}' "$out"); unexpected=${unexpected:-0}
+  statuses=$(awk '/^status [0-9]+:/ {printf "%s%s %s", sep, $2, $3; sep=", "}' "$out")
   if [ -z "$rate" ] || [ -z "$requests" ] || [ "$requests" = 0 ]; then
     failures[$variant]+="r$round(no-result) "
     echo "round $round $variant: FAILED (wrk printed no result)"; sed 's/^/  wrk: /' "$out"; return
@@ -181,9 +189,10 @@ measure() { # variant round
     switches=$(awk -F, '/context-switches/ {print $1}' "$perf_out")
     [[ "$switches" =~ ^[0-9]+$ ]] && perf_per_request=$(awk -v s="$switches" -v n="$requests" 'BEGIN{printf "%.3f", s/n}')
   fi
-  if [ "$non2xx" != 0 ] || [ "$sockerr" != 0 ]; then
-    failures[$variant]+="r$round(non2xx=$non2xx,socket_errors=$sockerr) "
-    echo "round $round $variant: FAILED: $non2xx non-2xx answers, $sockerr socket errors ($rate req/s not counted)"
+  if [ "$non2xx" != 0 ] || [ "$sockerr" != 0 ] || [ "$unexpected" != 0 ]; then
+    failures[$variant]+="r$round(non2xx=$non2xx,unexpected=$unexpected,socket_errors=$sockerr) "
+    echo "round $round $variant: FAILED: $non2xx non-2xx answers, $unexpected not 200/201," \
+      "$sockerr socket errors ($rate req/s not counted; statuses ${statuses:-?})"
     return
   fi
   rates[$variant]+="$rate "
@@ -191,7 +200,7 @@ measure() { # variant round
   perfctx[$variant]+="$perf_per_request "
   cpus[$variant]+="$cpu_per_request "
   echo "round $round $variant: $rate req/s, $requests requests, ctx switches/request $per_request (/proc)," \
-    "$perf_per_request (perf), server CPU $cpu_per_request µs/request"
+    "$perf_per_request (perf), server CPU $cpu_per_request µs/request; statuses ${statuses:-not counted}"
 }
 
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
