@@ -46,11 +46,13 @@ let package = Package(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
             swiftSettings: strict),
+        // timerfd and timer slack for the load generator (benchmarks only).
+        .target(name: "CBenchShims", path: "Benchmarks/CBenchShims"),
         .executableTarget(
             name: "roost-bench",
             dependencies: [
-                "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine", "RoostModel",
-                "RoostStorage",
+                "CBenchShims", "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine",
+                "RoostModel", "RoostStorage",
             ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
