@@ -61,6 +61,8 @@ struct ServeOptions {
                 options.fsync = policy
             case "--shards":
                 options.shards = try positive(flag, max: shardsMax)
+            case "--event-loops":
+                options.eventLoops = try positive(flag, max: 256)
             case "--snapshot-log-bytes":
                 options.snapshotLogBytes = try positive(flag, max: Int(Int32.max) * 16)
             case "--max-connections":
