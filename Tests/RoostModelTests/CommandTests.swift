@@ -36,7 +36,9 @@ struct NativeCommandTests {
         #expect(made.externalID == person("ada"))
         #expect(put.mutations == [.personUpsert(made)])
         let again = harness.execute(.putPerson(person("ada"), at: harness.now))
-        guard case .personPut(let known, created: false) = again.outcome else { Issue.record("\(again.outcome)"); return }
+        guard case .personPut(let known, created: false) = again.outcome else {
+            Issue.record("\(again.outcome)"); return
+        }
         #expect(known == made)
         #expect(again.mutations.isEmpty)
 
@@ -106,7 +108,8 @@ struct NativeCommandTests {
         var harness = Harness()
         let device = try harness.mustRegister(request(fcmToken(1))).device
         let reason = try InvalidationReason("UNREGISTERED")
-        let first = harness.execute(.reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
+        let first = harness.execute(
+            .reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
         guard case .feedback(.invalidated(let id)) = first.outcome else { Issue.record("\(first.outcome)"); return }
         #expect(id == device.id)
         #expect(first.mutations.count == 1)

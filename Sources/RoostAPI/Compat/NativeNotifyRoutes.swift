@@ -35,7 +35,9 @@ struct NativeNotifyRoutes: Sendable {
         let command = Command.register(registration.registerRequest, at: requestTime(context))
         return Compat.command(app: app, mode: .live, command) { outcome in
             guard case .registered(let registered) = outcome else {
-                guard case .rejected(let rejection) = outcome else { preconditionFailure("unexpected outcome \(outcome)") }
+                guard case .rejected(let rejection) = outcome else {
+                    preconditionFailure("unexpected outcome \(outcome)")
+                }
                 return NativeNotifyRoutes.refusal(rejection, tokenName: tokenName)
             }
             let status: String =

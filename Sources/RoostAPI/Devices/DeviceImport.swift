@@ -128,7 +128,9 @@ struct DeviceImport: Sendable {
                 sink.send(APIError.logUnavailable.response)
                 return
             }
-            guard case .imported(let batch) = outcome else { preconditionFailure("an import batch answered \(outcome)") }
+            guard case .imported(let batch) = outcome else {
+                preconditionFailure("an import batch answered \(outcome)")
+            }
             progress.add(batch)
         }
     }
