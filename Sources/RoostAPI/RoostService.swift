@@ -166,6 +166,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         loop.executor.preconditionOnLoop("LoopRequests.submit")
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
+        precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
         let request = nextRequest
         nextRequest += 1
         waiting[request] = Waiting(
@@ -212,6 +213,7 @@ struct CallerReply: EngineReply {
     let sink: any HTTPReplySink
 
     func submit(_ work: [ShardWork], answer: EngineAnswer) {
+        precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
         let registry = registry
         let reply = self
         Task {
@@ -225,6 +227,18 @@ struct CallerReply: EngineReply {
                 }
             }
             answer.finish(failed ? nil : outcomes, reply)
+        }
+    }
+}
+
+extension ShardWork {
+    /// False for a `Command.custom` (a closure: tools and tests only, through
+    /// `Registry.perform`). Every route's work is a value; the request path
+    /// asserts it where work leaves a route (`LoopRequests`, `CallerReply`).
+    var isValue: Bool {
+        switch self {
+        case .index(_, _, let command): !command.isCustom
+        case .removeApp: true
         }
     }
 }

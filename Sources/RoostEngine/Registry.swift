@@ -26,7 +26,9 @@ package final class Registry: Sendable {
 
     /// Runs `body` on the index of `key` in the shard's turn and returns its
     /// value once its mutations are acknowledged; nil when the log could not
-    /// take them. Tools and tests: the request path sends value commands.
+    /// take them. Tools and tests only (`Command.custom`): no route may use
+    /// it, and the request path asserts that its work holds only value
+    /// commands (`RoostService`).
     package func perform<Value: Sendable>(
         _ key: IndexKey, settings: AppSettings = .defaults,
         _ body: @escaping @Sendable (inout AppIndex) -> (value: Value, mutations: [Mutation])

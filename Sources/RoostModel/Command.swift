@@ -2,8 +2,13 @@
 /// the event loop that read the request, executed by the shard that owns the
 /// index (`AppIndex.execute`), answered with an `Outcome` that the same event
 /// loop renders. Values cross threads; closures do not (docs/architecture.md).
+///
+/// The dialects (Barua, Native Notify, Connect) decode into the same cases
+/// where their operation is the native one (a registration is `register`);
+/// where a dialect needs another rule sequence inside one shard turn, that
+/// sequence is a case of its own, implemented here in the model.
 package enum Command: Sendable {
-    /// `POST /v1/devices` and the registrations of every dialect.
+    /// `POST /v1/devices` and the registrations of Barua and Native Notify.
     case register(RegisterRequest, at: Timestamp)
     /// `GET /v1/devices/{id}`.
     case getDevice(DeviceID)
@@ -11,14 +16,63 @@ package enum Command: Sendable {
     case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?)
     /// `DELETE /v1/devices/{id}`.
     case deleteDevice(DeviceID)
-    /// An operation not yet expressed as its own case: a function run in the
-    /// shard's turn. Kept only while routes move to value commands; it is
-    /// not used by the registration path.
+    /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
+    case listDevices(DeviceQuery)
+    /// `GET /v1/devices/export`: up to `limit` devices created after
+    /// `afterSequence`, in creation order (`Outcome.deviceSlice`).
+    case exportSlice(afterSequence: UInt64, limit: Int)
+    /// `POST /v1/devices/import`: one batch of CSV rows, registered in order
+    /// as `register` would (`Outcome.imported`).
+    case importRows([ImportRow], at: Timestamp)
+    /// `POST /v1/feedback`: a provider reports `token` dead (`Outcome.feedback`).
+    case reportFeedback(token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at: Timestamp)
+    /// `GET /v1/stats`, the counts of `GET /v1/apps/{app}` and Native Notify's
+    /// health (`Outcome.stats`).
+    case stats
+    /// `PATCH /v1/apps/{app}` settings, sent to each mode (`Outcome.settings`).
+    case updateSettings(AppSettings)
+    /// `PUT /v1/people/{external_id}` (`Outcome.personPut`).
+    case putPerson(ExternalID, at: Timestamp)
+    /// `GET /v1/people/{external_id}` (`Outcome.person`).
+    case getPerson(ExternalID)
+    /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
+    /// person is `removed(deleted: false, devicesRemoved: 0)`).
+    case erasePerson(ExternalID)
+    /// `PUT /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.credential`).
+    case putCredential(APNsCredential)
+    /// `DELETE /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.removed`).
+    case deleteCredential(CredentialKey)
+    /// Barua's `DELETE`: removes the token's device only while it belongs to
+    /// `ownedBy` (`Outcome.deleted`).
+    case deleteDeviceByToken(PushToken, ownedBy: ExternalID)
+    /// Native Notify's deregister: removes the installation's device, whoever
+    /// owns it (`Outcome.deregistered`).
+    case deregisterInstallation(InstallationID)
+    /// Connect's `PUT /v1/me/devices`: registers `request` bound to `owner`
+    /// (the identity token's principal). A guest owner is made known first
+    /// (the server minted it), and a guest left without devices is forgotten;
+    /// a refusal changes nothing (`Outcome.registered` / `.rejected`).
+    case registerForPrincipal(RegisterRequest, owner: ExternalID, at: Timestamp)
+    /// Connect's `DELETE /v1/me/devices/{installation_id}`: removes the
+    /// installation's device only when it belongs to `owner`, then forgets a
+    /// guest owner left without devices (`Outcome.deleted`).
+    case deletePrincipalDevice(InstallationID, owner: ExternalID)
+    /// A function run in the shard's turn: tools and tests only
+    /// (`Registry.perform`), never a route. The request path asserts that no
+    /// route emits it (`RoostService`), so what crosses from a loop to a shard
+    /// is always a value.
     case custom(CustomWork)
+
+    /// True for `custom`: work that is a closure, not a value.
+    package var isCustom: Bool {
+        if case .custom = self { return true }
+        return false
+    }
 }
 
 /// The function of a `Command.custom`: runs on the index in the shard's turn
-/// and returns the mutations to log and a value for the route to render.
+/// and returns the mutations to log and a value for the caller. Tools and
+/// tests only (`Registry.perform`); routes send value commands.
 package struct CustomWork: Sendable {
     package let run: @Sendable (inout AppIndex) -> (value: any Sendable, mutations: [Mutation])
 
@@ -27,17 +81,42 @@ package struct CustomWork: Sendable {
     }
 }
 
-/// What a `Command` did, as a value the route renders on its own loop.
+/// What a `Command` did, as a value the route renders on its own loop. Plain
+/// model values only: never a closure, never an HTTP type.
 package enum Outcome: Sendable {
     /// A registration: the device as it is now, 201 when it was created.
     case registered(RegisterOutcome)
     /// A device read, patched or found.
     case device(Device)
-    /// A delete: whether a device was removed.
+    /// A delete of one device: whether a device was removed.
     case deleted(Bool)
+    /// A delete that may remove many devices (a person, a credential):
+    /// whether the named thing existed, and how many devices went with it.
+    case removed(deleted: Bool, devicesRemoved: Int)
+    /// A page of a device listing.
+    case devicePage(DevicePage)
+    /// One export slice: the devices and the sequence to continue after (nil: done).
+    case deviceSlice(devices: [Device], next: UInt64?)
+    /// One import batch: what its rows did.
+    case imported(ImportBatch)
+    /// What provider feedback did.
+    case feedback(FeedbackResult)
+    /// The counts of the index.
+    case stats(RegistryStats)
+    /// The index now holds these settings.
+    case settings(AppSettings)
+    /// A person made known (`created`) or already known.
+    case personPut(Person, created: Bool)
+    /// A person and their devices.
+    case person(PersonDevices)
+    /// A credential as it is stored now.
+    case credential(APNsCredential)
+    /// Native Notify's deregister: whether the device was removed, and how
+    /// many tokens went with it (0 or 1).
+    case deregistered(removed: Bool, tokensRemoved: Int)
     /// A rule of the model refused the command; nothing changed.
     case rejected(RegistryRejection)
-    /// The value a `Command.custom` returned.
+    /// The value a `Command.custom` returned (tools and tests only).
     case custom(any Sendable)
     /// Both modes of an app were dropped, with this many devices.
     case appRemoved(devices: Int)
@@ -46,7 +125,8 @@ package enum Outcome: Sendable {
 extension AppIndex {
     /// Executes `command` on this index and returns its outcome with the
     /// mutations to log before the outcome may be acknowledged. Pure: the
-    /// same index and command give the same result.
+    /// same index and command give the same result. A rejected command
+    /// changes nothing and logs nothing.
     package mutating func execute(_ command: Command) -> (outcome: Outcome, mutations: [Mutation]) {
         switch command {
         case .register(let request, let now):
@@ -65,6 +145,53 @@ extension AppIndex {
         case .deleteDevice(let id):
             let removal = deleteDevice(id)
             return (.deleted(removal.deleted), removal.mutations)
+        case .listDevices(let query):
+            switch listDevices(query) {
+            case .success(let page): return (.devicePage(page), [])
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
+        case .exportSlice(let afterSequence, let limit):
+            return (exportSlice(afterSequence: afterSequence, limit: limit), [])
+        case .importRows(let rows, let now):
+            let (batch, mutations) = importRows(rows, at: now)
+            return (.imported(batch), mutations)
+        case .reportFeedback(let token, let reason, let reportedAt, let now):
+            let (result, mutations) = invalidate(token: token, reason: reason, reportedAt: reportedAt, at: now)
+            return (.feedback(result), mutations)
+        case .stats:
+            return (.stats(stats()), [])
+        case .updateSettings(let newSettings):
+            switch updateSettings(newSettings) {
+            case .success(let mutations): return (.settings(settings), mutations)
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
+        case .putPerson(let externalID, let now):
+            let put = putPerson(externalID, at: now)
+            return (.personPut(put.person, created: put.created), put.mutations)
+        case .getPerson(let externalID):
+            guard let found = person(externalID) else { return (.rejected(.personNotFound), []) }
+            return (.person(found), [])
+        case .erasePerson(let externalID):
+            switch erasePerson(externalID) {
+            case .success(let removal):
+                return (.removed(deleted: true, devicesRemoved: removal.devicesRemoved), removal.mutations)
+            case .failure:
+                return (.removed(deleted: false, devicesRemoved: 0), [])
+            }
+        case .putCredential(let credential):
+            return (.credential(credential), putCredential(credential))
+        case .deleteCredential(let key):
+            let removal = deleteCredential(key)
+            return (.removed(deleted: removal.deleted, devicesRemoved: removal.devicesRemoved), removal.mutations)
+        case .deleteDeviceByToken(let token, let owner):
+            let removal = deleteDevice(token: token, ownedBy: owner)
+            return (.deleted(removal.deleted), removal.mutations)
+        case .deregisterInstallation(let installation):
+            return deregisterInstallation(installation)
+        case .registerForPrincipal(let request, let owner, let now):
+            return registerForPrincipal(request, owner: owner, at: now)
+        case .deletePrincipalDevice(let installation, let owner):
+            return deletePrincipalDevice(installation, owner: owner)
         case .custom(let work):
             let (value, mutations) = work.run(&self)
             return (.custom(value), mutations)

@@ -101,54 +101,45 @@ package struct AppRoutes: Sendable {
     /// Answers the app with its counts, read from both modes' indexes.
     private func withCounts(_ record: AppRecord) -> RouteOutcome {
         let keyCount = catalog.keyCount(of: record.id)
-        return perMode(record) { stats in
+        return perMode(record, .stats) { outcomes in
+            let stats = outcomes.map { outcome -> RegistryStats in
+                guard case .stats(let stats) = outcome else { preconditionFailure("stats answered \(outcome)") }
+                return stats
+            }
             var writer = JSONWriter()
             AppRoutes.writeApp(record, counts: (keyCount, stats), into: &writer)
             return jsonResponse(200, writer)
-        } work: { index in
-            (index.stats(), [])
         }
     }
 
     /// Gives both modes' indexes the app's new settings (a logged mutation
     /// each) and answers the app once they are durable.
     private func pushSettings(_ record: AppRecord) -> RouteOutcome {
-        perMode(record) { _ in
+        perMode(record, .updateSettings(record.settings)) { outcomes in
+            for outcome in outcomes {
+                guard case .settings = outcome else {
+                    preconditionFailure("catalog settings \(record.settings) answered \(outcome) by the model")
+                }
+            }
             var writer = JSONWriter()
             AppRoutes.writeApp(record, counts: nil, into: &writer)
             return jsonResponse(200, writer)
-        } work: { index in
-            guard case .success(let mutations) = index.updateSettings(record.settings) else {
-                preconditionFailure("catalog settings \(record.settings) refused by the model")
-            }
-            return (index.stats(), mutations)
         }
     }
 
-    /// Runs `work` on the live and the test index of an app and renders one
-    /// answer from both results once every mutation is durable (503 otherwise).
+    /// Runs `command` on the live and the test index of an app and renders
+    /// one answer from both outcomes (live first) on the request's loop once
+    /// every mutation is durable (503 otherwise).
     private func perMode(
-        _ record: AppRecord, render: @escaping @Sendable ([RegistryStats]) -> HTTPResponse,
-        work: @escaping @Sendable (inout AppIndex) -> (RegistryStats, [Mutation])
+        _ record: AppRecord, _ command: Command, render: @escaping @Sendable ([Outcome]) -> HTTPResponse
     ) -> RouteOutcome {
-        let custom = CustomWork { index in
-            let (stats, mutations) = work(&index)
-            return (stats, mutations)
-        }
         let perMode: [ShardWork] = AppMode.allCases.map { mode in
-            .index(IndexKey(app: record.id, mode: mode), settings: record.settings, .custom(custom))
+            .index(IndexKey(app: record.id, mode: mode), settings: record.settings, command)
         }
         return .engine(
             perMode,
             answer: EngineAnswer { outcomes, reply in
-                guard let outcomes else { return reply.sink.send(APIError.logUnavailable.response) }
-                let stats = outcomes.map { outcome -> RegistryStats in
-                    guard case .custom(let value) = outcome, let stats = value as? RegistryStats else {
-                        preconditionFailure("per-mode work answered \(outcome)")
-                    }
-                    return stats
-                }
-                reply.sink.send(render(stats))
+                reply.sink.send(outcomes.map(render) ?? APIError.logUnavailable.response)
             })
     }
 

@@ -42,26 +42,17 @@ struct BaruaRoutes: Sendable {
         registration.requireKnownPerson = true
         registration.requireCredential = true
         registration.maxDevicesPerPersonOverride = BaruaRoutes.devicesPerPersonMax
-        let request = registration
-        return CompatJob.run(app: app, mode: key.mode, now: context.nowMilliseconds) { index, now in
-            switch index.register(request, at: now) {
-            case .failure(let rejection):
-                return ([], CompatJob.refusal(rejection, fields: BaruaRoutes.fieldNames))
-            case .success(let outcome):
-                let device = outcome.device
-                return (
-                    outcome.mutations,
-                    {
-                        var writer = JSONWriter()
-                        writer.beginObject()
-                        writer.member("registered", true)
-                        writer.member("registered_at", device.lastSeenAt)
-                        writer.member("bound_at", device.boundAt)
-                        writer.endObject()
-                        return jsonResponse(200, writer)
-                    }
-                )
+        return Compat.command(app: app, mode: key.mode, .register(registration, at: requestTime(context))) { outcome in
+            guard case .registered(let registered) = outcome else {
+                return Compat.refusalOrUnexpected(outcome, fields: BaruaRoutes.fieldNames)
             }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("registered", true)
+            writer.member("registered_at", registered.device.lastSeenAt)
+            writer.member("bound_at", registered.device.boundAt)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
@@ -70,18 +61,14 @@ struct BaruaRoutes: Sendable {
     func forget(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let (key, app) = try authorize(context)
         let body = try BaruaBody(JSONBody(context.request), requireAppAndEnvironment: false)
-        return CompatJob.run(app: app, mode: key.mode, now: context.nowMilliseconds) { index, _ in
-            let removal = index.deleteDevice(token: body.token, ownedBy: body.externalID)
-            return (
-                removal.mutations,
-                {
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("deleted", removal.deleted)
-                    writer.endObject()
-                    return jsonResponse(200, writer)
-                }
-            )
+        return Compat.command(app: app, mode: key.mode, .deleteDeviceByToken(body.token, ownedBy: body.externalID)) {
+            outcome in
+            guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("deleted", deleted)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 

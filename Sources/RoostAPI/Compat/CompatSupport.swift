@@ -3,34 +3,34 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 
-/// What the drop-in routes share: one job on one (app, mode) index, answered
-/// once its mutations are durable. A dialect only translates wire formats; the
-/// rules are `AppIndex`'s, as for the native routes (spec §5: one engine).
-enum CompatJob {
-    /// The outcome of a job's work inside the shard's turn: the mutations to log
-    /// and how to answer once they are durable (rendering happens then, outside
-    /// the shard's turn). A refusal carries no mutations.
-    typealias Work =
-        @Sendable (inout AppIndex, Timestamp) -> (mutations: [Mutation], answer: @Sendable () -> HTTPResponse)
-
-    /// Returns a deferred outcome that runs `work` on the index of (`app`, `mode`).
-    /// When the log cannot take the mutations the answer is 503 with
-    /// `Retry-After`, and nothing was applied (spec §2).
-    static func run(app: AppRecord, mode: AppMode, now: Int64, _ work: @escaping Work) -> RouteOutcome {
-        let timestamp = Timestamp(millisecondsSinceEpoch: now)
-        return IndexScope.outcome(indexKey: IndexKey(app: app.id, mode: mode), settings: app.settings) { index in
-            let (mutations, answer) = work(&index, timestamp)
-            return IndexAnswer(mutations: mutations, render: answer)
-        }
+/// What the drop-in routes share: a dialect decodes its request into a value
+/// `Command` on one (app, mode) index and renders the `Outcome` in its own
+/// words, on the request's loop, once the command's mutations are durable. A
+/// dialect only translates wire formats; the rules are the model's, as for
+/// the native routes (spec §5: one engine).
+enum Compat {
+    /// Returns an outcome that runs `command` on the index of (`app`, `mode`)
+    /// and renders its outcome with `render`. When the log cannot take the
+    /// mutations the answer is 503 with `Retry-After`, and nothing was
+    /// applied (spec §2).
+    static func command(
+        app: AppRecord, mode: AppMode, _ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse
+    ) -> RouteOutcome {
+        .command(IndexKey(app: app.id, mode: mode), settings: app.settings, command, render: render)
     }
 
-    /// An answer for a refusal from the model, with the dialect's field names.
-    static func refusal(_ rejection: RegistryRejection, fields: [String: String] = [:]) -> @Sendable () -> HTTPResponse
-    {
+    /// The answer to a refusal from the model, with the dialect's field names.
+    static func refusal(_ rejection: RegistryRejection, fields: [String: String] = [:]) -> HTTPResponse {
         var error = APIError(rejection)
         if let field = error.field, let renamed = fields[field] { error.field = renamed }
-        let response = error.response
-        return { response }
+        return error.response
+    }
+
+    /// Renders a refusal in the dialect's field names; any other outcome is
+    /// a broken invariant (a command answered with another command's outcome).
+    static func refusalOrUnexpected(_ outcome: Outcome, fields: [String: String] = [:]) -> HTTPResponse {
+        guard case .rejected(let rejection) = outcome else { preconditionFailure("unexpected outcome \(outcome)") }
+        return refusal(rejection, fields: fields)
     }
 }
 

@@ -95,68 +95,31 @@ struct ConnectRoutes: Sendable {
         let (claims, app) = try principal(context)
         let body = try JSONBody(context.request)
         let owner = claims.principal.externalID
-        var registration = try ConnectRoutes.registration(body)
-        registration.externalID = .set(owner)
-        let request = registration
-        return CompatJob.run(app: app, mode: claims.mode, now: context.nowMilliseconds) { index, now in
-            guard let installation = request.installationID else { preconditionFailure("installation_id is required") }
-            let previousOwner = index.device(installation: installation)?.externalID
-            var mutations: [Mutation] = []
-            var guestCreated = false
-            if case .guest = claims.principal, index.person(owner) == nil {
-                // The server minted this guest: it is known even under require_known_person.
-                let put = index.putPerson(owner, at: now)
-                mutations += put.mutations
-                guestCreated = put.created
-            }
-            switch index.register(request, at: now) {
-            case .failure(let rejection):
-                // Atomic: the guest made above goes again, and nothing is logged.
-                if guestCreated { _ = index.erasePerson(owner) }
-                return ([], CompatJob.refusal(rejection))
-            case .success(let outcome):
-                mutations += outcome.mutations
-                if let previousOwner, previousOwner != owner {
-                    mutations += ConnectRoutes.forgetEmptyGuest(previousOwner, in: &index)
-                }
-                let device = outcome.device
-                let status = outcome.created ? 201 : 200
-                return (mutations, { DeviceJSON.response(status, device, includeToken: false) })
-            }
+        let registration = try ConnectRoutes.registration(body)
+        let command = Command.registerForPrincipal(registration, owner: owner, at: requestTime(context))
+        return Compat.command(app: app, mode: claims.mode, command) { outcome in
+            guard case .registered(let registered) = outcome else { return Compat.refusalOrUnexpected(outcome) }
+            return DeviceJSON.response(registered.created ? 201 : 200, registered.device, includeToken: false)
         }
     }
 
     /// `DELETE /v1/me/devices/{installation_id}` → `{"deleted":bool}`: removes
-    /// the installation's device only when it belongs to the token's principal.
+    /// the installation's device only when it belongs to the token's principal
+    /// (a guest left without devices is forgotten).
     func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let (claims, app) = try principal(context)
         let text = context.parameters[0]
         let installation = try checked { () throws(RegistryRejection) in try InstallationID(text) }
         let owner = claims.principal.externalID
-        return CompatJob.run(app: app, mode: claims.mode, now: context.nowMilliseconds) { index, _ in
-            var removal = index.deleteDevice(installation: installation, ownedBy: owner)
-            if removal.deleted { removal.mutations += ConnectRoutes.forgetEmptyGuest(owner, in: &index) }
-            let deleted = removal.deleted
-            return (
-                removal.mutations,
-                {
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("deleted", deleted)
-                    writer.endObject()
-                    return jsonResponse(200, writer)
-                }
-            )
+        return Compat.command(app: app, mode: claims.mode, .deletePrincipalDevice(installation, owner: owner)) {
+            outcome in
+            guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("deleted", deleted)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
-    }
-
-    /// Erases a guest's person once no device is bound to it, so guests do not
-    /// pile up as people. Users are never erased here.
-    private static func forgetEmptyGuest(_ externalID: ExternalID, in index: inout AppIndex) -> [Mutation] {
-        guard IdentityPrincipal.isGuest(externalID), let person = index.person(externalID), person.devices.isEmpty,
-            case .success(let removal) = index.erasePerson(externalID)
-        else { return [] }
-        return removal.mutations
     }
 
     /// Returns the verified claims of the request's `Authorization: Bearer

@@ -9,7 +9,7 @@ enum IdentityPrincipal: Sendable, Equatable {
 
     /// The prefix of a guest's principal and of the `external_id` its devices
     /// are bound to. The authenticated route refuses user ids with it.
-    static let guestPrefix = "guest:"
+    static let guestPrefix = ExternalID.guestPrefix
 
     /// `guest:<hex>` or `user:<external_id>`, as the identity routes answer.
     var rendered: String {
@@ -37,7 +37,7 @@ enum IdentityPrincipal: Sendable, Equatable {
     /// Returns whether an `external_id` is a guest's (so that a person emptied by
     /// a guest's last device leaving can be forgotten).
     static func isGuest(_ externalID: ExternalID) -> Bool {
-        externalID.rawValue.hasPrefix(guestPrefix)
+        externalID.isGuest
     }
 }
 

@@ -31,37 +31,32 @@ struct NativeNotifyRoutes: Sendable {
         let body = try JSONBody(context.request)
         let app = try authorize(body.value["appId"], body.value["appToken"])
         let registration = try NativeNotifyRegistration(body)
-        let request = registration.registerRequest
         let tokenName = registration.tokenName
-        return CompatJob.run(app: app, mode: .live, now: context.nowMilliseconds) { index, now in
-            switch index.register(request, at: now) {
-            case .failure(let rejection):
-                return ([], NativeNotifyRoutes.refusal(rejection, tokenName: tokenName))
-            case .success(let outcome):
-                let device = outcome.device
-                let status: String =
-                    switch outcome.tokenChange {
-                    case .unchanged: "ok"
-                    case .refreshed: "refreshed"
-                    case .reassigned: "reassigned"
-                    }
-                return (
-                    outcome.mutations,
-                    {
-                        var writer = JSONWriter(reservingCapacity: 512)
-                        writer.beginObject()
-                        writer.member("ok", true)
-                        writer.key("device")
-                        NativeNotifyRoutes.writeDevice(device, app: app.id, into: &writer)
-                        writer.key("tokens")
-                        writer.beginObject()
-                        writer.member(tokenName, status)
-                        writer.endObject()
-                        writer.endObject()
-                        return jsonResponse(201, writer)
-                    }
-                )
+        let command = Command.register(registration.registerRequest, at: requestTime(context))
+        return Compat.command(app: app, mode: .live, command) { outcome in
+            guard case .registered(let registered) = outcome else {
+                guard case .rejected(let rejection) = outcome else {
+                    preconditionFailure("unexpected outcome \(outcome)")
+                }
+                return NativeNotifyRoutes.refusal(rejection, tokenName: tokenName)
             }
+            let status: String =
+                switch registered.tokenChange {
+                case .unchanged: "ok"
+                case .refreshed: "refreshed"
+                case .reassigned: "reassigned"
+                }
+            var writer = JSONWriter(reservingCapacity: 512)
+            writer.beginObject()
+            writer.member("ok", true)
+            writer.key("device")
+            NativeNotifyRoutes.writeDevice(registered.device, app: app.id, into: &writer)
+            writer.key("tokens")
+            writer.beginObject()
+            writer.member(tokenName, status)
+            writer.endObject()
+            writer.endObject()
+            return jsonResponse(201, writer)
         }
     }
 
@@ -71,23 +66,18 @@ struct NativeNotifyRoutes: Sendable {
         let body = try JSONBody(context.request)
         let app = try authorize(body.value["appId"], body.value["appToken"])
         let installation = try NativeNotifyRegistration.deviceID(body.value["deviceId"])
-        return CompatJob.run(app: app, mode: .live, now: context.nowMilliseconds) { index, _ in
-            let hadToken = index.device(installation: installation)?.token != nil
-            let removal = index.deleteDevice(installation: installation)
-            let tokensRemoved = removal.deleted && hadToken ? 1 : 0
-            return (
-                removal.mutations,
-                {
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("ok", true)
-                    writer.member("deviceId", installation.rawValue)
-                    writer.member("removed", removal.deleted)
-                    writer.member("tokensRemoved", tokensRemoved)
-                    writer.endObject()
-                    return jsonResponse(200, writer)
-                }
-            )
+        return Compat.command(app: app, mode: .live, .deregisterInstallation(installation)) { outcome in
+            guard case .deregistered(let removed, let tokensRemoved) = outcome else {
+                return Compat.refusalOrUnexpected(outcome)
+            }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("ok", true)
+            writer.member("deviceId", installation.rawValue)
+            writer.member("removed", removed)
+            writer.member("tokensRemoved", tokensRemoved)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
@@ -96,28 +86,23 @@ struct NativeNotifyRoutes: Sendable {
     func health(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let query = QueryParameters(context.request.head.query)
         let app = try authorize(query["appId"].map(JSONValue.string), query["appToken"].map(JSONValue.string))
-        return CompatJob.run(app: app, mode: .live, now: context.nowMilliseconds) { index, _ in
-            let stats = index.stats()
-            return (
-                [],
-                {
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("ok", true)
-                    writer.member("appId", Int(app.id.rawValue))
-                    writer.key("counts")
-                    writer.beginObject()
-                    writer.member("devices", stats.devices)
-                    writer.member("active", stats.active)
-                    writer.member("invalidated", stats.invalidated)
-                    writer.member("subscribers", stats.people)
-                    writer.member("ios", stats.byPlatform[.ios] ?? 0)
-                    writer.member("android", stats.byPlatform[.android] ?? 0)
-                    writer.endObject()
-                    writer.endObject()
-                    return jsonResponse(200, writer)
-                }
-            )
+        return Compat.command(app: app, mode: .live, .stats) { outcome in
+            guard case .stats(let stats) = outcome else { return Compat.refusalOrUnexpected(outcome) }
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("ok", true)
+            writer.member("appId", Int(app.id.rawValue))
+            writer.key("counts")
+            writer.beginObject()
+            writer.member("devices", stats.devices)
+            writer.member("active", stats.active)
+            writer.member("invalidated", stats.invalidated)
+            writer.member("subscribers", stats.people)
+            writer.member("ios", stats.byPlatform[.ios] ?? 0)
+            writer.member("android", stats.byPlatform[.android] ?? 0)
+            writer.endObject()
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
@@ -134,7 +119,7 @@ struct NativeNotifyRoutes: Sendable {
     }
 
     /// A model refusal in Native Notify's words and field names.
-    static func refusal(_ rejection: RegistryRejection, tokenName: String) -> @Sendable () -> HTTPResponse {
+    static func refusal(_ rejection: RegistryRejection, tokenName: String) -> HTTPResponse {
         let error: APIError
         switch rejection {
         case .invalidField("external_id"): error = NativeNotifyError.invalidSubscriberID("is malformed")
@@ -150,8 +135,7 @@ struct NativeNotifyRoutes: Sendable {
             if let field = renamed.field, let name = names[field] { renamed.field = name }
             error = renamed
         }
-        let response = error.response
-        return { response }
+        return error.response
     }
 
     /// Writes Native Notify's device: `appId`, `deviceId`, `platform`,

@@ -30,17 +30,16 @@ struct CredentialRoutes: Sendable {
         } catch {
             throw APIError(error)
         }
-        return scope.run { index in
-            IndexAnswer(mutations: index.putCredential(credential)) {
-                var writer = JSONWriter(reservingCapacity: 128)
-                writer.beginObject()
-                writer.member("bundle_id", credential.key.bundleID.rawValue)
-                writer.member("environment", credential.key.environment.name)
-                writer.member("team_id", credential.teamID)
-                writer.member("key_id", credential.keyID)
-                writer.endObject()
-                return jsonResponse(200, writer)
-            }
+        return scope.command(.putCredential(credential)) { outcome in
+            guard case .credential(let credential) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var writer = JSONWriter(reservingCapacity: 128)
+            writer.beginObject()
+            writer.member("bundle_id", credential.key.bundleID.rawValue)
+            writer.member("environment", credential.key.environment.name)
+            writer.member("team_id", credential.teamID)
+            writer.member("key_id", credential.keyID)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
@@ -50,16 +49,16 @@ struct CredentialRoutes: Sendable {
     func deleteCredential(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .setupWrite, catalog: catalog)
         let key = try CredentialRoutes.credentialKey(context.parameters)
-        return scope.run { index in
-            let removal = index.deleteCredential(key)
-            return IndexAnswer(mutations: removal.mutations) {
-                var writer = JSONWriter(reservingCapacity: 48)
-                writer.beginObject()
-                writer.member("deleted", removal.deleted)
-                writer.member("devices_removed", removal.devicesRemoved)
-                writer.endObject()
-                return jsonResponse(200, writer)
+        return scope.command(.deleteCredential(key)) { outcome in
+            guard case .removed(let deleted, let devicesRemoved) = outcome else {
+                return DeviceRoutes.unexpectedOrRejected(outcome)
             }
+            var writer = JSONWriter(reservingCapacity: 48)
+            writer.beginObject()
+            writer.member("deleted", deleted)
+            writer.member("devices_removed", devicesRemoved)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 

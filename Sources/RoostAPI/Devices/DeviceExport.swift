@@ -31,21 +31,14 @@ struct DeviceExport: Sendable {
 
     static let headers: [(name: String, value: String)] = [("Content-Type", "application/x-ndjson")]
 
-    /// The devices of one slice and where the next starts (nil: done).
-    struct Slice: Sendable {
-        var devices: [Mutation]
-        var next: UInt64?
-    }
-
     let scope: IndexScope
 
-    /// Returns the work that reads the slice after `sequence`.
+    /// Returns the work that reads the slice after `sequence` (a value
+    /// command; the devices come back as `Outcome.deviceSlice`).
     func slice(after sequence: UInt64) -> ShardWork {
-        let read = CustomWork { index in
-            let slice = index.snapshotDevices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
-            return (Slice(devices: slice.mutations, next: slice.next), [])
-        }
-        return .index(scope.indexKey, settings: scope.settings, .custom(read))
+        .index(
+            scope.indexKey, settings: scope.settings,
+            .exportSlice(afterSequence: sequence, limit: DeviceExport.sliceDevices))
     }
 
     /// Returns how a slice is answered, on the request's loop: the stream
@@ -59,12 +52,12 @@ struct DeviceExport: Sendable {
                 if let stream { stream.abort() } else { reply.sink.send(APIError.logUnavailable.response) }
                 return
             }
-            guard case .custom(let value) = outcomes[0], let slice = value as? Slice else {
+            guard case .deviceSlice(let devices, let next) = outcomes[0] else {
                 preconditionFailure("an export slice answered \(outcomes[0])")
             }
             let body = stream ?? reply.sink.startStream(status: 200, headers: DeviceExport.headers)
-            let chunk = DeviceExport.render(slice.devices)
-            guard let next = slice.next else {
+            let chunk = DeviceExport.render(devices)
+            guard let next else {
                 if chunk.isEmpty {
                     body.finish()
                 } else {
@@ -80,13 +73,10 @@ struct DeviceExport: Sendable {
     }
 
     /// Renders the devices of a slice as NDJSON lines, tokens included.
-    static func render(_ mutations: [Mutation]) -> [UInt8] {
+    static func render(_ devices: [Device]) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(mutations.count * 720)
-        for mutation in mutations {
-            guard case .deviceUpsert(let device) = mutation else {
-                preconditionFailure("a device slice held a non-device mutation")
-            }
+        bytes.reserveCapacity(devices.count * 720)
+        for device in devices {
             var writer = JSONWriter(reservingCapacity: 720)
             DeviceJSON.write(device, includeToken: true, into: &writer)
             bytes.append(contentsOf: writer.bytes)

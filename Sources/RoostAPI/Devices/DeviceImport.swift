@@ -55,10 +55,14 @@ struct DeviceImport: Sendable {
             rejectedCount += 1
             if rejected.count < DeviceImport.rejectionsListedMax { rejected.append((line, code)) }
         }
-    }
 
-    /// One parsed row: its line and its request, or the code that rejects it.
-    private typealias Row = (line: Int, parsed: Result<RegisterRequest, APIError>)
+        /// Adds what one batch did.
+        mutating func add(_ batch: ImportBatch) {
+            created += batch.created
+            updated += batch.updated
+            for rejection in batch.rejected { reject(line: rejection.line, code: rejection.code) }
+        }
+    }
 
     let registry: Registry
     let scope: IndexScope
@@ -100,48 +104,34 @@ struct DeviceImport: Sendable {
     }
 
     /// Parses the file batch by batch, applies each batch in one shard turn
-    /// and waits for its records before parsing the next; answers when the
+    /// (a value command, `Command.importRows`) and waits for its records
+    /// before parsing the next; answers when the
     /// file is done (503 when the log cannot take a batch). Runs on a task,
     /// never on an event loop.
     func run(_ start: Progress, sink: any HTTPReplySink) async {
         var progress = start
         while true {
-            var rows: [Row] = []
+            var rows: [ImportRow] = []
             rows.reserveCapacity(DeviceImport.rowsPerJob)
             while rows.count < DeviceImport.rowsPerJob, let record = progress.reader.next() {
-                rows.append((record.line, parse(record)))
+                switch parse(record) {
+                case .success(let request): rows.append(.register(line: record.line, request))
+                case .failure(let error): rows.append(.refused(line: record.line, code: error.code))
+                }
             }
             if rows.isEmpty {
                 sink.send(DeviceImport.render(progress))
                 return
             }
-            let now = now
-            let batch = rows
-            let before = progress
-            let applied = await registry.perform(scope.indexKey, settings: scope.settings) { index in
-                var after = before
-                var mutations: [Mutation] = []
-                for row in batch {
-                    switch row.parsed {
-                    case .failure(let error):
-                        after.reject(line: row.line, code: error.code)
-                    case .success(let request):
-                        switch index.register(request, at: now) {
-                        case .failure(let rejection):
-                            after.reject(line: row.line, code: rejection.code)
-                        case .success(let outcome):
-                            if outcome.created { after.created += 1 } else { after.updated += 1 }
-                            mutations.append(contentsOf: outcome.mutations)
-                        }
-                    }
-                }
-                return (after, mutations)
-            }
-            guard let applied else {
+            let outcome = await registry.execute(scope.indexKey, settings: scope.settings, .importRows(rows, at: now))
+            guard let outcome else {
                 sink.send(APIError.logUnavailable.response)
                 return
             }
-            progress = applied
+            guard case .imported(let batch) = outcome else {
+                preconditionFailure("an import batch answered \(outcome)")
+            }
+            progress.add(batch)
         }
     }
 

@@ -8,13 +8,9 @@ extension DeviceRoutes {
     func list(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
         let query = try DeviceListing.query(context.request.head.query)
-        return scope.run { index in
-            switch index.listDevices(query) {
-            case .failure(let rejection):
-                return .rejected(rejection)
-            case .success(let page):
-                return IndexAnswer { DeviceListing.render(page) }
-            }
+        return scope.command(.listDevices(query)) { outcome in
+            guard case .devicePage(let page) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            return DeviceListing.render(page)
         }
     }
 }

@@ -46,14 +46,15 @@ struct FeedbackRoutes: Sendable {
             return time
         }
         let now = requestTime(context)
-        return scope.run { index in
-            let (result, mutations) = index.invalidate(token: token, reason: reason, reportedAt: reportedAt, at: now)
+        let command = Command.reportFeedback(token: token, reason: reason, reportedAt: reportedAt, at: now)
+        return scope.command(command) { outcome in
+            guard case .feedback(let result) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
             let invalidated: Bool
             switch result {
             case .invalidated, .alreadyInvalidated: invalidated = true
             case .stale, .unknownToken: invalidated = false
             }
-            return IndexAnswer(mutations: mutations) { DeviceRoutes.flag("invalidated", invalidated) }
+            return DeviceRoutes.flag("invalidated", invalidated)
         }
     }
 }

@@ -19,53 +19,10 @@ struct IndexScope: Sendable {
         self.settings = app.settings
     }
 
-    /// Returns an outcome that runs `work` in the shard's turn on this scope's
-    /// index and, once its mutations are durable, sends the response `work`
-    /// handed back (rendered then, off the shard). When the log cannot take
-    /// the mutations the answer is 503 `unavailable` and nothing is acknowledged.
-    func run(_ work: @escaping @Sendable (inout AppIndex) -> IndexAnswer) -> RouteOutcome {
-        IndexScope.outcome(indexKey: indexKey, settings: settings, work)
-    }
-
-    /// The one way a route answers from an index (native and compatibility
-    /// routes alike): `work` runs in the shard's turn; its answer is rendered
-    /// and sent once its mutations are durable, or 503 when they cannot be.
-    static func outcome(
-        indexKey: IndexKey, settings: AppSettings, _ work: @escaping @Sendable (inout AppIndex) -> IndexAnswer
-    ) -> RouteOutcome {
-        let custom = CustomWork { index in
-            let answer = work(&index)
-            return (answer, answer.mutations)
-        }
-        return .command(indexKey, settings: settings, .custom(custom)) { outcome in
-            guard case .custom(let value) = outcome, let answer = value as? IndexAnswer else {
-                preconditionFailure("custom work answered \(outcome)")
-            }
-            return answer.render()
-        }
-    }
-
     /// Returns an outcome that runs `command` on this scope's index and
     /// renders its outcome on the request's loop.
     func command(_ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse) -> RouteOutcome {
         .command(indexKey, settings: settings, command, render: render)
-    }
-}
-
-/// What a job on one index hands back: the mutations to log and the answer to
-/// render once they are durable.
-struct IndexAnswer: Sendable {
-    var mutations: [Mutation]
-    var render: @Sendable () -> HTTPResponse
-
-    init(mutations: [Mutation] = [], render: @escaping @Sendable () -> HTTPResponse) {
-        self.mutations = mutations
-        self.render = render
-    }
-
-    /// An answer that changes nothing and reports a model rejection.
-    static func rejected(_ rejection: RegistryRejection) -> IndexAnswer {
-        IndexAnswer { APIError(rejection).response }
     }
 }
 

@@ -12,24 +12,22 @@ struct StatsRoutes: Sendable {
     /// `{"devices":N,"active":N,"invalidated":N,"people":N,"by_platform":{"android":N,"ios":N}}`. O(1).
     func stats(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
-        return scope.run { index in
-            let stats = index.stats()
-            return IndexAnswer {
-                var writer = JSONWriter(reservingCapacity: 128)
-                writer.beginObject()
-                writer.member("devices", stats.devices)
-                writer.member("active", stats.active)
-                writer.member("invalidated", stats.invalidated)
-                writer.member("people", stats.people)
-                writer.key("by_platform")
-                writer.beginObject()
-                for platform in Platform.allCases.sorted(by: { $0.name < $1.name }) {
-                    writer.member(platform.name, stats.byPlatform[platform] ?? 0)
-                }
-                writer.endObject()
-                writer.endObject()
-                return jsonResponse(200, writer)
+        return scope.command(.stats) { outcome in
+            guard case .stats(let stats) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var writer = JSONWriter(reservingCapacity: 128)
+            writer.beginObject()
+            writer.member("devices", stats.devices)
+            writer.member("active", stats.active)
+            writer.member("invalidated", stats.invalidated)
+            writer.member("people", stats.people)
+            writer.key("by_platform")
+            writer.beginObject()
+            for platform in Platform.allCases.sorted(by: { $0.name < $1.name }) {
+                writer.member(platform.name, stats.byPlatform[platform] ?? 0)
             }
+            writer.endObject()
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 }

@@ -22,13 +22,13 @@ struct PeopleRoutes: Sendable {
         let scope = try authenticator.scope(context.request.head, .peopleWrite, catalog: catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
         let now = requestTime(context)
-        return scope.run { index in
-            let put = index.putPerson(externalID, at: now)
-            return IndexAnswer(mutations: put.mutations) {
-                var writer = JSONWriter(reservingCapacity: 128)
-                PeopleRoutes.writePerson(put.person, into: &writer, closing: true)
-                return jsonResponse(put.created ? 201 : 200, writer)
+        return scope.command(.putPerson(externalID, at: now)) { outcome in
+            guard case .personPut(let person, let created) = outcome else {
+                return DeviceRoutes.unexpectedOrRejected(outcome)
             }
+            var writer = JSONWriter(reservingCapacity: 128)
+            PeopleRoutes.writePerson(person, into: &writer, closing: true)
+            return jsonResponse(created ? 201 : 200, writer)
         }
     }
 
@@ -37,18 +37,16 @@ struct PeopleRoutes: Sendable {
     func getPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        return scope.run { index in
-            guard let found = index.person(externalID) else { return .rejected(.personNotFound) }
-            return IndexAnswer {
-                var writer = JSONWriter(reservingCapacity: 128 + found.devices.count * 720)
-                PeopleRoutes.writePerson(found.person, into: &writer, closing: false)
-                writer.key("devices")
-                writer.beginArray()
-                for device in found.devices { DeviceJSON.write(device, includeToken: true, into: &writer) }
-                writer.endArray()
-                writer.endObject()
-                return jsonResponse(200, writer)
-            }
+        return scope.command(.getPerson(externalID)) { outcome in
+            guard case .person(let found) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var writer = JSONWriter(reservingCapacity: 128 + found.devices.count * 720)
+            PeopleRoutes.writePerson(found.person, into: &writer, closing: false)
+            writer.key("devices")
+            writer.beginArray()
+            for device in found.devices { DeviceJSON.write(device, includeToken: true, into: &writer) }
+            writer.endArray()
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
@@ -59,24 +57,16 @@ struct PeopleRoutes: Sendable {
     func erasePerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .peopleWrite, catalog: catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        return scope.run { index in
-            let erased: Bool
-            let removed: Int
-            var mutations: [Mutation] = []
-            switch index.erasePerson(externalID) {
-            case .success(let removal):
-                (erased, removed, mutations) = (true, removal.devicesRemoved, removal.mutations)
-            case .failure:
-                (erased, removed) = (false, 0)
+        return scope.command(.erasePerson(externalID)) { outcome in
+            guard case .removed(let erased, let removed) = outcome else {
+                return DeviceRoutes.unexpectedOrRejected(outcome)
             }
-            return IndexAnswer(mutations: mutations) {
-                var writer = JSONWriter(reservingCapacity: 48)
-                writer.beginObject()
-                writer.member("erased", erased)
-                writer.member("devices_removed", removed)
-                writer.endObject()
-                return jsonResponse(200, writer)
-            }
+            var writer = JSONWriter(reservingCapacity: 48)
+            writer.beginObject()
+            writer.member("erased", erased)
+            writer.member("devices_removed", removed)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 
