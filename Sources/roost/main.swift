@@ -105,17 +105,19 @@ func serve(_ arguments: [String]) -> Never {
             "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
                 + "recovery.log_records=\(report.logRecords)")
         let service = try RoostService(
-            dataDirectory: options.dataDirectory, adminKey: admin.key, registry: engine.registry)
-        // Apps deleted from the catalog whose removal record did not reach the
-        // log before a crash: drop their data now, before anything is served.
-        let known = Set(service.catalog.apps().map(\.id))
-        let registry = engine.registry
-        blocking {
-            for shard in registry.shardSet.shards {
-                for key in await shard.keys() where !known.contains(key.app) {
-                    _ = await registry.removeApp(key.app)
-                }
+            dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
+            catalogRecords: report.catalogRecords)
+        let reconciled = blocking { () async -> String? in
+            do {
+                try await service.reconcile(dataDirectory: options.dataDirectory)
+                return nil
+            } catch {
+                return "\(error)"
             }
+        }
+        if let reconciled {
+            engine.close()
+            fail("cannot start: \(reconciled)")
         }
         server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
         let port = try server.start()

@@ -24,6 +24,10 @@ package enum RouteOutcome: Sendable {
     case response(HTTPResponse)
     /// Builds the shard jobs of this request; each answers through the sink.
     case deferred(@Sendable (any HTTPReplySink) -> [ShardJob])
+    /// A catalog change already applied and appended: answered with
+    /// `render()` once its records are durable, 503 `unavailable` if they
+    /// cannot be.
+    case afterCommit(CommitTicket, @Sendable () -> HTTPResponse)
 }
 
 /// A handler answers one request or throws an API error.
