@@ -14,6 +14,7 @@ public final class RoostService: HTTPResponder {
     private let clock: any APIClock
     package let registry: Registry
     package let catalog: Catalog
+    package let identityKeys: IdentityKeyStore
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -23,9 +24,9 @@ public final class RoostService: HTTPResponder {
     /// the catalog. Throws, with one line saying what to do, when the pieces
     /// disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
-        dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]]
+        dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
+        clock: any APIClock = SystemClock()
     ) throws {
-        let clock = SystemClock()
         let log = CatalogLog(log: engine.log)
         let contents = try CatalogStartup.open(
             directory: dataDirectory, recovered: try CatalogContents.rebuild(catalogRecords), log: log,
@@ -88,6 +89,7 @@ public final class RoostService: HTTPResponder {
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
+        self.identityKeys = keys
         let compat =
             BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
             + NativeNotifyRoutes(catalog: catalog).routes
