@@ -57,7 +57,7 @@ public final class RoostService: HTTPResponder {
                         "the log in \(dataDirectory) holds devices of app \(key.app.rawValue), which the catalog "
                             + "never created (next app id \(state.nextAppID)): the catalog is missing or incomplete. "
                             + "If an older release ran here, restore \(dataDirectory)/catalog.json from a backup; "
-                            + "otherwise restore the whole data directory. Nothing was changed")
+                            + "otherwise restore the whole data directory")
                 }
                 guard let app = state.apps[key.app] else {
                     guard await registry.removeApp(key.app) != nil else {
