@@ -156,7 +156,9 @@ public final class RoostService: HTTPResponder {
                 registry.submit(makeJobs(ContinuationSink(continuation: continuation)))
             }
         case .afterCommit(let ticket, let render):
-            let durable = await withCheckedContinuation { continuation in ticket.whenDone { continuation.resume(returning: $0) } }
+            let durable = await withCheckedContinuation { continuation in
+                ticket.whenDone { continuation.resume(returning: $0) }
+            }
             return durable ? render() : APIError.logUnavailable.response
         }
     }

@@ -33,7 +33,8 @@ struct CatalogLogTests {
         .keyRevoked(id: "key_0123456789abcdef"),
         .nextAppID(42),
         .identityKey(
-            IdentitySigningKey(id: "ik_0123456789abcdef", secret: Array(repeating: 7, count: 32), createdAtMilliseconds: 9),
+            IdentitySigningKey(
+                id: "ik_0123456789abcdef", secret: Array(repeating: 7, count: 32), createdAtMilliseconds: 9),
             current: true),
         .identityKeyRemoved(id: "ik_0123456789abcdef"),
     ]
@@ -162,7 +163,8 @@ struct CatalogLogTests {
         _ = try catalog.createApp(name: "kept")
         log.release(durable: true)
         let (lost, first) = try catalog.createApp(name: "lost")
-        let (_, second) = try catalog.updateApp(AppID(1), name: "renamed", maxDevicesPerPerson: 2, requireKnownPerson: nil)
+        let (_, second) = try catalog.updateApp(
+            AppID(1), name: "renamed", maxDevicesPerPerson: 2, requireKnownPerson: nil)
         log.accepts.withLock { $0 = false }
         log.release(durable: false)
         #expect(first.outcomeOrWait { _ in } == false)
@@ -270,7 +272,9 @@ struct CatalogStartupTests {
 
     @Test(
         "an unreadable or foreign catalog.json stops the migration naming the file; nothing is imported or renamed",
-        arguments: ["{not json", #"{"version":2,"next_app_id":1}"#, #"{"version":1,"next_app_id":1,"apps":[{"id":5}]}"#])
+        arguments: [
+            "{not json", #"{"version":2,"next_app_id":1}"#, #"{"version":1,"next_app_id":1,"apps":[{"id":5}]}"#,
+        ])
     func unreadable(contents: String) async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }

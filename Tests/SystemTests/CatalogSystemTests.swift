@@ -31,7 +31,8 @@ struct CatalogSystemTests {
         let bytes = try #require(try DurableFile.readIfExists(path: fixtures + "/c1174b5-keys.json", limitBytes: 4096))
         let json = try JSONReader.parse(bytes)
         return LegacyKeys(
-            secret: try #require(json["secret_key"]?.stringValue), mobile: try #require(json["mobile_key"]?.stringValue),
+            secret: try #require(json["secret_key"]?.stringValue),
+            mobile: try #require(json["mobile_key"]?.stringValue),
             revoked: try #require(json["revoked_key"]?.stringValue),
             identityToken: try #require(json["identity_token"]?.stringValue))
     }
@@ -93,7 +94,8 @@ struct CatalogSystemTests {
         // The guest's token signed by the old release: valid until its expiry
         // (30 days after the fixture was made); after that, the same claims
         // re-signed with the old secret prove the signing key came over.
-        let device = #"{"installation_id":"inst-legacy-1","platform":"android","token":"fcm-legacy-token-0123456789abcdefghij"}"#
+        let device =
+            #"{"installation_id":"inst-legacy-1","platform":"android","token":"fcm-legacy-token-0123456789abcdefghij"}"#
         let parts = keys.identityToken.split(separator: ".")
         let expiry = try #require(Int64(parts[6]))
         if expiry > Int64(time(nil)) + 60 {
@@ -150,7 +152,9 @@ struct CatalogSystemTests {
             let chunk = bytes[index..<min(index + 3, bytes.count)]
             var value = UInt32(0)
             for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
-            for position in 0..<(chunk.count + 1) { out.append(alphabet[Int(value >> (18 - 6 * UInt32(position)) & 63)]) }
+            for position in 0..<(chunk.count + 1) {
+                out.append(alphabet[Int(value >> (18 - 6 * UInt32(position)) & 63)])
+            }
             index += 3
         }
         return String(decoding: out, as: UTF8.self)

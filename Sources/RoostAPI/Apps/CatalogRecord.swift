@@ -62,7 +62,8 @@ package enum CatalogRecord: Equatable, Sendable {
         case .identityKey(let key, let current):
             out.u8(6)
             out.string(key.id)
-            precondition(key.secret.count == IdentityKeyStore.secretBytes, "identity secret of \(key.secret.count) bytes")
+            precondition(
+                key.secret.count == IdentityKeyStore.secretBytes, "identity secret of \(key.secret.count) bytes")
             out.bytes.append(contentsOf: key.secret)
             out.i64(key.createdAtMilliseconds)
             out.u8(current ? 1 : 0)

@@ -135,7 +135,8 @@ package struct CatalogContents: Sendable, Equatable {
     /// makes: records are missing.
     package func validated() throws(CatalogRecoveryError) {
         for key in catalog.keysByDigest.values where catalog.apps[key.appID] == nil {
-            throw CatalogRecoveryError("key \(key.id) belongs to app \(key.appID.rawValue), which the log never created")
+            throw CatalogRecoveryError(
+                "key \(key.id) belongs to app \(key.appID.rawValue), which the log never created")
         }
         guard identityKeys.keys.isEmpty || identityKeys.keys.contains(where: { $0.id == identityKeys.currentID })
         else {
