@@ -51,7 +51,7 @@ public final class RoostService: HTTPResponder {
     package func reconcile(dataDirectory: String) async throws {
         let state = catalog.currentState()
         for shard in registry.shardSet.shards {
-            for key in await shard.keys() {
+            for (key, indexSettings) in await shard.indexSettings() {
                 guard key.app.rawValue < state.nextAppID else {
                     throw CatalogStartError(
                         "the log in \(dataDirectory) holds devices of app \(key.app.rawValue), which the catalog "
@@ -66,6 +66,7 @@ public final class RoostService: HTTPResponder {
                     continue
                 }
                 let settings = app.settings
+                guard settings != indexSettings else { continue }
                 let applied: Bool? = await registry.perform(key, settings: settings) { index in
                     guard case .success(let mutations) = index.updateSettings(settings) else {
                         preconditionFailure("catalog settings \(settings) refused by the model")

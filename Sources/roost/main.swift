@@ -104,6 +104,9 @@ func serve(_ arguments: [String]) -> Never {
         StandardStreams.error(
             "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
                 + "recovery.log_records=\(report.logRecords)")
+        // The catalog from its log records (and a migration of an older
+        // release's files), then the indexes made to agree with it, before
+        // anything is served (docs/recovery.md, "The catalog at start-up").
         let service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
             catalogRecords: report.catalogRecords)
