@@ -338,6 +338,37 @@ struct CatalogStartupTests {
         #expect(try await second.createApp("next") == gone + 1)
     }
 
+    @Test("a crash between the catalog's record and the indexes' is repaired from the catalog at start-up")
+    func reconcileRepairs() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (first, engine) = try await Harness.durable(directory)
+        let kept = AppID(UInt32(try await first.createApp("kept")))
+        let gone = AppID(UInt32(try await first.createApp("gone")))
+        for app in [kept, gone] {
+            let stored = await engine.registry.perform(IndexKey(app: app, mode: .live)) { index in
+                (true, index.putPerson(try! ExternalID("p"), at: Timestamp(millisecondsSinceEpoch: 1)).mutations)
+            }
+            #expect(stored == true)
+        }
+        // The catalog's records only, as if the process died before the indexes' records.
+        _ = try first.catalog.updateApp(kept, name: nil, maxDevicesPerPerson: 2, requireKnownPerson: true)
+        _ = try first.catalog.deleteApp(gone)
+        engine.close()
+
+        let (second, again) = try await Harness.durable(directory)
+        defer { again.close() }
+        let shards = again.registry.shardSet.shards
+        var settings: [IndexKey: AppSettings] = [:]
+        for shard in shards {
+            for (key, value) in await shard.indexSettings() { settings[key] = value }
+        }
+        #expect(
+            settings[IndexKey(app: kept, mode: .live)] == AppSettings(maxDevicesPerPerson: 2, requireKnownPerson: true))
+        #expect(settings[IndexKey(app: gone, mode: .live)] == nil)
+        #expect(second.catalog.app(gone) == nil)
+    }
+
     /// Returns how many catalog records the directory's log and snapshot hold.
     static func catalogRecordCount(_ directory: String) throws -> Int {
         let (engine, report) = try DurableEngine.open(
