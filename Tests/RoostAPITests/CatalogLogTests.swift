@@ -175,6 +175,24 @@ struct CatalogLogTests {
         #expect(throws: APIError.self) { try catalog.createApp(name: "refused") }
     }
 
+    /// A log that says it accepts writes but refuses the append itself, at
+    /// once (a write that fails between the check and the append).
+    struct RefusingLog: MutationLog {
+        func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
+            completion(records.isEmpty)
+        }
+
+        var acceptsWrites: Bool { true }
+    }
+
+    @Test("an append refused inside the critical section answers 503, applies nothing and stops later changes")
+    func refusedInsideTheCriticalSection() throws {
+        let catalog = Catalog(log: RefusingLog(), clock: ManualClock())
+        #expect(throws: APIError.logUnavailable) { try catalog.createApp(name: "no") }
+        #expect(catalog.currentState() == CatalogState())
+        #expect(throws: APIError.logUnavailable) { try catalog.createApp(name: "still no") }
+    }
+
     @Test("a log that refuses at once answers 503 and applies nothing")
     func refusedAtOnce() async throws {
         let log = SwitchableLog()

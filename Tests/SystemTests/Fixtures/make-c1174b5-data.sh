@@ -1,4 +1,17 @@
 #!/bin/bash
+# How Fixtures/c1174b5-data.tar and c1174b5-keys.json were made (once, by hand):
+# a data directory written by `roost serve` of the release before the catalog
+# moved into the log (commit c1174b5), for CatalogSystemTests.
+#
+#   git -C <repo> worktree add /tmp/roost-c1174b5 c1174b5
+#   (cd /tmp/roost-c1174b5 && swift build -c release --product roost)
+#   mkdir -p /tmp/fixture-build && cd /tmp/fixture-build && <this script>
+#   cp -a data pack/data && fallocate --dig-holes pack/data/wal/*.seg   # zeros become holes
+#   (cd pack && tar --sparse --owner=0 --group=0 --numeric-owner -cf ../c1174b5-data.tar data)
+#
+# The 64 MiB segment is stored sparse (the tar is ~20 KiB); `tar -xf` gives
+# back the same bytes (zeros read from holes), checked with cmp and
+# `roost wal verify`.
 set -e
 ADMIN=system-test-admin-key-0123456789
 BIN=/tmp/roost-c1174b5/.build/release/roost
