@@ -13,7 +13,7 @@ FUZZ_DIR     := .build/fuzz
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test deps build release lint format bench-http bench-durability bench-registry soak fuzz-http clean
+.PHONY: serve test deps build release lint format bench-http bench-durability bench-spine bench-registry soak fuzz-http clean
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -60,6 +60,15 @@ bench-http: release
 ## Registrations/s through HTTP per --fsync policy, records per fdatasync. Needs wrk.
 bench-durability: release
 	Benchmarks/durability/run.sh $(BENCH_SECONDS)
+
+## Spine (issue 8): registrations over HTTP against nginx, --fsync always/never,
+## context switches per request, open-loop p99 at half the peak (docs/performance.md).
+## Needs wrk and nginx. ROOST_BIN_BASELINE=/path/to/roost alternates a second binary.
+BENCH_ROUNDS ?= 3
+bench-spine: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	Benchmarks/spine/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
 
 ## In-process registrations/s through the Registry and RSS bytes per device.
 BENCH_DEVICES ?= 1000000

@@ -30,7 +30,8 @@ let package = Package(
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
         .target(name: "RoostModel", swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
-        .target(name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage"], swiftSettings: strict),
+        .target(
+            name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform"], swiftSettings: strict),
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
@@ -45,11 +46,13 @@ let package = Package(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
             swiftSettings: strict),
+        // timerfd and timer slack for the load generator (benchmarks only).
+        .target(name: "CBenchShims", path: "Benchmarks/CBenchShims"),
         .executableTarget(
             name: "roost-bench",
             dependencies: [
-                "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine", "RoostModel",
-                "RoostStorage",
+                "CBenchShims", "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine",
+                "RoostModel", "RoostStorage",
             ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),

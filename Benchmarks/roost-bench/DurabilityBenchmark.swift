@@ -24,7 +24,7 @@ enum DurabilityBenchmark {
         let clock = ContinuousClock()
 
         var started = clock.now
-        await RegistryBenchmark.measure("populate", count: devices, registry: engine.registry, logged: true) { number in
+        await RegistryBenchmark.measure("populate", count: devices, registry: engine.registry) { number in
             var request = RegisterRequest(token: RegistryBenchmark.token(number, generation: 0))
             request.externalID = .set(try! ExternalID("user_\(number)"))
             request.tags = .merge(["plan": .string("pro"), "score": .number(7)])
@@ -50,7 +50,7 @@ enum DurabilityBenchmark {
         }
 
         await RegistryBenchmark.measure(
-            "log records after the snapshot", count: logRecords, registry: engine.registry, logged: true
+            "log records after the snapshot", count: logRecords, registry: engine.registry
         ) {
             number in
             var request = RegisterRequest(token: RegistryBenchmark.token(number % devices, generation: 0))

@@ -45,14 +45,6 @@ enum RegistryBenchmark {
             plain.externalID = .set(try! ExternalID("user_\(number)"))
             return (apps[number % shards], plain)
         }
-        // The server's shape: the same re-registrations with their records
-        // encoded and appended (to `VolatileLog`, which keeps nothing).
-        await measure("re-register known tokens, logged", count: devices, registry: registry, logged: true) {
-            number in
-            var plain = RegisterRequest(token: token(number, generation: 0))
-            plain.externalID = .set(try! ExternalID("user_\(number)"))
-            return (apps[number % shards], plain)
-        }
         let side = 100_000
         let offset = devices
         await measure("populate with installation ids", count: side, registry: registry) { number in
@@ -72,7 +64,7 @@ enum RegistryBenchmark {
     /// to the shards, one batch at a time.
     @discardableResult
     static func measure(
-        _ name: String, count: Int, registry: Registry, logged: Bool = false,
+        _ name: String, count: Int, registry: Registry,
         _ make: @escaping @Sendable (Int) -> (AppID, RegisterRequest)
     ) async -> Double {
         let batchStarts = Array(stride(from: 0, to: count, by: batchSize))
@@ -85,7 +77,7 @@ enum RegistryBenchmark {
                     for position in stride(from: submitter, to: batchStarts.count, by: batchesInFlight) {
                         let start = batchStarts[position]
                         let batch = (start..<min(count, start + batchSize)).map(make)
-                        await submit(batch, to: registry, at: now, logged: logged)
+                        await submit(batch, to: registry, at: now)
                     }
                 }
             }
@@ -97,27 +89,18 @@ enum RegistryBenchmark {
         return rate
     }
 
-    /// Submits one batch and returns when every job of it has been answered.
-    /// With `logged`, the mutations go to the registry's log (durability
-    /// benchmarks); without, nothing is logged (the in-process figure).
-    static func submit(
-        _ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp, logged: Bool = false
-    ) async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let remaining = Countdown(batch.count)
-            let jobs: [ShardJob] = batch.map { app, request in
-                .index(key: IndexKey(app: app, mode: .live), settings: .defaults) { index in
-                    switch index.register(request, at: now) {
-                    case .success(let outcome):
-                        return JobResult(mutations: logged ? outcome.mutations : []) { _ in
-                            if remaining.tick() { done.resume() }
-                        }
-                    case .failure(let rejection):
-                        preconditionFailure("benchmark registration refused: \(rejection)")
-                    }
-                }
+    /// Submits one batch of register commands (each shard gets its part in
+    /// one message, as a loop hands over a round) and returns when every
+    /// outcome is in. Records are encoded and appended to the registry's log
+    /// (`VolatileLog` keeps nothing): the server's shape.
+    static func submit(_ batch: [(AppID, RegisterRequest)], to registry: Registry, at now: Timestamp) async {
+        let work: [ShardWork] = batch.map { app, request in
+            .index(IndexKey(app: app, mode: .live), settings: .defaults, .register(request, at: now))
+        }
+        for outcome in await registry.shardSet.perform(batch: work) {
+            guard case .registered? = outcome else {
+                preconditionFailure("benchmark registration refused: \(outcome as Any)")
             }
-            registry.submit(jobs)
         }
     }
 

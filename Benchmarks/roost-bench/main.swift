@@ -1,3 +1,4 @@
+import Glibc
 import RoostHTTP
 import RoostJSON
 import RoostPlatform
@@ -48,8 +49,14 @@ if arguments.count >= 2 && arguments[1] == "http-serve" {
     try DurabilityBenchmark.recover(
         directory: arguments[2], shardCount: arguments.count >= 5 ? Int(arguments[4]) ?? 1 : 1,
         runs: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
+} else if arguments.count >= 2 && arguments[1] == "load" {
+    exit(LoadCommand.run(arguments.dropFirst(2)))
+} else if arguments.count >= 2 && arguments[1] == "selftest-load" {
+    exit(LoadSelfTest.run().isEmpty ? 0 : 1)
+} else if arguments.count >= 2 && arguments[1] == "selftest-histogram" {
+    exit(LatencyHistogramSelfTest.run(seed: arguments.count >= 3 ? UInt64(arguments[2]) ?? 42 : 42).isEmpty ? 0 : 1)
 } else {
     print(
-        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records] | recover DIR [runs] [shards])"
+        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records] | recover DIR [runs] [shards] | load --url http://127.0.0.1:PORT --key KEY [--rate R] [--seconds S] | selftest-histogram [seed] | selftest-load)"
     )
 }

@@ -15,6 +15,8 @@ public final class RoostService: HTTPResponder {
     package let registry: Registry
     package let catalog: Catalog
     package let identityKeys: IdentityKeyStore
+    /// The requests waiting for engine outcomes, one table per engine loop.
+    private let loopRequests: [LoopRequests]
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -87,6 +89,8 @@ public final class RoostService: HTTPResponder {
     ) {
         self.registry = registry
         self.catalog = catalog
+        loopRequests = registry.shardSet.loops.map { LoopRequests(loop: $0) }
+        for requests in loopRequests { requests.loop.setReceiver(requests) }
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
@@ -109,9 +113,14 @@ public final class RoostService: HTTPResponder {
         switch route(request) {
         case .response(let response):
             return .respond(response)
-        case .deferred(let makeJobs):
+        case .engine(let work, let answer):
             if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
-            registry.submit(makeJobs(sink))
+            precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
+            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: sink, wake: false)
+            return .deferred
+        case .detached(let start):
+            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
+            start(sink)
             return .deferred
         case .afterCommit(let ticket, let render):
             let answer = { @Sendable (durable: Bool) in durable ? render() : APIError.logUnavailable.response }
@@ -151,10 +160,16 @@ public final class RoostService: HTTPResponder {
         switch route(request) {
         case .response(let response):
             return response
-        case .deferred(let makeJobs):
+        case .engine(let work, let answer):
             if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
             return await withCheckedContinuation { continuation in
-                registry.submit(makeJobs(ContinuationSink(continuation: continuation)))
+                CallerReply(registry: registry, sink: ContinuationSink(continuation: continuation))
+                    .submit(work, answer: answer)
+            }
+        case .detached(let start):
+            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
+            return await withCheckedContinuation { continuation in
+                start(ContinuationSink(continuation: continuation))
             }
         case .afterCommit(let ticket, let render):
             let durable = await withCheckedContinuation { continuation in
@@ -177,5 +192,102 @@ struct ContinuationSink: HTTPReplySink {
 
     func send(_ response: HTTPResponse) {
         continuation.resume(returning: response)
+    }
+}
+
+/// The requests of one engine loop that wait for outcomes: confined to that
+/// loop's thread. Each request's work goes to the loop's `ShardLoop` as
+/// values with a ticket; the outcomes come back on this thread and the
+/// request's `EngineAnswer` renders them here.
+final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
+    // @unchecked: every member is touched on the loop's thread only (asserted).
+
+    /// Parts (work items) one request may have: the ticket keeps the part in
+    /// its low bits.
+    static let partsPerRequestMax = 16
+
+    private struct Waiting {
+        var answer: EngineAnswer
+        var sink: any HTTPReplySink
+        var outcomes: [Outcome?]
+        var missing: Int
+        var failed = false
+    }
+
+    let loop: ShardLoop
+    private var waiting: [UInt64: Waiting] = [:]
+    private var nextRequest: UInt64 = 1
+
+    init(loop: ShardLoop) {
+        self.loop = loop
+    }
+
+    /// Queues a request's work for the end of this round. `wake` asks for a
+    /// round when the caller runs outside the loop's dispatch (a stream's
+    /// callback): the loop would otherwise sleep with the work queued.
+    func submit(_ work: [ShardWork], answer: EngineAnswer, sink: any HTTPReplySink, wake: Bool) {
+        loop.executor.preconditionOnLoop("LoopRequests.submit")
+        precondition(
+            !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
+        let request = nextRequest
+        nextRequest += 1
+        waiting[request] = Waiting(
+            answer: answer, sink: sink, outcomes: Array(repeating: nil, count: work.count), missing: work.count)
+        for (part, item) in work.enumerated() {
+            loop.submit(item, ticket: request << 4 | UInt64(part))
+        }
+        if wake { loop.executor.wake() }
+    }
+
+    func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)]) {
+        loop.executor.preconditionOnLoop("LoopRequests.receive")
+        for (ticket, outcome) in outcomes {
+            let request = ticket >> 4
+            let part = Int(ticket & 15)
+            guard var entry = waiting[request] else { preconditionFailure("outcome for unknown request \(request)") }
+            if let outcome { entry.outcomes[part] = outcome } else { entry.failed = true }
+            entry.missing -= 1
+            if entry.missing > 0 {
+                waiting[request] = entry
+                continue
+            }
+            waiting[request] = nil
+            let reply = LoopReply(requests: self, sink: entry.sink)
+            entry.answer.finish(entry.failed ? nil : entry.outcomes.map { $0! }, reply)
+        }
+    }
+}
+
+/// The reply handle of a request on an engine loop.
+struct LoopReply: EngineReply {
+    let requests: LoopRequests
+    let sink: any HTTPReplySink
+
+    func submit(_ work: [ShardWork], answer: EngineAnswer) {
+        requests.submit(work, answer: answer, sink: sink, wake: true)
+    }
+}
+
+/// The reply handle of a request answered outside a server (tests, tools):
+/// its work runs through the registry's async path.
+struct CallerReply: EngineReply {
+    let registry: Registry
+    let sink: any HTTPReplySink
+
+    func submit(_ work: [ShardWork], answer: EngineAnswer) {
+        let registry = registry
+        let reply = self
+        Task {
+            var outcomes: [Outcome] = []
+            var failed = false
+            for item in work {
+                if let outcome = await registry.shardSet.perform(item) {
+                    outcomes.append(outcome)
+                } else {
+                    failed = true
+                }
+            }
+            answer.finish(failed ? nil : outcomes, reply)
+        }
     }
 }

@@ -36,10 +36,12 @@ package final class DurableEngine: Sendable {
     }
 
     /// Opens the log in `directory` and rebuilds every index from the newest
-    /// valid snapshot and the log after it. Throws, naming file and offset,
+    /// valid snapshot and the log after it; the shards run on `loopCount`
+    /// loops, driven by the engine's own threads until a server takes them. Throws, naming file and offset,
     /// on damage recovery must not paper over.
     package static func open(
-        directory: String, policy: FsyncPolicy, shardCount: Int, options: StorageOptions = StorageOptions()
+        directory: String, policy: FsyncPolicy, shardCount: Int, loopCount: Int = 1,
+        options: StorageOptions = StorageOptions()
     ) throws -> (DurableEngine, RecoveryReport) {
         let clock = ContinuousClock()
         var started = clock.now
@@ -113,7 +115,8 @@ package final class DurableEngine: Sendable {
             throw error
         }
         let log = WALMutationLog(wal: wal)
-        let registry = Registry(shardSet: ShardSet(shardCount: shardCount, log: log, tables: tables))
+        let registry = Registry(
+            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
         return (DurableEngine(registry: registry, log: log, shardCount: shardCount), report)
     }
 

@@ -1,27 +1,52 @@
+import RoostPlatform
+import RoostStorage
+
 /// Where the engine's records go before an answer is released. The storage
-/// layer implements it with the write-ahead log; `completion` is called once
-/// the records are durable under the server's `--fsync` policy, in the order
-/// the appends were made.
+/// layer implements it with the write-ahead log. On the request path an
+/// append returns the LSN to wait for and the loop watches
+/// `acknowledgedThrough` (values, no callbacks); tools may ask for a callback.
 package protocol MutationLog: Sendable {
-    /// Appends records (each one logical after-image) and calls `completion`
-    /// when they are durable, or with `false` when the log cannot take them
-    /// (then nothing of this append is acknowledged). An empty append is a
-    /// barrier: its completion runs after every earlier append's.
+    /// Appends records (each one logical after-image) and returns the last
+    /// one's LSN: an answer that depends on them waits until
+    /// `acknowledgedThrough` reaches it. Nil when the log cannot take them
+    /// (then nothing of this append is acknowledged).
+    func append(_ records: [[UInt8]]) -> LogSequenceNumber?
+
+    /// Appends records and calls `completion` once they are acknowledged, or
+    /// with `false` when the log cannot take them. Tools and tests only.
     func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void)
+
+    /// The LSN of the last record appended so far: a read waits for it, so
+    /// that it never shows a write that could still be lost.
+    var appendedThrough: LogSequenceNumber { get }
+
+    /// Every record at or before this LSN is acknowledged under the policy.
+    var acknowledgedThrough: LogSequenceNumber { get }
 
     /// False once the log can no longer take writes (a failed write or
     /// fdatasync): the API then refuses a write before applying it in memory.
     var acceptsWrites: Bool { get }
+
+    /// Wakes `executor` once `acknowledgedThrough >= lsn` or the log failed.
+    func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor)
 }
 
-/// A log that keeps nothing: every append is "durable" at once. For tests and
-/// in-process benchmarks of the engine alone; the server never uses it.
+/// A log that keeps nothing: every append is acknowledged at once. For tests
+/// and in-process benchmarks of the engine alone; the server never uses it.
 package struct VolatileLog: MutationLog {
     package init() {}
+
+    package func append(_ records: [[UInt8]]) -> LogSequenceNumber? { LogSequenceNumber(1) }
 
     package func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
         completion(true)
     }
 
+    package var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+    package var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
     package var acceptsWrites: Bool { true }
+
+    package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
+        executor.wake()
+    }
 }

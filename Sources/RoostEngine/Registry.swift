@@ -1,7 +1,7 @@
 import RoostModel
 
-/// The engine's façade: submits work to the shard that owns an app, and offers
-/// an async form for tools, tests and benchmarks.
+/// The engine's façade for code outside the loops (tools, tests, start-up):
+/// async forms of the commands requests submit through their `ShardLoop`.
 package final class Registry: Sendable {
     package let shardSet: ShardSet
 
@@ -9,44 +9,41 @@ package final class Registry: Sendable {
     /// applied (503), reads go on.
     package var acceptsWrites: Bool { shardSet.log.acceptsWrites }
 
-    package init(shardCount: Int, log: any MutationLog) {
-        shardSet = ShardSet(shardCount: shardCount, log: log)
+    /// A registry over its own shards and loops, driven by its own threads.
+    package init(shardCount: Int, loopCount: Int = 1, log: any MutationLog) {
+        shardSet = ShardSet(shardCount: shardCount, loopCount: loopCount, log: log)
     }
 
     package init(shardSet: ShardSet) {
         self.shardSet = shardSet
     }
 
-    /// Queues jobs; answers come back through each job's `deliver`.
-    package func submit(_ jobs: [ShardJob]) {
-        shardSet.submit(jobs)
+    /// Runs `command` on the index of `key` and returns its outcome once its
+    /// mutations are acknowledged; nil when the log could not take them.
+    package func execute(_ key: IndexKey, settings: AppSettings = .defaults, _ command: Command) async -> Outcome? {
+        await shardSet.perform(.index(key, settings: settings, command))
     }
 
-    /// Runs `body` on the index of `key` and returns its value once its
-    /// mutations are durable; nil when the log could not take them.
+    /// Runs `body` on the index of `key` in the shard's turn and returns its
+    /// value once its mutations are acknowledged; nil when the log could not
+    /// take them. Tools and tests: the request path sends value commands.
     package func perform<Value: Sendable>(
         _ key: IndexKey, settings: AppSettings = .defaults,
         _ body: @escaping @Sendable (inout AppIndex) -> (value: Value, mutations: [Mutation])
     ) async -> Value? {
-        await withCheckedContinuation { continuation in
-            shardSet.submit(
-                .index(
-                    key: key, settings: settings,
-                    work: { index in
-                        let (value, mutations) = body(&index)
-                        return JobResult(mutations: mutations) { durable in
-                            continuation.resume(returning: durable ? value : nil)
-                        }
-                    }))
+        let work = CustomWork { index in
+            let (value, mutations) = body(&index)
+            return (value, mutations)
         }
+        guard case .custom(let value)? = await execute(key, settings: settings, .custom(work)) else { return nil }
+        guard let typed = value as? Value else { preconditionFailure("custom work returned \(type(of: value))") }
+        return typed
     }
 
     /// Removes both modes of `app`; returns the number of devices removed, or
     /// nil when the log could not take the record.
     package func removeApp(_ app: AppID) async -> Int? {
-        await withCheckedContinuation { continuation in
-            shardSet.submit(
-                .removeApp(app) { removed, durable in continuation.resume(returning: durable ? removed : nil) })
-        }
+        guard case .appRemoved(let devices)? = await shardSet.perform(.removeApp(app)) else { return nil }
+        return devices
     }
 }

@@ -1,4 +1,6 @@
 import RoostModel
+import RoostPlatform
+import RoostStorage
 
 /// A shard: the indexes of the apps hashed to it. Every job runs in one turn
 /// of this actor, so each identity rule is checked and applied with no lock
@@ -9,58 +11,77 @@ package actor Shard {
     package static let snapshotSliceDevices = 256
 
     package let number: Int
+    /// The loop whose thread runs this shard: its executor is this actor's.
+    package nonisolated let executor: LoopExecutor
     private var table: IndexTable
     private let log: any MutationLog
 
-    package init(number: Int, log: any MutationLog, table: IndexTable = IndexTable()) {
+    package init(number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable()) {
         self.number = number
+        self.executor = executor
         self.log = log
         self.table = table
     }
 
-    /// Runs jobs in order and appends their records to the log in one append,
-    /// so one fsync covers the whole batch. Answers go out from the log's
-    /// completion, never before. Mutations are applied in memory before their
+    package nonisolated var unownedExecutor: UnownedSerialExecutor {
+        executor.asUnownedSerialExecutor()
+    }
+
+    /// Runs commands in order and appends their records to the log in one
+    /// append, so one fsync covers the whole batch; returns each outcome with
+    /// the LSN it waits for. Mutations are applied in memory before their
     /// records are appended, within this turn (what a fuzzy snapshot needs).
-    package func run(_ jobs: [ShardJob]) {
+    /// Runs on the owning loop's thread, called there with `assumeIsolated`.
+    package func execute(_ commands: [ShardCommand]) -> [ShardOutcome] {
         var records: [[UInt8]] = []
-        var deliveries: [@Sendable (Bool) -> Void] = []
-        deliveries.reserveCapacity(jobs.count)
-        var position = jobs.startIndex
-        while position < jobs.endIndex {
-            switch jobs[position] {
+        var outcomes: [ShardOutcome] = []
+        outcomes.reserveCapacity(commands.count)
+        var position = commands.startIndex
+        while position < commands.endIndex {
+            switch commands[position].work {
             case .index(let key, let settings, _):
                 // Replay creates indexes with the defaults: log other settings so
                 // that a recovered index behaves as this one does.
                 if table.ensure(key, settings: settings) && settings != .defaults {
                     records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
                 }
-                // The run of consecutive jobs on this index: one lookup for all.
+                // The run of consecutive commands on this index: one lookup for all.
                 var end = position + 1
-                while end < jobs.endIndex && jobs[end].indexKey == key { end += 1 }
+                while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
                 let found: Void? = table.withIndex(key) { index in
-                    for job in jobs[position..<end] {
-                        guard case .index(_, _, let work) = job else { continue }
-                        let result = work(&index)
-                        for mutation in result.mutations {
+                    for command in commands[position..<end] {
+                        guard case .index(_, _, let work) = command.work else { continue }
+                        let (outcome, mutations) = index.execute(work)
+                        for mutation in mutations {
                             records.append(EngineRecord.mutation(key, mutation).encoded())
                         }
-                        deliveries.append(result.deliver)
+                        outcomes.append(
+                            ShardOutcome(
+                                origin: command.origin, outcome: outcome, waitsFor: LogSequenceNumber(0),
+                                wrote: !mutations.isEmpty))
                     }
                 }
                 if found == nil { preconditionFailure("index \(key) vanished") }
                 position = end
-            case .removeApp(let app, let deliver):
+            case .removeApp(let app):
                 let removed = table.removeApp(app)
                 records.append(EngineRecord.appRemoved(app).encoded())
-                deliveries.append { durable in deliver(removed, durable) }
+                outcomes.append(
+                    ShardOutcome(
+                        origin: commands[position].origin, outcome: .appRemoved(devices: removed),
+                        waitsFor: LogSequenceNumber(0), wrote: true))
                 position += 1
             }
         }
-        let answers = deliveries
-        log.append(records) { durable in
-            for deliver in answers { deliver(durable) }
+        // Every outcome of the batch waits for the batch's one append (a read
+        // also for every earlier append of the log, from any shard).
+        let appended = records.isEmpty ? nil : log.append(records)
+        let readsWaitFor = appended ?? log.appendedThrough
+        for index in outcomes.indices {
+            // nil: the log could not take the batch, so no write of it is acknowledged.
+            outcomes[index].waitsFor = outcomes[index].wrote ? appended : readsWaitFor
         }
+        return outcomes
     }
 
     // MARK: - Snapshot slices (read-only, not logged)

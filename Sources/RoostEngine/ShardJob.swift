@@ -1,41 +1,103 @@
 import RoostModel
+import RoostStorage
+import Synchronization
 
-/// What a job hands back from inside the shard's turn: the mutations it made
-/// (logged before the answer) and the continuation that answers.
-package struct JobResult: Sendable {
-    package var mutations: [Mutation]
-    /// Called once the mutations are durable (`true`), or when the log could
-    /// not take them (`false`: answer 503, nothing acknowledged). For a job
-    /// without mutations it runs after every earlier write of the shard is
-    /// durable, so no answer shows data that could still be lost.
-    package var deliver: @Sendable (_ durable: Bool) -> Void
+/// What a shard is asked to do: a command on one (app, mode) index, or the
+/// removal of a whole app. A value: it crosses from the loop that decoded it
+/// to the loop that runs the shard.
+package enum ShardWork: Sendable {
+    /// Runs `command` on the index of `key`, creating it with `settings` if
+    /// the app has no data in that mode yet.
+    case index(IndexKey, settings: AppSettings, Command)
+    /// Drops both modes of an app (`Outcome.appRemoved`).
+    case removeApp(AppID)
 
-    package init(mutations: [Mutation], deliver: @escaping @Sendable (_ durable: Bool) -> Void) {
-        self.mutations = mutations
-        self.deliver = deliver
-    }
-}
-
-/// One unit of work for a shard.
-package enum ShardJob: Sendable {
-    /// Runs `work` on the index of `key`, creating it with `settings` if the
-    /// app has no data in that mode yet. `work` runs in the shard's turn and
-    /// must not block.
-    case index(key: IndexKey, settings: AppSettings, work: @Sendable (inout AppIndex) -> JobResult)
-    /// Drops both modes of an app and reports how many devices went with them.
-    case removeApp(AppID, deliver: @Sendable (_ devicesRemoved: Int, _ durable: Bool) -> Void)
-
-    /// The index the job runs on; nil for a job on a whole app.
-    package var indexKey: IndexKey? {
-        if case .index(let key, _, _) = self { return key }
-        return nil
-    }
-
-    /// The app the job belongs to (which decides its shard).
+    /// The app the work belongs to (which decides its shard).
     package var app: AppID {
         switch self {
         case .index(let key, _, _): key.app
-        case .removeApp(let app, _): app
+        case .removeApp(let app): app
         }
+    }
+}
+
+/// Who waits for a command's outcome.
+package enum CommandOrigin: Sendable {
+    /// A request read by engine loop `loop`; its receiver finds the request by `ticket`.
+    case loop(Int, ticket: UInt64)
+    /// A caller outside the loops (tools, tests, start-up): resumed with the outcome.
+    case caller(CallerWaiter)
+    /// Part `position` of a batch submitted from outside the loops (bulk
+    /// tools and benchmarks): the caller resumes once every part is in.
+    case batch(BatchWaiter, position: Int)
+}
+
+/// One unit of work for a shard and where its outcome goes.
+package struct ShardCommand: Sendable {
+    package var work: ShardWork
+    package var origin: CommandOrigin
+
+    package init(_ work: ShardWork, origin: CommandOrigin) {
+        self.work = work
+        self.origin = origin
+    }
+}
+
+/// A command's outcome on its way back to its origin: released once the log
+/// has acknowledged `waitsFor` (every record the outcome depends on); nil
+/// when the log refused the records (answered 503 at once).
+package struct ShardOutcome: Sendable {
+    package var origin: CommandOrigin
+    package var outcome: Outcome
+    package var waitsFor: LogSequenceNumber?
+    /// True when the command logged records: if the log fails first, the
+    /// answer is 503 and nothing is acknowledged. A read is answered from
+    /// memory then (the log keeps serving reads after a failure).
+    package var wrote: Bool
+}
+
+/// What the origin of a command receives: the outcome once its records are
+/// acknowledged, or `nil` when the log could not take them (answer 503).
+package typealias Acknowledged = Outcome?
+
+/// Receives the outcomes of the commands a loop's requests submitted, on that
+/// loop's thread, once each is acknowledged (the API renders them there).
+package protocol OutcomeReceiver: AnyObject, Sendable {
+    /// Called on the loop thread with each finished command's ticket.
+    func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)])
+}
+
+/// The waiting end of a command submitted from outside the loops.
+package final class CallerWaiter: Sendable {
+    private let continuation: CheckedContinuation<Acknowledged, Never>
+
+    package init(_ continuation: CheckedContinuation<Acknowledged, Never>) {
+        self.continuation = continuation
+    }
+
+    func resume(_ outcome: Acknowledged) {
+        continuation.resume(returning: outcome)
+    }
+}
+
+/// The waiting end of a batch of commands submitted from outside the loops.
+package final class BatchWaiter: Sendable {
+    private let parts: Mutex<(outcomes: [Acknowledged], missing: Int)>
+    private let continuation: CheckedContinuation<[Acknowledged], Never>
+
+    package init(count: Int, _ continuation: CheckedContinuation<[Acknowledged], Never>) {
+        precondition(count > 0, "a batch of no commands")
+        parts = Mutex((Array(repeating: nil, count: count), count))
+        self.continuation = continuation
+    }
+
+    func deliver(_ position: Int, _ outcome: Acknowledged) {
+        let finished = parts.withLock { parts -> [Acknowledged]? in
+            parts.outcomes[position] = outcome
+            parts.missing -= 1
+            precondition(parts.missing >= 0, "batch part \(position) delivered twice")
+            return parts.missing == 0 ? parts.outcomes : nil
+        }
+        if let finished { continuation.resume(returning: finished) }
     }
 }

@@ -1,30 +1,83 @@
 import RoostModel
+import RoostPlatform
 import Synchronization
 
-/// The shards and the mailboxes in front of them. Jobs for one shard are run
-/// in the order they were submitted: each shard has one mailbox and at most one
-/// drain in flight, which takes everything queued at once (natural batching:
-/// the busier the shard, the larger its batches).
+/// The shards, the loops that run them, and how work finds its shard. Shard
+/// `n` runs on loop `n % loops`: its actor's executor is that loop's, so a
+/// command that arrives on the shard's own loop runs with no thread switch.
 package final class ShardSet: Sendable {
-    /// The most jobs one drain hands a shard at once, so one turn stays short.
-    package static let jobsPerTurnMax = 1024
-
     package let shards: [Shard]
+    package let loops: [ShardLoop]
     package let log: any MutationLog
-    private let mailboxes: [Mailbox]
+    /// Threads that drive the loops while no HTTP server does (start-up,
+    /// tools, tests, the final snapshot at shutdown).
+    private let ownThreads = Mutex<LoopExecutorThreads?>(nil)
 
-    /// Creates the shards, each with the indexes recovery built for it (or none).
-    package init(shardCount: Int, log: any MutationLog, tables: [IndexTable]? = nil) {
+    /// Creates `shardCount` shards over `loopCount` loops, each shard with the
+    /// indexes recovery built for it (or none), and starts threads that drive
+    /// the loops until `stopOwnThreads` (an HTTP server takes them over).
+    package init(shardCount: Int, loopCount: Int, log: any MutationLog, tables: [IndexTable]? = nil) {
         precondition(shardCount >= 1 && shardCount <= 256, "shard count \(shardCount) out of 1...256")
+        precondition(loopCount >= 1 && loopCount <= 256, "loop count \(loopCount) out of 1...256")
         precondition(tables == nil || tables?.count == shardCount, "one recovered table per shard")
         self.log = log
-        shards = (0..<shardCount).map { Shard(number: $0, log: log, table: tables?[$0] ?? IndexTable()) }
-        mailboxes = (0..<shardCount).map { _ in Mailbox() }
+        let executors: [LoopExecutor] = (0..<loopCount).map { index in
+            do {
+                return try LoopExecutor(index: index)
+            } catch {
+                preconditionFailure("cannot create loop \(index)'s eventfd: \(error)")
+            }
+        }
+        loops = executors.map { ShardLoop(index: $0.index, executor: $0, shardCount: shardCount, log: log) }
+        shards = (0..<shardCount).map { number in
+            Shard(
+                number: number, executor: executors[number % loopCount], log: log,
+                table: tables?[number] ?? IndexTable())
+        }
+        for loop in loops {
+            loop.attach(to: self)
+            loop.executor.setRoundHandler(loop)
+        }
+        startOwnThreads()
+    }
+
+    deinit {
+        stopOwnThreads()
+    }
+
+    /// The executors of the loops, in loop order: an HTTP server runs them.
+    package var executors: [LoopExecutor] { loops.map(\.executor) }
+
+    /// Starts threads that drive the loops (when none do). Idempotent.
+    package func startOwnThreads() {
+        ownThreads.withLock { threads in
+            guard threads == nil else { return }
+            do {
+                threads = try LoopExecutorThreads(executors, name: "roost-shards")
+            } catch {
+                preconditionFailure("cannot start the engine's threads: \(error)")
+            }
+        }
+    }
+
+    /// Stops the engine's own threads so that other loop threads (an HTTP
+    /// server's) can adopt the executors. Idempotent.
+    package func stopOwnThreads() {
+        let running = ownThreads.withLock { threads -> LoopExecutorThreads? in
+            defer { threads = nil }
+            return threads
+        }
+        running?.stop()
     }
 
     /// Returns the shard that owns `app`.
     package func shardNumber(for app: AppID) -> Int {
         ShardSet.shardNumber(for: app, shardCount: shards.count)
+    }
+
+    /// Returns the loop that runs shard `shard`.
+    package func loopNumber(forShard shard: Int) -> Int {
+        shard % loops.count
     }
 
     /// Returns the shard that owns `app` among `shardCount`: a stable hash, so
@@ -35,72 +88,28 @@ package final class ShardSet: Sendable {
         return Int(hash % UInt64(shardCount))
     }
 
-    /// Queues one job; it runs after every job queued before it for that shard.
-    package func submit(_ job: ShardJob) {
-        submit([job])
-    }
-
-    /// Queues jobs (any apps); each shard runs its part in submission order.
-    package func submit(_ jobs: [ShardJob]) {
-        if shards.count == 1 {
-            enqueue(jobs, on: 0)
-            return
-        }
-        var groups = [[ShardJob]](repeating: [], count: shards.count)
-        for job in jobs { groups[shardNumber(for: job.app)].append(job) }
-        for (number, group) in groups.enumerated() where !group.isEmpty { enqueue(group, on: number) }
-    }
-
-    private func enqueue(_ jobs: [ShardJob], on number: Int) {
-        let mailbox = mailboxes[number]
-        let mustSchedule = mailbox.state.withLock { state in
-            state.jobs.append(contentsOf: jobs)
-            if state.draining { return false }
-            state.draining = true
-            return true
-        }
-        guard mustSchedule else { return }
-        let shard = shards[number]
-        Task {
-            // Two buffers swap places: the drain takes the whole queue without
-            // copying it and hands the emptied buffer back for the next turn.
-            var batch: [ShardJob] = []
-            while true {
-                batch.removeAll(keepingCapacity: true)
-                let more = mailbox.state.withLock { state -> Bool in
-                    let queued = state.jobs.count - state.head
-                    if queued == 0 {
-                        state.draining = false
-                        return false
-                    }
-                    if state.head == 0 && queued <= ShardSet.jobsPerTurnMax {
-                        swap(&batch, &state.jobs)
-                        return true
-                    }
-                    // A long queue: take the next turn's worth from the head.
-                    let end = state.head + min(queued, ShardSet.jobsPerTurnMax)
-                    batch.append(contentsOf: state.jobs[state.head..<end])
-                    if end == state.jobs.count {
-                        state.jobs.removeAll(keepingCapacity: true)
-                        state.head = 0
-                    } else if end * 2 >= state.jobs.count {
-                        // Most of the buffer is taken: drop it (amortized O(1) a job).
-                        state.jobs.removeFirst(end)
-                        state.head = 0
-                    } else {
-                        state.head = end
-                    }
-                    return true
-                }
-                if !more { return }
-                await shard.run(batch)
+    /// Runs a batch of work from outside the loops (bulk tools, benchmarks):
+    /// each shard gets its part in one message; returns every outcome, in
+    /// order, once all are acknowledged (nil where the log refused).
+    package func perform(batch: [ShardWork]) async -> [Acknowledged] {
+        guard !batch.isEmpty else { return [] }
+        return await withCheckedContinuation { continuation in
+            let waiter = BatchWaiter(count: batch.count, continuation)
+            var byLoop: [Int: [ShardCommand]] = [:]
+            for (position, work) in batch.enumerated() {
+                let loop = loopNumber(forShard: shardNumber(for: work.app))
+                byLoop[loop, default: []].append(ShardCommand(work, origin: .batch(waiter, position: position)))
             }
+            for (loop, commands) in byLoop { loops[loop].post(commands: commands) }
         }
     }
 
-    /// Jobs queued for one shard, and whether a drain task is running for it.
-    private final class Mailbox: Sendable {
-        /// Jobs before `head` have been taken by the drain.
-        let state = Mutex<(jobs: [ShardJob], head: Int, draining: Bool)>(([], 0, false))
+    /// Runs `work` from outside the loops (tools, tests, start-up) and returns
+    /// its outcome once acknowledged, or nil when the log could not take it.
+    package func perform(_ work: ShardWork) async -> Acknowledged {
+        let owner = loops[loopNumber(forShard: shardNumber(for: work.app))]
+        return await withCheckedContinuation { continuation in
+            owner.post(commands: [ShardCommand(work, origin: .caller(CallerWaiter(continuation)))])
+        }
     }
 }

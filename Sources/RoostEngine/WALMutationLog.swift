@@ -1,9 +1,11 @@
+import RoostPlatform
 import RoostStorage
 import Synchronization
 
-/// The engine's records go to the write-ahead log: one append per shard turn,
-/// completed by the log's I/O thread after the covering fdatasync (`always`)
-/// or the write (`everysec`, `never`).
+/// The engine's records go to the write-ahead log: one append per shard per
+/// round, acknowledged by the log's I/O thread after the covering fdatasync
+/// (`always`) or the write (`everysec`, `never`), which then wakes each
+/// waiting loop once.
 package final class WALMutationLog: MutationLog {
     package let wal: WriteAheadLog
     /// Record bytes appended since the last snapshot began (its trigger).
@@ -13,12 +15,23 @@ package final class WALMutationLog: MutationLog {
         self.wal = wal
     }
 
+    package func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        precondition(!records.isEmpty, "an append of no records")
+        do {
+            let lsns = try wal.append(records)
+            bytesSinceSnapshot.add(records.reduce(0) { $0 + $1.count }, ordering: .relaxed)
+            return lsns.upperBound
+        } catch {
+            // Failed or closed log: nothing of this append is acknowledged.
+            return nil
+        }
+    }
+
     package func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
         if records.isEmpty {
-            // A read. Once the log has failed (or closed) nothing pending will
-            // become durable any more, so reads are served from what is in
-            // memory (ARCHITECTURE: stop acknowledging writes, keep serving
-            // reads); docs/storage.md says what such a read may show.
+            // A barrier. Once the log has failed (or closed) nothing pending
+            // will become durable any more, so reads are served from memory
+            // (ARCHITECTURE: stop acknowledging writes, keep serving reads).
             do {
                 try wal.barrier { _ in completion(true) }
             } catch {
@@ -27,16 +40,20 @@ package final class WALMutationLog: MutationLog {
             return
         }
         do {
-            let bytes = records.reduce(0) { $0 + $1.count }
             try wal.append(records) { result in completion(result.isSuccess) }
-            bytesSinceSnapshot.add(bytes, ordering: .relaxed)
+            bytesSinceSnapshot.add(records.reduce(0) { $0 + $1.count }, ordering: .relaxed)
         } catch {
-            // Failed or closed log: nothing of this append is acknowledged.
             completion(false)
         }
     }
 
-    package var acceptsWrites: Bool { wal.failure == nil }
+    package var appendedThrough: LogSequenceNumber { wal.appendedLSN }
+    package var acknowledgedThrough: LogSequenceNumber { wal.acknowledgedLSN }
+    package var acceptsWrites: Bool { !wal.hasFailed }
+
+    package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
+        wal.wakeWhenAcknowledged(lsn, executor)
+    }
 
     /// Bytes of records appended since `resetSnapshotTrigger` was last called.
     package var bytesAppendedSinceSnapshot: Int { bytesSinceSnapshot.load(ordering: .relaxed) }

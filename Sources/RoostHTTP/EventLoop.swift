@@ -43,8 +43,11 @@ final class EventLoop {
     private var nextSweep: ContinuousClock.Instant
     private var acceptPausedUntil: ContinuousClock.Instant?
     private var drainDeadline: ContinuousClock.Instant?
-    /// Whether `respond` was called in the current round (then `endOfBatch` follows it).
-    private var respondedThisRound = false
+    /// Mailbox passes per round before the loop defers the rest to the next
+    /// round (answers posted on this thread while answers are handled).
+    private static let deliveryPassesMax = 4
+    /// A request was dispatched since the executor's last round.
+    private var dispatchedSinceRound = false
 
     init(
         epoll: Epoll, listener: FileDescriptor, mailbox: LoopMailbox, shared: ServerShared,
@@ -60,15 +63,22 @@ final class EventLoop {
         sweepInterval = min(max(limits.shortestTimeout / 4, .milliseconds(5)), .seconds(1))
         nextSweep = clock.now + sweepInterval
         try epoll.add(listener, events: .readable, token: Self.listenerToken)
-        try epoll.add(mailbox.wakeup.descriptor, events: .readable, token: Self.wakeupToken)
+        try epoll.add(mailbox.executor.wakeup.descriptor, events: .readable, token: Self.wakeupToken)
     }
 
     deinit {
         readBuffer.deallocate()
     }
 
-    /// Runs until shutdown has drained every connection or the drain deadline passed.
+    /// Runs until shutdown has drained every connection or the drain deadline
+    /// passed. Each round: the sockets and wake-ups `epoll_wait` returned
+    /// (requests are dispatched; commands for the engine queue up), then the
+    /// executor's round (jobs, then the engine hands each shard the round's
+    /// commands in one hop and releases acknowledged outcomes), then the
+    /// answers in the mailbox.
     func run() {
+        mailbox.executor.adoptCurrentThread()
+        defer { mailbox.executor.releaseThread() }
         while true {
             let count: Int
             do {
@@ -81,14 +91,11 @@ final class EventLoop {
                 let (token, events) = epoll.event(at: index)
                 switch token {
                 case Self.listenerToken: acceptConnections(now: now)
-                case Self.wakeupToken: handleWakeup(now: now)
+                case Self.wakeupToken: mailbox.executor.wakeup.drain()
                 default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
                 }
             }
-            if respondedThisRound {
-                respondedThisRound = false
-                responder.endOfBatch(loop: mailbox.loopIndex)
-            }
+            finishRound(now: now)
             if now >= nextSweep { sweep(now: now) }
             if let pausedUntil = acceptPausedUntil, now >= pausedUntil { resumeAccepting() }
             if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
@@ -177,11 +184,37 @@ final class EventLoop {
         }
     }
 
-    // MARK: - Wake-ups: answers from other threads, shutdown
+    // MARK: - Answers (from this and other threads), shutdown
 
-    private func handleWakeup(now: ContinuousClock.Instant) {
-        mailbox.wakeup.drain()
-        for delivery in mailbox.takeAll() {
+    /// The end of a round: the executor's round (the engine takes the
+    /// commands dispatched so far), then the answers. Answering a pipelined
+    /// request can dispatch the next one; its work is taken in another pass,
+    /// a few at most, then the loop wakes itself for the next round.
+    private func finishRound(now: ContinuousClock.Instant) {
+        for _ in 0..<Self.deliveryPassesMax {
+            dispatchedSinceRound = false
+            mailbox.executor.runRound()
+            handleDeliveries(now: now)
+            if !dispatchedSinceRound { return }
+        }
+        mailbox.executor.wake()
+    }
+
+    /// Hands every answer in the mailbox to its connection. Answers posted on
+    /// this thread while doing so are taken too, for a few passes; after
+    /// that the loop wakes itself and goes on next round.
+    private func handleDeliveries(now: ContinuousClock.Instant) {
+        for pass in 0..<Self.deliveryPassesMax {
+            let deliveries = mailbox.takeAll()
+            if deliveries.isEmpty { break }
+            if pass == Self.deliveryPassesMax - 1 { mailbox.executor.wake() }
+            deliver(deliveries, now: now)
+        }
+        if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
+    }
+
+    private func deliver(_ deliveries: [Delivery], now: ContinuousClock.Instant) {
+        for delivery in deliveries {
             let fd = Int(UInt32(truncatingIfNeeded: delivery.connectionKey))
             // The connection may have closed meanwhile: its answer is dropped, its stream aborted.
             guard fd < connections.count, let connection = connections[fd], connection.key == delivery.connectionKey
@@ -204,7 +237,6 @@ final class EventLoop {
             }
             drive(connection, now: now)
         }
-        if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
     }
 
     private func beginDrain(now: ContinuousClock.Instant) {
@@ -252,7 +284,7 @@ final class EventLoop {
             }
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
             case .dispatch(let request, let sequence):
-                respondedThisRound = true
+                dispatchedSinceRound = true
                 let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
                 switch responder.respond(to: request, sink: sink) {
                 case .respond(let response): connection.machine.answer(response, to: sequence, now: now)

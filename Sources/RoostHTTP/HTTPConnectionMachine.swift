@@ -16,9 +16,63 @@ package enum HTTPConnectionAction {
     case wait(read: Bool, write: Bool)
 }
 
+/// The phase of one HTTP/1.1 connection, each case holding only the data
+/// valid in it. The first four are "serving" (requests are read, parsed and
+/// dispatched); the others end the connection. docs/http.md has the details.
+///
+/// ```
+///                   first byte             head complete
+///  awaitingRequest ───────────▶ readingHead ────────────▶ readingBody
+///         ▲                          │ request complete        │
+///         │                          ▼                         │
+///         └── last answer queued ── awaitingAnswers ◀──────────┘
+///            (or to readingHead/readingBody if the next request is arriving)
+///
+///  serving ── refusal, Connection: close, HTTP/1.0 ──▶ finishingLastRequest
+///  serving, finishingLastRequest ── beginDrain ──▶ draining ── nothing owed ──▶ (close)
+///  awaitingAnswers, finishingLastRequest, draining
+///          ── the answer that ends the connection is queued ──▶ closing
+///  closing ── output written, shutdownWrite ──▶ lingering ── peer closed or linger over ──▶ (close)
+/// ```
+package enum HTTPConnectionState: Equatable, Sendable {
+    /// Nothing is owed and no byte of a next request is buffered: the
+    /// keep-alive idle timeout runs from `since`.
+    case awaitingRequest(since: ContinuousClock.Instant)
+    /// Part of the head of the connection's request number `request` (from 0)
+    /// is buffered: the header timeout runs from `since`, its first byte.
+    case readingHead(request: Int, since: ContinuousClock.Instant)
+    /// The head of request `request` is complete and its body is arriving:
+    /// the body timeout runs from `since`, the end of the head.
+    case readingBody(request: Int, since: ContinuousClock.Instant)
+    /// Dispatched requests are not all answered (an answer is queued for
+    /// writing only once those before it are): it is the server's turn and
+    /// no read timeout applies. Later requests are still
+    /// read and parsed (pipelining) within the limits. `continueOwed`: the
+    /// request being read expects `100 Continue`, sent once the answers
+    /// before it are written.
+    case awaitingAnswers(continueOwed: Bool)
+    /// The last request dispatched ends the connection (a refusal,
+    /// `Connection: close`, HTTP/1.0 without keep-alive): nothing more is
+    /// parsed; it and the requests before it are answered in order.
+    case finishingLastRequest
+    /// The server is shutting down: nothing more is parsed; dispatched
+    /// requests are answered, the last with `Connection: close`; with nothing
+    /// owed the connection closes.
+    case draining
+    /// The answer that ends the connection is queued: write it, then shut
+    /// down the sending side. Answers for requests from `firstDropped` on are
+    /// never sent (the loop aborts their streams).
+    case closing(firstDropped: UInt64)
+    /// The sending side is shut down since `since`: input is discarded until
+    /// the peer closes or `HTTPConnectionMachine.lingerTimeout` passes.
+    case lingering(since: ContinuousClock.Instant, firstDropped: UInt64)
+}
+
 /// The sans-I/O state of one HTTP/1.1 connection: it parses received bytes,
 /// keeps answers in request order, queues output and decides when to stop
 /// reading, close, or give up on a slow peer. The event loop performs the I/O.
+/// Time comes in as `now` on every call (the loop's clock, a manual clock in
+/// tests); the machine never reads a clock.
 package struct HTTPConnectionMachine {
     /// How a request is answered.
     private enum Answer {
@@ -41,8 +95,32 @@ package struct HTTPConnectionMachine {
     /// Its slot stays at the front until the body ends, so later answers wait.
     private struct ActiveStream {
         var stream: LoopBodyStream
+        var sequence: UInt64
         var chunked: Bool
         var closeAfter: Bool
+    }
+
+    /// Response bytes on their way to the socket, and whether the socket takes them.
+    private struct Output {
+        /// Those before `offset` are written.
+        var bytes: [UInt8] = []
+        var offset = 0
+        /// The socket refused bytes (EAGAIN or a short write) and has not
+        /// reported writable since.
+        var isBlocked = false
+        /// When the socket last took a byte or became writable: the
+        /// write-stall timeout runs from here while `isBlocked`.
+        var lastProgress: ContinuousClock.Instant
+
+        var pendingBytes: Int { bytes.count - offset }
+
+        /// Drops written bytes from the front once they are at least half of the buffer.
+        mutating func compact() {
+            if offset > 0 && offset * 2 >= bytes.count {
+                bytes.removeSubrange(0..<offset)
+                offset = 0
+            }
+        }
     }
 
     /// How long a closing connection keeps discarding input after its last
@@ -52,52 +130,31 @@ package struct HTTPConnectionMachine {
 
     private let limits: HTTPServerLimits
     private var parser: HTTPParser
+    /// The connection's phase; see `HTTPConnectionState`.
+    package private(set) var state: HTTPConnectionState
+    /// The peer closed its sending side (read returned 0). Kept apart from
+    /// `state` because a peer may close in any phase.
+    private var peerClosed = false
     private var slots: [Slot] = []
     private var slotsHead = 0
     private var nextSequence: UInt64 = 0
-    /// Response bytes; those before `outputOffset` are written.
-    private var outputBytes: [UInt8] = []
-    private var outputOffset = 0
-    /// Parse no further requests (a refusal, `Connection: close`, draining).
-    private var stopParsing = false
-    /// An answer with `Connection: close` is queued: close once output is written.
-    private var closeAfterOutput = false
-    private var peerClosed = false
-    private var writeBlocked = false
-    private var draining = false
-    private var lingerStart: ContinuousClock.Instant?
     private var activeStreamState: ActiveStream?
-    /// A `100 Continue` is owed but earlier answers are still unwritten.
-    private var continueOwed = false
-    /// After a close-delimited answer, answers for requests from this sequence
-    /// on are dropped (their streams aborted by the loop).
-    private var discardFromSequence: UInt64?
+    private var output: Output
     /// Streams the machine will never send; the loop aborts them (`takeAbandonedStreams`).
     private var abandonedStreams: [LoopBodyStream] = []
-    /// The start of the current wait, for the timeout that applies to it.
-    private var waitStart: ContinuousClock.Instant
-    private var waitKey: WaitKey
-    private var lastWriteProgress: ContinuousClock.Instant
-
-    private struct WaitKey: Equatable {
-        var phase: HTTPParserPhase
-        var requestsParsed: Int
-        var slotsPending: Int
-    }
 
     package init(limits: HTTPServerLimits, now: ContinuousClock.Instant) {
         self.limits = limits
         parser = HTTPParser(limits: limits)
-        waitStart = now
-        lastWriteProgress = now
-        waitKey = WaitKey(phase: .idle, requestsParsed: 0, slotsPending: 0)
+        state = .awaitingRequest(since: now)
+        output = Output(lastProgress: now)
     }
 
     /// Requests dispatched or refused whose answers are not yet written.
     package var pendingAnswers: Int { slots.count - slotsHead }
 
     /// Queued response bytes not yet written.
-    package var pendingOutputBytes: Int { outputBytes.count - outputOffset }
+    package var pendingOutputBytes: Int { output.pendingBytes }
 
     /// Whether the connection has nothing in flight and nothing half-received
     /// (an idle keep-alive connection).
@@ -105,11 +162,16 @@ package struct HTTPConnectionMachine {
 
     // MARK: - Events from the loop
 
-    /// Takes bytes read from the socket.
+    /// Takes bytes read from the socket. Once the connection stops parsing
+    /// (it ends, or drains) they are discarded.
     package mutating func received(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant) {
-        if lingerStart != nil || stopParsing { return }
-        parser.append(bytes)
-        noteProgress(now)
+        switch state {
+        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
+            parser.append(bytes)
+            noteProgress(now)
+        case .finishingLastRequest, .draining, .closing, .lingering:
+            return
+        }
     }
 
     /// The peer closed its sending side (read returned 0).
@@ -139,20 +201,23 @@ package struct HTTPConnectionMachine {
     /// `finished`, ends its body and moves on to the answers behind it.
     package mutating func appendStreamBody(_ chunks: [[UInt8]], finished: Bool, now: ContinuousClock.Instant) {
         guard let active = activeStreamState else { preconditionFailure("stream body with no active stream") }
-        compactOutput()
+        output.compact()
         for chunk in chunks where !chunk.isEmpty {
             if active.chunked {
-                HTTPResponseWriter.appendChunk(chunk, to: &outputBytes)
+                HTTPResponseWriter.appendChunk(chunk, to: &output.bytes)
             } else {
-                outputBytes.append(contentsOf: chunk)
+                output.bytes.append(contentsOf: chunk)
             }
         }
         if finished {
-            if active.chunked { outputBytes.append(contentsOf: HTTPResponseWriter.lastChunk) }
+            if active.chunked { output.bytes.append(contentsOf: HTTPResponseWriter.lastChunk) }
             activeStreamState = nil
+            precondition(
+                slots[slotsHead].sequence == active.sequence,
+                "stream of request \(active.sequence) ended but request \(slots[slotsHead].sequence) is in front")
             slotsHead += 1
             if active.closeAfter {
-                closeAfterSlot()
+                closeAfterSlot(active.sequence)
             } else {
                 flushAnsweredSlots()
             }
@@ -182,8 +247,16 @@ package struct HTTPConnectionMachine {
     /// Records `answer` in its slot and writes what is now in order. Returns
     /// false when a stream answer will not be sent.
     private mutating func fill(_ sequence: UInt64, with answer: Answer, now: ContinuousClock.Instant) -> Bool {
-        if let discardFromSequence, sequence >= discardFromSequence {
-            return false  // the connection ends before this request's turn
+        switch state {
+        case .closing(let firstDropped), .lingering(_, let firstDropped):
+            // The connection ends before this request's turn.
+            precondition(
+                sequence >= firstDropped && sequence < nextSequence,
+                "answer for request \(sequence) after the connection's last answer (dropped \(firstDropped)..<\(nextSequence))"
+            )
+            return false
+        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest, .draining:
+            break
         }
         precondition(slotsHead < slots.count, "answer for request \(sequence) but none is pending")
         let first = slots[slotsHead].sequence
@@ -206,40 +279,44 @@ package struct HTTPConnectionMachine {
     /// The socket took `count` bytes of `output`.
     package mutating func wrote(_ count: Int, now: ContinuousClock.Instant) {
         precondition(count >= 0 && count <= pendingOutputBytes, "wrote \(count) of \(pendingOutputBytes) bytes")
-        if count > 0 { lastWriteProgress = now }
-        outputOffset += count
-        if outputOffset == outputBytes.count {
-            outputBytes.removeAll(keepingCapacity: outputBytes.capacity <= limits.writeBufferBytesMax)
-            outputOffset = 0
+        if count > 0 { output.lastProgress = now }
+        output.offset += count
+        if output.offset == output.bytes.count {
+            output.bytes.removeAll(keepingCapacity: output.bytes.capacity <= limits.writeBufferBytesMax)
+            output.offset = 0
         } else {
             // A short write means the socket buffer is full: wait for writability.
-            writeBlocked = true
+            output.isBlocked = true
         }
         noteProgress(now)
     }
 
     /// The socket refused more bytes (EAGAIN).
     package mutating func writeWouldBlock() {
-        writeBlocked = true
+        output.isBlocked = true
     }
 
     /// The socket became writable again.
     package mutating func writable(now: ContinuousClock.Instant) {
-        writeBlocked = false
-        lastWriteProgress = now
+        output.isBlocked = false
+        output.lastProgress = now
     }
 
     /// The server is shutting down: parse nothing more, finish what was
     /// dispatched, then close.
     package mutating func beginDrain() {
-        draining = true
-        stopParsing = true
+        switch state {
+        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest:
+            state = .draining
+        case .draining, .closing, .lingering:
+            break  // already ending
+        }
     }
 
     /// Calls `body` with the bytes waiting to be written.
     package func withOutput<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        outputBytes.withUnsafeBytes { all in
-            body(UnsafeRawBufferPointer(rebasing: all[outputOffset...]))
+        output.bytes.withUnsafeBytes { all in
+            body(UnsafeRawBufferPointer(rebasing: all[output.offset...]))
         }
     }
 
@@ -256,20 +333,23 @@ package struct HTTPConnectionMachine {
                 let sequence = enqueueSlot(
                     keepAlive: request.head.keepAlive, isHead: request.head.method == .head,
                     isHTTP10: request.head.version == .http10)
-                if !request.head.keepAlive { stopParsing = true }
+                if !request.head.keepAlive { state = .finishingLastRequest }
                 noteProgress(now)
                 return .dispatch(request, sequence: sequence)
             case .failure(let failure):
                 let sequence = enqueueSlot(keepAlive: false, isHead: false, isHTTP10: false)
-                stopParsing = true
-                noteProgress(now)
+                state = .finishingLastRequest
                 return .refuse(failure, sequence: sequence)
             case .expectsContinue:
                 if pendingAnswers == 0 {
-                    compactOutput()
-                    outputBytes.append(contentsOf: HTTPResponseWriter.continueResponse)
+                    output.compact()
+                    output.bytes.append(contentsOf: HTTPResponseWriter.continueResponse)
                 } else {
-                    continueOwed = true  // sent once the answers before this request are written
+                    // Sent once the answers before this request are written.
+                    guard case .awaitingAnswers = state else {
+                        preconditionFailure("\(pendingAnswers) answers pending in state \(state)")
+                    }
+                    state = .awaitingAnswers(continueOwed: true)
                 }
                 noteProgress(now)
             case nil:
@@ -278,46 +358,60 @@ package struct HTTPConnectionMachine {
             }
         }
         if pendingOutputBytes > 0 {
-            return writeBlocked ? .wait(read: false, write: true) : .write
+            return output.isBlocked ? .wait(read: false, write: true) : .write
         }
-        if lingerStart != nil {
+        switch state {
+        case .awaitingRequest, .readingHead, .readingBody:
+            precondition(pendingAnswers == 0, "\(pendingAnswers) answers pending in state \(state)")
+            return peerClosed ? .close : .wait(read: mayRead, write: false)
+        case .awaitingAnswers, .finishingLastRequest:
+            precondition(pendingAnswers > 0, "no answer pending in state \(state)")
+            return .wait(read: mayRead, write: false)
+        case .draining:
+            return pendingAnswers == 0 ? .close : .wait(read: false, write: false)
+        case .closing(let firstDropped):
+            state = .lingering(since: now, firstDropped: firstDropped)
+            return .shutdownWrite
+        case .lingering:
             return peerClosed ? .close : .wait(read: true, write: false)
         }
-        if closeAfterOutput {
-            lingerStart = now
-            return .shutdownWrite
-        }
-        let nothingPending = pendingAnswers == 0
-        if nothingPending && (peerClosed || draining) { return .close }
-        return .wait(read: mayRead, write: false)
     }
 
     /// Returns whether the connection has waited too long for its peer; the loop then closes it.
     package func hasTimedOut(now: ContinuousClock.Instant) -> Bool {
-        if let lingerStart { return now - lingerStart > Self.lingerTimeout }
-        if pendingOutputBytes > 0 && writeBlocked {
-            return now - lastWriteProgress > limits.writeStallTimeout
+        if case .lingering(let since, _) = state { return now - since > Self.lingerTimeout }
+        if pendingOutputBytes > 0 && output.isBlocked {
+            return now - output.lastProgress > limits.writeStallTimeout
         }
-        // While answers are pending it is the server's turn, not the peer's.
-        if pendingAnswers > 0 { return false }
-        let waited = now - waitStart
-        switch parser.phase {
-        case .idle: return waited > limits.keepAliveIdleTimeout
-        case .head: return waited > limits.headerReadTimeout
-        case .body: return waited > limits.bodyReadTimeout
-        case .failed: return false
+        switch state {
+        case .awaitingRequest(let since): return now - since > limits.keepAliveIdleTimeout
+        case .readingHead(_, let since): return now - since > limits.headerReadTimeout
+        case .readingBody(_, let since): return now - since > limits.bodyReadTimeout
+        // The server's turn: answers are owed, or the connection ends once they are written.
+        case .awaitingAnswers, .finishingLastRequest, .draining, .closing, .lingering: return false
         }
     }
 
     // MARK: - Internals
 
+    /// Whether the next request may be parsed: the connection is serving and
+    /// within its pipelining and output limits.
     private var mayParse: Bool {
-        !stopParsing && !closeAfterOutput && pendingAnswers < limits.pipelinedRequestsMax
-            && pendingOutputBytes < limits.writeBufferBytesMax
+        switch state {
+        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
+            return pendingAnswers < limits.pipelinedRequestsMax && pendingOutputBytes < limits.writeBufferBytesMax
+        case .finishingLastRequest, .draining, .closing, .lingering:
+            return false
+        }
     }
 
     private var mayRead: Bool {
         mayParse && !peerClosed
+    }
+
+    private var isDraining: Bool {
+        if case .draining = state { return true }
+        return false
     }
 
     private mutating func enqueueSlot(keepAlive: Bool, isHead: Bool, isHTTP10: Bool) -> UInt64 {
@@ -329,7 +423,7 @@ package struct HTTPConnectionMachine {
         }
         slots.append(Slot(sequence: sequence, keepAlive: keepAlive, isHead: isHead, isHTTP10: isHTTP10, answer: nil))
         // The request is complete (or refused): a 100 Continue would be pointless now.
-        continueOwed = false
+        if case .awaitingAnswers(continueOwed: true) = state { state = .awaitingAnswers(continueOwed: false) }
         return sequence
     }
 
@@ -341,31 +435,32 @@ package struct HTTPConnectionMachine {
         while slotsHead < slots.count, let answer = slots[slotsHead].answer {
             let slot = slots[slotsHead]
             let isLast = slotsHead + 1 == slots.count
-            compactOutput()
+            output.compact()
             switch answer {
             case .response(let response):
                 slots[slotsHead].answer = nil
                 slotsHead += 1
-                let close = !slot.keepAlive || (draining && isLast)
-                HTTPResponseWriter.append(response, keepAlive: !close, isHead: slot.isHead, to: &outputBytes)
+                let close = !slot.keepAlive || (isDraining && isLast)
+                HTTPResponseWriter.append(response, keepAlive: !close, isHead: slot.isHead, to: &output.bytes)
                 if close {
-                    closeAfterSlot()
+                    closeAfterSlot(slot.sequence)
                     return
                 }
             case .stream(let status, let headers, let stream):
                 let chunked = !slot.isHTTP10
-                let close = !slot.keepAlive || !chunked || (draining && isLast)
+                let close = !slot.keepAlive || !chunked || (isDraining && isLast)
                 HTTPResponseWriter.appendStreamHead(
-                    status: status, headers: headers, keepAlive: !close, chunked: chunked, to: &outputBytes)
+                    status: status, headers: headers, keepAlive: !close, chunked: chunked, to: &output.bytes)
                 slots[slotsHead].answer = nil
                 if let stream {
                     // The slot stays at the front until the body ends.
-                    activeStreamState = ActiveStream(stream: stream, chunked: chunked, closeAfter: close)
+                    activeStreamState = ActiveStream(
+                        stream: stream, sequence: slot.sequence, chunked: chunked, closeAfter: close)
                     return
                 }
                 slotsHead += 1  // HEAD: the head is the whole answer
                 if close {
-                    closeAfterSlot()
+                    closeAfterSlot(slot.sequence)
                     return
                 }
             }
@@ -373,44 +468,55 @@ package struct HTTPConnectionMachine {
         if slotsHead == slots.count {
             slots.removeAll(keepingCapacity: true)
             slotsHead = 0
-            if continueOwed {
-                continueOwed = false
-                outputBytes.append(contentsOf: HTTPResponseWriter.continueResponse)
+            if case .awaitingAnswers(continueOwed: true) = state {
+                state = .awaitingAnswers(continueOwed: false)
+                output.bytes.append(contentsOf: HTTPResponseWriter.continueResponse)
             }
         }
     }
 
-    /// The answer just written ends the connection: parse nothing more and
-    /// drop the requests behind it (their streams are abandoned).
-    private mutating func closeAfterSlot() {
-        closeAfterOutput = true
-        stopParsing = true
-        continueOwed = false
-        if slotsHead < slots.count {
-            discardFromSequence = slots[slotsHead].sequence
-            for slot in slots[slotsHead...] {
-                if case .stream(_, _, let stream?) = slot.answer { abandonedStreams.append(stream) }
-            }
+    /// The answer to request `sequence`, just queued, ends the connection:
+    /// parse nothing more and drop the requests behind it (their streams are
+    /// abandoned).
+    private mutating func closeAfterSlot(_ sequence: UInt64) {
+        let firstDropped = sequence + 1
+        for slot in slots[slotsHead...] {
+            precondition(slot.sequence >= firstDropped, "request \(slot.sequence) pending behind the last answer")
+            if case .stream(_, _, let stream?) = slot.answer { abandonedStreams.append(stream) }
         }
         slots.removeAll()
         slotsHead = 0
+        state = .closing(firstDropped: firstDropped)
     }
 
-    /// Drops written bytes from the front of the output once they are at least half of it.
-    private mutating func compactOutput() {
-        if outputOffset > 0 && outputOffset * 2 >= outputBytes.count {
-            outputBytes.removeSubrange(0..<outputOffset)
-            outputOffset = 0
-        }
-    }
-
-    /// Restarts the wait clock whenever the connection moves to a new kind of wait
-    /// (a new request begins, its head completes, or the last answer went out).
+    /// Moves to the wait that applies now, restarting its timer when the kind
+    /// of wait changes (a new request begins, its head completes, or the last
+    /// answer went out). Only serving phases have read timeouts.
     private mutating func noteProgress(_ now: ContinuousClock.Instant) {
-        let key = WaitKey(phase: parser.phase, requestsParsed: parser.requestsParsed, slotsPending: pendingAnswers)
-        if key != waitKey {
-            waitKey = key
-            waitStart = now
+        switch state {
+        case .awaitingRequest, .readingHead, .readingBody:
+            if pendingAnswers > 0 {
+                state = .awaitingAnswers(continueOwed: false)
+                return
+            }
+        case .awaitingAnswers:
+            if pendingAnswers > 0 { return }
+        case .finishingLastRequest, .draining, .closing, .lingering:
+            return
+        }
+        let request = parser.requestsParsed
+        switch parser.phase {
+        case .idle:
+            if case .awaitingRequest = state { return }
+            state = .awaitingRequest(since: now)
+        case .head:
+            if case .readingHead(request, _) = state { return }
+            state = .readingHead(request: request, since: now)
+        case .body:
+            if case .readingBody(request, _) = state { return }
+            state = .readingBody(request: request, since: now)
+        case .failed:
+            preconditionFailure("the parser failed while the connection is \(state)")
         }
     }
 }

@@ -171,8 +171,9 @@ public protocol HTTPReplySink: Sendable {
     /// Answers the request with a whole response.
     func send(_ response: HTTPResponse)
 
-    /// The index (0..<eventLoopCount) of the event loop that read the request;
-    /// `HTTPResponder.endOfBatch(loop:)` is called with it after the loop's round.
+    /// The index (0..<eventLoopCount) of the event loop that read the request:
+    /// the responder queues the request's engine work on that loop (its
+    /// executor's round runs at the end of every `epoll_wait` round).
     var loopIndex: Int { get }
 
     /// Answers the request with a head now and a body produced later, from any
@@ -216,16 +217,4 @@ public protocol HTTPResponder: Sendable {
 
     /// Returns the response the server writes when it refuses a request itself.
     func response(for failure: HTTPRequestFailure) -> HTTPResponse
-
-    /// Called on loop `loop`'s thread once after a round of events (one
-    /// `epoll_wait`) in which that loop called `respond` at least once, after
-    /// the last `respond` of the round. A responder that collects work per loop
-    /// (device commands grouped by shard) hands each group over here in one hop
-    /// and answers later through the sinks. Must not block.
-    func endOfBatch(loop: Int)
-}
-
-extension HTTPResponder {
-    /// Does nothing: a responder that answers each request on its own needs no hook.
-    public func endOfBatch(loop: Int) {}
 }

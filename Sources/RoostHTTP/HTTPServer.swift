@@ -47,18 +47,36 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     private let responder: any HTTPResponder
     private let shared: ServerShared
+    private let executors: [LoopExecutor]
     private let state = Mutex(State())
 
-    /// Checks the configuration (limits and their relations); binds nothing yet.
-    public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) throws {
+    /// Checks the configuration (limits and their relations); binds nothing
+    /// yet. Loop `i` runs `executors[i]` (the engine's shards and rounds) on
+    /// its thread; with none given, each loop gets an executor of its own.
+    package init(
+        configuration: HTTPServerConfiguration, responder: any HTTPResponder, executors: [LoopExecutor]
+    ) throws {
         var problems = configuration.limits.violations
         if configuration.eventLoopCount < 1 || configuration.eventLoopCount > 256 {
             problems.append("eventLoopCount \(configuration.eventLoopCount) outside 1...256")
+        }
+        if !executors.isEmpty && executors.count != configuration.eventLoopCount {
+            problems.append("\(executors.count) loop executors for eventLoopCount \(configuration.eventLoopCount)")
         }
         if !problems.isEmpty { throw HTTPServerConfigurationError(problems: problems) }
         self.configuration = configuration
         self.responder = responder
         shared = ServerShared(connectionsMax: configuration.limits.connectionsMax)
+        self.executors =
+            executors.isEmpty
+            ? try (0..<configuration.eventLoopCount).map { index throws(SystemCallError) in
+                try LoopExecutor(index: index)
+            } : executors
+    }
+
+    /// A server whose loops run executors of their own.
+    public convenience init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) throws {
+        try self.init(configuration: configuration, responder: responder, executors: [])
     }
 
     /// Open connections across all loops (for tests and metrics).
@@ -87,7 +105,7 @@ public final class HTTPServer: Sendable {
                 }
                 for (loopIndex, listener) in listeners.enumerated() {
                     let mailbox = LoopMailbox(
-                        wakeup: try EventFD(), loopIndex: loopIndex, streamBufferBytesMax: limits.streamBufferBytesMax)
+                        executor: executors[loopIndex], streamBufferBytesMax: limits.streamBufferBytesMax)
                     let epoll = try Epoll.makeDescriptor()
                     let shared = self.shared
                     let responder = self.responder
@@ -109,7 +127,7 @@ public final class HTTPServer: Sendable {
                 for listener in listeners.dropFirst(state.threads.count) { listener.close() }
                 if !state.threads.isEmpty {
                     shared.requestShutdown()
-                    for mailbox in state.mailboxes { mailbox.wakeup.signal() }
+                    for mailbox in state.mailboxes { mailbox.executor.wake() }
                 }
                 throw error
             }
@@ -124,7 +142,7 @@ public final class HTTPServer: Sendable {
     public func beginShutdown() {
         shared.requestShutdown()
         let mailboxes = state.withLock { $0.mailboxes }
-        for mailbox in mailboxes { mailbox.wakeup.signal() }
+        for mailbox in mailboxes { mailbox.executor.wake() }
     }
 
     /// Blocks until every loop thread has ended. Returns at once if the

@@ -76,34 +76,32 @@ struct Delivery: Sendable {
 /// mutex-guarded array plus an eventfd that wakes the loop when the queue
 /// stops being empty.
 final class LoopMailbox: Sendable {
-    let wakeup: EventFD
-    /// The loop's index, 0..<eventLoopCount.
-    let loopIndex: Int
+    /// The loop's executor: its eventfd wakes the loop (sinks keep it alive,
+    /// so the eventfd outlives every sender).
+    let executor: LoopExecutor
     /// `HTTPServerLimits.streamBufferBytesMax`, for the streams this loop's sinks start.
     let streamBufferBytesMax: Int
     private let queue = Mutex<[Delivery]>([])
 
-    init(wakeup: EventFD, loopIndex: Int, streamBufferBytesMax: Int) {
-        precondition(loopIndex >= 0, "loop index \(loopIndex) < 0")
-        self.wakeup = wakeup
-        self.loopIndex = loopIndex
+    init(executor: LoopExecutor, streamBufferBytesMax: Int) {
+        self.executor = executor
         self.streamBufferBytesMax = streamBufferBytesMax
     }
 
-    deinit {
-        // Sinks keep the mailbox alive, so the eventfd outlives every sender.
-        wakeup.descriptor.close()
-    }
+    /// The loop's index, 0..<eventLoopCount.
+    var loopIndex: Int { executor.index }
 
     /// Queues an answer; wakes the loop when the queue was empty (a non-empty
-    /// queue already has a wake-up pending). Safe from any thread.
+    /// queue already has a wake-up pending). Safe from any thread. On the
+    /// loop's own thread no wake-up is needed: the loop takes its mailbox at
+    /// the end of every round.
     func post(_ delivery: Delivery) {
         let wasEmpty = queue.withLock { pending in
             let wasEmpty = pending.isEmpty
             pending.append(delivery)
             return wasEmpty
         }
-        if wasEmpty { wakeup.signal() }
+        if wasEmpty && !executor.isCurrent { executor.wake() }
     }
 
     /// Returns and removes every queued answer. The loop drains the eventfd first.

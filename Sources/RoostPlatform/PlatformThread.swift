@@ -45,6 +45,9 @@ package final class PlatformThread: Sendable {
         max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
+    /// True when the caller runs on this thread.
+    package var isCurrent: Bool { pthread_equal(handle, pthread_self()) != 0 }
+
     /// Blocks until the thread has returned. Call at most once.
     package func join() {
         let result = pthread_join(handle, nil)

@@ -104,6 +104,17 @@ package struct GroupCommit<Waiter> {
     package mutating func append(_ payloads: [[UInt8]], waiter: Waiter) -> Result<
         ClosedRange<LogSequenceNumber>, StorageError
     > {
+        let result = append(payloads)
+        if case .success(let lsns) = result {
+            waiters.append(Pending(lsn: lsns.upperBound, needsSync: policy == .always, waiter: waiter))
+        }
+        return result
+    }
+
+    /// Assigns the next LSNs to `payloads` and frames them, with no waiter:
+    /// the appender watches `acknowledgedLSN` instead (the request path).
+    /// O(total payload bytes).
+    package mutating func append(_ payloads: [[UInt8]]) -> Result<ClosedRange<LogSequenceNumber>, StorageError> {
         precondition(!payloads.isEmpty, "append of zero records")
         if let failure { return .failure(failure) }
         if closing { return .failure(.closed) }
@@ -126,8 +137,13 @@ package struct GroupCommit<Waiter> {
         }
         let last = LogSequenceNumber(nextLSN.rawValue - 1)
         recordsAppended += UInt64(payloads.count)
-        waiters.append(Pending(lsn: last, needsSync: policy == .always, waiter: waiter))
         return .success(first...last)
+    }
+
+    /// The last LSN an append may be acknowledged through under the policy:
+    /// synced under `always`, written under `everysec` and `never`.
+    package var acknowledgedLSN: LogSequenceNumber {
+        policy == .always ? syncedLSN : writtenLSN
     }
 
     /// Registers `waiter` to complete once every record appended so far is as

@@ -11,11 +11,12 @@ import Synchronization
 /// pending and later append fails, nothing is synced again, and a restart
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
-    /// Called once per `append`, in LSN order, on the completion thread (or
-    /// the I/O thread when nothing else waits), with the batch's last LSN or
-    /// the failure. Must not block, and must not call
-    /// `sync`, `checkpoint` or `close` (they wait for that thread: deadlock).
-    /// `append` is fine.
+    /// Called once per `append(_:completion:)`, in LSN order, on the I/O
+    /// thread, with the batch's last LSN or the failure. Must not block, and
+    /// must not call `sync`, `checkpoint` or `close` (they wait for that
+    /// thread: deadlock). `append` is fine. The request path uses no
+    /// completions: it appends with `append(_:)` and watches
+    /// `acknowledgedLSN` (see `wakeWhenAcknowledged`).
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
 
     /// Where the I/O thread's time goes (cumulative since open).
@@ -27,12 +28,12 @@ package final class WriteAheadLog: Sendable {
         package var syncNanoseconds: UInt64 = 0
         /// Time the I/O thread waited for work between plans.
         package var waitNanoseconds: UInt64 = 0
-        /// Groups whose completions the I/O thread called itself (nothing else waiting).
-        package var inlineCompletions: UInt64 = 0
+        /// Loop wake-ups sent because records they wait for became acknowledged.
+        package var loopWakeups: UInt64 = 0
     }
 
     struct Shared {
-        var machine: GroupCommit<Completion>
+        var machine: GroupCommit<Completion?>
         var statistics = IOStatistics()
         var rejectedSinceLog = 0
         var lastErrorLogNanoseconds: UInt64 = 0
@@ -55,21 +56,17 @@ package final class WriteAheadLog: Sendable {
     let catalog: Mutex<Catalog>
     let segment: Mutex<OpenSegment>
     let thread = Mutex<PlatformThread?>(nil)
-    /// Completions handed from the I/O thread to the completion thread, in LSN
-    /// order, so that the next write and fdatasync start while the last
-    /// group's answers are rendered and sent.
-    let completionQueue = ConditionLock<CompletionQueue>(CompletionQueue())
-    let completer = Mutex<PlatformThread?>(nil)
+    /// The last LSN acknowledged under the policy (`GroupCommit.acknowledgedLSN`),
+    /// published by the I/O thread after each plan; read without the lock.
+    let acknowledged: Atomic<UInt64>
+    /// True once the log has failed (published with `acknowledged`).
+    let failed = Atomic<Bool>(false)
+    /// Loops to wake once `acknowledged` reaches the LSN each waits for: one
+    /// wake-up per loop per group commit, however many answers it holds.
+    let wakeRequests = Mutex<[(executor: LoopExecutor, through: UInt64)]>([])
     /// Zero-fills the next segment ahead of need, or nil when segments are
     /// only preallocated (`StorageOptions.zeroFillSegments`).
     let preparer: SegmentPreparer?
-
-    struct CompletionQueue {
-        var batches: [[(Completion, Result<LogSequenceNumber, StorageError>)]] = []
-        /// The completion thread is calling completions taken from `batches`.
-        var running = false
-        var ioDone = false
-    }
 
     /// Recovers `directory` (creating it when missing) and opens the log for appending.
     /// Throws `.damaged` when the data cannot be recovered exactly (docs/recovery.md).
@@ -125,23 +122,22 @@ package final class WriteAheadLog: Sendable {
         self.layout = layout
         self.policy = policy
         self.options = options
-        let machine = GroupCommit<Completion>(
+        let machine = GroupCommit<Completion?>(
             policy: policy, nextLSN: nextLSN, segmentOffset: open.offset, segmentBytesMax: options.segmentBytesMax,
             payloadBytesMax: options.recordPayloadBytesMax,
             syncIntervalNanoseconds: UInt64(options.syncIntervalMilliseconds) * 1_000_000)
         self.shared = ConditionLock(Shared(machine: machine))
+        self.acknowledged = Atomic(nextLSN.rawValue - 1)
         self.catalog = Mutex(catalog)
         self.segment = Mutex(open)
         self.preparer = options.zeroFillsSegments ? SegmentPreparer(layout: layout, options: options) : nil
         let started = startThread(name: "roost-wal-io") { [self] in self.runIOThread() }
         thread.withLock { $0 = started }
-        let completing = startThread(name: "roost-wal-done") { [self] in self.runCompletionThread() }
-        completer.withLock { $0 = completing }
     }
 
     /// Appends `payloads` (opaque bytes, one record each) and returns their
     /// LSNs, consecutive and after every earlier append from any thread.
-    /// `completion` runs later on the completion thread: after the covering fdatasync
+    /// `completion` runs later on the I/O thread: after the covering fdatasync
     /// (always) or the write (everysec, never). Throws at once, without calling
     /// `completion`, when the log is failed or closed or a payload is too large.
     @discardableResult
@@ -156,9 +152,71 @@ package final class WriteAheadLog: Sendable {
         return try result.get()
     }
 
+    /// Appends `payloads` with no completion and returns their LSNs: the
+    /// caller waits for `acknowledgedLSN` to reach the last one (the request
+    /// path: values, not closures, cross threads). Throws at once when the
+    /// log is failed or closed or a payload is too large.
+    @discardableResult
+    package func append(_ payloads: [[UInt8]]) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
+        let result = shared.withLockSignalling { state in
+            let result = state.machine.append(payloads)
+            if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
+            return result
+        }
+        return try result.get()
+    }
+
+    /// The last LSN acknowledged under the policy: an append whose last LSN
+    /// is at or below it may be answered. Lock-free.
+    package var acknowledgedLSN: LogSequenceNumber { LogSequenceNumber(acknowledged.load(ordering: .acquiring)) }
+
+    /// True once a write or fdatasync failed (lock-free).
+    package var hasFailed: Bool { failed.load(ordering: .acquiring) }
+
+    /// The LSN of the last record appended so far: a read waits for it to be
+    /// acknowledged, so that it never shows a write that could still be lost.
+    package var appendedLSN: LogSequenceNumber {
+        shared.withLock { LogSequenceNumber($0.machine.nextLSN.rawValue - 1) }
+    }
+
+    /// Wakes `executor` once `acknowledgedLSN >= lsn` or the log has failed
+    /// (at once when that is already so). A loop asks again each round it
+    /// still waits; a second request from the same loop replaces the first.
+    package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
+        wakeRequests.withLock { requests in
+            if let at = requests.firstIndex(where: { $0.executor === executor }) {
+                requests[at].through = lsn.rawValue
+            } else {
+                requests.append((executor, lsn.rawValue))
+            }
+        }
+        // The I/O thread publishes before it looks at the requests: re-check.
+        if hasFailed || acknowledged.load(ordering: .acquiring) >= lsn.rawValue { wakeLoops() }
+    }
+
+    /// Wakes every loop whose awaited LSN is acknowledged (all of them once
+    /// the log failed) and forgets their requests. Returns how many woke.
+    @discardableResult
+    func wakeLoops() -> Int {
+        let through = acknowledged.load(ordering: .acquiring)
+        let everyone = hasFailed
+        let due = wakeRequests.withLock { requests -> [LoopExecutor] in
+            guard !requests.isEmpty else { return [] }
+            var due: [LoopExecutor] = []
+            requests.removeAll { request in
+                guard everyone || request.through <= through else { return false }
+                due.append(request.executor)
+                return true
+            }
+            return due
+        }
+        for executor in due { executor.wake() }
+        return due.count
+    }
+
     /// Calls `completion` once every record appended before the call is as
     /// durable as an append under the policy, without forcing a sync: on the
-    /// calling thread when that is already so, else on the completion thread. Throws
+    /// calling thread when that is already so, else on the I/O thread. Throws
     /// at once, without calling `completion`, when the log has failed.
     package func barrier(completion: @escaping Completion) throws(StorageError) {
         let result = shared.withLockSignalling { state in state.machine.barrier(waiter: completion) }
@@ -203,12 +261,6 @@ package final class WriteAheadLog: Sendable {
             return current
         }
         running?.join()
-        completionQueue.withLockSignalling { $0.ioDone = true }
-        let completing = completer.withLock { current -> PlatformThread? in
-            defer { current = nil }
-            return current
-        }
-        completing?.join()
         preparer?.stop()
         segment.withLock { $0.close() }
     }
@@ -217,17 +269,13 @@ package final class WriteAheadLog: Sendable {
         close()
     }
 
-    /// The I/O thread: take a plan, perform it without the lock, report, complete.
-    ///
-    /// The completions of a group go to the completion thread when more work
-    /// is already waiting (so the next write and fdatasync start at once);
-    /// when nothing is, and the completion thread has nothing left either,
-    /// the I/O thread calls them itself: one thread wake-up less between the
-    /// fdatasync and the answers, and LSN order is kept.
+    /// The I/O thread: take a plan, perform it without the lock, report,
+    /// publish the acknowledged LSN, wake the loops waiting for it (once each
+    /// per group), and call the completions of tool appends, in LSN order.
     func runIOThread() {
         while true {
             let waitStart = monotonicNanoseconds()
-            let next: GroupCommit<Completion>.Plan? = shared.waitFor { state in
+            let next: GroupCommit<Completion?>.Plan? = shared.waitFor { state in
                 if state.machine.isDrained { return (.some(nil), nil) }
                 if let plan = state.machine.nextIO(nowNanoseconds: monotonicNanoseconds()) { return (plan, nil) }
                 return (nil, state.machine.wakeDeadline())
@@ -236,62 +284,34 @@ package final class WriteAheadLog: Sendable {
             let waited = monotonicNanoseconds() &- waitStart
             var syncNanoseconds: UInt64 = 0
             let outcome = perform(plan, syncNanoseconds: &syncNanoseconds)
-            let (completions, moreWork) = shared.withLockSignalling { state in
+            let completions = shared.withLockSignalling { state in
                 state.statistics.plans += 1
                 state.statistics.waitNanoseconds += waited
                 if syncNanoseconds > 0 {
                     state.statistics.syncs += 1
                     state.statistics.syncNanoseconds += syncNanoseconds
                 }
-                let completions: [GroupCommit<Completion>.Completion]
+                let completions: [GroupCommit<Completion?>.Completion]
                 switch outcome {
                 case .success:
                     completions = state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
                 case .failure(let error):
                     logFailure(&state, cause: error)
                     completions = state.machine.ioFailed(.io(error))
+                    failed.store(true, ordering: .releasing)
                 }
-                return (completions, state.machine.hasWorkNow)
+                acknowledged.store(state.machine.acknowledgedLSN.rawValue, ordering: .releasing)
+                return completions
             }
-            if completions.isEmpty { continue }
-            // Only this thread adds batches, so an empty, idle queue stays so
-            // while the completions run here: LSN order holds.
-            let inline = !moreWork && completionQueue.withLock { $0.batches.isEmpty && !$0.running }
-            if inline {
-                shared.withLock { $0.statistics.inlineCompletions += 1 }
-                for (completion, result) in completions { completion(result) }
-            } else {
-                completionQueue.withLockSignalling { $0.batches.append(completions) }
-            }
-        }
-    }
-
-    /// The completion thread: runs the completions of each group, in order,
-    /// until the I/O thread has stopped and nothing is left.
-    func runCompletionThread() {
-        while true {
-            let batches = completionQueue.waitFor {
-                state -> (result: [[(Completion, Result<LogSequenceNumber, StorageError>)]]?, deadline: UInt64?) in
-                if !state.batches.isEmpty {
-                    defer {
-                        state.batches.removeAll(keepingCapacity: true)
-                        state.running = true
-                    }
-                    return (state.batches, nil)
-                }
-                return (state.ioDone ? [] : nil, nil)
-            }
-            if batches.isEmpty { return }
-            for batch in batches {
-                for (completion, result) in batch { completion(result) }
-            }
-            completionQueue.withLock { $0.running = false }
+            let woken = wakeLoops()
+            if woken > 0 { shared.withLock { $0.statistics.loopWakeups += UInt64(woken) } }
+            for (completion, result) in completions { completion?(result) }
         }
     }
 
     /// Performs `plan` on the open segment; adds the time of its group-commit
     /// fdatasync to `syncNanoseconds`.
-    func perform(_ plan: GroupCommit<Completion>.Plan, syncNanoseconds: inout UInt64) -> Result<
+    func perform(_ plan: GroupCommit<Completion?>.Plan, syncNanoseconds: inout UInt64) -> Result<
         Void, SystemCallError
     > {
         segment.withLock { open in

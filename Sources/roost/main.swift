@@ -98,7 +98,8 @@ func serve(_ arguments: [String]) -> Never {
             dataDirectory: options.dataDirectory)
         if let path = admin.filePath { StandardStreams.error("roost: admin key in \(path)") }
         let (opened, report) = try DurableEngine.open(
-            directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards)
+            directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards,
+            loopCount: options.eventLoops)
         engine = opened
         for note in report.notes { StandardStreams.error("roost: recovery: \(note)") }
         StandardStreams.error(
@@ -122,7 +123,12 @@ func serve(_ arguments: [String]) -> Never {
             engine.close()
             fail("cannot start: \(reconciled)")
         }
-        server = try HTTPServer(configuration: options.httpConfiguration, responder: service)
+        // The event loops run the shards from here on: the engine's own
+        // threads hand them over (docs/architecture.md, "Threads").
+        let registry = engine.registry
+        registry.shardSet.stopOwnThreads()
+        server = try HTTPServer(
+            configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
         let port = try server.start()
         StandardStreams.out("listening on \(options.host):\(port)")
     } catch {
@@ -140,6 +146,8 @@ func serve(_ arguments: [String]) -> Never {
     StandardStreams.error("roost: signal \(received), draining")
     server.beginShutdown()
     server.waitUntilStopped()
+    // The loops are gone: the engine's threads run the shards for the final snapshot.
+    engine.registry.shardSet.startOwnThreads()
     let finalEngine = engine
     let snapshotError = blocking { () async -> String? in
         await snapshots.stop()
@@ -161,6 +169,6 @@ func serve(_ arguments: [String]) -> Never {
             + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)"
             + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
             + " wal.io_wait_us_mean=\(io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)"
-            + " wal.inline_completion_groups=\(io.inlineCompletions) wal.groups=\(io.plans)")
+            + " wal.loop_wakeups=\(io.loopWakeups) wal.groups=\(io.plans)")
     exit(0)
 }

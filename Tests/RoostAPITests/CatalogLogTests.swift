@@ -134,6 +134,11 @@ struct CatalogLogTests {
 
         var acceptsWrites: Bool { accepts.withLock { $0 } }
 
+        func append(_ records: [[UInt8]]) -> LogSequenceNumber? { nil }
+        var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+        var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+        func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) { executor.wake() }
+
         func release(durable: Bool) {
             let completions = held.withLock { held in
                 defer { held = [] }
@@ -183,6 +188,11 @@ struct CatalogLogTests {
         }
 
         var acceptsWrites: Bool { true }
+
+        func append(_ records: [[UInt8]]) -> LogSequenceNumber? { nil }
+        var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+        var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+        func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) { executor.wake() }
     }
 
     @Test("an append refused inside the critical section answers 503, applies nothing and stops later changes")

@@ -2,6 +2,8 @@ import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostPlatform
+import RoostStorage
 import Synchronization
 
 @testable import RoostAPI
@@ -11,11 +13,21 @@ import Synchronization
 final class SwitchableLog: MutationLog {
     let failing = Mutex(false)
 
+    func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        failing.withLock { $0 } ? nil : LogSequenceNumber(1)
+    }
+
     func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
         completion(records.isEmpty || !failing.withLock { $0 })
     }
 
+    var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+    var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
     var acceptsWrites: Bool { !failing.withLock { $0 } }
+
+    func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
+        executor.wake()
+    }
 }
 
 extension Harness {

@@ -178,21 +178,23 @@ struct RegistryTests {
         #expect(devices == 1)
     }
 
-    @Test("jobs for one shard run in the order they were submitted")
+    @Test("commands for one shard run in the order they were submitted, across turns")
     func fifoOrder() async throws {
         let registry = Registry(shardCount: 3, log: VolatileLog())
         let seen = Mutex<[Int]>([])
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            for number in 0..<500 {
-                registry.submit([
-                    .index(key: liveKey, settings: .defaults) { _ in
+        let count = ShardLoop.commandsPerTurnMax * 2 + 500
+        let work: [ShardWork] = (0..<count).map { number in
+            .index(
+                liveKey, settings: .defaults,
+                .custom(
+                    CustomWork { _ in
                         seen.withLock { $0.append(number) }
-                        return JobResult(mutations: []) { _ in if number == 499 { done.resume() } }
-                    }
-                ])
-            }
+                        return (number, [])
+                    }))
         }
-        #expect(seen.withLock { $0 } == Array(0..<500))
+        let outcomes = await registry.shardSet.perform(batch: work)
+        #expect(seen.withLock { $0 } == Array(0..<count))
+        #expect(outcomes.count == count)
     }
 
     @Test("the same app always lands on the same shard, and apps spread over shards")

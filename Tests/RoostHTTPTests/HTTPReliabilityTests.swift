@@ -51,7 +51,7 @@ extension HTTPServerTests {
 
         @Test("a 100 Continue owed behind an unanswered request goes out after that answer")
         func continueWaitsForEarlierAnswers() throws {
-            let start = ContinuousClock.now
+            let start = ManualClock().now
             var machine = HTTPConnectionMachine(limits: HTTPServerLimits(), now: start)
             let requests =
                 get("/slow") + "POST /p HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"

@@ -6,13 +6,36 @@ import Testing
 @testable import RoostPlatform
 @testable import RoostTesting
 
-/// Defers every request and answers all of a loop's requests in `endOfBatch`,
-/// as the API does when it groups device commands by shard.
+/// Defers every request and answers all of a loop's requests at the end of
+/// the loop's round (its executor's round handler), as the engine does when
+/// it hands a round's commands to the shards.
 final class BatchingResponder: HTTPResponder {
+    /// The round handler of one loop: answers what that loop deferred.
+    final class Round: LoopRoundHandler {
+        let loop: Int
+        unowned let responder: BatchingResponder
+
+        init(loop: Int, responder: BatchingResponder) {
+            self.loop = loop
+            self.responder = responder
+        }
+
+        func endOfRound() { responder.answer(loop: loop) }
+    }
+
     private let pending = Mutex<[Int: [(target: String, sink: any HTTPReplySink)]]>([:])
     private let batches = Mutex<[(loop: Int, count: Int)]>([])
+    private let rounds = Mutex<[Round]>([])
+    let executors: [LoopExecutor]
 
-    /// Every `endOfBatch` call: its loop and how many requests it answered.
+    init(loops: Int) throws {
+        executors = try (0..<loops).map { try LoopExecutor(index: $0) }
+        let made = executors.map { Round(loop: $0.index, responder: self) }
+        for (executor, round) in zip(executors, made) { executor.setRoundHandler(round) }
+        rounds.withLock { $0 = made }
+    }
+
+    /// Every round that answered requests: its loop and how many it answered.
     var batchLog: [(loop: Int, count: Int)] { batches.withLock { $0 } }
 
     func bodyLimitBytes(for head: HTTPRequestHead) -> Int { 1024 }
@@ -23,12 +46,14 @@ final class BatchingResponder: HTTPResponder {
         return .deferred
     }
 
-    func endOfBatch(loop: Int) {
+    func answer(loop: Int) {
+        executors[loop].preconditionOnLoop("BatchingResponder.answer")
         let group = pending.withLock { pending in
             let group = pending[loop] ?? []
             pending[loop] = []
             return group
         }
+        guard !group.isEmpty else { return }
         batches.withLock { $0.append((loop, group.count)) }
         for (target, sink) in group {
             sink.send(HTTPResponse(status: 200, body: Array("batched \(target) on \(loop)".utf8)))
@@ -152,11 +177,11 @@ final class StreamingResponder: HTTPResponder {
 
 /// Starts a two-loop server with `responder` on a free port and stops it after `body`.
 func withResponderServer<Responder: HTTPResponder>(
-    _ responder: Responder, limits: HTTPServerLimits = HTTPServerLimits(),
+    _ responder: Responder, limits: HTTPServerLimits = HTTPServerLimits(), executors: [LoopExecutor] = [],
     _ body: (UInt16, HTTPServer) throws -> Void
 ) throws {
     let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2, limits: limits)
-    let server = try HTTPServer(configuration: configuration, responder: responder)
+    let server = try HTTPServer(configuration: configuration, responder: responder, executors: executors)
     let port = try server.start()
     defer {
         server.beginShutdown()
@@ -178,10 +203,10 @@ func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) -> Boo
 extension HTTPServerTests {
     @Suite("HTTP batching hook and streamed responses")
     struct HTTPStreamingTests {
-        @Test("a responder that answers everything in endOfBatch serves pipelined requests in order")
-        func endOfBatchAnswersPipelinedRequests() throws {
-            let responder = BatchingResponder()
-            try withResponderServer(responder) { port, _ in
+        @Test("a responder that answers at the end of each loop round serves pipelined requests in order")
+        func endOfRoundAnswersPipelinedRequests() throws {
+            let responder = try BatchingResponder(loops: 2)
+            try withResponderServer(responder, executors: responder.executors) { port, _ in
                 var clients: [LoopbackConnection] = []
                 for _ in 0..<4 { clients.append(try LoopbackConnection(port: port)) }
                 for (index, client) in clients.enumerated() {
@@ -196,7 +221,7 @@ extension HTTPServerTests {
                     }
                 }
                 let log = responder.batchLog
-                #expect(log.allSatisfy { $0.count > 0 }, "endOfBatch called for a round without requests: \(log)")
+                #expect(log.allSatisfy { $0.count > 0 })
                 #expect(log.allSatisfy { (0..<2).contains($0.loop) })
                 #expect(log.reduce(0) { $0 + $1.count } == 80)
                 // 80 requests in 4 writes: rounds batch them, not one call per request.

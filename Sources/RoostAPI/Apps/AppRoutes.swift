@@ -86,21 +86,37 @@ package struct AppRoutes: Sendable {
         // its data is dropped. A crash between the two records leaves data of
         // a deleted app, which start-up drops (RoostService.reconcile).
         let ticket = try catalog.deleteApp(app)
-        return .deferred { sink in
-            let gather = Gather<Int>(count: 2) { parts in
-                guard let parts else {
-                    sink.send(APIError.logUnavailable.response)
-                    return
+        return .engine(
+            [.removeApp(app)],
+            answer: EngineAnswer { outcomes, reply in
+                AppRoutes.answer(after: ticket, outcomes != nil, reply) {
+                    guard case .appRemoved(let removed) = outcomes?[0] else {
+                        preconditionFailure("removeApp answered \(String(describing: outcomes))")
+                    }
+                    var writer = JSONWriter()
+                    writer.beginObject()
+                    writer.member("deleted", true)
+                    writer.member("devices_removed", removed)
+                    writer.endObject()
+                    return jsonResponse(200, writer)
                 }
-                var writer = JSONWriter()
-                writer.beginObject()
-                writer.member("deleted", true)
-                writer.member("devices_removed", parts[1])
-                writer.endObject()
-                sink.send(jsonResponse(200, writer))
-            }
-            ticket.whenDone { durable in gather.deliver(0, durable ? 0 : nil) }
-            return [.removeApp(app) { removed, durable in gather.deliver(1, durable ? removed : nil) }]
+            })
+    }
+
+    /// Sends `render()` once the catalog change of `ticket` is durable too
+    /// (its record precedes the engine's, so it normally is already), or 503
+    /// when either could not be made durable.
+    static func answer(
+        after ticket: CommitTicket?, _ engineDurable: Bool, _ reply: any EngineReply,
+        _ render: @escaping @Sendable () -> HTTPResponse
+    ) {
+        guard let ticket else {
+            reply.sink.send(engineDurable ? render() : APIError.logUnavailable.response)
+            return
+        }
+        let sink = reply.sink
+        ticket.whenDone { durable in
+            sink.send(durable && engineDurable ? render() : APIError.logUnavailable.response)
         }
     }
 
@@ -142,25 +158,24 @@ package struct AppRoutes: Sendable {
         render: @escaping @Sendable ([RegistryStats]) -> HTTPResponse,
         work: @escaping @Sendable (inout AppIndex) -> (RegistryStats, [Mutation])
     ) -> RouteOutcome {
-        .deferred { sink in
-            let modes = AppMode.allCases.count
-            let gather = Gather<RegistryStats?>(count: modes + 1) { parts in
-                sink.send(parts.map { render($0.prefix(modes).compactMap { $0 }) } ?? APIError.logUnavailable.response)
-            }
-            if let ticket {
-                ticket.whenDone { durable in gather.deliver(modes, durable ? RegistryStats??.some(nil) : nil) }
-            } else {
-                gather.deliver(modes, RegistryStats??.some(nil))
-            }
-            return AppMode.allCases.enumerated().map { position, mode in
-                .index(key: IndexKey(app: record.id, mode: mode), settings: record.settings) { index in
-                    let (stats, mutations) = work(&index)
-                    return JobResult(mutations: mutations) { durable in
-                        gather.deliver(position, durable ? RegistryStats??.some(stats) : nil)
-                    }
-                }
-            }
+        let custom = CustomWork { index in
+            let (stats, mutations) = work(&index)
+            return (stats, mutations)
         }
+        let perMode: [ShardWork] = AppMode.allCases.map { mode in
+            .index(IndexKey(app: record.id, mode: mode), settings: record.settings, .custom(custom))
+        }
+        return .engine(
+            perMode,
+            answer: EngineAnswer { outcomes, reply in
+                let stats = outcomes?.map { outcome -> RegistryStats in
+                    guard case .custom(let value) = outcome, let stats = value as? RegistryStats else {
+                        preconditionFailure("per-mode work answered \(outcome)")
+                    }
+                    return stats
+                }
+                AppRoutes.answer(after: ticket, stats != nil, reply) { render(stats ?? []) }
+            })
     }
 
     func createKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {

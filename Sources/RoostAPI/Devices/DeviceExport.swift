@@ -19,47 +19,62 @@ extension DeviceRoutes {
     /// appears twice.
     func export(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
-        let export = DeviceExport(registry: registry, scope: scope)
-        return .deferred { sink in [export.job(after: 0, stream: nil, sink: sink)] }
+        let export = DeviceExport(scope: scope)
+        return .engine([export.slice(after: 0)], answer: export.answer(stream: nil))
     }
 }
 
-/// One export in progress: the engine to read from and the index to read.
+/// One export in progress: the index to read, a slice at a time.
 struct DeviceExport: Sendable {
-    /// Devices per shard job and per chunk (about 0.7 MB of NDJSON).
+    /// Devices per shard command and per chunk (about 0.7 MB of NDJSON).
     static let sliceDevices = 1_000
 
     static let headers: [(name: String, value: String)] = [("Content-Type", "application/x-ndjson")]
 
-    let registry: Registry
+    /// The devices of one slice and where the next starts (nil: done).
+    struct Slice: Sendable {
+        var devices: [Mutation]
+        var next: UInt64?
+    }
+
     let scope: IndexScope
 
-    /// Returns the job that reads the slice after `sequence` and writes it. The
-    /// stream starts with the first slice, so that a log failure before any
-    /// byte is sent is still a proper 503.
-    func job(after sequence: UInt64, stream: (any HTTPBodyStream)?, sink: any HTTPReplySink) -> ShardJob {
-        .index(key: scope.indexKey, settings: scope.settings) { index in
+    /// Returns the work that reads the slice after `sequence`.
+    func slice(after sequence: UInt64) -> ShardWork {
+        let read = CustomWork { index in
             let slice = index.snapshotDevices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
-            return JobResult(mutations: []) { durable in
-                guard durable else {
-                    // Reads wait for earlier writes; if those failed, stop.
-                    if let stream { stream.abort() } else { sink.send(APIError.logUnavailable.response) }
-                    return
+            return (Slice(devices: slice.mutations, next: slice.next), [])
+        }
+        return .index(scope.indexKey, settings: scope.settings, .custom(read))
+    }
+
+    /// Returns how a slice is answered, on the request's loop: the stream
+    /// starts with the first slice (so that a log failure before any byte is
+    /// sent is still a proper 503); each chunk is written, and only when the
+    /// stream says it has moved on (`whenWritable`) is the next slice asked for.
+    func answer(stream: (any HTTPBodyStream)?) -> EngineAnswer {
+        EngineAnswer { outcomes, reply in
+            guard let outcomes else {
+                // Reads wait for earlier writes; if those failed, stop.
+                if let stream { stream.abort() } else { reply.sink.send(APIError.logUnavailable.response) }
+                return
+            }
+            guard case .custom(let value) = outcomes[0], let slice = value as? Slice else {
+                preconditionFailure("an export slice answered \(outcomes[0])")
+            }
+            let body = stream ?? reply.sink.startStream(status: 200, headers: DeviceExport.headers)
+            let chunk = DeviceExport.render(slice.devices)
+            guard let next = slice.next else {
+                if chunk.isEmpty {
+                    body.finish()
+                } else {
+                    body.write(chunk) { signal in if signal == .writable { body.finish() } }
                 }
-                let body = stream ?? sink.startStream(status: 200, headers: DeviceExport.headers)
-                let chunk = DeviceExport.render(slice.mutations)
-                guard let next = slice.next else {
-                    if chunk.isEmpty {
-                        body.finish()
-                    } else {
-                        body.write(chunk) { signal in if signal == .writable { body.finish() } }
-                    }
-                    return
-                }
-                body.write(chunk) { signal in
-                    guard signal == .writable else { return }
-                    registry.submit([job(after: next, stream: body, sink: sink)])
-                }
+                return
+            }
+            body.write(chunk) { signal in
+                guard signal == .writable else { return }
+                reply.submit([self.slice(after: next)], answer: self.answer(stream: body))
             }
         }
     }

@@ -25,9 +25,8 @@ extension DeviceRoutes {
         let columns = try DeviceImport.header(&reader)
         let run = DeviceImport(registry: registry, scope: scope, columns: columns, now: requestTime(context))
         let start = DeviceImport.Progress(reader: reader)
-        return .deferred { sink in
-            Task { run.step(start, sink: sink) }
-            return []
+        return .detached { sink in
+            Task { await run.run(start, sink: sink) }
         }
     }
 }
@@ -100,24 +99,27 @@ struct DeviceImport: Sendable {
         APIError(status: 400, code: "invalid_csv", message: message, field: field)
     }
 
-    /// Parses the next batch and applies it; answers when the file is done.
-    func step(_ progress: Progress, sink: any HTTPReplySink) {
-        var progress = progress
-        var rows: [Row] = []
-        rows.reserveCapacity(DeviceImport.rowsPerJob)
-        while rows.count < DeviceImport.rowsPerJob, let record = progress.reader.next() {
-            rows.append((record.line, parse(record)))
-        }
-        if rows.isEmpty {
-            sink.send(DeviceImport.render(progress))
-            return
-        }
-        let now = now
-        let batch = rows
-        let start = progress
-        registry.submit([
-            .index(key: scope.indexKey, settings: scope.settings) { index in
-                var after = start
+    /// Parses the file batch by batch, applies each batch in one shard turn
+    /// and waits for its records before parsing the next; answers when the
+    /// file is done (503 when the log cannot take a batch). Runs on a task,
+    /// never on an event loop.
+    func run(_ start: Progress, sink: any HTTPReplySink) async {
+        var progress = start
+        while true {
+            var rows: [Row] = []
+            rows.reserveCapacity(DeviceImport.rowsPerJob)
+            while rows.count < DeviceImport.rowsPerJob, let record = progress.reader.next() {
+                rows.append((record.line, parse(record)))
+            }
+            if rows.isEmpty {
+                sink.send(DeviceImport.render(progress))
+                return
+            }
+            let now = now
+            let batch = rows
+            let before = progress
+            let applied = await registry.perform(scope.indexKey, settings: scope.settings) { index in
+                var after = before
                 var mutations: [Mutation] = []
                 for row in batch {
                     switch row.parsed {
@@ -133,17 +135,14 @@ struct DeviceImport: Sendable {
                         }
                     }
                 }
-                let progressAfter = after
-                return JobResult(mutations: mutations) { durable in
-                    guard durable else {
-                        sink.send(APIError.logUnavailable.response)
-                        return
-                    }
-                    // Off the log's completion thread: parsing the next batch is real work.
-                    Task { step(progressAfter, sink: sink) }
-                }
+                return (after, mutations)
             }
-        ])
+            guard let applied else {
+                sink.send(APIError.logUnavailable.response)
+                return
+            }
+            progress = applied
+        }
     }
 
     /// Turns one record into a register request through the JSON body parser,

@@ -40,14 +40,11 @@ struct DeviceRoutes: Sendable {
         let scope = try IndexScope(key, catalog: catalog)
         let request = try RegisterBody.parse(JSONBody(context.request).value)
         let now = requestTime(context)
-        return scope.run { index in
-            switch index.register(request, at: now) {
-            case .failure(let rejection):
-                return .rejected(rejection)
-            case .success(let outcome):
-                return IndexAnswer(mutations: outcome.mutations) {
-                    DeviceJSON.response(outcome.created ? 201 : 200, outcome.device, includeToken: false)
-                }
+        return scope.command(.register(request, at: now)) { outcome in
+            switch outcome {
+            case .registered(let registered):
+                DeviceJSON.response(registered.created ? 201 : 200, registered.device, includeToken: false)
+            default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }
     }
@@ -56,9 +53,11 @@ struct DeviceRoutes: Sendable {
     func getDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
-        return scope.run { index in
-            guard let device = index.device(id) else { return .rejected(.deviceNotFound) }
-            return IndexAnswer { DeviceJSON.response(200, device, includeToken: true) }
+        return scope.command(.getDevice(id)) { outcome in
+            switch outcome {
+            case .device(let device): DeviceJSON.response(200, device, includeToken: true)
+            default: DeviceRoutes.unexpectedOrRejected(outcome)
+            }
         }
     }
 
@@ -73,14 +72,10 @@ struct DeviceRoutes: Sendable {
         let tags = try RegisterBody.tagsChange(body.value["tags"])
         let optedIn = try body.optionalBool("opted_in")
         let id = try DeviceRoutes.deviceID(context.parameters[0])
-        return scope.run { index in
-            switch index.patchDevice(id, tags: tags, optedIn: optedIn) {
-            case .failure(let rejection):
-                return .rejected(rejection)
-            case .success(let change):
-                return IndexAnswer(mutations: change.mutations) {
-                    DeviceJSON.response(200, change.device, includeToken: false)
-                }
+        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn)) { outcome in
+            switch outcome {
+            case .device(let device): DeviceJSON.response(200, device, includeToken: false)
+            default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }
     }
@@ -92,10 +87,19 @@ struct DeviceRoutes: Sendable {
         guard let id = DeviceID(rendered: context.parameters[0]) else {
             return .response(DeviceRoutes.flag("deleted", false))
         }
-        return scope.run { index in
-            let removal = index.deleteDevice(id)
-            return IndexAnswer(mutations: removal.mutations) { DeviceRoutes.flag("deleted", removal.deleted) }
+        return scope.command(.deleteDevice(id)) { outcome in
+            switch outcome {
+            case .deleted(let deleted): DeviceRoutes.flag("deleted", deleted)
+            default: DeviceRoutes.unexpectedOrRejected(outcome)
+            }
         }
+    }
+
+    /// Renders a model rejection; any other outcome here is a broken
+    /// invariant (a command answered with another command's outcome).
+    static func unexpectedOrRejected(_ outcome: Outcome) -> HTTPResponse {
+        guard case .rejected(let rejection) = outcome else { preconditionFailure("unexpected outcome \(outcome)") }
+        return APIError(rejection).response
     }
 
     /// Returns the id of a path segment; a string this server did not mint is a

@@ -33,16 +33,22 @@ struct IndexScope: Sendable {
     static func outcome(
         indexKey: IndexKey, settings: AppSettings, _ work: @escaping @Sendable (inout AppIndex) -> IndexAnswer
     ) -> RouteOutcome {
-        .deferred { sink in
-            [
-                .index(key: indexKey, settings: settings) { index in
-                    let answer = work(&index)
-                    return JobResult(mutations: answer.mutations) { durable in
-                        sink.send(durable ? answer.render() : APIError.logUnavailable.response)
-                    }
-                }
-            ]
+        let custom = CustomWork { index in
+            let answer = work(&index)
+            return (answer, answer.mutations)
         }
+        return .command(indexKey, settings: settings, .custom(custom)) { outcome in
+            guard case .custom(let value) = outcome, let answer = value as? IndexAnswer else {
+                preconditionFailure("custom work answered \(outcome)")
+            }
+            return answer.render()
+        }
+    }
+
+    /// Returns an outcome that runs `command` on this scope's index and
+    /// renders its outcome on the request's loop.
+    func command(_ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse) -> RouteOutcome {
+        .command(indexKey, settings: settings, command, render: render)
     }
 }
 

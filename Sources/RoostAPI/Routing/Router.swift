@@ -18,16 +18,58 @@ package struct RequestContext: Sendable {
     package var nowMilliseconds: Int64
 }
 
-/// How a handler answers: now, or through jobs for the shard that owns the
-/// app, which answer through the sink once their records are durable.
+/// How a handler answers: now, or from the outcomes of work for the shard
+/// that owns the app, rendered on the request's own loop once the records
+/// they depend on are acknowledged.
 package enum RouteOutcome: Sendable {
     case response(HTTPResponse)
-    /// Builds the shard jobs of this request; each answers through the sink.
-    case deferred(@Sendable (any HTTPReplySink) -> [ShardJob])
+    /// Work for the engine (values); `answer` runs on the loop that read the
+    /// request with the outcomes in order.
+    case engine([ShardWork], answer: EngineAnswer)
+    /// Work that runs on a task of its own, off the loop, and answers through
+    /// the sink (a CSV import: parsing is real work).
+    case detached(@Sendable (any HTTPReplySink) -> Void)
     /// A catalog change already applied and appended: answered with
     /// `render()` once its records are durable, 503 `unavailable` if they
     /// cannot be.
     case afterCommit(CommitTicket, @Sendable () -> HTTPResponse)
+
+    /// One command on one index, its outcome rendered by `render` (503 when
+    /// the log could not take its records).
+    static func command(
+        _ key: IndexKey, settings: AppSettings, _ command: Command,
+        render: @escaping @Sendable (Outcome) -> HTTPResponse
+    ) -> RouteOutcome {
+        .engine([.index(key, settings: settings, command)], answer: .rendering(render))
+    }
+}
+
+/// How a route answers from its engine outcomes. Called on the loop that
+/// read the request (or on the caller's task outside a server), never on a
+/// shard: rendering is the loop's work.
+package struct EngineAnswer: Sendable {
+    /// Receives the outcomes in the order the work was given, or nil when the
+    /// log could not take a write among them (nothing was acknowledged).
+    package let finish: @Sendable (_ outcomes: [Outcome]?, _ reply: any EngineReply) -> Void
+
+    package init(_ finish: @escaping @Sendable (_ outcomes: [Outcome]?, _ reply: any EngineReply) -> Void) {
+        self.finish = finish
+    }
+
+    /// Renders the first outcome into the response; 503 when not acknowledged.
+    static func rendering(_ render: @escaping @Sendable (Outcome) -> HTTPResponse) -> EngineAnswer {
+        EngineAnswer { outcomes, reply in
+            reply.sink.send(outcomes.map { render($0[0]) } ?? APIError.logUnavailable.response)
+        }
+    }
+}
+
+/// What an `EngineAnswer` answers through: the request's sink, and more
+/// engine work for the same request (the next slice of an export or an
+/// import), answered on the same loop.
+package protocol EngineReply: Sendable {
+    var sink: any HTTPReplySink { get }
+    func submit(_ work: [ShardWork], answer: EngineAnswer)
 }
 
 /// A handler answers one request or throws an API error.

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# The spine benchmark (issue 8): registrations over HTTP end to end, against
+# nginx answering a fixed body, in one sitting.
+#
+#   Benchmarks/spine/run.sh [SECONDS] [ROUNDS]          (make bench-spine)
+#
+# Each round runs, one after the other, each for SECONDS:
+#   nginx           1 worker (master_process off), POST /v1/devices answered
+#                   with a fixed 201 JSON body of a device's size;
+#   roost always    `roost serve --fsync always`, fresh data dir, fresh app
+#                   (max_devices_per_person 1000) and devices:write key;
+#   roost never     the same with `--fsync never`;
+#   and, with ROOST_BIN_BASELINE set, the baseline binary's always and never
+#   (alternated with the binary under test within every round).
+# Load: wrk, 2 threads × 64 keep-alive connections, Benchmarks/spine/register.lua
+# (tokens from a 1M space, deterministic per index, so re-registrations happen;
+# people from a 200k space; platform, environment, token, external_id,
+# app_version, locale, timezone). Per run it records req/s, non-2xx answers,
+# answers other than 200/201 (counted by register.lua; SPINE_COUNT_STATUS=0
+# turns that off) and socket errors (a run with any is FAILED and left out of
+# the medians), and
+# context switches per request of the server process: voluntary + nonvoluntary
+# over /proc/PID/task/*/status before and after wrk (threads that exit during
+# the run are lost there), and `perf stat -e context-switches -p PID` over the
+# same window when perf works; and the server's CPU time per request (utime +
+# stime of /proc/PID/stat, every thread, at the clock-tick resolution).
+# Then, per roost binary, one open-loop run (`roost-bench load`) at half the
+# median `always` rate (SPINE_P99_RATE overrides it) on a fresh `--fsync always`
+# server for p99 latency from the intended send time.
+# Prints a table of medians and ratios and writes a markdown block (with the
+# exact command) to $SPINE_MARKDOWN (default .build/spine-report.md).
+#
+# Environment: ROOST_BIN (default: the release build), ROOST_BIN_BASELINE,
+# ROOST_BENCH_BIN (default: the release roost-bench), SPINE_P99_RATE,
+# SPINE_TOKENS (1000000), SPINE_PEOPLE (200000), SPINE_MARKDOWN.
+# Everything listens on 127.0.0.1 and is stopped by PID when the script ends.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_RUN=${1:-10}
+ROUNDS=${2:-3}
+THREADS=2
+CONNECTIONS=64
+export SPINE_TOKENS=${SPINE_TOKENS:-1000000}
+export SPINE_PEOPLE=${SPINE_PEOPLE:-200000}
+# register.lua also counts answers by status (no cost measurable against nginx).
+export SPINE_COUNT_STATUS=${SPINE_COUNT_STATUS:-1}
+MARKDOWN=${SPINE_MARKDOWN:-.build/spine-report.md}
+COMMAND="$0 $*"
+for tool in wrk nginx curl; do
+  command -v "$tool" >/dev/null || { echo "missing $tool: sudo apt-get install -y wrk nginx-light curl"; exit 1; }
+done
+BIN_DIR=""
+bin_dir() { [ -n "$BIN_DIR" ] || BIN_DIR=$(swift build -c release --show-bin-path); echo "$BIN_DIR"; }
+BIN=${ROOST_BIN:-$(bin_dir)/roost}
+BENCH_BIN=${ROOST_BENCH_BIN:-$(bin_dir)/roost-bench}
+BASELINE=${ROOST_BIN_BASELINE:-}
+for b in "$BIN" "$BENCH_BIN" ${BASELINE:+"$BASELINE"}; do
+  [ -x "$b" ] || { echo "not an executable: $b (build: swift build -c release --product roost --product roost-bench)"; exit 1; }
+done
+PERF=0
+if command -v perf >/dev/null && perf stat -e context-switches -x, -o /dev/null true 2>/dev/null; then PERF=1; fi
+
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/roost-bench-spine.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
+
+for check in selftest-histogram selftest-load; do
+  "$BENCH_BIN" $check > "$work/selftest" || { cat "$work/selftest"; echo "roost-bench $check failed"; exit 1; }
+done
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+median() { sort -n | awk 'NF && $1 != "-" {a[++n]=$1} END {if (n==0) print "-"; else print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b==0) print "-"; else printf "%.2f", a/b }'; }
+# Sum of voluntary + nonvoluntary context switches over the live threads of $1.
+ctx_switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
+}
+# User + system CPU ticks of process $1 (every thread, exited ones included).
+cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
+CLOCK_TICKS=$(getconf CLK_TCK)
+stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
+  local p=$1
+  kill -TERM "$p" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+}
+
+server_pid=""
+port=""
+start_nginx() {
+  port=$(free_port)
+  rm -rf "$work/nginx"; mkdir -p "$work/nginx"
+  # A 201 body the size of roost's device answer (456 bytes).
+  local body='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+  cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+master_process off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log crit;
+daemon off;
+events { worker_connections 4096; use epoll; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  client_body_temp_path $work/nginx;
+  proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+  server {
+    listen 127.0.0.1:$port;
+    default_type application/json;
+    location / { return 201 '$body'; }
+  }
+}
+CONF
+  nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" 2> "$work/nginx/stderr" &
+  server_pid=$!; pids+=("$server_pid")
+  for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && return 0; sleep 0.1; done
+  echo "nginx did not start"; cat "$work/nginx/stderr"; exit 1
+}
+start_roost() { # binary policy -> server_pid, port, ROOST_KEY
+  local binary=$1 policy=$2
+  rm -rf "$work/data" "$work/roost.out" "$work/roost.err"
+  "$binary" serve --listen 127.0.0.1:0 --data "$work/data" --fsync "$policy" > "$work/roost.out" 2> "$work/roost.err" &
+  server_pid=$!; pids+=("$server_pid")
+  for _ in $(seq 100); do grep -q "listening on" "$work/roost.out" 2>/dev/null && break; sleep 0.1; done
+  port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/roost.out")
+  [ -n "$port" ] || { echo "roost did not start: $binary"; cat "$work/roost.err"; exit 1; }
+  curl -sf -X POST "127.0.0.1:$port/v1/apps" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
+    -d '{"name":"bench","settings":{"max_devices_per_person":1000}}' > /dev/null
+  ROOST_KEY=$(curl -sf -X POST "127.0.0.1:$port/v1/apps/1/keys" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
+    -d '{"kind":"secret","capabilities":["devices:write"]}' | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')
+  [ -n "$ROOST_KEY" ] || { echo "could not create a key"; exit 1; }
+  export ROOST_KEY
+  # One registration by hand: the route answers 201 before any load is timed.
+  local status
+  status=$(curl -s -o /dev/null -w '%{http_code}' -X POST "127.0.0.1:$port/v1/devices" \
+    -H "Authorization: Bearer $ROOST_KEY" -H "Content-Type: application/json" \
+    -d '{"platform":"ios","token":"00000000000000000000000000000000000000000000000000000000000000ff","external_id":"probe"}')
+  [ "$status" = 201 ] || { echo "roost answered $status to a registration"; exit 1; }
+}
+stop_server() { stop_pid "$server_pid"; server_pid=""; }
+
+declare -A rates ctx perfctx cpus failures
+variants=(nginx roost-always roost-never)
+[ -n "$BASELINE" ] && variants+=(baseline-always baseline-never)
+binary_of() { case $1 in roost-*) echo "$BIN" ;; baseline-*) echo "$BASELINE" ;; esac; }
+
+# One wrk run against the server that is up; prints one result line.
+measure() { # variant round
+  local variant=$1 round=$2 out="$work/wrk.out" perf_out="$work/perf.out" perf_pid=""
+  local before after requests rate non2xx sockerr per_request perf_per_request="-" switches
+  local cpu_before cpu_after cpu_per_request
+  before=$(ctx_switches "$server_pid")
+  cpu_before=$(cpu_ticks "$server_pid")
+  if [ "$PERF" = 1 ]; then
+    rm -f "$perf_out"
+    perf stat -e context-switches -x, -o "$perf_out" -p "$server_pid" 2>/dev/null &
+    perf_pid=$!; pids+=("$perf_pid")
+    sleep 0.2
+  fi
+  timeout $((SECONDS_PER_RUN + 30)) wrk -t$THREADS -c$CONNECTIONS -d"${SECONDS_PER_RUN}s" \
+    -s Benchmarks/spine/register.lua "http://127.0.0.1:$port/v1/devices" > "$out" 2>&1 || true
+  if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
+  after=$(ctx_switches "$server_pid")
+  cpu_after=$(cpu_ticks "$server_pid")
+  rate=$(awk '/^Requests\/sec/ {printf "%d", $2}' "$out")
+  requests=$(awk '/requests in/ {print $1}' "$out")
+  non2xx=$(awk '/Non-2xx or 3xx responses/ {print $NF}' "$out"); non2xx=${non2xx:-0}
+  sockerr=$(awk '/Socket errors/ {gsub(",", ""); print $4+$6+$8+$10}' "$out"); sockerr=${sockerr:-0}
+  # From register.lua (SPINE_COUNT_STATUS=1): statuses other than 200/201.
+  local unexpected statuses
+  unexpected=$(awk '/^unexpected statuses:/ {print $3}' "$out"); unexpected=${unexpected:-0}
+  statuses=$(awk '/^status [0-9]+:/ {printf "%s%s %s", sep, $2, $3; sep=", "}' "$out")
+  if [ -z "$rate" ] || [ -z "$requests" ] || [ "$requests" = 0 ]; then
+    failures[$variant]+="r$round(no-result) "
+    echo "round $round $variant: FAILED (wrk printed no result)"; sed 's/^/  wrk: /' "$out"; return
+  fi
+  per_request=$(awk -v a="$before" -v b="$after" -v n="$requests" 'BEGIN{printf "%.3f", (b-a)/n}')
+  cpu_per_request=$(awk -v a="$cpu_before" -v b="$cpu_after" -v n="$requests" -v hz="$CLOCK_TICKS" \
+    'BEGIN{printf "%.1f", (b-a)/hz*1e6/n}')
+  if [ -n "$perf_pid" ] && [ -s "$perf_out" ]; then
+    switches=$(awk -F, '/context-switches/ {print $1}' "$perf_out")
+    [[ "$switches" =~ ^[0-9]+$ ]] && perf_per_request=$(awk -v s="$switches" -v n="$requests" 'BEGIN{printf "%.3f", s/n}')
+  fi
+  if [ "$non2xx" != 0 ] || [ "$sockerr" != 0 ] || [ "$unexpected" != 0 ]; then
+    failures[$variant]+="r$round(non2xx=$non2xx,unexpected=$unexpected,socket_errors=$sockerr) "
+    echo "round $round $variant: FAILED: $non2xx non-2xx answers, $unexpected not 200/201," \
+      "$sockerr socket errors ($rate req/s not counted; statuses ${statuses:-?})"
+    return
+  fi
+  rates[$variant]+="$rate "
+  ctx[$variant]+="$per_request "
+  perfctx[$variant]+="$perf_per_request "
+  cpus[$variant]+="$cpu_per_request "
+  echo "round $round $variant: $rate req/s, $requests requests, ctx switches/request $per_request (/proc)," \
+    "$perf_per_request (perf), server CPU $cpu_per_request µs/request; statuses ${statuses:-not counted}"
+}
+
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "spine: ${SECONDS_PER_RUN}s × $ROUNDS rounds; roost $BIN${BASELINE:+, baseline $BASELINE}; wrk $THREADS threads × $CONNECTIONS connections; load $(cut -d' ' -f1 /proc/loadavg)"
+for round in $(seq "$ROUNDS"); do
+  order=("${variants[@]}")
+  # Even rounds run the baseline first, so neither binary always follows nginx.
+  if [ -n "$BASELINE" ] && [ $((round % 2)) = 0 ]; then
+    order=(nginx baseline-always baseline-never roost-always roost-never)
+  fi
+  for variant in "${order[@]}"; do
+    if [ "$variant" = nginx ]; then
+      start_nginx
+    else
+      start_roost "$(binary_of "$variant")" "${variant#*-}"
+    fi
+    measure "$variant" "$round"
+    stop_server
+    if [[ "$variant" == *-always ]]; then
+      per_sync=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p' "$work/roost.err")
+      echo "  ($variant: ${per_sync:-?} records per fdatasync at stop)"
+    fi
+  done
+done
+
+# p99 at half the median `always` rate, open loop, one run per roost binary.
+declare -A p99line
+for label in roost ${BASELINE:+baseline}; do
+  peak=$(echo ${rates[$label-always]:-} | tr ' ' '\n' | median)
+  rate=${SPINE_P99_RATE:-$(awk -v p="$peak" 'BEGIN{ if (p=="-") print ""; else printf "%d", p/2 }')}
+  if [ -z "$rate" ] || [ "$rate" = 0 ]; then
+    p99line[$label]="not run (no successful always run)"; continue
+  fi
+  start_roost "$(binary_of "$label-always")" always
+  set +e
+  timeout $((SECONDS_PER_RUN + 60)) "$BENCH_BIN" load --url "http://127.0.0.1:$port" --key "$ROOST_KEY" \
+    --rate "$rate" --seconds "$SECONDS_PER_RUN" --connections $CONNECTIONS \
+    --tokens "$SPINE_TOKENS" --people "$SPINE_PEOPLE" > "$work/load.out" 2> "$work/load.err"
+  load_status=$?
+  set -e
+  stop_server
+  sed "s/^/  $label: /" "$work/load.out"
+  result=$(grep '^result ' "$work/load.out" || true)
+  value() { echo "$result" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+  if [ "$load_status" != 0 ] || [ -z "$result" ]; then
+    p99line[$label]="FAILED at $rate req/s (exit $load_status: $(tr '\n' ' ' < "$work/load.err"))"
+  else
+    p99line[$label]="at $rate req/s (achieved $(value rate)): p50 $(value p50_us) µs, p99 **$(value p99_us) µs**, p99.9 $(value p999_us) µs, max $(value max_us) µs; generator CPU $(value cpu_pct) %"
+  fi
+done
+
+summary() {
+  echo "| variant | median req/s | runs (req/s) | ctx switches/request (/proc) | (perf) | server CPU µs/request | failed runs |"
+  echo "|---|---|---|---|---|---|---|"
+  for variant in "${variants[@]}"; do
+    echo "| $variant | $(echo ${rates[$variant]:-} | tr ' ' '\n' | median) | ${rates[$variant]:-none} |" \
+      "$(echo ${ctx[$variant]:-} | tr ' ' '\n' | median) | $(echo ${perfctx[$variant]:-} | tr ' ' '\n' | median) |" \
+      "$(echo ${cpus[$variant]:-} | tr ' ' '\n' | median) | ${failures[$variant]:-0} |"
+  done
+  echo
+  for label in roost ${BASELINE:+baseline}; do
+    a=$(echo ${rates[$label-always]:-} | tr ' ' '\n' | median)
+    n=$(echo ${rates[$label-never]:-} | tr ' ' '\n' | median)
+    x=$(echo ${rates[nginx]:-} | tr ' ' '\n' | median)
+    echo "- $label: always/nginx = **$(ratio "$a" "$x")**, always/never = **$(ratio "$a" "$n")**; p99 (open loop, --fsync always) ${p99line[$label]}"
+  done
+}
+mkdir -p "$(dirname "$MARKDOWN")"
+{
+  echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d), roost \`$BIN\`${BASELINE:+, baseline \`$BASELINE\`};" \
+    "wrk $THREADS threads × $CONNECTIONS connections, ${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
+    "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+  echo
+  summary
+} > "$MARKDOWN"
+echo
+cat "$MARKDOWN"
+echo
+echo "(markdown written to $MARKDOWN)"
+any_failed=0
+for variant in "${variants[@]}"; do [ -n "${failures[$variant]:-}" ] && any_failed=1; done
+for label in roost ${BASELINE:+baseline}; do [[ "${p99line[$label]}" == FAILED* ]] && any_failed=1; done
+exit $any_failed

@@ -1,0 +1,184 @@
+import RoostModel
+import RoostPlatform
+import RoostStorage
+import Synchronization
+
+/// The engine's side of one loop thread (an HTTP event loop, or an engine
+/// thread in tools): the commands its requests submitted in the current
+/// round, the shards it runs, and the outcomes waiting for the log.
+///
+/// At the end of every round (`endOfRound`, on the loop's thread) it hands
+/// each shard the round's commands in one hop: a shard this loop runs
+/// executes them at once, with no thread switch; another loop's shard gets
+/// them as one message. Outcomes come back as values and are released to
+/// the receiver once the log has acknowledged what they depend on; the log's
+/// I/O thread wakes the loop once per group commit for that.
+package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
+    // @unchecked: `outgoing`, `waiting` and `receiver` are confined to the
+    // loop's thread (asserted where touched); `inbox` is behind its mutex.
+
+    /// The most commands one shard runs in one turn, so one turn stays short.
+    package static let commandsPerTurnMax = 1024
+
+    private struct Inbox {
+        var commands: [ShardCommand] = []
+        var outcomes: [ShardOutcome] = []
+    }
+
+    package let index: Int
+    package let executor: LoopExecutor
+    private weak var set: ShardSet?
+    private let log: any MutationLog
+    private let inbox = Mutex(Inbox())
+    /// Commands submitted on this loop in this round, by shard number.
+    private var outgoing: [[ShardCommand]]
+    private var outgoingShards: [Int] = []
+    private var waiting: [ShardOutcome] = []
+    private var receiver: (any OutcomeReceiver)?
+
+    init(index: Int, executor: LoopExecutor, shardCount: Int, log: any MutationLog) {
+        self.index = index
+        self.executor = executor
+        self.log = log
+        outgoing = Array(repeating: [], count: shardCount)
+    }
+
+    func attach(to set: ShardSet) {
+        self.set = set
+    }
+
+    /// Sets who renders this loop's outcomes. Once, before requests arrive.
+    package func setReceiver(_ receiver: any OutcomeReceiver) {
+        precondition(self.receiver == nil, "loop \(index) already has a receiver")
+        self.receiver = receiver
+    }
+
+    /// Queues `work` for the end of this round; its outcome reaches the
+    /// receiver with `ticket`. Loop thread only.
+    package func submit(_ work: ShardWork, ticket: UInt64) {
+        executor.preconditionOnLoop("ShardLoop.submit")
+        guard let set else { return }
+        let shard = set.shardNumber(for: work.app)
+        if outgoing[shard].isEmpty { outgoingShards.append(shard) }
+        outgoing[shard].append(ShardCommand(work, origin: .loop(index, ticket: ticket)))
+    }
+
+    /// Hands commands to this loop's shards from any thread (another loop's
+    /// round, or a caller outside the loops) and wakes the loop.
+    func post(commands: [ShardCommand]) {
+        let wasEmpty = inbox.withLock { inbox in
+            let wasEmpty = inbox.commands.isEmpty && inbox.outcomes.isEmpty
+            inbox.commands.append(contentsOf: commands)
+            return wasEmpty
+        }
+        if wasEmpty { executor.wake() }
+    }
+
+    /// Hands outcomes of this loop's requests back from the loop that ran them.
+    func post(outcomes: [ShardOutcome]) {
+        let wasEmpty = inbox.withLock { inbox in
+            let wasEmpty = inbox.commands.isEmpty && inbox.outcomes.isEmpty
+            inbox.outcomes.append(contentsOf: outcomes)
+            return wasEmpty
+        }
+        if wasEmpty { executor.wake() }
+    }
+
+    // MARK: - The round (loop thread)
+
+    package func endOfRound() {
+        executor.preconditionOnLoop("ShardLoop.endOfRound")
+        guard let set else { return }
+        let arrived = inbox.withLock { inbox -> Inbox in
+            var taken = Inbox()
+            swap(&taken, &inbox)
+            return taken
+        }
+        waiting.append(contentsOf: arrived.outcomes)
+        // Commands for shards this loop runs: from other loops first (they
+        // were submitted in an earlier round), then this round's own.
+        var mine: [Int: [ShardCommand]] = [:]
+        for command in arrived.commands {
+            mine[set.shardNumber(for: command.work.app), default: []].append(command)
+        }
+        var remote: [Int: [ShardCommand]] = [:]
+        for shard in outgoingShards {
+            let commands = outgoing[shard]
+            outgoing[shard].removeAll(keepingCapacity: true)
+            let owner = set.loopNumber(forShard: shard)
+            if owner == index {
+                mine[shard, default: []].append(contentsOf: commands)
+            } else {
+                remote[owner, default: []].append(contentsOf: commands)
+            }
+        }
+        outgoingShards.removeAll(keepingCapacity: true)
+        for (owner, commands) in remote { set.loops[owner].post(commands: commands) }
+        for (number, commands) in mine { run(commands, on: set.shards[number], set: set) }
+        release()
+    }
+
+    /// Runs commands on a shard this loop owns, in turns of at most
+    /// `commandsPerTurnMax`, and routes each outcome to its origin.
+    private func run(_ commands: [ShardCommand], on shard: Shard, set: ShardSet) {
+        precondition(shard.executor === executor, "shard \(shard.number) is not run by loop \(index)")
+        var elsewhere: [Int: [ShardOutcome]] = [:]
+        var start = 0
+        while start < commands.count {
+            let end = min(start + ShardLoop.commandsPerTurnMax, commands.count)
+            let turn = Array(commands[start..<end])
+            let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
+            for outcome in outcomes {
+                switch outcome.origin {
+                case .loop(let loop, _) where loop != index: elsewhere[loop, default: []].append(outcome)
+                case .loop, .caller, .batch: waiting.append(outcome)
+                }
+            }
+            start = end
+        }
+        for (loop, outcomes) in elsewhere { set.loops[loop].post(outcomes: outcomes) }
+    }
+
+    /// Releases every waiting outcome the log has acknowledged (or refused)
+    /// and asks the log to wake this loop for the rest.
+    private func release() {
+        guard !waiting.isEmpty else { return }
+        let acknowledged = log.acknowledgedThrough
+        let failed = !log.acceptsWrites
+        var delivered: [(ticket: UInt64, outcome: Acknowledged)] = []
+        var earliest = LogSequenceNumber(UInt64.max)
+        var kept = 0
+        for position in waiting.indices {
+            let outcome = waiting[position]
+            let answer: Acknowledged?
+            if let waitsFor = outcome.waitsFor {
+                if waitsFor <= acknowledged {
+                    answer = .some(outcome.outcome)
+                } else if failed {
+                    answer = .some(outcome.wrote ? nil : outcome.outcome)
+                } else {
+                    answer = nil
+                    earliest = min(earliest, waitsFor)
+                }
+            } else {
+                answer = .some(nil)
+            }
+            guard let answer else {
+                waiting[kept] = outcome
+                kept += 1
+                continue
+            }
+            switch outcome.origin {
+            case .loop(_, let ticket): delivered.append((ticket, answer))
+            case .caller(let waiter): waiter.resume(answer)
+            case .batch(let waiter, let position): waiter.deliver(position, answer)
+            }
+        }
+        waiting.removeSubrange(kept...)
+        if kept > 0 { log.wakeWhenAcknowledged(earliest, executor) }
+        if !delivered.isEmpty {
+            guard let receiver else { preconditionFailure("loop \(index) has outcomes but no receiver") }
+            receiver.receive(delivered)
+        }
+    }
+}
