@@ -71,8 +71,8 @@ let package = Package(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform"],
-            swiftSettings: strict),
+            name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
+            exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],

@@ -10,7 +10,7 @@ enum APIMicroBenchmark {
     static func run(iterations: Int) async {
         let adminKey = "bench-admin-key-0123456789abcdef"
         let service = RoostService(
-            catalog: Catalog(state: CatalogState(), store: nil, clock: SystemClock()), adminKey: adminKey,
+            catalog: Catalog(state: CatalogState(), log: nil, clock: SystemClock()), adminKey: adminKey,
             clock: SystemClock(), registry: Registry(shardCount: 1, log: VolatileLog()))
         func request(_ method: HTTPMethod, _ target: String, _ body: String) -> HTTPRequest {
             let headers = HTTPHeaders([

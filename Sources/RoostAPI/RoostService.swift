@@ -14,21 +14,72 @@ public final class RoostService: HTTPResponder {
     private let clock: any APIClock
     package let registry: Registry
     package let catalog: Catalog
+    package let identityKeys: IdentityKeyStore
     /// The requests waiting for engine outcomes, one table per engine loop.
     private let loopRequests: [LoopRequests]
 
-    /// Opens the service over a data directory: loads the catalog
-    /// (`DIR/catalog.json`; throws when it exists but cannot be read) and the
-    /// identity signing keys (`DIR/identity-keys.json`, created on first start),
-    /// and serves devices from `registry` (the recovered engine).
-    package convenience init(dataDirectory: String, adminKey: String, registry: Registry) throws {
-        let store = CatalogStore(path: dataDirectory + "/catalog.json")
-        let clock = SystemClock()
-        let catalog = Catalog(state: try store.load(), store: store, clock: clock)
-        let identityKeys = try IdentityKeyStore.open(
-            path: dataDirectory + "/identity-keys.json", now: clock.wallMilliseconds())
+    /// Opens the service over a recovered engine: rebuilds the catalog (apps,
+    /// keys, settings, counters, identity signing keys) from the catalog
+    /// records recovery found (`catalogRecords`, snapshot then log), migrates
+    /// an older release's `DIR/catalog.json` and `DIR/identity-keys.json` into
+    /// the log (`CatalogStartup`), and makes every later snapshot begin with
+    /// the catalog. Throws, with one line saying what to do, when the pieces
+    /// disagree or are damaged. Call `reconcile` before serving.
+    package convenience init(
+        dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
+        clock: any APIClock = SystemClock()
+    ) throws {
+        let log = CatalogLog(log: engine.log)
+        let contents = try CatalogStartup.open(
+            directory: dataDirectory, recovered: try CatalogContents.rebuild(catalogRecords), log: log,
+            sync: { _ = try engine.log.wal.sync() }, now: clock.wallMilliseconds())
+        let catalog = Catalog(state: contents.catalog, catalogLog: log, clock: clock)
+        let identityKeys = IdentityKeyStore(state: contents.identityKeys, log: log)
+        engine.setCatalogSnapshotSource {
+            (catalog.snapshotRecords() + identityKeys.snapshotRecords()).map { $0.encoded() }
+        }
         self.init(
-            catalog: catalog, adminKey: adminKey, clock: clock, registry: registry, identityKeys: identityKeys)
+            catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys)
+    }
+
+    /// Makes the recovered indexes agree with the recovered catalog, before
+    /// anything is served: refuses data of an app the catalog never created
+    /// (its catalog records are missing: serving would drop the data, and the
+    /// id would be given again); drops data of an app the catalog deleted
+    /// (a crash came between the catalog's record and the shard's removal
+    /// record); gives every index its app's settings (a crash came between
+    /// the catalog's settings record and the indexes' ones: the catalog is the
+    /// authority). O(indexes).
+    package func reconcile(dataDirectory: String) async throws {
+        let state = catalog.currentState()
+        for shard in registry.shardSet.shards {
+            for (key, indexSettings) in await shard.indexSettings() {
+                guard key.app.rawValue < state.nextAppID else {
+                    throw CatalogStartError(
+                        "the log in \(dataDirectory) holds devices of app \(key.app.rawValue), which the catalog "
+                            + "never created (next app id \(state.nextAppID)): the catalog is missing or incomplete. "
+                            + "If an older release ran here, restore \(dataDirectory)/catalog.json from a backup; "
+                            + "otherwise restore the whole data directory")
+                }
+                guard let app = state.apps[key.app] else {
+                    guard await registry.removeApp(key.app) != nil else {
+                        throw CatalogStartError("the log could not take the removal of deleted app \(key.app.rawValue)")
+                    }
+                    continue
+                }
+                let settings = app.settings
+                guard settings != indexSettings else { continue }
+                let applied: Bool? = await registry.perform(key, settings: settings) { index in
+                    guard case .success(let mutations) = index.updateSettings(settings) else {
+                        preconditionFailure("catalog settings \(settings) refused by the model")
+                    }
+                    return (true, mutations)
+                }
+                guard applied != nil else {
+                    throw CatalogStartError("the log could not take the settings of app \(key.app.rawValue)")
+                }
+            }
+        }
     }
 
     /// `identityKeys` nil keeps fresh signing keys in memory (tests).
@@ -43,6 +94,7 @@ public final class RoostService: HTTPResponder {
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
+        self.identityKeys = keys
         let compat =
             BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
             + NativeNotifyRoutes(catalog: catalog).routes
@@ -69,6 +121,12 @@ public final class RoostService: HTTPResponder {
         case .detached(let start):
             if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
             start(sink)
+            return .deferred
+        case .afterCommit(let ticket, let render):
+            let answer = { @Sendable (durable: Bool) in durable ? render() : APIError.logUnavailable.response }
+            if let durable = ticket.outcomeOrWait({ durable in sink.send(answer(durable)) }) {
+                return .respond(answer(durable))
+            }
             return .deferred
         }
     }
@@ -113,6 +171,11 @@ public final class RoostService: HTTPResponder {
             return await withCheckedContinuation { continuation in
                 start(ContinuationSink(continuation: continuation))
             }
+        case .afterCommit(let ticket, let render):
+            let durable = await withCheckedContinuation { continuation in
+                ticket.whenDone { continuation.resume(returning: $0) }
+            }
+            return durable ? render() : APIError.logUnavailable.response
         }
     }
 

@@ -1,5 +1,6 @@
 import RoostModel
 import RoostStorage
+import Synchronization
 
 /// The engine over its data directory: recovery at open (checkpoint →
 /// snapshot → log replay), the registry the API submits to, fuzzy snapshots
@@ -8,12 +9,19 @@ package final class DurableEngine: Sendable {
     package let registry: Registry
     package let log: WALMutationLog
     private let shardCount: Int
+    /// Returns the catalog's records (its whole state as after-images) for a
+    /// snapshot; read after the snapshot's start LSN is taken. Set once by the
+    /// service that owns the catalog (`setCatalogSnapshotSource`).
+    private let catalogSource = Mutex<(@Sendable () -> [[UInt8]])?>(nil)
 
     /// What recovery found, for the operator (one line each).
     package struct RecoveryReport: Sendable {
         package var snapshotRecords = 0
         package var logRecords = 0
         package var notes: [String] = []
+        /// The catalog's record payloads (`EngineRecord.catalog`), snapshot
+        /// first, then the log, in order: the catalog rebuilds its state from them.
+        package var catalogRecords: [[UInt8]] = []
         /// Wall time of each phase: reading and verifying the files (checkpoint
         /// slots, snapshot CRC, every segment), loading the snapshot, replaying the log.
         package var filesDuration: Duration = .zero
@@ -66,6 +74,9 @@ package final class DurableEngine: Sendable {
             case .mutation(let key, _): app = key.app
             case .appRemoved(let removed): app = removed
             case .indexSize(let key, _, _): app = key.app
+            case .catalog(let payload):
+                report.catalogRecords.append(payload)
+                return
             }
             do {
                 try tables[ShardSet.shardNumber(for: app, shardCount: shardCount)].replay(record)
@@ -109,8 +120,15 @@ package final class DurableEngine: Sendable {
         return (DurableEngine(registry: registry, log: log, shardCount: shardCount), report)
     }
 
-    /// Writes a fuzzy snapshot of every shard in bounded slices while writers
-    /// continue, then checkpoints it (temp → fsync → rename → fsync dir →
+    /// Makes every later snapshot begin with `source()`'s records (the
+    /// catalog's state). Called once, before anything is served.
+    package func setCatalogSnapshotSource(_ source: @escaping @Sendable () -> [[UInt8]]) {
+        catalogSource.withLock { $0 = source }
+    }
+
+    /// Writes a fuzzy snapshot: the catalog's records first (read after the
+    /// start LSN is taken, so every catalog change below it is in them), then
+    /// every shard in bounded slices while writers continue, then checkpoints it (temp → fsync → rename → fsync dir →
     /// checkpoint slot → old segments deleted). Replay from the snapshot's
     /// start LSN makes it exact. Returns nil when nothing was appended since
     /// the last snapshot.
@@ -128,6 +146,7 @@ package final class DurableEngine: Sendable {
         // Records are encoded in the shards' turns; zstd and the file writes run
         // on a low-priority thread so that they yield the cores to requests.
         let background = BackgroundSnapshotWriter(writer)
+        let catalogRecords = catalogSnapshotRecords()
         func push(_ records: [[UInt8]]) async throws {
             while !background.offer(records) {
                 if let failure = background.failure { throw failure }
@@ -135,6 +154,7 @@ package final class DurableEngine: Sendable {
             }
         }
         do {
+            try await push(catalogRecords)
             for shard in registry.shardSet.shards {
                 for key in await shard.keys() {
                     if let size = await shard.read(key, { (devices: $0.count, people: $0.stats().people) }) {
@@ -172,6 +192,13 @@ package final class DurableEngine: Sendable {
         let summary = try background.finish()
         try log.wal.checkpoint(summary)
         return summary
+    }
+
+    /// Returns the catalog's records framed as `EngineRecord.catalog` (none
+    /// before a catalog source is set).
+    private func catalogSnapshotRecords() -> [[UInt8]] {
+        guard let source = catalogSource.withLock({ $0 }) else { return [] }
+        return source().map { EngineRecord.catalog($0).encoded() }
     }
 
     /// Flushes and fsyncs the log and stops its I/O thread.

@@ -1,16 +1,18 @@
 import RoostModel
 
 /// A log record as the engine writes it: which app and mode a mutation belongs
-/// to, or that a whole app was removed. Layout (little-endian):
+/// to, that a whole app was removed, or a catalog change (apps, keys,
+/// settings, counters, identity signing keys). Layout (little-endian):
 ///
 /// | bytes | field |
 /// |---|---|
 /// | 1 | format version (1) |
-/// | 1 | kind: 1 mutation, 2 app removed, 3 index size |
-/// | 4 | app id |
+/// | 1 | kind: 1 mutation, 2 app removed, 3 index size, 4 catalog |
+/// | 4 | app id; kinds 1–3 (kind 4 has no app id here) |
 /// | 1 | mode (0 live, 1 test); kinds 1 and 3 |
 /// | rest | `MutationCodec` bytes; kind 1 only |
 /// | 8 + 8 | devices, people (`u64`); kind 3 only |
+/// | rest | the catalog's own record bytes (`CatalogRecord` in RoostAPI); kind 4 only |
 package enum EngineRecord: Equatable, Sendable {
     case mutation(IndexKey, Mutation)
     case appRemoved(AppID)
@@ -19,6 +21,9 @@ package enum EngineRecord: Equatable, Sendable {
     /// reserves room before the index's records follow. A hint only: applying
     /// it changes no state.
     case indexSize(IndexKey, devices: UInt64, people: UInt64)
+    /// A catalog change, opaque to the engine: recovery hands these payloads,
+    /// in log order, to the catalog that wrote them (docs/storage.md).
+    case catalog([UInt8])
 
     package static let formatVersion: UInt8 = 1
 
@@ -49,6 +54,8 @@ package enum EngineRecord: Equatable, Sendable {
                 }
             }
             return bytes
+        case .catalog(let payload):
+            return [EngineRecord.formatVersion, 4] + payload
         }
     }
 
@@ -62,8 +69,13 @@ package enum EngineRecord: Equatable, Sendable {
 
     /// Decodes a record from borrowed bytes (no copy of the payload).
     package static func decode(_ bytes: UnsafeRawBufferPointer) throws(EngineRecordError) -> EngineRecord {
-        guard bytes.count >= 6 else { throw .truncated(bytes.count) }
+        guard bytes.count >= 2 else { throw .truncated(bytes.count) }
         guard bytes[0] == formatVersion else { throw .unknownVersion(bytes[0]) }
+        if bytes[1] == 4 {
+            guard bytes.count > 2 else { throw .invalid("empty catalog record") }
+            return .catalog(Array(bytes[2...]))
+        }
+        guard bytes.count >= 6 else { throw .truncated(bytes.count) }
         let rawApp = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
         guard rawApp > 0 else { throw .invalid("app id 0") }
         let app = AppID(rawApp)

@@ -45,6 +45,9 @@ package struct IndexTable: Sendable {
             }
         case .appRemoved(let app):
             _ = removeApp(app)
+        case .catalog:
+            // The catalog's, not an index's: recovery hands these to the catalog.
+            break
         case .indexSize(let key, let devices, let people):
             // A hint: reserve (bounded, it is read from disk) and change nothing else.
             let limit = UInt64(Limits.devicesPerIndexMax)

@@ -120,6 +120,12 @@ package actor Shard {
         } ?? []
     }
 
+    /// Returns every index's key and settings, sorted by key (start-up
+    /// reconciliation with the catalog). O(indexes log indexes).
+    package func indexSettings() -> [(key: IndexKey, settings: AppSettings)] {
+        table.sortedKeys.compactMap { key in table.indexes[key].map { (key, $0.settings) } }
+    }
+
     /// Returns the number of devices this shard holds (snapshot pre-sizing).
     package func deviceCount() -> Int {
         table.indexes.values.reduce(0) { $0 + $1.stats().devices }

@@ -20,7 +20,7 @@ public enum DurableFile {
             throw error
         }
         _ = try retryingSyscall("close", subject: temporary) { close(fd) }
-        _ = try retryingSyscall("rename", subject: path) { rename(temporary, path) }
+        _ = try retryingSyscall("rename", subject: path) { Glibc.rename(temporary, path) }
         try syncDirectory(of: path)
     }
 
@@ -71,6 +71,19 @@ public enum DurableFile {
             if contents.count > limitBytes { throw SystemCallError(call: "read", subject: path, errno: EFBIG) }
         }
         return contents
+    }
+
+    /// Renames `path` to `newPath` (replacing it) and fsyncs the directory, so
+    /// that the rename survives power loss.
+    public static func rename(_ path: String, to newPath: String) throws(SystemCallError) {
+        _ = try retryingSyscall("rename", subject: path) { Glibc.rename(path, newPath) }
+        try syncDirectory(of: newPath)
+    }
+
+    /// Returns whether something exists at `path` (a dangling name counts).
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
     }
 
     /// Creates a directory with mode 0700 unless it exists.

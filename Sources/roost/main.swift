@@ -105,21 +105,27 @@ func serve(_ arguments: [String]) -> Never {
         StandardStreams.error(
             "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
                 + "recovery.log_records=\(report.logRecords)")
+        // The catalog from its log records (and a migration of an older
+        // release's files), then the indexes made to agree with it, before
+        // anything is served (docs/recovery.md, "The catalog at start-up").
         let service = try RoostService(
-            dataDirectory: options.dataDirectory, adminKey: admin.key, registry: engine.registry)
-        // Apps deleted from the catalog whose removal record did not reach the
-        // log before a crash: drop their data now, before anything is served.
-        let known = Set(service.catalog.apps().map(\.id))
-        let registry = engine.registry
-        blocking {
-            for shard in registry.shardSet.shards {
-                for key in await shard.keys() where !known.contains(key.app) {
-                    _ = await registry.removeApp(key.app)
-                }
+            dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
+            catalogRecords: report.catalogRecords)
+        let reconciled = blocking { () async -> String? in
+            do {
+                try await service.reconcile(dataDirectory: options.dataDirectory)
+                return nil
+            } catch {
+                return "\(error)"
             }
+        }
+        if let reconciled {
+            engine.close()
+            fail("cannot start: \(reconciled)")
         }
         // The event loops run the shards from here on: the engine's own
         // threads hand them over (docs/architecture.md, "Threads").
+        let registry = engine.registry
         registry.shardSet.stopOwnThreads()
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)

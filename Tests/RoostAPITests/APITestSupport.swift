@@ -2,6 +2,7 @@ import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostJSON
+import RoostStorage
 import Synchronization
 
 @testable import RoostAPI
@@ -36,7 +37,7 @@ struct Answer {
     }
 }
 
-/// An in-process service with a manual clock, optionally backed by a catalog file.
+/// An in-process service with a manual clock over an in-memory log.
 struct Harness {
     static let adminKey = "test-admin-key-0123456789"
 
@@ -44,12 +45,12 @@ struct Harness {
     let clock: ManualClock
     let catalog: Catalog
 
-    init(store: CatalogStore? = nil) throws {
+    init() throws {
+        let log = VolatileLog()
         clock = ManualClock()
-        catalog = Catalog(state: try store?.load() ?? CatalogState(), store: store, clock: clock)
+        catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
-            catalog: catalog, adminKey: Harness.adminKey, clock: clock,
-            registry: Registry(shardCount: 2, log: VolatileLog()))
+            catalog: catalog, adminKey: Harness.adminKey, clock: clock, registry: Registry(shardCount: 2, log: log))
     }
 
     func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) async -> Answer {
@@ -83,6 +84,35 @@ struct Harness {
                 message: "create key answered \(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
         }
         return (id, key)
+    }
+}
+
+extension Harness {
+    /// Small segments, preallocated: what the durable harness opens with.
+    static var storageOptions: StorageOptions {
+        var options = StorageOptions()
+        options.segmentBytesMax = 2 << 20
+        options.zeroFillSegments = false
+        return options
+    }
+
+    /// A harness over a real data directory, as `roost serve` opens it: the
+    /// engine recovered from the log, the catalog rebuilt (and migrated) from
+    /// its records, indexes reconciled. The caller closes the engine.
+    static func durable(_ directory: String, policy: FsyncPolicy = .always) async throws -> (Harness, DurableEngine) {
+        let (engine, report) = try DurableEngine.open(
+            directory: directory, policy: policy, shardCount: 2, options: storageOptions)
+        do {
+            let clock = ManualClock()
+            let service = try RoostService(
+                dataDirectory: directory, adminKey: adminKey, engine: engine, catalogRecords: report.catalogRecords,
+                clock: clock)
+            try await service.reconcile(dataDirectory: directory)
+            return (Harness(service: service, clock: clock, catalog: service.catalog), engine)
+        } catch {
+            engine.close()
+            throw error
+        }
     }
 }
 

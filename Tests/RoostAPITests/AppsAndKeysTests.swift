@@ -109,9 +109,9 @@ struct AppsAndKeysTests {
         #expect(json["capabilities"]?.arrayValue?.compactMap(\.stringValue) == ["devices:read", "devices:write"])
         #expect(json["label"]?.stringValue == "backend")
         #expect(json["created_at"]?.stringValue != nil)
-        let encoded = String(decoding: CatalogStore.encode(harness.catalog.currentState()), as: UTF8.self)
-        #expect(!encoded.contains(key))
-        #expect(encoded.contains(Hex.encode(Crypto.sha256(key.utf8))))
+        let encoded = harness.catalog.snapshotRecords().flatMap { $0.encoded() }
+        #expect(!encoded.contains(bytes: Array(key.utf8)))
+        #expect(encoded.contains(bytes: Crypto.sha256(key.utf8)))
     }
 
     @Test(
@@ -212,28 +212,54 @@ struct AppsAndKeysTests {
         #expect(await harness.call(.get, "/v1/apps/\(app)", key: limited.key).status == 200)
     }
 
-    @Test("apps and keys survive a reload of the catalog file, and the file holds no key")
+    @Test("apps, keys, settings and the id counter survive a restart through the log, which holds no key")
     func persistence() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let store = CatalogStore(path: directory + "/catalog.json")
-        let first = try Harness(store: store)
+        let (first, firstEngine) = try await Harness.durable(directory)
         let app = try await first.createApp("Durable")
+        let gone = try await first.createApp("Gone")
+        #expect(await first.call(.delete, "/v1/apps/\(gone)", key: Harness.adminKey).status == 200)
         let key = try await first.createKey(
             app: app, #"{"kind":"secret","capabilities":["setup:write"],"label":"ops"}"#)
-        _ = await first.call(
+        let patched = await first.call(
             .patch, "/v1/apps/\(app)", key: key.key, body: #"{"settings":{"max_devices_per_person":4}}"#)
+        #expect(patched.status == 200)
+        firstEngine.close()
 
-        let reopened = try Harness(store: CatalogStore(path: directory + "/catalog.json"))
+        let (reopened, engine) = try await Harness.durable(directory)
+        defer { engine.close() }
         let answer = await reopened.call(.get, "/v1/apps/\(app)", key: key.key)
         #expect(answer.status == 200)
         #expect(answer.json?["name"]?.stringValue == "Durable")
         #expect(answer.json?["settings"]?["max_devices_per_person"]?.intValue == 4)
-        #expect(try await reopened.createApp("Next") == app + 1)
-        let onDisk = String(
-            decoding: try #require(
-                try DurableFile.readIfExists(path: directory + "/catalog.json", limitBytes: 1 << 20)),
-            as: UTF8.self)
-        #expect(!onDisk.contains(key.key))
+        #expect(await reopened.call(.get, "/v1/apps/\(gone)", key: Harness.adminKey).status == 404)
+        #expect(try await reopened.createApp("Next") == gone + 1)
+        let segment = try #require(
+            try DurableFile.readIfExists(path: directory + "/wal/00000000000000000001.seg", limitBytes: 1 << 27))
+        #expect(!segment.contains(bytes: Array(key.key.utf8)))
+        #expect(segment.contains(bytes: Crypto.sha256(key.key.utf8)))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Returns whether `bytes` occurs in this array. O(n·m) at worst.
+    func contains(bytes: [UInt8]) -> Bool {
+        guard let first = bytes.first else { return true }
+        guard bytes.count <= count else { return false }
+        return withUnsafeBufferPointer { haystack in
+            bytes.withUnsafeBufferPointer { needle in
+                var start = 0
+                while start <= haystack.count - needle.count {
+                    if haystack[start] == first {
+                        var matched = 1
+                        while matched < needle.count && haystack[start + matched] == needle[matched] { matched += 1 }
+                        if matched == needle.count { return true }
+                    }
+                    start += 1
+                }
+                return false
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ extension Harness {
     /// A harness over a given log and identity key store.
     init(log: any MutationLog, identityKeys: IdentityKeyStore? = nil) {
         clock = ManualClock()
-        catalog = Catalog(state: CatalogState(), store: nil, clock: clock)
+        catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,
             registry: Registry(shardCount: 2, log: log), identityKeys: identityKeys)

@@ -317,36 +317,42 @@ struct ConnectTests {
         #expect(await harness.call(.delete, "/v1/identity-keys/ik_nothing", key: Harness.adminKey).status == 404)
     }
 
-    @Test("signing keys persist through restarts in DIR/identity-keys.json (0600); rotations too")
+    @Test("signing keys are log records: made at first start, they and their rotations survive restarts")
     func keysPersist() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let path = directory + "/identity-keys.json"
-        let first = try IdentityKeyStore.open(path: path, now: 1_790_000_000_000)
-        var info = stat()
-        #expect(stat(path, &info) == 0)
-        #expect(info.st_mode & 0o777 == 0o600)
-        let harness = Harness(log: VolatileLog(), identityKeys: first)
+        let (harness, firstEngine) = try await Harness.durable(directory)
         let app = try await ConnectTests.setUp(harness)
         let token = try await ConnectTests.user(harness, app, "user_42")
-        let rotated = try first.rotate(now: 1_790_000_000_001)
-        let second = try IdentityKeyStore.open(path: path, now: 1_790_000_000_002)
-        #expect(second.currentKey() == rotated)
-        #expect(second.list().keys.count == 2)
-        let claims = IdentityToken.verify(token[...], keys: second, nowSeconds: 1_790_000_000)
+        let rotated = await harness.call(.post, "/v1/identity-keys", key: Harness.adminKey)
+        #expect(rotated.status == 201)
+        let rotatedID = try #require(rotated.json?["id"]?.stringValue)
+        firstEngine.close()
+        #expect(!DurableFile.exists(directory + "/identity-keys.json"))
+
+        let (second, engine) = try await Harness.durable(directory)
+        defer { engine.close() }
+        let keys = second.service.identityKeys
+        #expect(keys.currentKey().id == rotatedID)
+        #expect(keys.list().keys.count == 2)
+        let claims = IdentityToken.verify(token[...], keys: keys, nowSeconds: 1_790_000_000)
         #expect(claims?.principal == .user(try ExternalID("user_42")))
         #expect(claims?.app == AppID(UInt32(app.id)))
-        #expect(stat(path, &info) == 0)
-        #expect(info.st_mode & 0o777 == 0o600)
     }
 
-    @Test("an unreadable identity key file stops start-up with its path")
-    func corruptKeyFile() throws {
+    @Test("an unreadable identity key file of an older release stops start-up with its path, changing nothing")
+    func corruptKeyFile() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let path = directory + "/identity-keys.json"
         try DurableFile.replace(path: path, with: Array(#"{"version":1,"current":"x","keys":[]}"#.utf8))
-        #expect(throws: IdentityKeyStoreError.self) { try IdentityKeyStore.open(path: path, now: 0) }
+        await #expect {
+            _ = try await Harness.durable(directory)
+        } throws: { error in
+            "\(error)".contains(path) && "\(error)".contains("damaged")
+        }
+        #expect(DurableFile.exists(path))
+        #expect(!DurableFile.exists(path + ".migrated"))
     }
 
     @Test("base64url round-trips every length and refuses padding and foreign characters")

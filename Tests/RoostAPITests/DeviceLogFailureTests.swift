@@ -13,7 +13,7 @@ struct DeviceLogFailureTests {
     func unavailable() async throws {
         let log = SwitchableLog()
         let clock = ManualClock()
-        let catalog = Catalog(store: nil, clock: clock)
+        let catalog = Catalog(log: log, clock: clock)
         let service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,
             registry: Registry(shardCount: 1, log: log))

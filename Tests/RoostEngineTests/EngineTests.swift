@@ -43,6 +43,7 @@ struct EngineRecordTests {
             .mutation(IndexKey(app: AppID(UInt32.max), mode: .live), .deviceSequenceFloor(42)),
             .appRemoved(AppID(9)),
             .indexSize(IndexKey(app: AppID(3), mode: .test), devices: 5_000_000, people: UInt64.max),
+            .catalog([1, 5, 2, 0, 0, 0]),
         ]
         for record in records {
             #expect(try EngineRecord.decode(record.encoded()) == record)
@@ -59,8 +60,10 @@ struct EngineRecordTests {
         wrongVersion[0] = 9
         #expect(throws: EngineRecordError.unknownVersion(9)) { try EngineRecord.decode(wrongVersion) }
         var wrongKind = good
-        wrongKind[1] = 4
-        #expect(throws: EngineRecordError.unknownKind(4)) { try EngineRecord.decode(wrongKind) }
+        wrongKind[1] = 5
+        #expect(throws: EngineRecordError.unknownKind(5)) { try EngineRecord.decode(wrongKind) }
+        // Kind 4 carries the catalog's payload, which must not be empty.
+        #expect(throws: EngineRecordError.self) { try EngineRecord.decode([EngineRecord.formatVersion, 4]) }
         let hint = EngineRecord.indexSize(liveKey, devices: 1, people: 2).encoded()
         for length in 0..<hint.count {
             #expect(throws: EngineRecordError.self) { try EngineRecord.decode(Array(hint.prefix(length))) }

@@ -12,32 +12,31 @@ package struct AppRoutes: Sendable {
 
     package var routes: [Route] {
         [
-            Route(.post, "/v1/apps", createApp),
+            Route(.post, "/v1/apps", outcome: createApp),
             Route(.get, "/v1/apps", listApps),
             Route(.get, "/v1/apps/{app}", outcome: getApp),
             Route(.patch, "/v1/apps/{app}", outcome: updateApp),
             Route(.delete, "/v1/apps/{app}", outcome: deleteApp),
-            Route(.post, "/v1/apps/{app}/keys", createKey),
-            Route(.delete, "/v1/apps/{app}/keys/{key_id}", revokeKey),
+            Route(.post, "/v1/apps/{app}/keys", outcome: createKey),
+            Route(.delete, "/v1/apps/{app}/keys/{key_id}", outcome: revokeKey),
         ]
     }
 
     // MARK: - Handlers
 
-    func createApp(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func createApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         try authenticator.authenticate(context.request.head).requireOperator()
         let body = try JSONBody(context.request)
         let name = try AppRoutes.appName(body.requiredString("name"))
-        var record = try catalog.createApp(name: name)
-        if let settings = try body.optionalObject("settings") {
-            let patch = try SettingsPatch(settings)
-            record = try catalog.updateApp(
-                record.id, name: nil, maxDevicesPerPerson: patch.maxDevicesPerPerson,
-                requireKnownPerson: patch.requireKnownPerson)
+        let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
+        let (record, ticket) = try catalog.createApp(
+            name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
+            requireKnownPerson: patch?.requireKnownPerson)
+        return .afterCommit(ticket) {
+            var writer = JSONWriter()
+            AppRoutes.writeApp(record, counts: nil, into: &writer)
+            return jsonResponse(201, writer)
         }
-        var writer = JSONWriter()
-        AppRoutes.writeApp(record, counts: nil, into: &writer)
-        return jsonResponse(201, writer)
     }
 
     func listApps(_ context: RequestContext) throws(APIError) -> HTTPResponse {
@@ -55,7 +54,7 @@ package struct AppRoutes: Sendable {
     func getApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
-        guard let record = catalog.app(app) else { throw APIError.appNotFound }
+        guard let record = catalog.acknowledgedApp(app) else { throw APIError.appNotFound }
         return withCounts(record)
     }
 
@@ -66,36 +65,59 @@ package struct AppRoutes: Sendable {
         let name = try body.optionalString("name").map { (name) throws(APIError) in try AppRoutes.appName(name) }
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
         let before = catalog.app(app)
-        let record = try catalog.updateApp(
+        let (record, ticket) = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
             requireKnownPerson: patch?.requireKnownPerson)
         guard before?.settings != record.settings else {
-            var writer = JSONWriter()
-            AppRoutes.writeApp(record, counts: nil, into: &writer)
-            return .response(jsonResponse(200, writer))
+            return .afterCommit(ticket) {
+                var writer = JSONWriter()
+                AppRoutes.writeApp(record, counts: nil, into: &writer)
+                return jsonResponse(200, writer)
+            }
         }
-        return pushSettings(record)
+        return pushSettings(record, after: ticket)
     }
 
     func deleteApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireOperator()
-        // The catalog first: from here on the app's keys answer 401, so no new
-        // device can arrive while its data is dropped.
-        try catalog.deleteApp(app)
+        // The catalog first (logged before the shard's removal record): from
+        // here on the app's keys answer 401, so no new device can arrive while
+        // its data is dropped. A crash between the two records leaves data of
+        // a deleted app, which start-up drops (RoostService.reconcile).
+        let ticket = try catalog.deleteApp(app)
         return .engine(
             [.removeApp(app)],
-            answer: .rendering { outcome in
-                guard case .appRemoved(let removed) = outcome else {
-                    preconditionFailure("removeApp answered \(outcome)")
+            answer: EngineAnswer { outcomes, reply in
+                AppRoutes.answer(after: ticket, outcomes != nil, reply) {
+                    guard case .appRemoved(let removed) = outcomes?[0] else {
+                        preconditionFailure("removeApp answered \(String(describing: outcomes))")
+                    }
+                    var writer = JSONWriter()
+                    writer.beginObject()
+                    writer.member("deleted", true)
+                    writer.member("devices_removed", removed)
+                    writer.endObject()
+                    return jsonResponse(200, writer)
                 }
-                var writer = JSONWriter()
-                writer.beginObject()
-                writer.member("deleted", true)
-                writer.member("devices_removed", removed)
-                writer.endObject()
-                return jsonResponse(200, writer)
             })
+    }
+
+    /// Sends `render()` once the catalog change of `ticket` is durable too
+    /// (its record precedes the engine's, so it normally is already), or 503
+    /// when either could not be made durable.
+    static func answer(
+        after ticket: CommitTicket?, _ engineDurable: Bool, _ reply: any EngineReply,
+        _ render: @escaping @Sendable () -> HTTPResponse
+    ) {
+        guard let ticket else {
+            reply.sink.send(engineDurable ? render() : APIError.logUnavailable.response)
+            return
+        }
+        let sink = reply.sink
+        ticket.whenDone { durable in
+            sink.send(durable && engineDurable ? render() : APIError.logUnavailable.response)
+        }
     }
 
     /// Answers the app with its counts, read from both modes' indexes.
@@ -113,9 +135,12 @@ package struct AppRoutes: Sendable {
     }
 
     /// Gives both modes' indexes the app's new settings (a logged mutation
-    /// each) and answers the app once they are durable.
-    private func pushSettings(_ record: AppRecord) -> RouteOutcome {
-        perMode(record, .updateSettings(record.settings)) { outcomes in
+    /// each, after the catalog's record) and answers the app once the catalog
+    /// change and both mutations are durable. The catalog's settings are the
+    /// authority: a crash between the records is repaired at start-up
+    /// (RoostService.reconcile).
+    private func pushSettings(_ record: AppRecord, after ticket: CommitTicket) -> RouteOutcome {
+        perMode(record, .updateSettings(record.settings), after: ticket) { outcomes in
             for outcome in outcomes {
                 guard case .settings = outcome else {
                     preconditionFailure("catalog settings \(record.settings) answered \(outcome) by the model")
@@ -129,9 +154,11 @@ package struct AppRoutes: Sendable {
 
     /// Runs `command` on the live and the test index of an app and renders
     /// one answer from both outcomes (live first) on the request's loop once
-    /// every mutation is durable (503 otherwise).
+    /// every mutation (and `ticket`'s catalog change, when given) is durable
+    /// (503 otherwise).
     private func perMode(
-        _ record: AppRecord, _ command: Command, render: @escaping @Sendable ([Outcome]) -> HTTPResponse
+        _ record: AppRecord, _ command: Command, after ticket: CommitTicket? = nil,
+        render: @escaping @Sendable ([Outcome]) -> HTTPResponse
     ) -> RouteOutcome {
         let perMode: [ShardWork] = AppMode.allCases.map { mode in
             .index(IndexKey(app: record.id, mode: mode), settings: record.settings, command)
@@ -139,11 +166,11 @@ package struct AppRoutes: Sendable {
         return .engine(
             perMode,
             answer: EngineAnswer { outcomes, reply in
-                reply.sink.send(outcomes.map(render) ?? APIError.logUnavailable.response)
+                AppRoutes.answer(after: ticket, outcomes != nil, reply) { render(outcomes ?? []) }
             })
     }
 
-    func createKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func createKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         let body = try JSONBody(context.request)
@@ -174,8 +201,13 @@ package struct AppRoutes: Sendable {
             throw APIError.invalidField(
                 "rate_limit_per_second", "rate_limit_per_second must be 1 to \(KeyRecord.rateLimitPerSecondMax)")
         }
-        let (record, key) = try catalog.createKey(
+        let (record, key, ticket) = try catalog.createKey(
             app: app, kind: kind, mode: mode, capabilities: capabilities, label: label, rateLimitPerSecond: rate)
+        return .afterCommit(ticket) { AppRoutes.renderNewKey(record, key: key) }
+    }
+
+    /// The answer to a key's creation: the only time the key itself is shown.
+    private static func renderNewKey(_ record: KeyRecord, key: String) -> HTTPResponse {
         var writer = JSONWriter()
         writer.beginObject()
         writer.member("id", record.id)
@@ -193,16 +225,18 @@ package struct AppRoutes: Sendable {
         return jsonResponse(201, writer)
     }
 
-    func revokeKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func revokeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         guard catalog.app(app) != nil else { throw APIError.appNotFound }
-        try catalog.revokeKey(app: app, keyID: context.parameters[1])
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.member("revoked", true)
-        writer.endObject()
-        return jsonResponse(200, writer)
+        let ticket = try catalog.revokeKey(app: app, keyID: context.parameters[1])
+        return .afterCommit(ticket) {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("revoked", true)
+            writer.endObject()
+            return jsonResponse(200, writer)
+        }
     }
 
     // MARK: - Rendering

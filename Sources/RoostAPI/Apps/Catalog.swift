@@ -1,26 +1,34 @@
+import RoostEngine
 import RoostModel
 import Synchronization
 
-/// The apps and API keys: a value (`CatalogState`) changed only through the
-/// functions below, guarded by one mutex, and written to disk after every
-/// change before the change is acknowledged (see `CatalogStore`).
+/// The apps and API keys: a value (`CatalogState`) changed only by logged
+/// `CatalogRecord`s (see `LoggedState`): a change is applied under one mutex
+/// together with its log append, and acknowledged once durable.
 ///
 /// Apps and keys change rarely and are read on every request (authentication),
-/// so reads take the mutex for a dictionary probe only.
+/// so reads take the mutex for a dictionary probe only. Authentication and
+/// validation read every applied change (a deleted app's keys stop at once);
+/// listings read only acknowledged ones, so they never show a change that a
+/// crash could still lose.
 package final class Catalog: Sendable {
     /// How many apps one server holds.
     package static let appsMax = 100_000
     /// How many live keys one app holds.
     package static let keysPerAppMax = 1_000
 
-    private let state: PersistedState<CatalogState>
+    private let state: LoggedState<CatalogState>
     private let rateLimits: Mutex<[String: TokenBucket]>
     private let clock: any APIClock
 
-    /// Creates a catalog from a loaded state, persisting changes to `store`
+    /// Creates a catalog from a recovered state whose changes go to `log`
     /// (nil keeps everything in memory: tests only).
-    package init(state: CatalogState = CatalogState(), store: CatalogStore?, clock: any APIClock) {
-        self.state = PersistedState(state, path: store?.path, what: "the catalog", encode: CatalogStore.encode)
+    package convenience init(state: CatalogState = CatalogState(), log: (any MutationLog)?, clock: any APIClock) {
+        self.init(state: state, catalogLog: CatalogLog(log: log), clock: clock)
+    }
+
+    package init(state: CatalogState, catalogLog: CatalogLog, clock: any APIClock) {
+        self.state = LoggedState(state, log: catalogLog) { value, record in value.apply(record) }
         self.rateLimits = Mutex([:])
         self.clock = clock
     }
@@ -32,18 +40,35 @@ package final class Catalog: Sendable {
         state.read { $0.keysByDigest[digest] }
     }
 
-    /// Returns the whole state (a copy): what the catalog file would hold.
+    /// Returns the whole state (a copy), every applied change included.
     package func currentState() -> CatalogState {
         state.read { $0 }
+    }
+
+    /// Returns the state of acknowledged changes only (a copy).
+    package func acknowledgedState() -> CatalogState {
+        state.readAcknowledged { $0 }
+    }
+
+    /// Returns the catalog's records for a snapshot (its whole visible state:
+    /// a change still in flight has an LSN at or after the snapshot's start,
+    /// and replays over it). O(n log n).
+    package func snapshotRecords() -> [CatalogRecord] {
+        state.read { $0.records() }
     }
 
     package func app(_ id: AppID) -> AppRecord? {
         state.read { $0.apps[id] }
     }
 
-    /// Returns every app, ordered by id. O(apps log apps).
+    /// Returns the app as its acknowledged changes left it.
+    package func acknowledgedApp(_ id: AppID) -> AppRecord? {
+        state.readAcknowledged { $0.apps[id] }
+    }
+
+    /// Returns every app whose creation is acknowledged, ordered by id. O(apps log apps).
     package func apps() -> [AppRecord] {
-        state.read { $0.apps.values.sorted { $0.id < $1.id } }
+        state.readAcknowledged { $0.apps.values.sorted { $0.id < $1.id } }
     }
 
     /// Returns the number of live keys of `app`. O(keys).
@@ -51,69 +76,66 @@ package final class Catalog: Sendable {
         state.read { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
     }
 
-    // MARK: - Changes (each persisted before it returns)
+    // MARK: - Changes (each logged; the ticket says when it is durable)
 
-    package func createApp(name: String) throws(APIError) -> AppRecord {
+    /// Creates an app with the next id from the logged counter, so an id is
+    /// never given twice (also after deletions and restarts).
+    package func createApp(
+        name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil
+    ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
         let now = clock.wallMilliseconds()
         return try state.change { state throws(APIError) in
             guard state.apps.count < Catalog.appsMax else {
                 throw APIError(status: 409, code: "limit_reached", message: "this server holds \(Catalog.appsMax) apps")
             }
-            let id = AppID(state.nextAppID)
-            state.nextAppID += 1
-            let record = AppRecord(id: id, name: name, createdAtMilliseconds: now, settings: .defaults)
-            state.apps[id] = record
-            return record
+            guard state.nextAppID < UInt32.max else {
+                throw APIError(status: 409, code: "limit_reached", message: "every app id has been used")
+            }
+            var settings = AppSettings.defaults
+            if let maxDevicesPerPerson { settings.maxDevicesPerPerson = maxDevicesPerPerson }
+            if let requireKnownPerson { settings.requireKnownPerson = requireKnownPerson }
+            let record = AppRecord(
+                id: AppID(state.nextAppID), name: name, createdAtMilliseconds: now, settings: settings)
+            return ([.app(record)], record)
         }
     }
 
-    /// Applies a partial update: nil leaves a value as it is.
+    /// Applies a partial update: nil leaves a value as it is. A patch that
+    /// changes nothing logs nothing.
     package func updateApp(
         _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?
-    ) throws(APIError) -> AppRecord {
-        func patched(_ record: AppRecord) -> AppRecord {
+    ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
+        try state.change { state throws(APIError) in
+            guard let record = state.apps[id] else { throw APIError.appNotFound }
             var next = record
             if let name { next.name = name }
             if let maxDevicesPerPerson { next.settings.maxDevicesPerPerson = maxDevicesPerPerson }
             if let requireKnownPerson { next.settings.requireKnownPerson = requireKnownPerson }
-            return next
-        }
-        // A patch that changes nothing is answered without a disk write. Were a
-        // concurrent change to land in between, this request is ordered before it.
-        if let current = app(id), patched(current) == current { return current }
-        return try state.change { state throws(APIError) in
-            guard let record = state.apps[id] else { throw APIError.appNotFound }
-            let next = patched(record)
-            state.apps[id] = next
-            return next
+            return (next == record ? [] : [.app(next)], next)
         }
     }
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
-    package func deleteApp(_ id: AppID) throws(APIError) {
+    package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
         try state.change { state throws(APIError) in
-            guard state.apps.removeValue(forKey: id) != nil else { throw APIError.appNotFound }
-            let digests = state.keysByDigest.filter { $0.value.appID == id }
-            for (digest, record) in digests {
-                state.keysByDigest[digest] = nil
-                state.keyDigestByID[record.id] = nil
-            }
-        }
+            guard state.apps[id] != nil else { throw APIError.appNotFound }
+            return ([.appDeleted(id)], ())
+        }.1
     }
 
     /// Mints a key. Returns its record and the key itself, which is shown once
-    /// and never stored.
+    /// and never stored (the log holds its SHA-256 digest).
     package func createKey(
         app: AppID, kind: KeyKind, mode: AppMode, capabilities: Set<Capability>, label: String,
         rateLimitPerSecond: Int?
-    ) throws(APIError) -> (record: KeyRecord, key: String) {
+    ) throws(APIError) -> (record: KeyRecord, key: String, ticket: CommitTicket) {
         let now = clock.wallMilliseconds()
         let secret = KeyMinting.newKey(kind: kind, mode: mode)
         let id = KeyMinting.newKeyID()
         guard let digest = KeyDigest(bytes: Crypto.sha256(secret.utf8)) else {
             preconditionFailure("SHA-256 did not give 32 bytes")
         }
-        let record = try state.change { state throws(APIError) in
+        let (record, ticket) = try state.change { state throws(APIError) in
             guard state.apps[app] != nil else { throw APIError.appNotFound }
             let existing = state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) }
             guard existing < Catalog.keysPerAppMax else {
@@ -121,26 +143,25 @@ package final class Catalog: Sendable {
                     status: 409, code: "limit_reached", message: "an app holds at most \(Catalog.keysPerAppMax) keys")
             }
             precondition(state.keysByDigest[digest] == nil, "a fresh 192-bit key collided")
+            precondition(state.keyDigestByID[id] == nil, "a fresh 64-bit key id collided")
             let record = KeyRecord(
                 id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
                 createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
-            state.keysByDigest[digest] = record
-            state.keyDigestByID[id] = digest
-            return record
+            return ([.key(record)], record)
         }
-        return (record, secret)
+        return (record, secret, ticket)
     }
 
     /// Revokes a key of `app`. A key of another app answers as unknown.
-    package func revokeKey(app: AppID, keyID: String) throws(APIError) {
-        try state.change { state throws(APIError) in
+    package func revokeKey(app: AppID, keyID: String) throws(APIError) -> CommitTicket {
+        let ticket = try state.change { state throws(APIError) in
             guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
                 throw APIError(status: 404, code: "key_not_found", message: "no such key")
             }
-            state.keysByDigest[digest] = nil
-            state.keyDigestByID[keyID] = nil
-        }
+            return ([.keyRevoked(id: keyID)], ())
+        }.1
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
+        return ticket
     }
 
     /// Returns the key a client presented, after its rate limit (429 with

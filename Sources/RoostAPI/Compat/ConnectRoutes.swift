@@ -24,8 +24,8 @@ struct ConnectRoutes: Sendable {
             Route(.put, "/v1/me/devices", outcome: registerDevice),
             Route(.delete, "/v1/me/devices/{installation_id}", outcome: deleteDevice),
             Route(.get, "/v1/identity-keys", listKeys),
-            Route(.post, "/v1/identity-keys", rotateKey),
-            Route(.delete, "/v1/identity-keys/{key_id}", removeKey),
+            Route(.post, "/v1/identity-keys", outcome: rotateKey),
+            Route(.delete, "/v1/identity-keys/{key_id}", outcome: removeKey),
         ]
     }
 
@@ -206,24 +206,28 @@ struct ConnectRoutes: Sendable {
 
     /// `POST /v1/identity-keys` → 201: a new current signing key; tokens signed
     /// by older keys keep verifying until those keys are removed.
-    func rotateKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func rotateKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         try authenticator.authenticate(context.request.head).requireOperator()
-        let key = try keys.rotate(now: context.nowMilliseconds)
-        var writer = JSONWriter()
-        ConnectRoutes.writeKey(id: key.id, createdAt: key.createdAtMilliseconds, current: true, into: &writer)
-        return jsonResponse(201, writer)
+        let (key, ticket) = try keys.rotate(now: context.nowMilliseconds)
+        return .afterCommit(ticket) {
+            var writer = JSONWriter()
+            ConnectRoutes.writeKey(id: key.id, createdAt: key.createdAtMilliseconds, current: true, into: &writer)
+            return jsonResponse(201, writer)
+        }
     }
 
     /// `DELETE /v1/identity-keys/{key_id}` → `{"deleted":true}`: the tokens it
     /// signed answer 401 from now on. The current key cannot be removed (409).
-    func removeKey(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    func removeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         try authenticator.authenticate(context.request.head).requireOperator()
-        try keys.remove(id: context.parameters[0])
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.member("deleted", true)
-        writer.endObject()
-        return jsonResponse(200, writer)
+        let ticket = try keys.remove(id: context.parameters[0])
+        return .afterCommit(ticket) {
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("deleted", true)
+            writer.endObject()
+            return jsonResponse(200, writer)
+        }
     }
 
     private static func writeKey(id: String, createdAt: Int64, current: Bool, into writer: inout JSONWriter) {

@@ -29,6 +29,10 @@ package enum RouteOutcome: Sendable {
     /// Work that runs on a task of its own, off the loop, and answers through
     /// the sink (a CSV import: parsing is real work).
     case detached(@Sendable (any HTTPReplySink) -> Void)
+    /// A catalog change already applied and appended: answered with
+    /// `render()` once its records are durable, 503 `unavailable` if they
+    /// cannot be.
+    case afterCommit(CommitTicket, @Sendable () -> HTTPResponse)
 
     /// One command on one index, its outcome rendered by `render` (503 when
     /// the log could not take its records).
