@@ -123,11 +123,15 @@ public final class RoostService: HTTPResponder {
             start(sink)
             return .deferred
         case .afterCommit(let ticket, let render):
-            let answer = { @Sendable (durable: Bool) in durable ? render() : APIError.logUnavailable.response }
-            if let durable = ticket.outcomeOrWait({ durable in sink.send(answer(durable)) }) {
-                return .respond(answer(durable))
+            switch ticket {
+            case .acknowledged: return .respond(render())
+            case .refused: return .respond(APIError.logUnavailable.response)
+            case .pending(let lsn):
+                // The loop waits for the catalog record's LSN as for a device write.
+                loopRequests[sink.loopIndex].submit(
+                    [.awaitLog(lsn)], answer: .rendering { _ in render() }, sink: sink, wake: false)
+                return .deferred
             }
-            return .deferred
         }
     }
 
@@ -172,10 +176,13 @@ public final class RoostService: HTTPResponder {
                 start(ContinuationSink(continuation: continuation))
             }
         case .afterCommit(let ticket, let render):
-            let durable = await withCheckedContinuation { continuation in
-                ticket.whenDone { continuation.resume(returning: $0) }
+            switch ticket {
+            case .acknowledged: return render()
+            case .refused: return APIError.logUnavailable.response
+            case .pending(let lsn):
+                let outcome = await registry.shardSet.perform(.awaitLog(lsn))
+                return outcome == nil ? APIError.logUnavailable.response : render()
             }
-            return durable ? render() : APIError.logUnavailable.response
         }
     }
 
@@ -301,7 +308,7 @@ extension ShardWork {
     var isValue: Bool {
         switch self {
         case .index(_, _, let command): !command.isCustom
-        case .removeApp: true
+        case .removeApp, .awaitLog: true
         }
     }
 }

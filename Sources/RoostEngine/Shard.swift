@@ -71,6 +71,8 @@ package actor Shard {
                         origin: commands[position].origin, outcome: .appRemoved(devices: removed),
                         waitsFor: LogSequenceNumber(0), wrote: true))
                 position += 1
+            case .awaitLog:
+                preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }
         }
         // Every outcome of the batch waits for the batch's one append (a read

@@ -11,12 +11,18 @@ package enum ShardWork: Sendable {
     case index(IndexKey, settings: AppSettings, Command)
     /// Drops both modes of an app (`Outcome.appRemoved`).
     case removeApp(AppID)
+    /// No shard work: answers `Outcome.logAcknowledged` once the log has
+    /// acknowledged this LSN (a catalog change appended by the route itself).
+    /// Handled by the loop it is submitted to.
+    case awaitLog(LogSequenceNumber)
 
-    /// The app the work belongs to (which decides its shard).
-    package var app: AppID {
+    /// The app the work belongs to (which decides its shard); nil for work
+    /// that needs no shard.
+    package var app: AppID? {
         switch self {
         case .index(let key, _, _): key.app
         case .removeApp(let app): app
+        case .awaitLog: nil
         }
     }
 }

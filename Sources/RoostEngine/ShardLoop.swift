@@ -58,7 +58,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     package func submit(_ work: ShardWork, ticket: UInt64) {
         executor.preconditionOnLoop("ShardLoop.submit")
         guard let set else { return }
-        let shard = set.shardNumber(for: work.app)
+        guard let app = work.app else {
+            awaitLog(ShardCommand(work, origin: .loop(index, ticket: ticket)))
+            return
+        }
+        let shard = set.shardNumber(for: app)
         if outgoing[shard].isEmpty { outgoingShards.append(shard) }
         outgoing[shard].append(ShardCommand(work, origin: .loop(index, ticket: ticket)))
     }
@@ -99,7 +103,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         // were submitted in an earlier round), then this round's own.
         var mine: [Int: [ShardCommand]] = [:]
         for command in arrived.commands {
-            mine[set.shardNumber(for: command.work.app), default: []].append(command)
+            guard let app = command.work.app else {
+                awaitLog(command)
+                continue
+            }
+            mine[set.shardNumber(for: app), default: []].append(command)
         }
         var remote: [Int: [ShardCommand]] = [:]
         for shard in outgoingShards {
@@ -116,6 +124,12 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         for (owner, commands) in remote { set.loops[owner].post(commands: commands) }
         for (number, commands) in mine { run(commands, on: set.shards[number], set: set) }
         release()
+    }
+
+    /// Waits, on this loop, for the LSN of an `awaitLog` command.
+    private func awaitLog(_ command: ShardCommand) {
+        guard case .awaitLog(let lsn) = command.work else { preconditionFailure("\(command.work) needs a shard") }
+        waiting.append(ShardOutcome(origin: command.origin, outcome: .logAcknowledged, waitsFor: lsn, wrote: true))
     }
 
     /// Runs commands on a shard this loop owns, in turns of at most

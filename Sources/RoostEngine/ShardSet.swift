@@ -97,7 +97,7 @@ package final class ShardSet: Sendable {
             let waiter = BatchWaiter(count: batch.count, continuation)
             var byLoop: [Int: [ShardCommand]] = [:]
             for (position, work) in batch.enumerated() {
-                let loop = loopNumber(forShard: shardNumber(for: work.app))
+                let loop = work.app.map { loopNumber(forShard: shardNumber(for: $0)) } ?? 0
                 byLoop[loop, default: []].append(ShardCommand(work, origin: .batch(waiter, position: position)))
             }
             for (loop, commands) in byLoop { loops[loop].post(commands: commands) }
@@ -107,7 +107,7 @@ package final class ShardSet: Sendable {
     /// Runs `work` from outside the loops (tools, tests, start-up) and returns
     /// its outcome once acknowledged, or nil when the log could not take it.
     package func perform(_ work: ShardWork) async -> Acknowledged {
-        let owner = loops[loopNumber(forShard: shardNumber(for: work.app))]
+        let owner = loops[work.app.map { loopNumber(forShard: shardNumber(for: $0)) } ?? 0]
         return await withCheckedContinuation { continuation in
             owner.post(commands: [ShardCommand(work, origin: .caller(CallerWaiter(continuation)))])
         }

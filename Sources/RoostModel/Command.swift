@@ -118,6 +118,8 @@ package enum Outcome: Sendable {
     case rejected(RegistryRejection)
     /// The value a `Command.custom` returned (tools and tests only).
     case custom(any Sendable)
+    /// Records the caller appended itself (a catalog change) are acknowledged.
+    case logAcknowledged
     /// Both modes of an app were dropped, with this many devices.
     case appRemoved(devices: Int)
 }

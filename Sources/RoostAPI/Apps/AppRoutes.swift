@@ -87,37 +87,27 @@ package struct AppRoutes: Sendable {
         // a deleted app, which start-up drops (RoostService.reconcile).
         let ticket = try catalog.deleteApp(app)
         return .engine(
-            [.removeApp(app)],
-            answer: EngineAnswer { outcomes, reply in
-                AppRoutes.answer(after: ticket, outcomes != nil, reply) {
-                    guard case .appRemoved(let removed) = outcomes?[0] else {
-                        preconditionFailure("removeApp answered \(String(describing: outcomes))")
-                    }
-                    var writer = JSONWriter()
-                    writer.beginObject()
-                    writer.member("deleted", true)
-                    writer.member("devices_removed", removed)
-                    writer.endObject()
-                    return jsonResponse(200, writer)
+            AppRoutes.work([.removeApp(app)], after: ticket),
+            answer: .rendering { outcome in
+                guard case .appRemoved(let removed) = outcome else {
+                    preconditionFailure("removeApp answered \(outcome)")
                 }
+                var writer = JSONWriter()
+                writer.beginObject()
+                writer.member("deleted", true)
+                writer.member("devices_removed", removed)
+                writer.endObject()
+                return jsonResponse(200, writer)
             })
     }
 
-    /// Sends `render()` once the catalog change of `ticket` is durable too
-    /// (its record precedes the engine's, so it normally is already), or 503
-    /// when either could not be made durable.
-    static func answer(
-        after ticket: CommitTicket?, _ engineDurable: Bool, _ reply: any EngineReply,
-        _ render: @escaping @Sendable () -> HTTPResponse
-    ) {
-        guard let ticket else {
-            reply.sink.send(engineDurable ? render() : APIError.logUnavailable.response)
-            return
-        }
-        let sink = reply.sink
-        ticket.whenDone { durable in
-            sink.send(durable && engineDurable ? render() : APIError.logUnavailable.response)
-        }
+    /// Returns `work` followed, when the catalog change of `ticket` still
+    /// waits for the log, by the wait for its LSN: the answer goes out only
+    /// once both are acknowledged (503 when either cannot be). The catalog's
+    /// record precedes the engine's in the log, so it is normally done first.
+    static func work(_ work: [ShardWork], after ticket: CommitTicket?) -> [ShardWork] {
+        guard case .pending(let lsn)? = ticket else { return work }
+        return work + [.awaitLog(lsn)]
     }
 
     /// Answers the app with its counts, read from both modes' indexes.
@@ -164,9 +154,10 @@ package struct AppRoutes: Sendable {
             .index(IndexKey(app: record.id, mode: mode), settings: record.settings, command)
         }
         return .engine(
-            perMode,
+            AppRoutes.work(perMode, after: ticket),
             answer: EngineAnswer { outcomes, reply in
-                AppRoutes.answer(after: ticket, outcomes != nil, reply) { render(outcomes ?? []) }
+                let answer = outcomes.map { render(Array($0.prefix(perMode.count))) }
+                reply.sink.send(answer ?? APIError.logUnavailable.response)
             })
     }
 

@@ -1,5 +1,6 @@
 import Glibc
 import RoostEngine
+import RoostStorage
 import Synchronization
 
 /// The one place catalog records reach the log (apps, keys, settings,
@@ -19,44 +20,36 @@ package final class CatalogLog: Sendable {
     /// before anything is applied.
     var acceptsWrites: Bool { log?.acceptsWrites ?? true }
 
-    /// Appends `records` in one append. Returns the outcome when the log knew
-    /// it before returning (a failed log refuses at once; an in-memory log
-    /// takes at once), and then never calls `completion`; otherwise returns
-    /// nil and calls `completion` once, from the log's completion thread, after
-    /// the records are durable (true) or cannot be (false). Never blocks.
-    func append(_ records: [CatalogRecord], completion: @escaping @Sendable (_ durable: Bool) -> Void) -> Bool? {
-        guard let log else { return true }
+    /// The LSN every record appended so far is acknowledged through
+    /// (`UInt64.max` for an in-memory log: everything is).
+    var acknowledgedThrough: LogSequenceNumber { log?.acknowledgedThrough ?? LogSequenceNumber(UInt64.max) }
+
+    /// Appends `records` in one append and returns what the change waits for:
+    /// the last record's LSN (`.pending`), `.acknowledged` for an in-memory
+    /// log, or `.refused` when the log cannot take them. No callback: the
+    /// request's loop waits for the LSN as it does for device writes (values
+    /// cross threads, docs/decisions/0005). Never blocks.
+    func append(_ records: [CatalogRecord]) -> CommitTicket {
+        guard let log else { return .acknowledged }
         let encoded = records.map { EngineRecord.catalog($0.encoded()).encoded() }
-        let early = Mutex<(returned: Bool, outcome: Bool?)>((false, nil))
-        log.append(encoded) { durable in
-            let late = early.withLock { state -> Bool in
-                guard state.returned else {
-                    state.outcome = durable
-                    return false
-                }
-                return true
-            }
-            if late { completion(durable) }
-        }
-        return early.withLock { state in
-            state.returned = true
-            return state.outcome
-        }
+        guard let lsn = log.append(encoded) else { return .refused }
+        return .pending(lsn)
     }
 
     /// Appends `records` and waits until they are durable (start-up only:
     /// migration and the first identity key, before anything is served).
     package func appendAndWait(_ records: [CatalogRecord]) throws(CatalogStartError) {
+        guard let log else { return }
+        let encoded = records.map { EngineRecord.catalog($0.encoded()).encoded() }
         let done = Mutex<Bool?>(nil)
-        let outcome =
-            append(records) { durable in done.withLock { $0 = durable } }
-            ?? {
-                while true {
-                    if let value = done.withLock({ $0 }) { return value }
-                    usleepForStartUp()
-                }
-            }()
-        guard outcome else { throw CatalogStartError("the log could not take the catalog records") }
+        log.append(encoded) { durable in done.withLock { $0 = durable } }
+        while true {
+            if let durable = done.withLock({ $0 }) {
+                guard durable else { throw CatalogStartError("the log could not take the catalog records") }
+                return
+            }
+            usleepForStartUp()
+        }
     }
 }
 
@@ -66,68 +59,38 @@ private func usleepForStartUp() {
     _ = nanosleep(&request, nil)
 }
 
-/// The outcome of one logged change, known once its records are durable or
-/// cannot be. The request that made the change answers from it.
-package final class CommitTicket: Sendable {
-    private enum State {
-        case pending([@Sendable (Bool) -> Void])
-        case done(Bool)
-    }
-
-    private let state: Mutex<State>
-
-    init(done: Bool? = nil) {
-        state = Mutex(done.map { .done($0) } ?? .pending([]))
-    }
+/// What one logged change waits for before it may be answered: a value (an
+/// LSN), not a callback. The request's loop waits for it as for device
+/// writes (`ShardWork.awaitLog`).
+package enum CommitTicket: Sendable, Equatable {
+    /// Nothing to wait for: no record was needed, or the log keeps nothing.
+    case acknowledged
+    /// Answer once the log has acknowledged this LSN (503 if it fails first).
+    case pending(LogSequenceNumber)
+    /// The log refused the records: nothing was applied (503).
+    case refused
 
     /// A change that needed no record: acknowledged at once.
-    static var nothingToLog: CommitTicket { CommitTicket(done: true) }
-
-    /// Records the outcome and runs the waiters. Called once.
-    func complete(_ durable: Bool) {
-        let waiters = state.withLock { state -> [@Sendable (Bool) -> Void] in
-            guard case .pending(let waiters) = state else { preconditionFailure("a change completed twice") }
-            state = .done(durable)
-            return waiters
-        }
-        for waiter in waiters { waiter(durable) }
-    }
-
-    /// Returns the outcome when it is known (and does not keep `waiter`);
-    /// otherwise keeps `waiter`, which gets it later, and returns nil.
-    func outcomeOrWait(_ waiter: @escaping @Sendable (_ durable: Bool) -> Void) -> Bool? {
-        state.withLock { state -> Bool? in
-            switch state {
-            case .done(let durable):
-                return durable
-            case .pending(var waiters):
-                waiters.append(waiter)
-                state = .pending(waiters)
-                return nil
-            }
-        }
-    }
-
-    /// Calls `body` with the outcome, now when it is known, else later.
-    func whenDone(_ body: @escaping @Sendable (_ durable: Bool) -> Void) {
-        if let durable = outcomeOrWait(body) { body(durable) }
-    }
+    static var nothingToLog: CommitTicket { .acknowledged }
 }
 
 /// A value changed only by logged records (the catalog, the identity keys).
 /// A change is planned on the visible value, applied and appended to the log
-/// under one mutex, so log order is apply order; it is acknowledged once its
-/// records are durable. The value that acknowledged changes made is kept
-/// beside it: when the log fails, the visible value falls back to it (the
-/// failed change, and any appended behind it, which fail too, are undone),
-/// and no further change is taken until a restart. Readers never wait for
-/// the disk.
+/// under one mutex, so log order is apply order; it is acknowledged once the
+/// log's acknowledged LSN reaches its records. The value that acknowledged
+/// changes made is kept beside it and brought up to date at every access
+/// (pending changes whose LSN the log has acknowledged are folded in): when
+/// the log has failed, the visible value falls back to it (the changes in
+/// flight are undone) and no further change is taken until a restart.
+/// Readers never wait for the disk.
 package final class LoggedState<Value: Sendable>: Sendable {
     private struct Copies {
         /// What requests see: every applied change, durable or in flight.
         var visible: Value
-        /// Only the changes whose records are durable.
+        /// Only the changes whose records are acknowledged.
         var acknowledged: Value
+        /// Applied changes not yet acknowledged, in LSN order.
+        var pending: [(lsn: LogSequenceNumber, records: [CatalogRecord])] = []
         var failed = false
     }
 
@@ -143,60 +106,73 @@ package final class LoggedState<Value: Sendable>: Sendable {
 
     /// Returns what `body` reads from the visible value.
     func read<Result: Sendable>(_ body: (Value) -> Result) -> Result {
-        copies.withLock { body($0.visible) }
+        copies.withLock { copies in
+            settle(&copies)
+            return body(copies.visible)
+        }
     }
 
     /// Returns what `body` reads from the value of acknowledged changes only.
     func readAcknowledged<Result: Sendable>(_ body: (Value) -> Result) -> Result {
-        copies.withLock { body($0.acknowledged) }
+        copies.withLock { copies in
+            settle(&copies)
+            return body(copies.acknowledged)
+        }
     }
 
     /// Plans a change on the visible value (`plan` validates and returns the
     /// records, after-images, and a result), applies it and appends it in one
     /// critical section. Throws `plan`'s error, or 503 when the log cannot
-    /// take writes (nothing applied). The ticket says when it is durable.
+    /// take writes (nothing applied). The ticket says what the answer waits for.
     func change<Result>(
         _ plan: (Value) throws(APIError) -> (records: [CatalogRecord], result: Result)
     ) throws(APIError) -> (Result, CommitTicket) {
-        let (result, ticket, completeNow) = try copies.withLock {
-            copies throws(APIError) -> (Result, CommitTicket, Bool) in
+        try copies.withLock { copies throws(APIError) -> (Result, CommitTicket) in
+            settle(&copies)
             guard !copies.failed, log.acceptsWrites else { throw APIError.logUnavailable }
             let (records, result) = try plan(copies.visible)
-            guard !records.isEmpty else { return (result, .nothingToLog, false) }
-            let ticket = CommitTicket()
-            let early = log.append(records) { [self] durable in self.finish(records, durable: durable, ticket: ticket) }
-            switch early {
-            case .none:
+            guard !records.isEmpty else { return (result, .nothingToLog) }
+            let ticket = log.append(records)
+            switch ticket {
+            case .pending(let lsn):
                 for record in records { apply(&copies.visible, record) }
-                return (result, ticket, false)
-            case .some(true):
+                copies.pending.append((lsn, records))
+            case .acknowledged:
                 for record in records {
                     apply(&copies.visible, record)
                     apply(&copies.acknowledged, record)
                 }
-                return (result, ticket, true)
-            case .some(false):
+            case .refused:
                 copies.failed = true
+                copies.visible = copies.acknowledged
+                copies.pending.removeAll()
                 throw APIError.logUnavailable
             }
+            return (result, ticket)
         }
-        if completeNow { ticket.complete(true) }
-        return (result, ticket)
     }
 
-    /// Applies a durable change to the acknowledged value, or undoes every
-    /// change in flight when the log failed. Runs on the log's completion
-    /// thread, in LSN order.
-    private func finish(_ records: [CatalogRecord], durable: Bool, ticket: CommitTicket) {
-        copies.withLock { copies in
-            if durable {
-                for record in records { apply(&copies.acknowledged, record) }
-            } else {
-                copies.visible = copies.acknowledged
-                copies.failed = true
+    /// Folds every pending change the log has acknowledged into the
+    /// acknowledged value; once the log has failed, drops the rest and makes
+    /// the visible value the acknowledged one. O(changes settled).
+    private func settle(_ copies: inout Copies) {
+        if !copies.pending.isEmpty {
+            let through = log.acknowledgedThrough
+            var settled = 0
+            for change in copies.pending {
+                guard change.lsn <= through else { break }
+                for record in change.records { apply(&copies.acknowledged, record) }
+                settled += 1
             }
+            copies.pending.removeFirst(settled)
         }
-        ticket.complete(durable)
+        if !copies.failed && !log.acceptsWrites {
+            copies.failed = true
+        }
+        if copies.failed && !copies.pending.isEmpty {
+            copies.pending.removeAll()
+            copies.visible = copies.acknowledged
+        }
     }
 }
 
