@@ -35,7 +35,9 @@ let package = Package(
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
-            dependencies: ["RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "CCrypto"],
+            dependencies: [
+                "RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "CCrypto",
+            ],
             swiftSettings: strict),
         .executableTarget(
             name: "roost",
