@@ -69,7 +69,7 @@ package struct IndexTable: Sendable {
         in record: UnsafeRawBufferPointer
     ) -> (key: IndexKey, mutation: UnsafeRawBufferPointer)? {
         guard record.count >= 9, record[0] == EngineRecord.formatVersion, record[1] == 1,
-            record[7] == MutationCodec.formatVersion, record[8] == 1 || record[8] == 3,
+            MutationCodec.isUpsert(UnsafeRawBufferPointer(rebasing: record[7...])),
             let mode = AppMode(rawValue: record[6])
         else { return nil }
         let app = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 2, as: UInt32.self))

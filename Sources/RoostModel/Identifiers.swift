@@ -47,13 +47,17 @@ package struct BundleID: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// Validates the shape; 400 `invalid_field` (`bundle_id`) otherwise.
     package init(_ rawValue: String) throws(RegistryRejection) {
-        let utf8 = rawValue.utf8
-        guard utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax,
-            utf8.allSatisfy({
+        guard Self.isValid(utf8: rawValue.utf8) else { throw .invalidField("bundle_id") }
+        self.rawValue = rawValue
+    }
+
+    /// Returns whether `utf8` is a bundle id's shape (also the codec's check).
+    @inline(__always)
+    static func isValid(utf8: some Collection<UInt8>) -> Bool {
+        utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax
+            && utf8.allSatisfy({
                 isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
             })
-        else { throw .invalidField("bundle_id") }
-        self.rawValue = rawValue
     }
 
     package static func < (lhs: BundleID, rhs: BundleID) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -115,11 +119,15 @@ package struct InvalidationReason: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates 1 to 64 bytes of printable ASCII; 400 `invalid_field` (`reason`) otherwise.
     package init(_ rawValue: String) throws(RegistryRejection) {
-        let utf8 = rawValue.utf8
-        guard utf8.count >= 1 && utf8.count <= Limits.invalidationReasonBytesMax,
-            utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
-        else { throw .invalidField("reason") }
+        guard Self.isValid(utf8: rawValue.utf8) else { throw .invalidField("reason") }
         self.rawValue = rawValue
+    }
+
+    /// Returns whether `utf8` is 1 to 64 bytes of printable ASCII (also the codec's check).
+    @inline(__always)
+    static func isValid(utf8: some Collection<UInt8>) -> Bool {
+        utf8.count >= 1 && utf8.count <= Limits.invalidationReasonBytesMax
+            && utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
     }
 
     /// Wraps a value already checked (read back from the index).

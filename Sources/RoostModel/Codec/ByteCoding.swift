@@ -65,6 +65,13 @@ struct ByteReader {
 
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
+    /// A reader of `bytes` that starts at `offset` (which is within them).
+    init(_ bytes: UnsafeRawBufferPointer, offset: Int) {
+        precondition(offset >= 0 && offset <= bytes.count, "reader offset \(offset) outside \(bytes.count) bytes")
+        self.bytes = bytes
+        self.offset = offset
+    }
+
     var remaining: Int { bytes.count - offset }
 
     mutating func u8() throws(ByteDecodingError) -> UInt8 {
