@@ -13,7 +13,7 @@ extension AppIndex {
     /// applies it or says why not. Every field is checked as the codec and
     /// `Device.violation` check it, and the index changes exactly as there.
     package mutating func applyEncodedDeviceUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let device = EncodedDevice(record: bytes), device.tagsAreCanonical, device.id.appID == appID,
+        guard let device = EncodedDevice.read(record: bytes), device.tagsAreCanonical, device.id.appID == appID,
             device.id.mode == mode
         else { return false }
         let sequence = device.id.sequence
@@ -104,7 +104,7 @@ extension AppIndex {
     /// Applies a `MutationCodec` person upsert, as `apply(.personUpsert(...))`
     /// would, and returns true; false, having changed nothing, for anything else.
     package mutating func applyEncodedPersonUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let person = EncodedPerson(record: bytes) else { return false }
+        guard let person = EncodedPerson.read(record: bytes) else { return false }
         let name = person.externalID
         let createdAt = person.createdAt.millisecondsSinceEpoch
         if let slot = guessedPersonSlot(name) {

@@ -75,26 +75,23 @@ package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
     /// Creates a digest from exactly 32 bytes; nil for any other length.
     package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 32 else { return nil }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in bytes.enumerated() {
-            words[offset / 8] |= UInt64(byte) << (UInt64(offset % 8) * 8)
-        }
-        word0 = words[0]
-        word1 = words[1]
-        word2 = words[2]
-        word3 = words[3]
+        self = Array(bytes).withUnsafeBytes { SecretDigest(littleEndianBytes: $0) }
+    }
+
+    /// A digest from exactly 32 borrowed bytes (four little-endian words).
+    init(littleEndianBytes bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 32, "digest of \(bytes.count) bytes")
+        word0 = LittleEndianReader.load(UInt64.self, from: bytes, at: 0)
+        word1 = LittleEndianReader.load(UInt64.self, from: bytes, at: 8)
+        word2 = LittleEndianReader.load(UInt64.self, from: bytes, at: 16)
+        word3 = LittleEndianReader.load(UInt64.self, from: bytes, at: 24)
     }
 
     /// The 32 digest bytes, in order.
     package var bytes: [UInt8] {
-        var result: [UInt8] = []
-        result.reserveCapacity(32)
-        for word in [word0, word1, word2, word3] {
-            for shift in stride(from: UInt64(0), to: 64, by: 8) {
-                result.append(UInt8(truncatingIfNeeded: word >> shift))
-            }
-        }
-        return result
+        var writer = LittleEndianWriter(capacity: 32)
+        for word in [word0, word1, word2, word3] { writer.u64(word) }
+        return writer.bytes
     }
 
     /// Returns whether both digests are equal, in time independent of where they differ.

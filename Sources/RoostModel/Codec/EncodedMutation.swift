@@ -44,7 +44,7 @@ struct EncodedDevice {
     /// Reads a device upsert's fields from `reader` (positioned after the
     /// kind byte), checking each as `Device`'s and the identifiers' validating
     /// initializers and `Device.violation` would; throws at the first bad one.
-    init(reading reader: inout ByteReader) throws(ByteDecodingError) {
+    init(reading reader: inout LittleEndianReader) throws(ByteDecodingError) {
         let start = reader.offset
         id = try reader.deviceID()
         var offset = reader.offset
@@ -118,17 +118,11 @@ struct EncodedDevice {
 
     /// Reads a whole device upsert record (version, kind, fields, nothing after);
     /// nil for anything else, including a record the codec refuses.
-    init?(record bytes: UnsafeRawBufferPointer) {
-        guard bytes.count <= Limits.mutationBytesMax, bytes.count >= 2, bytes[0] == MutationCodec.formatVersion,
-            bytes[1] == MutationCodec.Kind.deviceUpsert.rawValue
-        else { return nil }
-        var reader = ByteReader(bytes, offset: 2)
-        do throws(ByteDecodingError) {
-            try self.init(reading: &reader)
-        } catch {
-            return nil
+    @inline(__always)
+    static func read(record bytes: UnsafeRawBufferPointer) -> EncodedDevice? {
+        MutationCodec.readRecord(bytes, kind: .deviceUpsert) { reader throws(ByteDecodingError) in
+            try EncodedDevice(reading: &reader)
         }
-        guard reader.remaining == 0 else { return nil }
     }
 
     /// The device these fields describe (builds its strings; the codec's path).
@@ -151,7 +145,7 @@ struct EncodedDevice {
         if tagsAreCanonical {
             device.tags = tags.count == 1 ? Tags() : Tags(storedEncoding: Array(tags))
         } else {
-            var reader = ByteReader(tags)
+            var reader = LittleEndianReader(tags)
             device.tags = try Tags.decode(from: &reader)
         }
         device.invalidatedAt = invalidatedAt
@@ -184,23 +178,17 @@ struct EncodedPerson {
     var createdAt: Timestamp
 
     /// Reads a person upsert's fields from `reader` (after the kind byte).
-    init(reading reader: inout ByteReader) throws(ByteDecodingError) {
+    init(reading reader: inout LittleEndianReader) throws(ByteDecodingError) {
         externalID = try reader.externalID()
         createdAt = try reader.timestamp("created_at")
     }
 
     /// Reads a whole person upsert record; nil for anything else.
-    init?(record bytes: UnsafeRawBufferPointer) {
-        guard bytes.count <= Limits.mutationBytesMax, bytes.count >= 2, bytes[0] == MutationCodec.formatVersion,
-            bytes[1] == MutationCodec.Kind.personUpsert.rawValue
-        else { return nil }
-        var reader = ByteReader(bytes, offset: 2)
-        do throws(ByteDecodingError) {
-            try self.init(reading: &reader)
-        } catch {
-            return nil
+    @inline(__always)
+    static func read(record bytes: UnsafeRawBufferPointer) -> EncodedPerson? {
+        MutationCodec.readRecord(bytes, kind: .personUpsert) { reader throws(ByteDecodingError) in
+            try EncodedPerson(reading: &reader)
         }
-        guard reader.remaining == 0 else { return nil }
     }
 
     /// The person these fields describe.
@@ -209,7 +197,7 @@ struct EncodedPerson {
     }
 }
 
-extension ByteReader {
+extension LittleEndianReader {
     /// A device id: app `u32` (> 0), mode `u8`, platform `u8`, sequence `u64` (> 0).
     mutating func deviceID() throws(ByteDecodingError) -> DeviceID {
         let start = offset
@@ -230,34 +218,25 @@ extension ByteReader {
         }
         return bytes
     }
-
-    /// An optional field: presence byte 0 (none) or 1, then the field, borrowed.
-    mutating func optionalField(_ name: String, max: Int) throws(ByteDecodingError) -> UnsafeRawBufferPointer? {
-        let start = offset
-        switch try u8() {
-        case 0: return nil
-        case 1: return try rawField(name, max: max)
-        default: throw .invalidValue(field: name, offset: start)
-        }
-    }
-
-    /// An optional field that must be valid UTF-8, borrowed.
-    mutating func optionalUTF8(_ name: String, max: Int) throws(ByteDecodingError) -> UnsafeRawBufferPointer? {
-        guard let bytes = try optionalField(name, max: max) else { return nil }
-        guard EncodedDevice.scalarCount(bytes) != nil else {
-            throw .invalidValue(field: name, offset: offset - 2 - bytes.count)
-        }
-        return bytes
-    }
 }
 
-extension SecretDigest {
-    /// A digest from exactly 32 borrowed bytes, as `init(bytes:)` reads them.
-    init(littleEndianBytes bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count == 32, "digest of \(bytes.count) bytes")
-        word0 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
-        word1 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-        word2 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
-        word3 = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+extension MutationCodec {
+    /// Reads a whole record of `kind` with `read` (positioned after version and
+    /// kind; the record must end where `read` stops); nil for anything else.
+    @inline(__always)
+    static func readRecord<Fields>(
+        _ bytes: UnsafeRawBufferPointer, kind: Kind,
+        _ read: (inout LittleEndianReader) throws(ByteDecodingError) -> Fields
+    ) -> Fields? {
+        guard bytes.count <= Limits.mutationBytesMax, bytes.count >= 2, bytes[0] == formatVersion,
+            bytes[1] == kind.rawValue
+        else { return nil }
+        var reader = LittleEndianReader(bytes, offset: 2)
+        do throws(ByteDecodingError) {
+            let fields = try read(&reader)
+            return reader.remaining == 0 ? fields : nil
+        } catch {
+            return nil
+        }
     }
 }

@@ -26,7 +26,7 @@ package enum MutationCodec {
 
     /// Returns the bytes of `mutation`.
     package static func encode(_ mutation: Mutation) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = LittleEndianWriter()
         writer.u8(formatVersion)
         switch mutation {
         case .deviceUpsert(let device):
@@ -83,7 +83,7 @@ package enum MutationCodec {
         guard bytes.count <= Limits.mutationBytesMax else {
             throw .lengthOutOfBounds(field: "record", length: bytes.count, max: Limits.mutationBytesMax)
         }
-        var reader = ByteReader(bytes)
+        var reader = LittleEndianReader(bytes)
         let version = try reader.u8()
         guard version == formatVersion else { throw .unsupportedVersion(version) }
         let kindOffset = reader.offset
@@ -126,14 +126,14 @@ package enum MutationCodec {
 
     // MARK: Devices (read by `EncodedDevice`)
 
-    private static func encode(_ id: DeviceID, into writer: inout ByteWriter) {
+    private static func encode(_ id: DeviceID, into writer: inout LittleEndianWriter) {
         writer.u32(id.appID.rawValue)
         writer.u8(id.mode.rawValue)
         writer.u8(id.platform.rawValue)
         writer.u64(id.sequence)
     }
 
-    private static func encode(_ device: Device, into writer: inout ByteWriter) {
+    private static func encode(_ device: Device, into writer: inout LittleEndianWriter) {
         encode(device.id, into: &writer)
         writer.u8(device.environment.rawValue)
         writer.field(device.token?.bytes ?? [])
@@ -162,12 +162,14 @@ package enum MutationCodec {
 
     // MARK: Credentials
 
-    private static func encode(_ key: CredentialKey, into writer: inout ByteWriter) {
+    private static func encode(_ key: CredentialKey, into writer: inout LittleEndianWriter) {
         writer.string(key.bundleID.rawValue)
         writer.u8(key.environment.rawValue)
     }
 
-    private static func decodeCredentialKey(_ reader: inout ByteReader) throws(ByteDecodingError) -> CredentialKey {
+    private static func decodeCredentialKey(_ reader: inout LittleEndianReader) throws(ByteDecodingError)
+        -> CredentialKey
+    {
         let offset = reader.offset
         let text = try reader.string("bundle_id", max: Limits.bundleIDBytesMax)
         let bundleID: BundleID
