@@ -2,7 +2,7 @@
 /// from the `MutationCodec` bytes straight into the stored record, with no
 /// `Device`, no `Mutation` and no `String` per field in between, and the
 /// device's person found by a guess before hashing.
-extension AppIndex {
+extension DeviceStore {
     /// Applies the `MutationCodec` encoding of a device upsert, as
     /// `apply(.deviceUpsert(MutationCodec.decode(bytes)))` would, and returns
     /// true; returns false, having changed nothing, for anything it does not
@@ -12,7 +12,7 @@ extension AppIndex {
     /// The caller then decodes and applies the record the general way, which
     /// applies it or says why not. Every field is checked as the codec and
     /// `Device.violation` check it, and the index changes exactly as there.
-    package mutating func applyEncodedDeviceUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    mutating func applyEncodedDeviceUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let device = EncodedDevice.read(record: bytes), device.tagsAreCanonical, device.id.appID == appID,
             device.id.mode == mode
         else { return false }
@@ -103,7 +103,7 @@ extension AppIndex {
 
     /// Applies a `MutationCodec` person upsert, as `apply(.personUpsert(...))`
     /// would, and returns true; false, having changed nothing, for anything else.
-    package mutating func applyEncodedPersonUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    mutating func applyEncodedPersonUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let person = EncodedPerson.read(record: bytes) else { return false }
         let name = person.externalID
         let createdAt = person.createdAt.millisecondsSinceEpoch
@@ -123,7 +123,7 @@ extension AppIndex {
     /// Applies a device or person upsert from its `MutationCodec` bytes (see
     /// `applyEncodedDeviceUpsert`, `applyEncodedPersonUpsert`); false, having
     /// changed nothing, for anything the general path must take.
-    package mutating func applyEncodedUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    mutating func applyEncodedUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard bytes.count >= 2 else { return false }
         switch bytes[1] {
         case MutationCodec.Kind.deviceUpsert.rawValue: return applyEncodedDeviceUpsert(bytes)
