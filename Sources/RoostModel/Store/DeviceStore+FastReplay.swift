@@ -6,12 +6,12 @@ extension DeviceStore {
     /// Applies the `MutationCodec` encoding of a device upsert, as
     /// `apply(.deviceUpsert(MutationCodec.decode(bytes)))` would, and returns
     /// true; returns false, having changed nothing, for anything it does not
-    /// take: another kind of mutation, bytes the codec would refuse, a device
-    /// `apply` would refuse, and a few rare shapes it leaves to the general
-    /// path (tags not in canonical form, strings that are not valid UTF-8).
-    /// The caller then decodes and applies the record the general way, which
-    /// applies it or says why not. Every field is checked as the codec and
-    /// `Device.violation` check it, and the index changes exactly as there.
+    /// take: another kind of mutation, bytes the codec would refuse (the
+    /// fields are read by `EncodedDevice`, the codec's own reader), a device
+    /// `apply` would refuse, and tags not in canonical form (left to the
+    /// general path). The caller then decodes and applies the record the
+    /// general way, which applies it or says why not. The store changes
+    /// exactly as `applyDeviceUpsert` changes it.
     mutating func applyEncodedDeviceUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let device = EncodedDevice.read(record: bytes), device.tagsAreCanonical, device.id.appID == appID,
             device.id.mode == mode
@@ -20,7 +20,7 @@ extension DeviceStore {
         let platform = device.id.platform
         let existing = guessedSlot(ofSequence: sequence)
         if let existing, records[Int(existing)].platform != platform { return false }
-        // Checked: from here on the upsert is applied, in `apply`'s order.
+        // Checked: from here on the upsert is applied, in `applyDeviceUpsert`'s order.
         var freeTokenHash: UInt32 = 0
         var keepToken = false  // the device keeps its token: it stays in the token index
         if !device.token.isEmpty {
