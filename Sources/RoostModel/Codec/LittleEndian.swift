@@ -5,20 +5,25 @@
 package struct LittleEndianWriter {
     package var bytes: [UInt8] = []
 
-    /// An empty writer with room for `capacity` bytes.
-    package init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    /// An empty writer.
+    @inlinable package init() {}
 
-    package mutating func u8(_ value: UInt8) { bytes.append(value) }
-    package mutating func u16(_ value: UInt16) { integer(value) }
-    package mutating func u32(_ value: UInt32) { integer(value) }
-    package mutating func u64(_ value: UInt64) { integer(value) }
-    package mutating func i64(_ value: Int64) { integer(UInt64(bitPattern: value)) }
+    /// An empty writer with room for `capacity` bytes.
+    @inlinable package init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    // Inlinable: RoostEngine writes its record framing with these, and a
+    // cross-module call per byte would cost more than the append.
+    @inlinable package mutating func u8(_ value: UInt8) { bytes.append(value) }
+    @inlinable package mutating func u16(_ value: UInt16) { integer(value) }
+    @inlinable package mutating func u32(_ value: UInt32) { integer(value) }
+    @inlinable package mutating func u64(_ value: UInt64) { integer(value) }
+    @inlinable package mutating func i64(_ value: Int64) { integer(UInt64(bitPattern: value)) }
 
     /// Appends `value` as it is (already encoded bytes).
-    package mutating func append(contentsOf value: some Sequence<UInt8>) { bytes.append(contentsOf: value) }
+    @inlinable package mutating func append(contentsOf value: [UInt8]) { bytes.append(contentsOf: value) }
 
-    @inline(__always)
-    private mutating func integer<T: FixedWidthInteger>(_ value: T) {
+    @inlinable
+    mutating func integer<T: FixedWidthInteger>(_ value: T) {
         var little = value.littleEndian
         withUnsafeBytes(of: &little) { bytes.append(contentsOf: $0) }
     }
@@ -87,7 +92,7 @@ package struct LittleEndianReader {
 
     /// The little-endian integer at `offset` of `bytes`, which the caller has
     /// checked hold it (a precondition otherwise).
-    @inline(__always)
+    @inlinable
     package static func load<T: FixedWidthInteger>(_: T.Type, from bytes: UnsafeRawBufferPointer, at offset: Int) -> T {
         precondition(
             offset >= 0 && offset <= bytes.count - MemoryLayout<T>.size,
