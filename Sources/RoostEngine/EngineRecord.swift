@@ -66,7 +66,7 @@ package enum EngineRecord: Equatable, Sendable {
     package static func decode(_ bytes: UnsafeRawBufferPointer) throws(EngineRecordError) -> EngineRecord {
         guard bytes.count >= 6 else { throw .truncated(bytes.count) }
         guard bytes[0] == formatVersion else { throw .unknownVersion(bytes[0]) }
-        let rawApp = LittleEndianReader.load(UInt32.self, from: bytes, at: 2)
+        let rawApp = LittleEndianReader.u32(at: 2, of: bytes)
         guard rawApp > 0 else { throw .invalid("app id 0") }
         let app = AppID(rawApp)
         switch bytes[1] {
@@ -87,8 +87,8 @@ package enum EngineRecord: Equatable, Sendable {
             guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
             return .indexSize(
                 IndexKey(app: app, mode: mode),
-                devices: LittleEndianReader.load(UInt64.self, from: bytes, at: 7),
-                people: LittleEndianReader.load(UInt64.self, from: bytes, at: 15))
+                devices: LittleEndianReader.u64(at: 7, of: bytes),
+                people: LittleEndianReader.u64(at: 15, of: bytes))
         default:
             throw .unknownKind(bytes[1])
         }
@@ -103,7 +103,7 @@ package enum EngineRecord: Equatable, Sendable {
         guard record.count >= mutationOffset + 1, record[0] == formatVersion, record[1] == 1,
             let mode = AppMode(rawValue: record[6])
         else { return nil }
-        let app = LittleEndianReader.load(UInt32.self, from: record, at: 2)
+        let app = LittleEndianReader.u32(at: 2, of: record)
         guard app > 0 else { return nil }
         return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[mutationOffset...]))
     }

@@ -81,10 +81,10 @@ package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
     /// A digest from exactly 32 borrowed bytes (four little-endian words).
     init(littleEndianBytes bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == 32, "digest of \(bytes.count) bytes")
-        word0 = LittleEndianReader.load(UInt64.self, from: bytes, at: 0)
-        word1 = LittleEndianReader.load(UInt64.self, from: bytes, at: 8)
-        word2 = LittleEndianReader.load(UInt64.self, from: bytes, at: 16)
-        word3 = LittleEndianReader.load(UInt64.self, from: bytes, at: 24)
+        word0 = LittleEndianReader.u64(at: 0, of: bytes)
+        word1 = LittleEndianReader.u64(at: 8, of: bytes)
+        word2 = LittleEndianReader.u64(at: 16, of: bytes)
+        word3 = LittleEndianReader.u64(at: 24, of: bytes)
     }
 
     /// The 32 digest bytes, in order.

@@ -108,14 +108,14 @@ package struct Tags: Hashable, Sendable {
             var total = 0
             var offset = 1
             for _ in 0..<Int(bytes[0]) {
-                let keyLength = Int(LittleEndianReader.load(UInt16.self, from: bytes, at: offset))
+                let keyLength = Int(LittleEndianReader.u16(at: offset, of: bytes))
                 total += keyLength
                 offset += 2 + keyLength
                 let kind = bytes[offset]
                 offset += 1
                 switch kind {
                 case 0:
-                    let valueLength = Int(LittleEndianReader.load(UInt16.self, from: bytes, at: offset))
+                    let valueLength = Int(LittleEndianReader.u16(at: offset, of: bytes))
                     total += valueLength
                     offset += 2 + valueLength
                 case 1:

@@ -11,22 +11,23 @@ package struct LittleEndianWriter {
     /// An empty writer with room for `capacity` bytes.
     @inlinable package init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
-    // Inlinable: RoostEngine writes its record framing with these, and a
-    // cross-module call per byte would cost more than the append.
+    // Inlinable and concrete: RoostEngine writes its record framing with these,
+    // and a cross-module call per field (or generic metadata per call) would
+    // cost more than the bytes.
     @inlinable package mutating func u8(_ value: UInt8) { bytes.append(value) }
-    @inlinable package mutating func u16(_ value: UInt16) { integer(value) }
-    @inlinable package mutating func u32(_ value: UInt32) { integer(value) }
-    @inlinable package mutating func u64(_ value: UInt64) { integer(value) }
-    @inlinable package mutating func i64(_ value: Int64) { integer(UInt64(bitPattern: value)) }
+    @inlinable package mutating func u16(_ value: UInt16) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    @inlinable package mutating func u32(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    @inlinable package mutating func u64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    @inlinable package mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
 
     /// Appends `value` as it is (already encoded bytes).
     @inlinable package mutating func append(contentsOf value: [UInt8]) { bytes.append(contentsOf: value) }
-
-    @inlinable
-    mutating func integer<T: FixedWidthInteger>(_ value: T) {
-        var little = value.littleEndian
-        withUnsafeBytes(of: &little) { bytes.append(contentsOf: $0) }
-    }
 
     /// A field of at most 65,535 bytes, prefixed by its length as `u16`.
     mutating func field(_ value: some Collection<UInt8>) {
@@ -92,12 +93,36 @@ package struct LittleEndianReader {
 
     /// The little-endian integer at `offset` of `bytes`, which the caller has
     /// checked hold it (a precondition otherwise).
-    @inlinable
-    package static func load<T: FixedWidthInteger>(_: T.Type, from bytes: UnsafeRawBufferPointer, at offset: Int) -> T {
+    @inline(__always)
+    static func load<T: FixedWidthInteger>(_: T.Type, from bytes: UnsafeRawBufferPointer, at offset: Int) -> T {
         precondition(
             offset >= 0 && offset <= bytes.count - MemoryLayout<T>.size,
             "read of \(MemoryLayout<T>.size) bytes at \(offset) of \(bytes.count)")
         return T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+
+    // `load` for callers in other modules (RoostEngine's record framing):
+    // concrete, so that no call instantiates generic metadata per record.
+
+    /// The `u16` at `offset` of `bytes` (bounds checked by the caller; a precondition).
+    @inlinable
+    package static func u16(at offset: Int, of bytes: UnsafeRawBufferPointer) -> UInt16 {
+        precondition(offset >= 0 && offset <= bytes.count - 2, "u16 at \(offset) of \(bytes.count) bytes")
+        return UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+    }
+
+    /// The `u32` at `offset` of `bytes` (bounds checked by the caller; a precondition).
+    @inlinable
+    package static func u32(at offset: Int, of bytes: UnsafeRawBufferPointer) -> UInt32 {
+        precondition(offset >= 0 && offset <= bytes.count - 4, "u32 at \(offset) of \(bytes.count) bytes")
+        return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    /// The `u64` at `offset` of `bytes` (bounds checked by the caller; a precondition).
+    @inlinable
+    package static func u64(at offset: Int, of bytes: UnsafeRawBufferPointer) -> UInt64 {
+        precondition(offset >= 0 && offset <= bytes.count - 8, "u64 at \(offset) of \(bytes.count) bytes")
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     package mutating func u8() throws(ByteDecodingError) -> UInt8 {
