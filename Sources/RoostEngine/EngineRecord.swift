@@ -32,31 +32,33 @@ package enum EngineRecord: Equatable, Sendable {
         switch self {
         case .mutation(let key, let mutation):
             let payload = MutationCodec.encode(mutation)
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(7 + payload.count)
-            bytes.append(EngineRecord.formatVersion)
-            bytes.append(1)
-            appendAppID(key.app, to: &bytes)
-            bytes.append(key.mode.rawValue)
-            bytes.append(contentsOf: payload)
-            return bytes
+            var writer = Self.header(kind: 1, app: key.app, capacity: Self.mutationOffset + payload.count)
+            writer.u8(key.mode.rawValue)
+            writer.append(contentsOf: payload)
+            return writer.bytes
         case .appRemoved(let app):
-            var bytes: [UInt8] = [EngineRecord.formatVersion, 2]
-            appendAppID(app, to: &bytes)
-            return bytes
+            return Self.header(kind: 2, app: app, capacity: 6).bytes
         case .indexSize(let key, let devices, let people):
-            var bytes: [UInt8] = [EngineRecord.formatVersion, 3]
-            appendAppID(key.app, to: &bytes)
-            bytes.append(key.mode.rawValue)
-            for value in [devices, people] {
-                for shift in stride(from: UInt64(0), to: 64, by: 8) {
-                    bytes.append(UInt8(truncatingIfNeeded: value >> shift))
-                }
-            }
-            return bytes
+            var writer = Self.header(kind: 3, app: key.app, capacity: 23)
+            writer.u8(key.mode.rawValue)
+            writer.u64(devices)
+            writer.u64(people)
+            return writer.bytes
         case .catalog(let payload):
             return [EngineRecord.formatVersion, 4] + payload
         }
+    }
+
+    /// Where a mutation record's `MutationCodec` bytes start.
+    private static let mutationOffset = 7
+
+    /// A writer holding version, `kind` and `app`.
+    private static func header(kind: UInt8, app: AppID, capacity: Int) -> LittleEndianWriter {
+        var writer = LittleEndianWriter(capacity: capacity)
+        writer.u8(formatVersion)
+        writer.u8(kind)
+        writer.u32(app.rawValue)
+        return writer
     }
 
     /// Decodes a record; throws on anything this version did not write.
@@ -76,15 +78,15 @@ package enum EngineRecord: Equatable, Sendable {
             return .catalog(Array(bytes[2...]))
         }
         guard bytes.count >= 6 else { throw .truncated(bytes.count) }
-        let rawApp = UInt32(bytes[2]) | UInt32(bytes[3]) << 8 | UInt32(bytes[4]) << 16 | UInt32(bytes[5]) << 24
+        let rawApp = LittleEndianReader.u32(at: 2, of: bytes)
         guard rawApp > 0 else { throw .invalid("app id 0") }
         let app = AppID(rawApp)
         switch bytes[1] {
         case 1:
-            guard bytes.count >= 8 else { throw .truncated(bytes.count) }
+            guard bytes.count >= mutationOffset + 1 else { throw .truncated(bytes.count) }
             guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
             do {
-                let mutation = try MutationCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[7...]))
+                let mutation = try MutationCodec.decode(UnsafeRawBufferPointer(rebasing: bytes[mutationOffset...]))
                 return .mutation(IndexKey(app: app, mode: mode), mutation)
             } catch {
                 throw .invalid("mutation: \(error)")
@@ -97,19 +99,25 @@ package enum EngineRecord: Equatable, Sendable {
             guard let mode = AppMode(rawValue: bytes[6]) else { throw .invalid("mode \(bytes[6])") }
             return .indexSize(
                 IndexKey(app: app, mode: mode),
-                devices: bytes.loadUnaligned(fromByteOffset: 7, as: UInt64.self).littleEndian,
-                people: bytes.loadUnaligned(fromByteOffset: 15, as: UInt64.self).littleEndian)
+                devices: LittleEndianReader.u64(at: 7, of: bytes),
+                people: LittleEndianReader.u64(at: 15, of: bytes))
         default:
             throw .unknownKind(bytes[1])
         }
     }
 
-    private func appendAppID(_ app: AppID, to bytes: inout [UInt8]) {
-        let raw = app.rawValue
-        bytes.append(UInt8(truncatingIfNeeded: raw))
-        bytes.append(UInt8(truncatingIfNeeded: raw >> 8))
-        bytes.append(UInt8(truncatingIfNeeded: raw >> 16))
-        bytes.append(UInt8(truncatingIfNeeded: raw >> 24))
+    /// The index key and `MutationCodec` bytes of a mutation record, read from
+    /// its framing without decoding the mutation; nil for any other record or
+    /// a framing `decode` would refuse.
+    package static func framedMutation(
+        in record: UnsafeRawBufferPointer
+    ) -> (key: IndexKey, mutation: UnsafeRawBufferPointer)? {
+        guard record.count >= mutationOffset + 1, record[0] == formatVersion, record[1] == 1,
+            let mode = AppMode(rawValue: record[6])
+        else { return nil }
+        let app = LittleEndianReader.u32(at: 2, of: record)
+        guard app > 0 else { return nil }
+        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[mutationOffset...]))
     }
 }
 

@@ -71,13 +71,10 @@ package struct IndexTable: Sendable {
     package static func upsert(
         in record: UnsafeRawBufferPointer
     ) -> (key: IndexKey, mutation: UnsafeRawBufferPointer)? {
-        guard record.count >= 9, record[0] == EngineRecord.formatVersion, record[1] == 1,
-            record[7] == MutationCodec.formatVersion, record[8] == 1 || record[8] == 3,
-            let mode = AppMode(rawValue: record[6])
-        else { return nil }
-        let app = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 2, as: UInt32.self))
-        guard app > 0 else { return nil }
-        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[7...]))
+        guard let framed = EngineRecord.framedMutation(in: record), MutationCodec.isUpsert(framed.mutation) else {
+            return nil
+        }
+        return framed
     }
 
     /// Returns where the index of `key` is, creating it with the default

@@ -47,13 +47,17 @@ package struct BundleID: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// Validates the shape; 400 `invalid_field` (`bundle_id`) otherwise.
     package init(_ rawValue: String) throws(RegistryRejection) {
-        let utf8 = rawValue.utf8
-        guard utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax,
-            utf8.allSatisfy({
+        guard Self.isValid(utf8: rawValue.utf8) else { throw .invalidField("bundle_id") }
+        self.rawValue = rawValue
+    }
+
+    /// Returns whether `utf8` is a bundle id's shape (also the codec's check).
+    @inline(__always)
+    static func isValid(utf8: some Collection<UInt8>) -> Bool {
+        utf8.count >= 1 && utf8.count <= Limits.bundleIDBytesMax
+            && utf8.allSatisfy({
                 isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
             })
-        else { throw .invalidField("bundle_id") }
-        self.rawValue = rawValue
     }
 
     package static func < (lhs: BundleID, rhs: BundleID) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -71,26 +75,23 @@ package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
     /// Creates a digest from exactly 32 bytes; nil for any other length.
     package init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 32 else { return nil }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in bytes.enumerated() {
-            words[offset / 8] |= UInt64(byte) << (UInt64(offset % 8) * 8)
-        }
-        word0 = words[0]
-        word1 = words[1]
-        word2 = words[2]
-        word3 = words[3]
+        self = Array(bytes).withUnsafeBytes { SecretDigest(littleEndianBytes: $0) }
+    }
+
+    /// A digest from exactly 32 borrowed bytes (four little-endian words).
+    init(littleEndianBytes bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 32, "digest of \(bytes.count) bytes")
+        word0 = LittleEndianReader.u64(at: 0, of: bytes)
+        word1 = LittleEndianReader.u64(at: 8, of: bytes)
+        word2 = LittleEndianReader.u64(at: 16, of: bytes)
+        word3 = LittleEndianReader.u64(at: 24, of: bytes)
     }
 
     /// The 32 digest bytes, in order.
     package var bytes: [UInt8] {
-        var result: [UInt8] = []
-        result.reserveCapacity(32)
-        for word in [word0, word1, word2, word3] {
-            for shift in stride(from: UInt64(0), to: 64, by: 8) {
-                result.append(UInt8(truncatingIfNeeded: word >> shift))
-            }
-        }
-        return result
+        var writer = LittleEndianWriter(capacity: 32)
+        for word in [word0, word1, word2, word3] { writer.u64(word) }
+        return writer.bytes
     }
 
     /// Returns whether both digests are equal, in time independent of where they differ.
@@ -115,11 +116,15 @@ package struct InvalidationReason: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates 1 to 64 bytes of printable ASCII; 400 `invalid_field` (`reason`) otherwise.
     package init(_ rawValue: String) throws(RegistryRejection) {
-        let utf8 = rawValue.utf8
-        guard utf8.count >= 1 && utf8.count <= Limits.invalidationReasonBytesMax,
-            utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
-        else { throw .invalidField("reason") }
+        guard Self.isValid(utf8: rawValue.utf8) else { throw .invalidField("reason") }
         self.rawValue = rawValue
+    }
+
+    /// Returns whether `utf8` is 1 to 64 bytes of printable ASCII (also the codec's check).
+    @inline(__always)
+    static func isValid(utf8: some Collection<UInt8>) -> Bool {
+        utf8.count >= 1 && utf8.count <= Limits.invalidationReasonBytesMax
+            && utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F })
     }
 
     /// Wraps a value already checked (read back from the index).

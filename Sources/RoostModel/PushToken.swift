@@ -44,18 +44,23 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
 
     /// Creates a token from its stored bytes (the codec's path), checking the same bounds.
     package init(validatingBytes bytes: [UInt8], platform: Platform) throws(RegistryRejection) {
-        switch platform {
-        case .ios:
-            guard bytes.count >= Limits.apnsTokenHexCharactersMin / 2,
-                bytes.count <= Limits.apnsTokenHexCharactersMax / 2
-            else { throw .invalidTokenFormat }
-        case .android:
-            guard bytes.count >= Limits.fcmTokenCharactersMin, bytes.count <= Limits.fcmTokenCharactersMax,
-                bytes.allSatisfy(Self.isFCMByte)
-            else { throw .invalidTokenFormat }
-        }
+        guard bytes.withUnsafeBytes({ Self.isValidStored($0, platform: platform) }) else { throw .invalidTokenFormat }
         self.platform = platform
         self.bytes = bytes
+    }
+
+    /// Returns whether `bytes` are a stored token of `platform`: the one rule
+    /// for the codec and replay's fast path (APNs 16–100 bytes, FCM its text).
+    @inline(__always)
+    static func isValidStored(_ bytes: UnsafeRawBufferPointer, platform: Platform) -> Bool {
+        switch platform {
+        case .ios:
+            return bytes.count >= Limits.apnsTokenHexCharactersMin / 2
+                && bytes.count <= Limits.apnsTokenHexCharactersMax / 2
+        case .android:
+            return bytes.count >= Limits.fcmTokenCharactersMin && bytes.count <= Limits.fcmTokenCharactersMax
+                && bytes.allSatisfy(Self.isFCMByte)
+        }
     }
 
     /// Wraps bytes already checked (read back from the index).

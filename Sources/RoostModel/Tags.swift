@@ -61,7 +61,7 @@ package struct Tags: Hashable, Sendable {
             encoded = []
             return
         }
-        var writer = ByteWriter()
+        var writer = LittleEndianWriter()
         writer.u8(UInt8(values.count))
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             writer.string(key)
@@ -83,7 +83,7 @@ package struct Tags: Hashable, Sendable {
     package var values: [String: TagValue] {
         if encoded.isEmpty { return [:] }
         return encoded.withUnsafeBytes { bytes in
-            var reader = ByteReader(bytes)
+            var reader = LittleEndianReader(bytes)
             do throws(ByteDecodingError) {
                 return try Self.decodeValues(from: &reader)
             } catch {
@@ -108,14 +108,14 @@ package struct Tags: Hashable, Sendable {
             var total = 0
             var offset = 1
             for _ in 0..<Int(bytes[0]) {
-                let keyLength = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+                let keyLength = Int(LittleEndianReader.u16(at: offset, of: bytes))
                 total += keyLength
                 offset += 2 + keyLength
                 let kind = bytes[offset]
                 offset += 1
                 switch kind {
                 case 0:
-                    let valueLength = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8
+                    let valueLength = Int(LittleEndianReader.u16(at: offset, of: bytes))
                     total += valueLength
                     offset += 2 + valueLength
                 case 1:

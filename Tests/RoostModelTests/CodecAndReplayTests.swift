@@ -157,16 +157,16 @@ struct MutationCodecTests {
         fast: Result<Tags, ByteDecodingError>, map: Result<Tags, ByteDecodingError>, fastTaken: Bool
     ) {
         bytes.withUnsafeBytes { raw in
-            var probe = ByteReader(raw)
+            var probe = LittleEndianReader(raw)
             let fastTaken = Tags.decodeCanonical(from: &probe) != nil
             let fast = Result { () throws(ByteDecodingError) -> Tags in
-                var reader = ByteReader(raw)
+                var reader = LittleEndianReader(raw)
                 let tags = try Tags.decode(from: &reader)
                 guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
                 return tags
             }
             let map = Result { () throws(ByteDecodingError) -> Tags in
-                var reader = ByteReader(raw)
+                var reader = LittleEndianReader(raw)
                 let tags = Tags(unchecked: try Tags.decodeValues(from: &reader))
                 guard tags.byteCount <= Limits.tagBytesMax else {
                     throw .lengthOutOfBounds(field: "tags", length: tags.byteCount, max: Limits.tagBytesMax)
@@ -214,7 +214,7 @@ struct MutationCodecTests {
         // Every sample device's tags, and the largest allowed, take the fast path or fall back to the same value.
         for count in [0, 1, 50] {
             let tags = try Tags(TagsTests.tags(count: count, bytes: min(4_096, count * 80)).compactMapValues { $0 })
-            var writer = ByteWriter()
+            var writer = LittleEndianWriter()
             tags.encode(into: &writer)
             let decoded = Self.decodeBothWays(writer.bytes)
             #expect(try decoded.fast.get() == tags)

@@ -45,7 +45,7 @@ struct FastReplayTests {
     /// (array capacities are left out: malloc may round them differently).
     static func layout(_ index: AppIndex) -> [Int] {
         let memory = index.memoryEstimate()
-        return [memory.blobs, memory.hashTables, memory.deviceRecords - index.freeDeviceSlots.capacity * 4]
+        return [memory.blobs, memory.hashTables, memory.deviceRecords - index.store.freeDeviceSlots.capacity * 4]
     }
 
     @Test("random workloads' logs replay to the same index through the fast path", arguments: [1, 2, 3, 4, 5])

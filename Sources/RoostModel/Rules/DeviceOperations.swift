@@ -34,10 +34,13 @@ package enum FeedbackResult: Hashable, Sendable {
     case unknownToken
 }
 
-extension AppIndex {
+// The rules of every other change to devices and people (patch, strikes,
+// invalidation, deletes, people, feedback), as functions over the
+// `DeviceStore` that check first, write second and return the mutations.
+extension DeviceStore {
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`. Never touches
     /// `last_seen_at` or registration metadata. Rejected merges change nothing.
-    package mutating func patchDevice(
+    mutating func patchDevice(
         _ id: DeviceID, tags change: TagsChange, optedIn: Bool?
     ) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
@@ -52,7 +55,7 @@ extension AppIndex {
 
     /// Adds one failed-delivery strike to a device (saturating); Native Notify's
     /// route decides what a number of strikes means.
-    package mutating func recordStrike(_ id: DeviceID) -> Result<DeviceChange, RegistryRejection> {
+    mutating func recordStrike(_ id: DeviceID) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
         var device = device(at: slot)
         device.strikes = device.strikes == UInt32.max ? device.strikes : device.strikes + 1
@@ -60,7 +63,7 @@ extension AppIndex {
     }
 
     /// Invalidates a device by id (a dead flag, an operator action) with `reason` at `now`.
-    package mutating func invalidateDevice(
+    mutating func invalidateDevice(
         _ id: DeviceID, reason: InvalidationReason, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
@@ -78,21 +81,21 @@ extension AppIndex {
     }
 
     /// `DELETE /v1/devices/{id}`.
-    package mutating func deleteDevice(_ id: DeviceID) -> Removal {
+    mutating func deleteDevice(_ id: DeviceID) -> Removal {
         guard let slot = slot(of: id) else { return .nothing }
         return remove(slots: [slot])
     }
 
     /// Native Notify's deregister and Connect's `DELETE /v1/me/devices/{installation_id}`:
     /// removes the installation's device, only if it is bound to `owner` when one is given.
-    package mutating func deleteDevice(installation: InstallationID, ownedBy owner: ExternalID? = nil) -> Removal {
+    mutating func deleteDevice(installation: InstallationID, ownedBy owner: ExternalID? = nil) -> Removal {
         guard let slot = slot(ofInstallation: installation), isOwned(slot, by: owner) else { return .nothing }
         return remove(slots: [slot])
     }
 
     /// Barua's `DELETE`: removes the token's device, only while it belongs to `owner`
     /// when one is given (a late sign-out cannot remove the next person's registration).
-    package mutating func deleteDevice(token: PushToken, ownedBy owner: ExternalID? = nil) -> Removal {
+    mutating func deleteDevice(token: PushToken, ownedBy owner: ExternalID? = nil) -> Removal {
         guard let slot = slot(ofToken: token), isOwned(slot, by: owner) else { return .nothing }
         return remove(slots: [slot])
     }
@@ -114,7 +117,7 @@ extension AppIndex {
     }
 
     /// `PUT /v1/people/{external_id}`: makes the person known (201 when new).
-    package mutating func putPerson(_ externalID: ExternalID, at now: Timestamp) -> PersonPut {
+    mutating func putPerson(_ externalID: ExternalID, at now: Timestamp) -> PersonPut {
         if let slot = personSlot(of: externalID) {
             return PersonPut(created: false, person: person(at: slot), mutations: [])
         }
@@ -126,7 +129,7 @@ extension AppIndex {
     /// `DELETE /v1/people/{external_id}`: erases the person and their devices; the
     /// same external id used later starts with none. 404 `person_not_found` when unknown.
     /// O(devices of the person).
-    package mutating func erasePerson(_ externalID: ExternalID) -> Result<Removal, RegistryRejection> {
+    mutating func erasePerson(_ externalID: ExternalID) -> Result<Removal, RegistryRejection> {
         guard let personSlot = personSlot(of: externalID) else { return .failure(.personNotFound) }
         var removal = remove(slots: deviceSlots(ofPerson: personSlot))
         removePerson(at: personSlot)
@@ -142,7 +145,7 @@ extension AppIndex {
     /// registered again since and the feedback is ignored. FCM feedback has no such
     /// time and always applies. `invalidated_at` is the reported time when given,
     /// else `now`.
-    package mutating func invalidate(
+    mutating func invalidate(
         token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at now: Timestamp
     ) -> (result: FeedbackResult, mutations: [Mutation]) {
         guard let slot = slot(ofToken: token) else { return (.unknownToken, []) }
@@ -155,18 +158,9 @@ extension AppIndex {
         return (.invalidated(device.id), [.deviceUpsert(device)])
     }
 
-    /// `PUT /v1/credentials/apns/{bundle_id}/{environment}`.
-    package mutating func putCredential(_ credential: APNsCredential) -> [Mutation] {
-        if credentials[credential.key] == credential { return [] }
-        credentials[credential.key] = credential
-        return [.credentialUpsert(credential)]
-    }
-
-    /// `DELETE /v1/credentials/apns/{bundle_id}/{environment}`: removes the credential
-    /// and the ios devices registered for that bundle id and environment (even when
-    /// no credential was stored, so the call is idempotent). O(devices).
-    package mutating func deleteCredential(_ key: CredentialKey) -> Removal {
-        let existed = credentials.removeValue(forKey: key) != nil
+    /// Removes the ios devices registered for `key`'s bundle id and environment
+    /// (`AppIndex.deleteCredential`'s devices). O(devices).
+    mutating func removeIOSDevices(of key: CredentialKey) -> Removal {
         var slots: [UInt32] = []
         if let bundle = strings.id(of: key.bundleID.rawValue) {
             for (slot, record) in records.enumerated()
@@ -176,18 +170,6 @@ extension AppIndex {
                 slots.append(UInt32(slot))
             }
         }
-        var removal = remove(slots: slots)
-        removal.deleted = existed
-        if existed { removal.mutations.append(.credentialDelete(key)) }
-        return removal
-    }
-
-    /// `PATCH /v1/apps/{app}` settings (the engine applies them to both modes).
-    /// Lowering `max_devices_per_person` evicts nothing now; the next binding does.
-    package mutating func updateSettings(_ newSettings: AppSettings) -> Result<[Mutation], RegistryRejection> {
-        if let rejection = newSettings.validationError() { return .failure(rejection) }
-        if newSettings == settings { return .success([]) }
-        settings = newSettings
-        return .success([.settings(newSettings)])
+        return remove(slots: slots)
     }
 }

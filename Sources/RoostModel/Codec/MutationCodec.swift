@@ -13,7 +13,7 @@
 package enum MutationCodec {
     package static let formatVersion: UInt8 = 1
 
-    private enum Kind: UInt8 {
+    enum Kind: UInt8 {
         case deviceUpsert = 1
         case deviceTombstone = 2
         case personUpsert = 3
@@ -26,7 +26,7 @@ package enum MutationCodec {
 
     /// Returns the bytes of `mutation`.
     package static func encode(_ mutation: Mutation) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = LittleEndianWriter()
         writer.u8(formatVersion)
         switch mutation {
         case .deviceUpsert(let device):
@@ -62,6 +62,13 @@ package enum MutationCodec {
         return writer.bytes
     }
 
+    /// Whether `bytes` start as a device or person upsert of this format version
+    /// (what replay's fast path takes); the rest is not checked.
+    package static func isUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count >= 2 && bytes[0] == formatVersion
+            && (bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.personUpsert.rawValue)
+    }
+
     /// Returns the mutation `bytes` hold, or throws why they are not one.
     package static func decode(_ bytes: [UInt8]) throws(ByteDecodingError) -> Mutation {
         let result = bytes.withUnsafeBytes { raw in
@@ -76,7 +83,7 @@ package enum MutationCodec {
         guard bytes.count <= Limits.mutationBytesMax else {
             throw .lengthOutOfBounds(field: "record", length: bytes.count, max: Limits.mutationBytesMax)
         }
-        var reader = ByteReader(bytes)
+        var reader = LittleEndianReader(bytes)
         let version = try reader.u8()
         guard version == formatVersion else { throw .unsupportedVersion(version) }
         let kindOffset = reader.offset
@@ -85,14 +92,13 @@ package enum MutationCodec {
         let mutation: Mutation
         switch kind {
         case .deviceUpsert:
-            mutation = .deviceUpsert(try decodeDevice(&reader))
+            mutation = .deviceUpsert(try EncodedDevice(reading: &reader).device())
         case .deviceTombstone:
-            mutation = .deviceTombstone(try decodeDeviceID(&reader))
+            mutation = .deviceTombstone(try reader.deviceID())
         case .personUpsert:
-            let externalID = try decodeExternalID(&reader)
-            mutation = .personUpsert(Person(externalID: externalID, createdAt: try reader.timestamp("created_at")))
+            mutation = .personUpsert(try EncodedPerson(reading: &reader).person)
         case .personErase:
-            mutation = .personErase(try decodeExternalID(&reader))
+            mutation = .personErase(ExternalID(unchecked: String(decoding: try reader.externalID(), as: UTF8.self)))
         case .credentialUpsert:
             let key = try decodeCredentialKey(&reader)
             let offset = reader.offset
@@ -118,26 +124,16 @@ package enum MutationCodec {
         return mutation
     }
 
-    // MARK: Devices
+    // MARK: Devices (read by `EncodedDevice`)
 
-    private static func encode(_ id: DeviceID, into writer: inout ByteWriter) {
+    private static func encode(_ id: DeviceID, into writer: inout LittleEndianWriter) {
         writer.u32(id.appID.rawValue)
         writer.u8(id.mode.rawValue)
         writer.u8(id.platform.rawValue)
         writer.u64(id.sequence)
     }
 
-    private static func decodeDeviceID(_ reader: inout ByteReader) throws(ByteDecodingError) -> DeviceID {
-        let offset = reader.offset
-        let app = try reader.u32()
-        let mode = AppMode(rawValue: try reader.u8())
-        let platform = Platform(rawValue: try reader.u8())
-        let sequence = try reader.u64()
-        guard app > 0, let mode, let platform, sequence > 0 else { throw .invalidValue(field: "id", offset: offset) }
-        return DeviceID(appID: AppID(app), mode: mode, platform: platform, sequence: sequence)
-    }
-
-    private static func encode(_ device: Device, into writer: inout ByteWriter) {
+    private static func encode(_ device: Device, into writer: inout LittleEndianWriter) {
         encode(device.id, into: &writer)
         writer.u8(device.environment.rawValue)
         writer.field(device.token?.bytes ?? [])
@@ -164,112 +160,16 @@ package enum MutationCodec {
         writer.u32(device.strikes)
     }
 
-    private static func decodeDevice(_ reader: inout ByteReader) throws(ByteDecodingError) -> Device {
-        let start = reader.offset
-        let id = try decodeDeviceID(&reader)
-        var offset = reader.offset
-        guard let environment = APNsEnvironment(rawValue: try reader.u8()) else {
-            throw .invalidValue(field: "environment", offset: offset)
-        }
-        offset = reader.offset
-        let tokenBytes = try reader.rawField("token", max: Limits.fcmTokenCharactersMax)
-        var token: PushToken?
-        if !tokenBytes.isEmpty {
-            do throws(RegistryRejection) {
-                token = try PushToken(validatingBytes: Array(tokenBytes), platform: id.platform)
-            } catch {
-                throw .invalidValue(field: "token", offset: offset)
-            }
-        }
-        var device = Device(
-            id: id, environment: environment, token: token, createdAt: Timestamp(millisecondsSinceEpoch: 0))
-        offset = reader.offset
-        if let text = try reader.optionalString("bundle_id", max: Limits.bundleIDBytesMax) {
-            device.bundleID = try validated("bundle_id", at: offset) { () throws(RegistryRejection) in
-                try BundleID(text)
-            }
-        }
-        offset = reader.offset
-        if let text = try reader.optionalString("installation_id", max: 4 * Limits.installationIDCharactersMax) {
-            device.installationID = try validated("installation_id", at: offset) { () throws(RegistryRejection) in
-                try InstallationID(text)
-            }
-        }
-        offset = reader.offset
-        switch try reader.u8() {
-        case 0: break
-        case 1:
-            device.installationSecretDigest = SecretDigest(bytes: try reader.raw(32))
-        default: throw .invalidValue(field: "installation_secret", offset: offset)
-        }
-        device.externalID = try decodeOptionalExternalID(&reader)
-        device.createdAt = try reader.timestamp("created_at")
-        device.lastSeenAt = try reader.timestamp("last_seen_at")
-        device.boundAt = try reader.optionalTimestamp("bound_at")
-        device.appVersion = try reader.optionalString("app_version", max: Limits.appVersionBytesMax)
-        device.timezone = try reader.optionalString("timezone", max: Limits.timezoneBytesMax)
-        device.locale = try reader.optionalString("locale", max: Limits.localeBytesMax)
-        offset = reader.offset
-        switch try reader.u8() {
-        case 0: device.pushPermission = nil
-        case 1: device.pushPermission = false
-        case 2: device.pushPermission = true
-        default: throw .invalidValue(field: "push_permission", offset: offset)
-        }
-        device.optedIn = try reader.bool("opted_in")
-        device.tags = try Tags.decode(from: &reader)
-        device.invalidatedAt = try reader.optionalTimestamp("invalidated_at")
-        offset = reader.offset
-        if let reason = try reader.optionalString("invalidation_reason", max: Limits.invalidationReasonBytesMax) {
-            do throws(RegistryRejection) {
-                device.invalidationReason = try InvalidationReason(reason)
-            } catch {
-                throw .invalidValue(field: "invalidation_reason", offset: offset)
-            }
-        }
-        device.strikes = try reader.u32()
-        guard device.violation() == nil else { throw .invalidValue(field: "device", offset: start) }
-        return device
-    }
+    // MARK: Credentials
 
-    /// Returns `make()`, turning its rejection into a decoding error at `offset`.
-    private static func validated<Value>(
-        _ field: String, at offset: Int, _ make: () throws(RegistryRejection) -> Value
-    ) throws(ByteDecodingError) -> Value {
-        do throws(RegistryRejection) {
-            return try make()
-        } catch {
-            throw .invalidValue(field: field, offset: offset)
-        }
-    }
-
-    // MARK: People and credentials
-
-    private static func decodeExternalID(_ reader: inout ByteReader) throws(ByteDecodingError) -> ExternalID {
-        let offset = reader.offset
-        let text = try reader.string("external_id", max: 4 * Limits.externalIDCharactersMax)
-        do throws(RegistryRejection) {
-            return try ExternalID(text)
-        } catch {
-            throw .invalidValue(field: "external_id", offset: offset)
-        }
-    }
-
-    private static func decodeOptionalExternalID(_ reader: inout ByteReader) throws(ByteDecodingError) -> ExternalID? {
-        let offset = reader.offset
-        switch try reader.u8() {
-        case 0: return nil
-        case 1: return try decodeExternalID(&reader)
-        default: throw .invalidValue(field: "external_id", offset: offset)
-        }
-    }
-
-    private static func encode(_ key: CredentialKey, into writer: inout ByteWriter) {
+    private static func encode(_ key: CredentialKey, into writer: inout LittleEndianWriter) {
         writer.string(key.bundleID.rawValue)
         writer.u8(key.environment.rawValue)
     }
 
-    private static func decodeCredentialKey(_ reader: inout ByteReader) throws(ByteDecodingError) -> CredentialKey {
+    private static func decodeCredentialKey(_ reader: inout LittleEndianReader) throws(ByteDecodingError)
+        -> CredentialKey
+    {
         let offset = reader.offset
         let text = try reader.string("bundle_id", max: Limits.bundleIDBytesMax)
         let bundleID: BundleID

@@ -78,24 +78,24 @@ package struct PersonDevices: Hashable, Sendable {
     package var devices: [Device]
 }
 
-extension AppIndex {
+extension DeviceStore {
     /// Returns the device with `id`, or nil (also for another app's or mode's id).
-    package func device(_ id: DeviceID) -> Device? {
+    func device(_ id: DeviceID) -> Device? {
         slot(of: id).map { device(at: $0) }
     }
 
     /// Returns the device holding `token`, or nil.
-    package func device(token: PushToken) -> Device? {
+    func device(token: PushToken) -> Device? {
         slot(ofToken: token).map { device(at: $0) }
     }
 
     /// Returns the device of an installation, or nil.
-    package func device(installation: InstallationID) -> Device? {
+    func device(installation: InstallationID) -> Device? {
         slot(ofInstallation: installation).map { device(at: $0) }
     }
 
     /// Returns a known person and their devices, or nil (404 `person_not_found`).
-    package func person(_ externalID: ExternalID) -> PersonDevices? {
+    func person(_ externalID: ExternalID) -> PersonDevices? {
         guard let personSlot = personSlot(of: externalID) else { return nil }
         let devices = deviceSlots(ofPerson: personSlot).map { device(at: $0) }.sorted {
             $0.id.sequence < $1.id.sequence
@@ -104,14 +104,14 @@ extension AppIndex {
     }
 
     /// `GET /v1/stats`. O(1).
-    package func stats() -> RegistryStats {
+    func stats() -> RegistryStats {
         RegistryStats(
             devices: deviceCount, active: deviceCount - invalidatedCount, invalidated: invalidatedCount,
             people: personCount, byPlatform: [.ios: iosCount, .android: deviceCount - iosCount])
     }
 
     /// Number of devices.
-    package var count: Int { deviceCount }
+    var count: Int { deviceCount }
 
     /// `GET /v1/devices`: devices in creation order after the cursor that match the query.
     ///
@@ -119,7 +119,7 @@ extension AppIndex {
     /// order and stops after `Limits.listScanMax` examined devices, returning a
     /// shorter page with a cursor, so a rare filter costs bounded work per request.
     /// 400 `invalid_field` (`limit`) outside 1...1,000.
-    package func listDevices(_ query: DeviceQuery) -> Result<DevicePage, RegistryRejection> {
+    func listDevices(_ query: DeviceQuery) -> Result<DevicePage, RegistryRejection> {
         guard query.limit >= 1 && query.limit <= Limits.listLimitMax else { return .failure(.invalidField("limit")) }
         let after = query.cursor?.afterSequence ?? 0
         var page: [Device] = []
@@ -175,12 +175,12 @@ extension AppIndex {
     }
 
     /// Calls `body` with every device in creation order (export, snapshots). O(devices).
-    package func forEachDevice(_ body: (Device) -> Void) {
+    func forEachDevice(_ body: (Device) -> Void) {
         for slot in orderSlots where slot != DeviceRecord.noSlot { body(device(at: slot)) }
     }
 
     /// Every known person, sorted by external id. O(people log people).
-    package func allPeople() -> [Person] {
+    func allPeople() -> [Person] {
         people.indices.filter { !people[$0].isFree }.map { person(at: UInt32($0)) }.sorted {
             $0.externalID < $1.externalID
         }
@@ -199,11 +199,11 @@ package struct MemoryEstimate: Hashable, Sendable {
     package var total: Int { deviceRecords + hashTables + blobs + digests + order + people }
 }
 
-extension AppIndex {
+extension DeviceStore {
     /// Returns the approximate heap bytes held by this index (interned strings and
     /// credentials, a few kilobytes per app, are left out). Chunked storage counts
     /// what is filled; arrays and hash tables count their capacity.
-    package func memoryEstimate() -> MemoryEstimate {
+    func memoryEstimate() -> MemoryEstimate {
         MemoryEstimate(
             deviceRecords: records.usedBytes + freeDeviceSlots.capacity * 4,
             hashTables: tokenSlots.bucketBytes + installationSlots.bucketBytes + personSlots.bucketBytes,

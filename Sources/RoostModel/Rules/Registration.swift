@@ -1,4 +1,9 @@
-extension AppIndex {
+// The identity rules of registration (spec §5 rules 1 to 7), written as
+// functions over the `DeviceStore`: they read the stored fields, check
+// everything, then write through the store's primitives and return the
+// mutations. `AppIndex.register` calls in with the app's settings and credentials.
+
+extension DeviceStore {
     /// Registers a device: spec §5 rules 1 to 7 in one step.
     ///
     /// Resolution, all before any write:
@@ -22,8 +27,12 @@ extension AppIndex {
     /// registered), and the target with `last_seen_at = now`, invalidation cleared,
     /// strikes reset only when the token came from another device (rule 6).
     /// O(1) expected plus O(devices of the person).
-    package mutating func register(
-        _ request: RegisterRequest, at now: Timestamp
+    /// `settings` and `credentials` are the app's (`AppIndex` holds them): the
+    /// person limit, `require_known_person`, and whether a Barua request's
+    /// credential exists.
+    mutating func register(
+        _ request: RegisterRequest, settings: AppSettings, credentials: [CredentialKey: APNsCredential],
+        at now: Timestamp
     ) -> Result<RegisterOutcome, RegistryRejection> {
         if let rejection = request.validationError() { return .failure(rejection) }
         let platform = request.platform

@@ -1,4 +1,4 @@
-/// The packed form of a `Device` inside an `AppIndex` (115 bytes, 120-byte stride).
+/// The packed form of a `Device` inside a `DeviceStore` (115 bytes, 120-byte stride).
 ///
 /// Layout, in bytes: sequence 8, four 48-bit millisecond timestamps 24 (enough
 /// until the year 10889; all ones = none), token
@@ -33,7 +33,7 @@ struct DeviceRecord: Sendable {
     var timezone: UInt32
     var locale: UInt32
     var invalidationReason: UInt32
-    /// The slot of the installation secret's digest in `AppIndex.digests`, or `noSlot`.
+    /// The slot of the installation secret's digest in `DeviceStore.digests`, or `noSlot`.
     var digest: UInt32
     var strikes: UInt32
     var installation: BlobRef
