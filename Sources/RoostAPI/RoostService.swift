@@ -222,8 +222,11 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     }
 
     let loop: ShardLoop
-    private var waiting: [UInt64: Waiting] = [:]
-    private var nextRequest: UInt64 = 1
+    /// Requests waiting for outcomes, in slots reused through `freeSlots`
+    /// (no hashing, no allocation per request once warm). The ticket holds
+    /// the slot and the part.
+    private var slots: [Waiting?] = []
+    private var freeSlots: [Int] = []
 
     init(loop: ShardLoop) {
         self.loop = loop
@@ -237,12 +240,18 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
         precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
-        let request = nextRequest
-        nextRequest += 1
-        waiting[request] = Waiting(
+        let entry = Waiting(
             answer: answer, sink: sink, outcomes: Array(repeating: nil, count: work.count), missing: work.count)
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            slots[slot] = entry
+        } else {
+            slot = slots.count
+            slots.append(entry)
+        }
         for (part, item) in work.enumerated() {
-            loop.submit(item, ticket: request << 4 | UInt64(part))
+            loop.submit(item, ticket: UInt64(slot) << 4 | UInt64(part))
         }
         if wake { loop.executor.wake() }
     }
@@ -250,16 +259,14 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)]) {
         loop.executor.preconditionOnLoop("LoopRequests.receive")
         for (ticket, outcome) in outcomes {
-            let request = ticket >> 4
+            let slot = Int(ticket >> 4)
             let part = Int(ticket & 15)
-            guard var entry = waiting[request] else { preconditionFailure("outcome for unknown request \(request)") }
-            if let outcome { entry.outcomes[part] = outcome } else { entry.failed = true }
-            entry.missing -= 1
-            if entry.missing > 0 {
-                waiting[request] = entry
-                continue
-            }
-            waiting[request] = nil
+            precondition(slot < slots.count && slots[slot] != nil, "outcome for an empty request slot \(slot)")
+            if let outcome { slots[slot]!.outcomes[part] = outcome } else { slots[slot]!.failed = true }
+            slots[slot]!.missing -= 1
+            guard slots[slot]!.missing == 0 else { continue }
+            guard let entry = slots[slot].take() else { continue }
+            freeSlots.append(slot)
             let reply = LoopReply(requests: self, sink: entry.sink)
             entry.answer.finish(entry.failed ? nil : entry.outcomes.map { $0! }, reply)
         }

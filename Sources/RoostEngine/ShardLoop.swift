@@ -33,14 +33,26 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     /// Commands submitted on this loop in this round, by shard number.
     private var outgoing: [[ShardCommand]]
     private var outgoingShards: [Int] = []
+    /// Per-round buffers, kept between rounds (no allocation per round):
+    /// commands for the shards this loop runs, by shard number; commands for
+    /// other loops' shards and outcomes for other loops' requests, by loop.
+    private var mine: [[ShardCommand]]
+    private var mineShards: [Int] = []
+    private var remote: [[ShardCommand]]
+    private var remoteLoops: [Int] = []
+    private var elsewhere: [[ShardOutcome]]
+    private var elsewhereLoops: [Int] = []
     private var waiting: [ShardOutcome] = []
     private var receiver: (any OutcomeReceiver)?
 
-    init(index: Int, executor: LoopExecutor, shardCount: Int, log: any MutationLog) {
+    init(index: Int, executor: LoopExecutor, shardCount: Int, loopCount: Int, log: any MutationLog) {
         self.index = index
         self.executor = executor
         self.log = log
         outgoing = Array(repeating: [], count: shardCount)
+        mine = Array(repeating: [], count: shardCount)
+        remote = Array(repeating: [], count: loopCount)
+        elsewhere = Array(repeating: [], count: loopCount)
     }
 
     func attach(to set: ShardSet) {
@@ -78,14 +90,31 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         if wasEmpty { executor.wake() }
     }
 
-    /// Hands outcomes of this loop's requests back from the loop that ran them.
+    /// Hands outcomes of this loop's requests back from the loop that ran
+    /// them. When none of them can be released yet (the log has not
+    /// acknowledged them), the loop is not woken now: the log wakes it once
+    /// the earliest is acknowledged (one wake-up instead of two).
     func post(outcomes: [ShardOutcome]) {
+        let acknowledged = log.acknowledgedThrough
+        var earliest = LogSequenceNumber(UInt64.max)
+        var releasableNow = log.acceptsWrites == false
+        for outcome in outcomes {
+            guard let waitsFor = outcome.waitsFor, waitsFor > acknowledged else {
+                releasableNow = true
+                break
+            }
+            earliest = min(earliest, waitsFor)
+        }
         let wasEmpty = inbox.withLock { inbox in
             let wasEmpty = inbox.commands.isEmpty && inbox.outcomes.isEmpty
             inbox.outcomes.append(contentsOf: outcomes)
             return wasEmpty
         }
-        if wasEmpty { executor.wake() }
+        if releasableNow {
+            if wasEmpty { executor.wake() }
+        } else {
+            log.wakeWhenAcknowledged(earliest, executor)
+        }
     }
 
     // MARK: - The round (loop thread)
@@ -101,28 +130,42 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         waiting.append(contentsOf: arrived.outcomes)
         // Commands for shards this loop runs: from other loops first (they
         // were submitted in an earlier round), then this round's own.
-        var mine: [Int: [ShardCommand]] = [:]
         for command in arrived.commands {
             guard let app = command.work.app else {
                 awaitLog(command)
                 continue
             }
-            mine[set.shardNumber(for: app), default: []].append(command)
+            let shard = set.shardNumber(for: app)
+            if mine[shard].isEmpty { mineShards.append(shard) }
+            mine[shard].append(command)
         }
-        var remote: [Int: [ShardCommand]] = [:]
         for shard in outgoingShards {
-            let commands = outgoing[shard]
-            outgoing[shard].removeAll(keepingCapacity: true)
             let owner = set.loopNumber(forShard: shard)
             if owner == index {
-                mine[shard, default: []].append(contentsOf: commands)
+                if mine[shard].isEmpty { mineShards.append(shard) }
+                mine[shard].append(contentsOf: outgoing[shard])
             } else {
-                remote[owner, default: []].append(contentsOf: commands)
+                if remote[owner].isEmpty { remoteLoops.append(owner) }
+                remote[owner].append(contentsOf: outgoing[shard])
             }
+            outgoing[shard].removeAll(keepingCapacity: true)
         }
         outgoingShards.removeAll(keepingCapacity: true)
-        for (owner, commands) in remote { set.loops[owner].post(commands: commands) }
-        for (number, commands) in mine { run(commands, on: set.shards[number], set: set) }
+        for owner in remoteLoops {
+            set.loops[owner].post(commands: remote[owner])
+            remote[owner].removeAll(keepingCapacity: true)
+        }
+        remoteLoops.removeAll(keepingCapacity: true)
+        for shard in mineShards {
+            run(mine[shard], on: set.shards[shard])
+            mine[shard].removeAll(keepingCapacity: true)
+        }
+        mineShards.removeAll(keepingCapacity: true)
+        for loop in elsewhereLoops {
+            set.loops[loop].post(outcomes: elsewhere[loop])
+            elsewhere[loop].removeAll(keepingCapacity: true)
+        }
+        elsewhereLoops.removeAll(keepingCapacity: true)
         release()
     }
 
@@ -134,23 +177,23 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
 
     /// Runs commands on a shard this loop owns, in turns of at most
     /// `commandsPerTurnMax`, and routes each outcome to its origin.
-    private func run(_ commands: [ShardCommand], on shard: Shard, set: ShardSet) {
+    private func run(_ commands: [ShardCommand], on shard: Shard) {
         precondition(shard.executor === executor, "shard \(shard.number) is not run by loop \(index)")
-        var elsewhere: [Int: [ShardOutcome]] = [:]
         var start = 0
         while start < commands.count {
             let end = min(start + ShardLoop.commandsPerTurnMax, commands.count)
-            let turn = Array(commands[start..<end])
+            let turn = start == 0 && end == commands.count ? commands : Array(commands[start..<end])
             let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
             for outcome in outcomes {
                 switch outcome.origin {
-                case .loop(let loop, _) where loop != index: elsewhere[loop, default: []].append(outcome)
+                case .loop(let loop, _) where loop != index:
+                    if elsewhere[loop].isEmpty { elsewhereLoops.append(loop) }
+                    elsewhere[loop].append(outcome)
                 case .loop, .caller, .batch: waiting.append(outcome)
                 }
             }
             start = end
         }
-        for (loop, outcomes) in elsewhere { set.loops[loop].post(outcomes: outcomes) }
     }
 
     /// Releases every waiting outcome the log has acknowledged (or refused)

@@ -28,7 +28,9 @@ package final class ShardSet: Sendable {
                 preconditionFailure("cannot create loop \(index)'s eventfd: \(error)")
             }
         }
-        loops = executors.map { ShardLoop(index: $0.index, executor: $0, shardCount: shardCount, log: log) }
+        loops = executors.map {
+            ShardLoop(index: $0.index, executor: $0, shardCount: shardCount, loopCount: loopCount, log: log)
+        }
         shards = (0..<shardCount).map { number in
             Shard(
                 number: number, executor: executors[number % loopCount], log: log,

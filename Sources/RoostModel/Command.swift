@@ -82,8 +82,10 @@ package struct CustomWork: Sendable {
 }
 
 /// What a `Command` did, as a value the route renders on its own loop. Plain
-/// model values only: never a closure, never an HTTP type.
-package enum Outcome: Sendable {
+/// model values only: never a closure, never an HTTP type. `indirect`: an
+/// outcome is copied several times on its way back to its loop, and a boxed
+/// payload copies as one retain instead of one per field of a device.
+package indirect enum Outcome: Sendable {
     /// A registration: the device as it is now, 201 when it was created.
     case registered(RegisterOutcome)
     /// A device read, patched or found.

@@ -181,11 +181,13 @@ package final class WriteAheadLog: Sendable {
 
     /// Wakes `executor` once `acknowledgedLSN >= lsn` or the log has failed
     /// (at once when that is already so). A loop asks again each round it
-    /// still waits; a second request from the same loop replaces the first.
+    /// still waits; of two requests for the same loop (its own, and one made
+    /// for it by the loop that ran its commands) the earlier LSN is kept, so
+    /// no wake-up comes late.
     package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
         wakeRequests.withLock { requests in
             if let at = requests.firstIndex(where: { $0.executor === executor }) {
-                requests[at].through = lsn.rawValue
+                requests[at].through = min(requests[at].through, lsn.rawValue)
             } else {
                 requests.append((executor, lsn.rawValue))
             }

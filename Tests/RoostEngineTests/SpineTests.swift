@@ -168,6 +168,24 @@ struct SpineTests {
         }
     }
 
+    @Test("a cross-loop outcome not yet acknowledged reaches its loop once the log acknowledges it, no wake-up lost")
+    func crossLoopWaitsForTheLog() async throws {
+        let log = ManualLog()
+        let set = ShardSet(shardCount: 2, loopCount: 2, log: log)
+        let receivers = [ProbeReceiver(), ProbeReceiver()]
+        for (loop, receiver) in zip(set.loops, receivers) { loop.setReceiver(receiver) }
+        let other = 1 - set.loopNumber(forShard: set.shardNumber(for: liveKey.app))
+        let probe = OnLoop(set.loops[other].executor)
+        for number in 0..<3 {
+            _ = await probe.submit(set.loops[other], register(try apnsToken(10 + number)), ticket: UInt64(number))
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(receivers[other].count == 0, "released before the log acknowledged")
+        #expect(log.state.withLock { $0.appended } >= 3)
+        log.acknowledgeAll()
+        #expect(await soon { receivers[other].count == 3 })
+    }
+
     @Test("when the log fails, waiting writes answer nil (503) and waiting reads are served from memory")
     func failedLog() async throws {
         let log = ManualLog()
