@@ -67,6 +67,7 @@ let package = Package(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
+                "RoostTesting",
             ],
             swiftSettings: strict),
         .testTarget(

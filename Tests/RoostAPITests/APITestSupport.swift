@@ -3,12 +3,13 @@ import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostStorage
+import RoostTesting
 import Synchronization
 
 @testable import RoostAPI
 
 /// A clock the test moves by hand.
-final class ManualClock: APIClock {
+final class ManualWallClock: APIClock {
     private let state = Mutex((wall: Int64(1_790_000_000_000), monotonic: UInt64(1_000_000_000)))
 
     func wallMilliseconds() -> Int64 { state.withLock { $0.wall } }
@@ -42,12 +43,12 @@ struct Harness {
     static let adminKey = "test-admin-key-0123456789"
 
     let service: RoostService
-    let clock: ManualClock
+    let clock: ManualWallClock
     let catalog: Catalog
 
     init() throws {
         let log = VolatileLog()
-        clock = ManualClock()
+        clock = ManualWallClock()
         catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock, registry: Registry(shardCount: 2, log: log))
@@ -103,7 +104,7 @@ extension Harness {
         let (engine, report) = try DurableEngine.open(
             directory: directory, policy: policy, shardCount: 2, options: storageOptions)
         do {
-            let clock = ManualClock()
+            let clock = ManualWallClock()
             let service = try RoostService(
                 dataDirectory: directory, adminKey: adminKey, engine: engine, catalogRecords: report.catalogRecords,
                 clock: clock)
@@ -118,15 +119,4 @@ extension Harness {
 
 struct HarnessError: Error {
     var message: String
-}
-
-/// A fresh directory under /tmp, removed by the caller.
-func makeTemporaryDirectory() throws -> String {
-    var template = Array("/tmp/roost-test-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw HarnessError(message: "mkdtemp failed") }
-    return String(cString: made)
-}
-
-func removeDirectory(_ path: String) {
-    _ = system("rm -rf '\(path)'")
 }

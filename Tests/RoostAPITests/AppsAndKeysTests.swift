@@ -2,6 +2,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostPlatform
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -214,8 +215,8 @@ struct AppsAndKeysTests {
 
     @Test("apps, keys, settings and the id counter survive a restart through the log, which holds no key")
     func persistence() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (first, firstEngine) = try await Harness.durable(directory)
         let app = try await first.createApp("Durable")
         let gone = try await first.createApp("Gone")

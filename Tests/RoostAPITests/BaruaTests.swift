@@ -1,6 +1,7 @@
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -23,7 +24,7 @@ struct BaruaTests {
     }
 
     static func body(
-        token: String = apnsToken(1), person: String = "user_42", app: String = "com.example.app",
+        token: String = TestTokens.apns(1), person: String = "user_42", app: String = "com.example.app",
         environment: String = "production"
     ) -> String {
         #"{"provider":"apns","app":"\#(app)","environment":"\#(environment)","token":"\#(token)","external_id":"\#(person)"}"#
@@ -98,9 +99,9 @@ struct BaruaTests {
         let (app, key) = try await BaruaTests.setUp(harness)
         try await harness.putCredential(app: app, environment: .sandbox)
         let sandbox = await harness.call(
-            .put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(2), environment: "sandbox"))
+            .put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(2), environment: "sandbox"))
         #expect(sandbox.status == 200)
-        #expect(try await harness.device(app: app, token: apnsToken(2))?.environment == .sandbox)
+        #expect(try await harness.device(app: app, token: TestTokens.apns(2))?.environment == .sandbox)
         let bad = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(environment: "staging"))
         #expect(bad.status == 400)
         #expect(bad.errorCode == "invalid_environment")
@@ -162,17 +163,17 @@ struct BaruaTests {
         for seed in 1...10 {
             harness.clock.advance(milliseconds: 1_000)
             let answer = await harness.call(
-                .put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(seed)))
+                .put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(seed)))
             #expect(answer.status == 200)
         }
         // Device 1 registers again, so device 2 is now the one registered longest ago.
         harness.clock.advance(milliseconds: 1_000)
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(1)))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(1)))
         harness.clock.advance(milliseconds: 1_000)
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(11)))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(11)))
         #expect(try await harness.person(app: app, "user_42")?.devices.count == 10)
-        #expect(try await harness.device(app: app, token: apnsToken(2)) == nil)
-        #expect(try await harness.device(app: app, token: apnsToken(1)) != nil)
+        #expect(try await harness.device(app: app, token: TestTokens.apns(2)) == nil)
+        #expect(try await harness.device(app: app, token: TestTokens.apns(1)) != nil)
     }
 
     @Test("an eleventh device replaces one Apple reported gone before the one registered longest ago")
@@ -181,12 +182,12 @@ struct BaruaTests {
         let (app, key) = try await BaruaTests.setUp(harness)
         for seed in 1...10 {
             harness.clock.advance(milliseconds: 1_000)
-            _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(seed)))
+            _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(seed)))
         }
-        try await harness.reportGone(app: app, token: apnsToken(7))
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(11)))
-        #expect(try await harness.device(app: app, token: apnsToken(7)) == nil)
-        #expect(try await harness.device(app: app, token: apnsToken(1)) != nil)
+        try await harness.reportGone(app: app, token: TestTokens.apns(7))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(11)))
+        #expect(try await harness.device(app: app, token: TestTokens.apns(7)) == nil)
+        #expect(try await harness.device(app: app, token: TestTokens.apns(1)) != nil)
         #expect(try await harness.person(app: app, "user_42")?.devices.count == 10)
     }
 
@@ -213,7 +214,7 @@ struct BaruaTests {
         _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(person: "user_43"))
         let late = await harness.call(.delete, BaruaTests.path, key: key, body: BaruaTests.body())
         #expect(late.text == #"{"deleted":false}"#)
-        #expect(try await harness.device(app: app, token: apnsToken(1))?.externalID?.rawValue == "user_43")
+        #expect(try await harness.device(app: app, token: TestTokens.apns(1))?.externalID?.rawValue == "user_43")
     }
 
     @Test("on 429 the answer carries Retry-After; the same request later succeeds")
@@ -259,12 +260,16 @@ struct BaruaTests {
                 "token"
             ),
             (
-                #"{"app":"com.example.app","environment":"production","token":"\#(apnsToken(1))"}"#, "missing_field",
+                #"{"app":"com.example.app","environment":"production","token":"\#(TestTokens.apns(1))"}"#,
+                "missing_field",
                 "external_id"
             ),
-            (#"{"environment":"production","token":"\#(apnsToken(1))","external_id":"u"}"#, "missing_field", "app"),
             (
-                #"{"app":"com.example.app","token":"\#(apnsToken(1))","external_id":"u"}"#, "missing_field",
+                #"{"environment":"production","token":"\#(TestTokens.apns(1))","external_id":"u"}"#, "missing_field",
+                "app"
+            ),
+            (
+                #"{"app":"com.example.app","token":"\#(TestTokens.apns(1))","external_id":"u"}"#, "missing_field",
                 "environment"
             ),
             (BaruaTests.body(token: "xyz"), "invalid_token_format", "token"),
@@ -273,7 +278,7 @@ struct BaruaTests {
             (BaruaTests.body(app: "com example"), "invalid_field", "app"),
             (BaruaTests.body(person: ""), "invalid_field", "external_id"),
             (
-                #"{"provider":"fcm","app":"a","environment":"production","token":"\#(apnsToken(1))","external_id":"u"}"#,
+                #"{"provider":"fcm","app":"a","environment":"production","token":"\#(TestTokens.apns(1))","external_id":"u"}"#,
                 "invalid_field", "provider"
             ),
             ("not json", "invalid_json", nil),
@@ -302,12 +307,12 @@ struct BaruaTests {
     func erasureAndAppDeletion() async throws {
         let harness = try Harness()
         let (app, key) = try await BaruaTests.setUp(harness)
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(1)))
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(2)))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(1)))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(2)))
         let erased = await harness.call(.delete, "/v1/people/user_42", key: try await harness.setupKey(app: app))
         #expect(erased.json?["devices_removed"]?.intValue == 2)
         try await harness.putPerson(app: app, "user_42")
-        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: apnsToken(3)))
+        _ = await harness.call(.put, BaruaTests.path, key: key, body: BaruaTests.body(token: TestTokens.apns(3)))
         #expect(try await harness.person(app: app, "user_42")?.devices.count == 1)
         let deleted = await harness.call(.delete, "/v1/apps/\(app)", key: Harness.adminKey)
         #expect(deleted.json?["devices_removed"]?.intValue == 1)

@@ -3,6 +3,7 @@ import RoostEngine
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -108,12 +109,12 @@ struct CatalogLogTests {
 
     @Test("the id counter is a record: deleting the newest app never gives its id again")
     func counterSurvivesDeletion() throws {
-        let catalog = Catalog(log: VolatileLog(), clock: ManualClock())
+        let catalog = Catalog(log: VolatileLog(), clock: ManualWallClock())
         _ = try catalog.createApp(name: "one")
         let (two, _) = try catalog.createApp(name: "two")
         _ = try catalog.deleteApp(two.id)
         let rebuilt = try CatalogContents.rebuild(catalog.snapshotRecords().map { $0.encoded() })
-        let again = Catalog(state: rebuilt.catalog, log: VolatileLog(), clock: ManualClock())
+        let again = Catalog(state: rebuilt.catalog, log: VolatileLog(), clock: ManualWallClock())
         #expect(try again.createApp(name: "three").0.id == AppID(3))
     }
 
@@ -171,7 +172,7 @@ struct CatalogLogTests {
     @Test("a change is answered only once durable; listings show only acknowledged apps")
     func answeredAfterDurability() throws {
         let log = HeldLog()
-        let catalog = Catalog(log: log, clock: ManualClock())
+        let catalog = Catalog(log: log, clock: ManualWallClock())
         let (app, ticket) = try catalog.createApp(name: "pending")
         guard case .pending = ticket else {
             Issue.record("ticket \(ticket)")
@@ -188,7 +189,7 @@ struct CatalogLogTests {
     @Test("when the log fails, every change in flight is undone in memory and no later change is taken")
     func failureUndoes() throws {
         let log = HeldLog()
-        let catalog = Catalog(log: log, clock: ManualClock())
+        let catalog = Catalog(log: log, clock: ManualWallClock())
         _ = try catalog.createApp(name: "kept")
         log.release(durable: true)
         let (lost, first) = try catalog.createApp(name: "lost")
@@ -220,7 +221,7 @@ struct CatalogLogTests {
 
     @Test("an append refused inside the critical section answers 503, applies nothing and stops later changes")
     func refusedInsideTheCriticalSection() throws {
-        let catalog = Catalog(log: RefusingLog(), clock: ManualClock())
+        let catalog = Catalog(log: RefusingLog(), clock: ManualWallClock())
         #expect(throws: APIError.logUnavailable) { try catalog.createApp(name: "no") }
         #expect(catalog.currentState() == CatalogState())
         #expect(throws: APIError.logUnavailable) { try catalog.createApp(name: "still no") }
@@ -268,8 +269,8 @@ struct CatalogStartupTests {
 
     @Test("an older release's files are imported into the log, then renamed aside; the next start needs neither")
     func migrates() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         try Self.writeLegacy(directory)
         let (first, engine) = try await Harness.durable(directory)
         #expect(first.catalog.app(AppID(1))?.settings.maxDevicesPerPerson == 3)
@@ -288,8 +289,8 @@ struct CatalogStartupTests {
 
     @Test("a crash after the import's sync but before the rename: the next start imports nothing again and renames")
     func interruptedMigration() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         try Self.writeLegacy(directory)
         let (_, engine) = try await Harness.durable(directory)
         engine.close()
@@ -307,8 +308,8 @@ struct CatalogStartupTests {
 
     @Test("a catalog.json beside a log that already holds a different catalog is ambiguous: refused, nothing changed")
     func ambiguous() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (first, engine) = try await Harness.durable(directory)
         _ = try await first.createApp("New")
         engine.close()
@@ -327,8 +328,8 @@ struct CatalogStartupTests {
             "{not json", #"{"version":2,"next_app_id":1}"#, #"{"version":1,"next_app_id":1,"apps":[{"id":5}]}"#,
         ])
     func unreadable(contents: String) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         try Self.writeLegacy(directory, catalog: contents)
         await #expect {
             _ = try await Harness.durable(directory)
@@ -342,8 +343,8 @@ struct CatalogStartupTests {
 
     @Test("catalog.json.migrated beside a log without a catalog: the log was lost or replaced, so start-up refuses")
     func migratedButLogLost() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         try DurableFile.replace(path: directory + "/catalog.json.migrated", with: Array(Self.legacyCatalog.utf8))
         await #expect {
             _ = try await Harness.durable(directory)
@@ -354,8 +355,8 @@ struct CatalogStartupTests {
 
     @Test("devices of an app the catalog never created (catalog.json of an older release deleted) stop start-up")
     func devicesWithoutTheirApp() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (engine, _) = try DurableEngine.open(
             directory: directory, policy: .always, shardCount: 2, options: Harness.storageOptions)
         let stored = await engine.registry.perform(IndexKey(app: AppID(1), mode: .live)) { index in
@@ -372,8 +373,8 @@ struct CatalogStartupTests {
 
     @Test("the catalog and the id counter are in every snapshot: snapshot plus log gives them back exactly")
     func snapshotKeepsCounter() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (first, engine) = try await Harness.durable(directory)
         let kept = try await first.createApp("kept")
         let key = try await first.createKey(app: kept, #"{"kind":"secret","capabilities":["setup:write"]}"#)
@@ -391,8 +392,8 @@ struct CatalogStartupTests {
 
     @Test("a crash between the catalog's record and the indexes' is repaired from the catalog at start-up")
     func reconcileRepairs() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (first, engine) = try await Harness.durable(directory)
         let kept = AppID(UInt32(try await first.createApp("kept")))
         let gone = AppID(UInt32(try await first.createApp("gone")))

@@ -4,6 +4,7 @@ import RoostJSON
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTesting
 import Synchronization
 
 @testable import RoostAPI
@@ -33,7 +34,7 @@ final class SwitchableLog: MutationLog {
 extension Harness {
     /// A harness over a given log and identity key store.
     init(log: any MutationLog, identityKeys: IdentityKeyStore? = nil) {
-        clock = ManualClock()
+        clock = ManualWallClock()
         catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,

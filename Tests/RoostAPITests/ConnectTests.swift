@@ -4,6 +4,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostPlatform
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -45,7 +46,7 @@ struct ConnectTests {
         return token
     }
 
-    static func device(installation: String = "A1B2-install", token: String = apnsToken(1)) -> String {
+    static func device(installation: String = "A1B2-install", token: String = TestTokens.apns(1)) -> String {
         #"{"installation_id":"\#(installation)","platform":"ios","token":"\#(token)","environment":"production"}"#
     }
 
@@ -105,7 +106,7 @@ struct ConnectTests {
         #expect(json["installation_id"]?.stringValue == "A1B2-install")
         #expect(json["id"]?.stringValue?.hasPrefix("dev_") == true)
         #expect(json["token"] == nil)
-        #expect(!created.text.contains(apnsToken(1)))
+        #expect(!created.text.contains(TestTokens.apns(1)))
         let again = await harness.call(.put, "/v1/me/devices", key: guest.token, body: ConnectTests.device())
         #expect(again.status == 200)
         #expect(again.json?["id"] == json["id"])
@@ -118,11 +119,13 @@ struct ConnectTests {
         let user = try await ConnectTests.user(harness, app, "user_42")
         let first = await harness.call(.put, "/v1/me/devices", key: user, body: ConnectTests.device())
         let rotated = await harness.call(
-            .put, "/v1/me/devices", key: user, body: ConnectTests.device(token: apnsToken(2)))
+            .put, "/v1/me/devices", key: user, body: ConnectTests.device(token: TestTokens.apns(2)))
         #expect(rotated.status == 200)
         #expect(rotated.json?["id"] == first.json?["id"])
         #expect(try await harness.stats(app: app.id).devices == 1)
-        #expect(try await harness.device(app: app.id, token: apnsToken(2))?.installationID?.rawValue == "A1B2-install")
+        #expect(
+            try await harness.device(app: app.id, token: TestTokens.apns(2))?.installationID?.rawValue == "A1B2-install"
+        )
     }
 
     @Test("after sign-in the registration moves from the guest identity to the user; the guest is forgotten")
@@ -153,7 +156,9 @@ struct ConnectTests {
         for value in [#""user_42""#, "null"] {
             let answer = await harness.call(
                 .put, "/v1/me/devices", key: guest.token,
-                body: #"{"installation_id":"i","platform":"ios","token":"\#(apnsToken(1))","external_id":\#(value)}"#)
+                body:
+                    #"{"installation_id":"i","platform":"ios","token":"\#(TestTokens.apns(1))","external_id":\#(value)}"#
+            )
             #expect(answer.status == 400)
             #expect(answer.errorField == "external_id")
         }
@@ -257,7 +262,7 @@ struct ConnectTests {
         let second = try await ConnectTests.guest(harness, app)
         let conflict = await harness.call(
             .put, "/v1/me/devices", key: second.token,
-            body: #"{"installation_id":"A1B2-install","platform":"android","token":"\#(fcmToken(1))"}"#)
+            body: #"{"installation_id":"A1B2-install","platform":"android","token":"\#(TestTokens.fcm(1))"}"#)
         #expect(conflict.status == 422)
         #expect(try await harness.person(app: app.id, second.principal) == nil)
     }
@@ -265,17 +270,20 @@ struct ConnectTests {
     @Test(
         "PUT /v1/me/devices validates its body like POST /v1/devices",
         arguments: [
-            (#"{"platform":"ios","token":"\#(apnsToken(1))"}"#, "missing_field", "installation_id"),
-            (#"{"installation_id":"i","token":"\#(apnsToken(1))"}"#, "missing_field", "platform"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))"}"#, "missing_field", "installation_id"),
+            (#"{"installation_id":"i","token":"\#(TestTokens.apns(1))"}"#, "missing_field", "platform"),
             (#"{"installation_id":"i","platform":"ios"}"#, "missing_field", "token"),
-            (#"{"installation_id":"i","platform":"web","token":"\#(apnsToken(1))"}"#, "invalid_platform", "platform"),
+            (
+                #"{"installation_id":"i","platform":"web","token":"\#(TestTokens.apns(1))"}"#, "invalid_platform",
+                "platform"
+            ),
             (#"{"installation_id":"i","platform":"ios","token":"zz"}"#, "invalid_token_format", "token"),
             (
-                #"{"installation_id":"i","platform":"android","token":"\#(fcmToken(1))","environment":"sandbox"}"#,
+                #"{"installation_id":"i","platform":"android","token":"\#(TestTokens.fcm(1))","environment":"sandbox"}"#,
                 "invalid_environment", "environment"
             ),
             (
-                #"{"installation_id":"\#(String(repeating: "i", count: 201))","platform":"ios","token":"\#(apnsToken(1))"}"#,
+                #"{"installation_id":"\#(String(repeating: "i", count: 201))","platform":"ios","token":"\#(TestTokens.apns(1))"}"#,
                 "invalid_field", "installation_id"
             ),
         ] as [(String, String, String)])
@@ -319,8 +327,8 @@ struct ConnectTests {
 
     @Test("signing keys are log records: made at first start, they and their rotations survive restarts")
     func keysPersist() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let (harness, firstEngine) = try await Harness.durable(directory)
         let app = try await ConnectTests.setUp(harness)
         let token = try await ConnectTests.user(harness, app, "user_42")
@@ -342,8 +350,8 @@ struct ConnectTests {
 
     @Test("an unreadable identity key file of an older release stops start-up with its path, changing nothing")
     func corruptKeyFile() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
         let path = directory + "/identity-keys.json"
         try DurableFile.replace(path: path, with: Array(#"{"version":1,"current":"x","keys":[]}"#.utf8))
         await #expect {

@@ -1,5 +1,6 @@
 import RoostHTTP
 import RoostJSON
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -52,11 +53,13 @@ struct DeviceConcurrencyTests {
             var holders: [String] = []
             for person in people {
                 let devices = await app.call(.get, "/v1/people/\(person)").json?["devices"]?.arrayValue ?? []
-                if devices.contains(where: { $0["token"]?.stringValue == apnsToken(round) }) { holders.append(person) }
+                if devices.contains(where: { $0["token"]?.stringValue == TestTokens.apns(round) }) {
+                    holders.append(person)
+                }
             }
             #expect(holders.count == 1, "round \(round): held by \(holders)")
             let device = await app.call(.get, "/v1/devices?limit=1000").json?["devices"]?.arrayValue?.first {
-                $0["token"]?.stringValue == apnsToken(round)
+                $0["token"]?.stringValue == TestTokens.apns(round)
             }
             #expect(device?["external_id"]?.stringValue == holders.first)
         }

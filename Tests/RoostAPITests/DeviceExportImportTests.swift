@@ -1,6 +1,7 @@
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -22,7 +23,7 @@ struct DeviceExportImportTests {
         #expect(lines.last == "")
         let devices = try lines.dropLast().map { try JSONReader.parse(Array($0.utf8)) }
         #expect(devices.compactMap { $0["id"]?.stringValue } == ids)
-        #expect(devices.enumerated().allSatisfy { $1["token"]?.stringValue == apnsToken($0) })
+        #expect(devices.enumerated().allSatisfy { $1["token"]?.stringValue == TestTokens.apns($0) })
         #expect(devices.allSatisfy { $0["mode"]?.stringValue == "live" })
     }
 
@@ -43,19 +44,19 @@ struct DeviceExportImportTests {
         _ = try await app.registerID(5)
         let csv = [
             "platform,token,external_id,tags,opted_in,app_version",  // 1
-            "ios,\(apnsToken(1)),known,\"{\"\"plan\"\":\"\"pro\"\",\"\"n\"\":2}\",true,1.0",  // 2 created
-            "ios,\(apnsToken(5)),,,false,",  // 3 updated
-            "web,\(apnsToken(2)),,,,",  // 4 invalid_platform
+            "ios,\(TestTokens.apns(1)),known,\"{\"\"plan\"\":\"\"pro\"\",\"\"n\"\":2}\",true,1.0",  // 2 created
+            "ios,\(TestTokens.apns(5)),,,false,",  // 3 updated
+            "web,\(TestTokens.apns(2)),,,,",  // 4 invalid_platform
             "ios,ExponentPushToken[x],,,,",  // 5 unsupported_token_type
-            "ios,\(apnsToken(3)),stranger,,,",  // 6 unknown_identity
+            "ios,\(TestTokens.apns(3)),stranger,,,",  // 6 unknown_identity
             "",  // 7 blank: skipped
-            "ios,\(apnsToken(4)),,{bad json},,",  // 8 invalid_tags
-            "ios,\(apnsToken(6)),,,maybe,",  // 9 invalid_field
-            "ios,\(apnsToken(7))",  // 10 invalid_csv_row (too few fields)
-            "android,\(fcmToken(1)),,\"{\"\"multi\"\":",  // 11 (quoted field spans a line break)
+            "ios,\(TestTokens.apns(4)),,{bad json},,",  // 8 invalid_tags
+            "ios,\(TestTokens.apns(6)),,,maybe,",  // 9 invalid_field
+            "ios,\(TestTokens.apns(7))",  // 10 invalid_csv_row (too few fields)
+            "android,\(TestTokens.fcm(1)),,\"{\"\"multi\"\":",  // 11 (quoted field spans a line break)
             "\"\"line\"\"}\",,",  // 12
-            "ios,\(apnsToken(8)),,,,2.0",  // 13 created
-            "ios,\(apnsToken(9)),,,\"tr\"ue,",  // 14 invalid_csv_row (text after a closing quote)
+            "ios,\(TestTokens.apns(8)),,,,2.0",  // 13 created
+            "ios,\(TestTokens.apns(9)),,,\"tr\"ue,",  // 14 invalid_csv_row (text after a closing quote)
         ].joined(separator: "\r\n")
         let answer = await app.importCSV(csv)
         #expect(answer.status == 200)
@@ -87,7 +88,7 @@ struct DeviceExportImportTests {
     @Test("import applies more rows than one job holds")
     func importManyRows() async throws {
         let app = try await DeviceApp.make()
-        let rows = (0..<(DeviceImport.rowsPerJob * 2 + 3)).map { "ios,\(apnsToken($0))" }
+        let rows = (0..<(DeviceImport.rowsPerJob * 2 + 3)).map { "ios,\(TestTokens.apns($0))" }
         let answer = await app.importCSV("\u{FEFF}platform , token\n" + rows.joined(separator: "\n") + "\n")
         #expect(answer.json?["created"]?.intValue == rows.count)
         #expect(answer.json?["rejected"]?.arrayValue?.isEmpty == true)

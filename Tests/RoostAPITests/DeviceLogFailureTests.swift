@@ -1,6 +1,7 @@
 import RoostEngine
 import RoostHTTP
 import RoostJSON
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -12,7 +13,7 @@ struct DeviceLogFailureTests {
         "once the log has failed, writes and the import answer 503 with Retry-After, are not applied, and reads go on")
     func unavailable() async throws {
         let log = SwitchableLog()
-        let clock = ManualClock()
+        let clock = ManualWallClock()
         let catalog = Catalog(log: log, clock: clock)
         let service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,
@@ -23,7 +24,7 @@ struct DeviceLogFailureTests {
         log.failing.withLock { $0 = true }
         let writes = [
             await app.registerIOS(1),
-            await app.importCSV("platform,token\nios,\(apnsToken(2))\n"),
+            await app.importCSV("platform,token\nios,\(TestTokens.apns(2))\n"),
             await app.call(.put, "/v1/people/p"),
         ]
         for answer in writes {
@@ -40,7 +41,7 @@ struct DeviceLogFailureTests {
 
 extension Harness {
     /// A harness around a service built by the test (another registry or log).
-    init(service: RoostService, clock: ManualClock, catalog: Catalog) {
+    init(service: RoostService, clock: ManualWallClock, catalog: Catalog) {
         self.service = service
         self.clock = clock
         self.catalog = catalog

@@ -1,6 +1,7 @@
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -22,7 +23,7 @@ struct DeviceRegistrationTests {
         let json = try #require(answer.json)
         let keys = try #require(json.objectMembers).map(\.key)
         #expect(keys == DeviceRegistrationTests.deviceFields)
-        #expect(!answer.text.contains(apnsToken(1)))
+        #expect(!answer.text.contains(TestTokens.apns(1)))
         #expect(!answer.text.contains("s3cret"))
         #expect(!answer.text.contains("secret"))
         #expect(json["id"]?.stringValue?.hasPrefix("dev_") == true)
@@ -47,7 +48,7 @@ struct DeviceRegistrationTests {
         let first = try #require(await app.registerIOS(7).json)
         app.harness.clock.advance(milliseconds: 5_000)
         // Upper-case hex is the same APNs token.
-        let again = await app.register(#"{"platform":"ios","token":"\#(apnsToken(7).uppercased())"}"#)
+        let again = await app.register(#"{"platform":"ios","token":"\#(TestTokens.apns(7).uppercased())"}"#)
         #expect(again.status == 200)
         #expect(again.json?["id"] == first["id"])
         #expect(again.json?["created_at"] == first["created_at"])
@@ -95,11 +96,11 @@ struct DeviceRegistrationTests {
     @Test(
         "a bad body is 400 with its code and field, and registers nothing",
         arguments: [
-            (#"{"token":"\#(apnsToken(1))"}"#, "missing_field", "platform"),
+            (#"{"token":"\#(TestTokens.apns(1))"}"#, "missing_field", "platform"),
             (#"{"platform":"ios"}"#, "missing_field", "token"),
             (#"{"platform":"ios","token":null}"#, "missing_field", "token"),
-            (#"{"platform":"web","token":"\#(apnsToken(1))"}"#, "invalid_platform", "platform"),
-            (#"{"platform":1,"token":"\#(apnsToken(1))"}"#, "invalid_platform", "platform"),
+            (#"{"platform":"web","token":"\#(TestTokens.apns(1))"}"#, "invalid_platform", "platform"),
+            (#"{"platform":1,"token":"\#(TestTokens.apns(1))"}"#, "invalid_platform", "platform"),
             (#"{"platform":"ios","token":"ExponentPushToken[abcdefghijklmnop]"}"#, "unsupported_token_type", "token"),
             (#"{"platform":"android","token":"ExponentPushToken[abc]"}"#, "unsupported_token_type", "token"),
             (#"{"platform":"ios","token":"abc"}"#, "invalid_token_format", "token"),
@@ -108,38 +109,45 @@ struct DeviceRegistrationTests {
             (#"{"platform":"ios","token":7}"#, "invalid_token_format", "token"),
             (#"{"platform":"android","token":"short"}"#, "invalid_token_format", "token"),
             (
-                #"{"platform":"android","token":"\#(fcmToken(1))","environment":"sandbox"}"#, "invalid_environment",
+                #"{"platform":"android","token":"\#(TestTokens.fcm(1))","environment":"sandbox"}"#,
+                "invalid_environment",
                 "environment"
             ),
             (
-                #"{"platform":"ios","token":"\#(apnsToken(1))","environment":"staging"}"#, "invalid_environment",
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","environment":"staging"}"#, "invalid_environment",
                 "environment"
             ),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","external_id":""}"#, "invalid_field", "external_id"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","external_id":""}"#, "invalid_field", "external_id"),
             (
-                #"{"platform":"ios","token":"\#(apnsToken(1))","external_id":"\#(String(repeating: "e", count: 257))"}"#,
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","external_id":"\#(String(repeating: "e", count: 257))"}"#,
                 "invalid_field", "external_id"
             ),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","external_id":5}"#, "invalid_field", "external_id"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","external_id":5}"#, "invalid_field", "external_id"),
             (
-                #"{"platform":"ios","token":"\#(apnsToken(1))","installation_id":"\#(String(repeating: "i", count: 201))"}"#,
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","installation_id":"\#(String(repeating: "i", count: 201))"}"#,
                 "invalid_field", "installation_id"
             ),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","bundle_id":"com example"}"#, "invalid_field", "bundle_id"),
             (
-                #"{"platform":"ios","token":"\#(apnsToken(1))","app_version":"\#(String(repeating: "1", count: 65))"}"#,
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","bundle_id":"com example"}"#, "invalid_field",
+                "bundle_id"
+            ),
+            (
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","app_version":"\#(String(repeating: "1", count: 65))"}"#,
                 "invalid_field", "app_version"
             ),
             (
-                #"{"platform":"ios","token":"\#(apnsToken(1))","installation_secret":""}"#, "invalid_field",
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","installation_secret":""}"#, "invalid_field",
                 "installation_secret"
             ),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","opted_in":"yes"}"#, "invalid_field", "opted_in"),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","push_permission":1}"#, "invalid_field", "push_permission"),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","tags":[1]}"#, "invalid_tags", "tags"),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","tags":{"a":{"b":1}}}"#, "invalid_tags", "tags"),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","tags":{"":1}}"#, "invalid_tags", "tags"),
-            (#"{"platform":"ios","token":"\#(apnsToken(1))","tags":{"a":1e400}}"#, "invalid_tags", "tags"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","opted_in":"yes"}"#, "invalid_field", "opted_in"),
+            (
+                #"{"platform":"ios","token":"\#(TestTokens.apns(1))","push_permission":1}"#, "invalid_field",
+                "push_permission"
+            ),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","tags":[1]}"#, "invalid_tags", "tags"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","tags":{"a":{"b":1}}}"#, "invalid_tags", "tags"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","tags":{"":1}}"#, "invalid_tags", "tags"),
+            (#"{"platform":"ios","token":"\#(TestTokens.apns(1))","tags":{"a":1e400}}"#, "invalid_tags", "tags"),
             (#"{"platform":"ios","token":"#, "invalid_json", nil),
             ("[]", "invalid_json", nil),
         ] as [(String, String, String?)])
@@ -155,7 +163,7 @@ struct DeviceRegistrationTests {
     @Test("keys: none 401, operator 403, secret without devices:write 403, mobile 201; mobile only registers")
     func keys() async throws {
         let app = try await DeviceApp.make()
-        let body = #"{"platform":"ios","token":"\#(apnsToken(1))"}"#
+        let body = #"{"platform":"ios","token":"\#(TestTokens.apns(1))"}"#
         #expect(await app.harness.call(.post, "/v1/devices", body: body).status == 401)
         #expect(await app.harness.call(.post, "/v1/devices", key: "sk_live_nope", body: body).status == 401)
         #expect(await app.register(body, key: Harness.adminKey).status == 403)
@@ -206,7 +214,7 @@ struct DeviceRegistrationTests {
         app.harness.clock.advance(milliseconds: 1_000)
         if invalidateNewest {
             let feedback = await app.call(
-                .post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(apnsToken(2))"}"#)
+                .post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(TestTokens.apns(2))"}"#)
             #expect(feedback.json?["invalidated"]?.boolValue == true)
         }
         let third = try await app.registerID(3, #""external_id":"p""#)
@@ -243,7 +251,7 @@ struct DeviceRegistrationTests {
         #expect(rotated.status == 200)
         #expect(rotated.json?["id"]?.stringValue == id)
         #expect(rotated.json?["tags"]?["keep"]?.stringValue == "me")
-        #expect(await app.device(id).json?["token"]?.stringValue == apnsToken(2))
+        #expect(await app.device(id).json?["token"]?.stringValue == TestTokens.apns(2))
         #expect(await app.call(.get, "/v1/stats").json?["devices"]?.intValue == 1)
     }
 
@@ -268,7 +276,7 @@ struct DeviceRegistrationTests {
         let answer = await app.registerIOS(2, #""device_id":"\#(presented)""# + proof)
         #expect(answer.status == 201)
         #expect(answer.json?["id"]?.stringValue != id)
-        #expect(await app.device(id).json?["token"]?.stringValue == apnsToken(1))
+        #expect(await app.device(id).json?["token"]?.stringValue == TestTokens.apns(1))
     }
 
     @Test("rule 5: when the new token belongs to another device, that device wins and the proven one is Superseded")
@@ -309,7 +317,7 @@ struct DeviceRegistrationTests {
         #expect(conflict.errorCode == "device_identity_conflict")
         #expect(conflict.errorField == "device_id")
         let android = await app.register(
-            #"{"platform":"android","token":"\#(fcmToken(1))","installation_id":"i-1"}"#)
+            #"{"platform":"android","token":"\#(TestTokens.fcm(1))","installation_id":"i-1"}"#)
         let androidID = try #require(android.json?["id"]?.stringValue)
         let crossPlatform = await app.registerIOS(9, #""device_id":"\#(androidID)""#)
         #expect(crossPlatform.status == 422)

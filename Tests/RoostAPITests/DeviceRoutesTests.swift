@@ -1,6 +1,7 @@
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -13,7 +14,7 @@ struct DeviceRoutesTests {
         let id = try await app.registerID(1)
         let answer = await app.device(id)
         #expect(answer.status == 200)
-        #expect(answer.json?["token"]?.stringValue == apnsToken(1))
+        #expect(answer.json?["token"]?.stringValue == TestTokens.apns(1))
         #expect(answer.json?["id"]?.stringValue == id)
         let other = try await DeviceApp.make(app.harness)
         for key in [other.secret] {
@@ -116,9 +117,10 @@ struct DeviceRoutesTests {
         let a = try await app.registerID(1, #""external_id":"user 1+2","tags":{"plan":"pro","seats":3}"#)
         let b = try await app.registerID(2, #""external_id":"user 1+2","tags":{"plan":"free"}"#)
         let c = try await app.registerID(3, #""tags":{"plan":"pro","beta":true}"#)
-        let android = await app.register(#"{"platform":"android","token":"\#(fcmToken(1))","tags":{"plan":"pro"}}"#)
+        let android = await app.register(
+            #"{"platform":"android","token":"\#(TestTokens.fcm(1))","tags":{"plan":"pro"}}"#)
         let d = try #require(android.json?["id"]?.stringValue)
-        _ = await app.call(.post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(apnsToken(3))"}"#)
+        _ = await app.call(.post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(TestTokens.apns(3))"}"#)
         let cases: [(String, [String])] = [
             ("external_id=user%201%2B2", [a, b]),
             ("external_id=user+1%2B2", [a, b]),
@@ -168,7 +170,9 @@ struct DeviceRoutesTests {
         func report(_ time: String) async -> Answer {
             await app.call(
                 .post, "/v1/feedback",
-                body: #"{"provider":"apns","token":"\#(apnsToken(1))","reason":"Unregistered","timestamp":"\#(time)"}"#)
+                body:
+                    #"{"provider":"apns","token":"\#(TestTokens.apns(1))","reason":"Unregistered","timestamp":"\#(time)"}"#
+            )
         }
         #expect(await report("2026-09-21T14:13:19.999Z").text == #"{"invalidated":false}"#)
         #expect(await report("2026-09-21T14:13:20.000Z").text == #"{"invalidated":false}"#)
@@ -183,10 +187,11 @@ struct DeviceRoutesTests {
         #expect(await app.registerIOS(1).json?["invalidated_at"]?.isNull == true)
         #expect(await report("2026-09-21T14:13:25.000Z").json?["invalidated"]?.boolValue == false)
         // FCM has no registration-time rule; an unknown token is false.
-        _ = await app.register(#"{"platform":"android","token":"\#(fcmToken(1))"}"#)
-        let fcm = await app.call(.post, "/v1/feedback", body: #"{"provider":"fcm","token":"\#(fcmToken(1))"}"#)
+        _ = await app.register(#"{"platform":"android","token":"\#(TestTokens.fcm(1))"}"#)
+        let fcm = await app.call(.post, "/v1/feedback", body: #"{"provider":"fcm","token":"\#(TestTokens.fcm(1))"}"#)
         #expect(fcm.json?["invalidated"]?.boolValue == true)
-        let unknown = await app.call(.post, "/v1/feedback", body: #"{"provider":"fcm","token":"\#(fcmToken(2))"}"#)
+        let unknown = await app.call(
+            .post, "/v1/feedback", body: #"{"provider":"fcm","token":"\#(TestTokens.fcm(2))"}"#)
         #expect(unknown.json?["invalidated"]?.boolValue == false)
         let listed = await app.call(.get, "/v1/devices?state=invalidated&platform=android")
         #expect(listed.json?["devices"]?.arrayValue?.first?["invalidation_reason"]?.stringValue == "UNREGISTERED")
@@ -195,12 +200,15 @@ struct DeviceRoutesTests {
     @Test(
         "feedback: bad bodies are 400 with code and field",
         arguments: [
-            (#"{"token":"\#(apnsToken(1))"}"#, "missing_field", "provider"),
-            (#"{"provider":"gcm","token":"\#(apnsToken(1))"}"#, "invalid_field", "provider"),
+            (#"{"token":"\#(TestTokens.apns(1))"}"#, "missing_field", "provider"),
+            (#"{"provider":"gcm","token":"\#(TestTokens.apns(1))"}"#, "invalid_field", "provider"),
             (#"{"provider":"apns"}"#, "missing_field", "token"),
-            (#"{"provider":"apns","token":"\#(fcmToken(1))"}"#, "invalid_token_format", "token"),
-            (#"{"provider":"apns","token":"\#(apnsToken(1))","timestamp":"yesterday"}"#, "invalid_field", "timestamp"),
-            (#"{"provider":"apns","token":"\#(apnsToken(1))","reason":""}"#, "invalid_field", "reason"),
+            (#"{"provider":"apns","token":"\#(TestTokens.fcm(1))"}"#, "invalid_token_format", "token"),
+            (
+                #"{"provider":"apns","token":"\#(TestTokens.apns(1))","timestamp":"yesterday"}"#, "invalid_field",
+                "timestamp"
+            ),
+            (#"{"provider":"apns","token":"\#(TestTokens.apns(1))","reason":""}"#, "invalid_field", "reason"),
         ] as [(String, String, String)])
     func feedbackBadBodies(body: String, code: String, field: String) async throws {
         let app = try await DeviceApp.make()
@@ -215,8 +223,8 @@ struct DeviceRoutesTests {
         let app = try await DeviceApp.make()
         _ = try await app.registerID(1, #""external_id":"a""#)
         _ = try await app.registerID(2, #""external_id":"b""#)
-        _ = await app.register(#"{"platform":"android","token":"\#(fcmToken(1))"}"#)
-        _ = await app.call(.post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(apnsToken(2))"}"#)
+        _ = await app.register(#"{"platform":"android","token":"\#(TestTokens.fcm(1))"}"#)
+        _ = await app.call(.post, "/v1/feedback", body: #"{"provider":"apns","token":"\#(TestTokens.apns(2))"}"#)
         _ = try await app.registerID(3, key: app.testSecret)
         let stats = await app.call(.get, "/v1/stats")
         #expect(
@@ -242,7 +250,7 @@ struct PeopleAndCredentialTests {
         let read = try #require(await app.call(.get, "/v1/people/user_42").json)
         #expect(read["external_id"]?.stringValue == "user_42")
         #expect(read["devices"]?.arrayValue?.map { $0["id"]?.stringValue } == [id])
-        #expect(read["devices"]?.arrayValue?.first?["token"]?.stringValue == apnsToken(1))
+        #expect(read["devices"]?.arrayValue?.first?["token"]?.stringValue == TestTokens.apns(1))
         // Percent-encoded path segments decode.
         #expect(await app.call(.put, "/v1/people/a%20b").json?["external_id"]?.stringValue == "a b")
     }

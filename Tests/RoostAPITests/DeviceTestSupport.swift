@@ -2,6 +2,7 @@ import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 
 @testable import RoostAPI
 
@@ -54,7 +55,7 @@ struct DeviceApp {
     /// Registers an ios device with token number `n` and extra members; returns the answer.
     func registerIOS(_ n: Int, _ extra: String = "", key: String? = nil) async -> Answer {
         let members = extra.isEmpty ? "" : "," + extra
-        return await register(#"{"platform":"ios","token":"\#(apnsToken(n))"\#(members)}"#, key: key)
+        return await register(#"{"platform":"ios","token":"\#(TestTokens.apns(n))"\#(members)}"#, key: key)
     }
 
     /// Registers and returns the device id (fails the caller when the status is not 2xx).
@@ -90,15 +91,4 @@ struct DeviceApp {
 
 extension Answer {
     var text: String { String(decoding: body, as: UTF8.self) }
-}
-
-/// A valid APNs token (64 hex digits) unique for `n`.
-func apnsToken(_ n: Int) -> String {
-    let hex = String(n, radix: 16)
-    return String(repeating: "0", count: 64 - hex.count) + hex
-}
-
-/// A valid FCM token unique for `n`.
-func fcmToken(_ n: Int) -> String {
-    "fcm:" + String(repeating: "x", count: 40) + String(n)
 }

@@ -1,6 +1,7 @@
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostTesting
 import Testing
 
 @testable import RoostAPI
@@ -23,7 +24,7 @@ struct NativeNotifyTests {
         app: Int, token: String, deviceId: String = "A1B2C3D4-install-key", platform: String = "ios",
         tokens: String? = nil, extra: String = ""
     ) -> String {
-        let tokensJSON = tokens ?? #"{"apnsToken":"\#(apnsToken(1))"}"#
+        let tokensJSON = tokens ?? #"{"apnsToken":"\#(TestTokens.apns(1))"}"#
         return
             #"{"appId":\#(app),"appToken":"\#(token)","deviceId":"\#(deviceId)","platform":"\#(platform)","tokens":\#(tokensJSON)\#(extra)}"#
     }
@@ -81,10 +82,10 @@ struct NativeNotifyTests {
         _ = await harness.call(.post, NativeNotifyTests.register, body: NativeNotifyTests.body(app: app, token: token))
         let rotated = await harness.call(
             .post, NativeNotifyTests.register,
-            body: NativeNotifyTests.body(app: app, token: token, tokens: #"{"apnsToken":"\#(apnsToken(2))"}"#))
+            body: NativeNotifyTests.body(app: app, token: token, tokens: #"{"apnsToken":"\#(TestTokens.apns(2))"}"#))
         #expect(rotated.json?["tokens"]?["apnsToken"]?.stringValue == "refreshed")
         #expect(try await harness.stats(app: app).devices == 1)
-        #expect(try await harness.device(app: app, token: apnsToken(1)) == nil)
+        #expect(try await harness.device(app: app, token: TestTokens.apns(1)) == nil)
     }
 
     @Test("a token only ever exists once per app: moving it to another deviceId answers reassigned")
@@ -97,7 +98,7 @@ struct NativeNotifyTests {
             .post, NativeNotifyTests.register, body: NativeNotifyTests.body(app: app, token: token, deviceId: "two"))
         #expect(moved.status == 201)
         #expect(moved.json?["tokens"]?["apnsToken"]?.stringValue == "reassigned")
-        let holder = try #require(try await harness.device(app: app, token: apnsToken(1)))
+        let holder = try #require(try await harness.device(app: app, token: TestTokens.apns(1)))
         #expect(holder.installationID?.rawValue == "two")
         let left = try #require(try await harness.device(app: app, installation: "one"))
         #expect(left.token == nil)
@@ -195,13 +196,13 @@ struct NativeNotifyTests {
         let number = await harness.call(
             .post, NativeNotifyTests.register,
             body:
-                #"{"appId":\#(app),"appToken":"\#(token)","deviceId":12,"platform":"ios","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#
+                #"{"appId":\#(app),"appToken":"\#(token)","deviceId":12,"platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#
         )
         #expect(number.status == 400)
         #expect(number.errorCode == "invalid_device_id")
         for missing in [
-            #"{"appId":\#(app),"appToken":"\#(token)","platform":"ios","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#,
-            #"{"appId":\#(app),"appToken":"\#(token)","deviceId":"","platform":"ios","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#,
+            #"{"appId":\#(app),"appToken":"\#(token)","platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#,
+            #"{"appId":\#(app),"appToken":"\#(token)","deviceId":"","platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#,
         ] {
             let answer = await harness.call(.post, NativeNotifyTests.register, body: missing)
             #expect(answer.status == 400)
@@ -216,7 +217,9 @@ struct NativeNotifyTests {
         let (app, token) = try await NativeNotifyTests.setUp(harness)
         let missing = await harness.call(
             .post, NativeNotifyTests.register,
-            body: #"{"appId":\#(app),"appToken":"\#(token)","deviceId":"d","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#)
+            body:
+                #"{"appId":\#(app),"appToken":"\#(token)","deviceId":"d","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#
+        )
         #expect(missing.errorCode == "missing_field")
         #expect(missing.errorField == "platform")
         for platform in ["windows", "iOS", ""] {
@@ -232,12 +235,12 @@ struct NativeNotifyTests {
     @Test(
         "tokens: aliases, shapes, the 400-character cap, Expo refusal and platform pairing",
         arguments: [
-            ("ios", #"{"apns_token":"\#(apnsToken(1))"}"#, 201, "apnsToken"),
-            ("ios", #"{"apnToken":"\#(apnsToken(1))"}"#, 201, "apnsToken"),
-            ("ios", #"{"apnsToken":"\#(apnsToken(1).uppercased())"}"#, 201, "apnsToken"),
+            ("ios", #"{"apns_token":"\#(TestTokens.apns(1))"}"#, 201, "apnsToken"),
+            ("ios", #"{"apnToken":"\#(TestTokens.apns(1))"}"#, 201, "apnsToken"),
+            ("ios", #"{"apnsToken":"\#(TestTokens.apns(1).uppercased())"}"#, 201, "apnsToken"),
             ("ios", #"{"apnsToken":"\#(String(repeating: "ab", count: 200))"}"#, 201, "apnsToken"),
-            ("android", #"{"fcmToken":"\#(fcmToken(1))"}"#, 201, "fcmToken"),
-            ("android", #"{"fcm_token":"\#(fcmToken(1))"}"#, 201, "fcmToken"),
+            ("android", #"{"fcmToken":"\#(TestTokens.fcm(1))"}"#, 201, "fcmToken"),
+            ("android", #"{"fcm_token":"\#(TestTokens.fcm(1))"}"#, 201, "fcmToken"),
             ("android", #"{"fcmToken":"\#(String(repeating: "a", count: 32))"}"#, 201, "fcmToken"),
             ("android", #"{"fcmToken":"\#(String(repeating: "a", count: 400))"}"#, 201, "fcmToken"),
             ("ios", #"{"apnsToken":"\#(String(repeating: "ab", count: 201))"}"#, 400, "invalid_token_format"),
@@ -249,9 +252,12 @@ struct NativeNotifyTests {
             ("android", #"{"fcmToken":"\#(String(repeating: "a", count: 40))/+="}"#, 400, "invalid_token_format"),
             ("ios", #"{"apnsToken":"ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]"}"#, 400, "unsupported_token_type"),
             ("android", #"{"fcmToken":"ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]"}"#, 400, "unsupported_token_type"),
-            ("android", #"{"apnsToken":"\#(apnsToken(1))"}"#, 400, "token_platform_mismatch"),
-            ("ios", #"{"fcmToken":"\#(fcmToken(1))"}"#, 400, "token_platform_mismatch"),
-            ("ios", #"{"apnsToken":"\#(apnsToken(1))","fcmToken":"\#(fcmToken(1))"}"#, 400, "token_platform_mismatch"),
+            ("android", #"{"apnsToken":"\#(TestTokens.apns(1))"}"#, 400, "token_platform_mismatch"),
+            ("ios", #"{"fcmToken":"\#(TestTokens.fcm(1))"}"#, 400, "token_platform_mismatch"),
+            (
+                "ios", #"{"apnsToken":"\#(TestTokens.apns(1))","fcmToken":"\#(TestTokens.fcm(1))"}"#, 400,
+                "token_platform_mismatch"
+            ),
             ("ios", "{}", 400, "no_tokens_provided"),
             ("ios", #"{"apnsToken":""}"#, 400, "no_tokens_provided"),
         ] as [(String, String, Int, String)])
@@ -312,7 +318,8 @@ struct NativeNotifyTests {
         let otherKey = try await harness.createKey(app: other, #"{"kind":"mobile"}"#).key
         let missing = await harness.call(
             .post, NativeNotifyTests.register,
-            body: #"{"appToken":"\#(token)","deviceId":"d","platform":"ios","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#
+            body:
+                #"{"appToken":"\#(token)","deviceId":"d","platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#
         )
         #expect(missing.status == 400)
         #expect(missing.errorCode == "missing_field")
@@ -331,7 +338,7 @@ struct NativeNotifyTests {
         }
         let noToken = await harness.call(
             .post, NativeNotifyTests.register,
-            body: #"{"appId":\#(app),"deviceId":"d","platform":"ios","tokens":{"apnsToken":"\#(apnsToken(1))"}}"#)
+            body: #"{"appId":\#(app),"deviceId":"d","platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(1))"}}"#)
         #expect(noToken.status == 401)
         let writer = try await harness.createKey(app: app, #"{"kind":"secret","capabilities":["devices:write"]}"#).key
         let secret = await harness.call(
@@ -340,7 +347,7 @@ struct NativeNotifyTests {
         let asString = await harness.call(
             .post, NativeNotifyTests.register,
             body:
-                #"{"appId":"\#(app)","appToken":"\#(token)","deviceId":"s","platform":"ios","tokens":{"apnsToken":"\#(apnsToken(2))"}}"#
+                #"{"appId":"\#(app)","appToken":"\#(token)","deviceId":"s","platform":"ios","tokens":{"apnsToken":"\#(TestTokens.apns(2))"}}"#
         )
         #expect(asString.status == 201)
         #expect(try await harness.stats(app: app, mode: .test).devices == 0)
@@ -408,7 +415,8 @@ struct NativeNotifyTests {
         _ = await harness.call(
             .post, NativeNotifyTests.register,
             body: NativeNotifyTests.body(
-                app: app, token: token, deviceId: "b", platform: "android", tokens: #"{"fcmToken":"\#(fcmToken(1))"}"#))
+                app: app, token: token, deviceId: "b", platform: "android",
+                tokens: #"{"fcmToken":"\#(TestTokens.fcm(1))"}"#))
         let answer = await harness.call(.get, "/api/universal/health?appId=\(app)&appToken=\(token)")
         #expect(answer.status == 200)
         #expect(
@@ -429,7 +437,7 @@ struct NativeNotifyTests {
         let answer = await harness.call(
             .post, NativeNotifyTests.register,
             body: NativeNotifyTests.body(
-                app: app, token: token, platform: "android", tokens: #"{"fcmToken":"\#(fcmToken(1))"}"#))
+                app: app, token: token, platform: "android", tokens: #"{"fcmToken":"\#(TestTokens.fcm(1))"}"#))
         #expect(answer.status == 422)
         #expect(answer.errorCode == "device_identity_conflict")
         #expect(answer.errorField == "deviceId")

@@ -6,14 +6,9 @@ import Testing
 
 @testable import RoostEngine
 
-/// An APNs token of 32 bytes whose hex form is made from `seed`.
+/// The APNs token `TestTokens.apns(seed)`, parsed.
 func apnsToken(_ seed: Int) throws -> PushToken {
-    var hex = ""
-    for index in 0..<32 {
-        let byte = UInt8(truncatingIfNeeded: seed &* 31 &+ index &* 7 &+ (seed >> 8))
-        hex += String(byte >> 4, radix: 16) + String(byte & 0x0F, radix: 16)
-    }
-    return try PushToken(parsing: hex, platform: .ios)
+    try PushToken(parsing: TestTokens.apns(seed), platform: .ios)
 }
 
 let liveKey = IndexKey(app: AppID(1), mode: .live)

@@ -1,5 +1,6 @@
 import Glibc
 import RoostPlatform
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -58,10 +59,8 @@ final class CountingFile: StorageFile {
 @Test("benchmark: group commit throughput on the real disk", .enabled(if: getenv("ROOST_WAL_BENCH") != nil))
 func groupCommitBenchmark() async throws {
     for writers in [1, 8, 64] {
-        var template = Array("/var/tmp/roost-wal-bench-XXXXXX".utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        let directory = String(cString: try #require(created))
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-wal-bench", under: "/var/tmp")
+        defer { TemporaryDirectory.remove(directory) }
         let fileSystem = CountingFileSystem()
         var options = StorageOptions()
         options.fileSystem = fileSystem

@@ -345,10 +345,8 @@ struct WriteAheadLogTests {
 
     @Test("the real file system: append, close, reopen through PosixFileSystem")
     func realFileSystem() async throws {
-        var template = Array("/tmp/roost-storage-XXXXXX".utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        let directory = String(cString: try #require(created))
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-storage")
+        defer { TemporaryDirectory.remove(directory) }
         var options = StorageOptions()
         options.segmentBytesMax = 64 << 10
         options.recordPayloadBytesMax = 4096
@@ -363,16 +361,4 @@ struct WriteAheadLogTests {
         #expect(count == 100)
         #expect(try WALTool.verify(directory: directory + "/store", options: options).verdict == .ok)
     }
-}
-
-/// Removes a directory tree made by a test (real file system).
-func removeTree(_ path: String) {
-    let fileSystem = PosixFileSystem()
-    if let names = try? fileSystem.list(path) {
-        for name in names {
-            let child = path + "/" + name
-            if (try? fileSystem.list(child)) != nil { removeTree(child) } else { unlink(child) }
-        }
-    }
-    rmdir(path)
 }

@@ -39,7 +39,7 @@ struct CatalogSystemTests {
 
     /// Unpacks the fixture into a fresh directory; returns it (holding `data/`).
     static func unpackLegacyDirectory() throws -> String {
-        let directory = try temporaryDirectory()
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
         let status = system("tar -xf '\(fixtures)/c1174b5-data.tar' -C '\(directory)'")
         #expect(status == 0, "tar failed: \(status)")
         return directory
@@ -48,7 +48,7 @@ struct CatalogSystemTests {
     @Test("a data directory of the previous release (c1174b5) is migrated: apps, keys, devices and tokens carry over")
     func migratesLegacyDirectory() throws {
         let directory = try Self.unpackLegacyDirectory()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let data = directory + "/data"
         let keys = try Self.legacyKeys()
         let legacyIdentity = try #require(
@@ -163,7 +163,7 @@ struct CatalogSystemTests {
     @Test("with the old catalog.json deleted, the previous release's directory is refused (exit 2, naming the file)")
     func legacyDirectoryWithoutCatalogRefused() throws {
         let directory = try Self.unpackLegacyDirectory()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let data = directory + "/data"
         #expect(unlink(data + "/catalog.json") == 0)
         let result = Self.run(["serve", "--listen", "127.0.0.1:0", "--data", data], in: directory)
@@ -176,7 +176,7 @@ struct CatalogSystemTests {
     @Test("a catalog.json put back beside a migrated log that moved on is ambiguous: refused, exit 2")
     func restoredCatalogFileRefused() throws {
         let directory = try Self.unpackLegacyDirectory()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let data = directory + "/data"
         let (first, _) = try ServeTests.start(data: directory)
         _ = try ServeTests.request(first.port, "POST", "/v1/apps", key: ServeTests.adminKey, body: #"{"name":"New"}"#)
@@ -213,8 +213,8 @@ struct CatalogSystemTests {
 
     @Test("SIGKILL right after acknowledged app and key changes, or with one in flight: all there, ids never go back")
     func killAfterCatalogChanges() throws {
-        let directory = try temporaryDirectory()
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
         var acknowledged = Acknowledged()
         var process = try ServeTests.start(data: directory, extra: ["--fsync", "always"]).0
         for cycle in 0..<6 {

@@ -27,7 +27,7 @@ struct CompatSystemTests {
     @Test("Native Notify: register → 201 ok, health counts it, deregister removes it, wrong appToken 401")
     func nativeNotify() throws {
         let (process, directory) = try ServeTests.start()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let token = try CompatSystemTests.key(process.port, #"{"kind":"mobile"}"#)
         let apns = String(repeating: "9f", count: 32)
         let body = #"""
@@ -57,7 +57,7 @@ struct CompatSystemTests {
     @Test("Barua: register after the upload and the person exist; the device survives a restart; DELETE removes it")
     func barua() throws {
         let (first, directory) = try ServeTests.start()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let live = try CompatSystemTests.key(first.port, #"{"kind":"secret","capabilities":["devices:write"]}"#)
         let test = try CompatSystemTests.key(
             first.port, #"{"kind":"secret","mode":"test","capabilities":["devices:write"]}"#, createApp: false)
@@ -101,7 +101,7 @@ struct CompatSystemTests {
     @Test("Connect: identity tokens keep verifying after a restart; a rotated key set survives it too")
     func connectAcrossRestart() throws {
         let (first, directory) = try ServeTests.start()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let mobile = try CompatSystemTests.key(first.port, #"{"kind":"mobile"}"#)
         let guest = try ServeTests.request(first.port, "POST", "/v1/identities/guest", key: mobile)
         #expect(guest.status == 201)

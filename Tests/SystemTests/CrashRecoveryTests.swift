@@ -47,8 +47,8 @@ struct CrashRecoveryTests {
     func killNineCycles() throws {
         let seed = UInt64(getenv("ROOST_CRASH_SEED").flatMap { UInt64(String(cString: $0)) } ?? 20_261_129)
         var random = SeededRandom(seed: seed)
-        let directory = try temporaryDirectory()
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
         var (process, _) = try ServeTests.start(data: directory, extra: ["--fsync", "always"])
         let key = try CrashRecoveryTests.setUp(port: process.port)
         var histories = [[TokenHistory]](
@@ -95,8 +95,8 @@ struct CrashRecoveryTests {
 
     @Test("SIGTERM exits 0 and a restart reproduces the export byte for byte")
     func cleanRestartReproducesExport() throws {
-        let directory = try temporaryDirectory()
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
         let (first, _) = try ServeTests.start(data: directory)
         let key = try CrashRecoveryTests.setUp(port: first.port)
         for slot in 0..<40 {

@@ -19,8 +19,8 @@ struct DamageTests {
 
     @Test("a flipped bit inside the log: verify exits 2 naming file and offset; serve refuses to start")
     func flippedBitInTheLog() throws {
-        let directory = try temporaryDirectory()
-        defer { removeTree(directory) }
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
         let data = directory + "/data"
         let (process, _) = try ServeTests.start(data: directory)
         let key = try CrashRecoveryTests.setUp(port: process.port)

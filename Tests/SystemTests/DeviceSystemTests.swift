@@ -33,7 +33,7 @@ struct DeviceSystemTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let keys = try DeviceSystemTests.setUp(process.port)
         let body = #"{"platform":"ios","token":"\#(DeviceSystemTests.token(1))","external_id":"user_42"}"#
@@ -57,7 +57,7 @@ struct DeviceSystemTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let keys = try DeviceSystemTests.setUp(process.port)
         let count = 2_500
@@ -103,7 +103,7 @@ struct DeviceSystemTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let keys = try DeviceSystemTests.setUp(process.port)
         var csv = "platform,token,app_version\n"

@@ -13,7 +13,7 @@ struct ServeTests {
     static func start(
         data: String? = nil, adminKeyFromEnvironment: Bool = true, extra: [String] = []
     ) throws -> (RoostProcess, String) {
-        let directory = try data ?? temporaryDirectory()
+        let directory = try data ?? TemporaryDirectory.make(prefix: "roost-system")
         let environment = adminKeyFromEnvironment ? ["ROOST_ADMIN_KEY=\(adminKey)"] : []
         let process = try RoostProcess(
             arguments: ["serve", "--listen", "127.0.0.1:0", "--data", directory + "/data"] + extra,
@@ -35,7 +35,7 @@ struct ServeTests {
     @Test("prints exactly one line, 'listening on 127.0.0.1:PORT', and answers /healthz")
     func listeningLineAndHealth() throws {
         let (process, directory) = try ServeTests.start()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         #expect(process.startupOutput == "listening on 127.0.0.1:\(process.port)\n")
         let answer = try ServeTests.request(process.port, "GET", "/healthz")
         #expect(answer.status == 200)
@@ -46,7 +46,7 @@ struct ServeTests {
     @Test("without ROOST_ADMIN_KEY the server creates DIR/admin.key (0600) once and reuses it")
     func adminKeyFile() throws {
         let (first, directory) = try ServeTests.start(adminKeyFromEnvironment: false)
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         let path = directory + "/data/admin.key"
         var info = stat()
         #expect(stat(path, &info) == 0)
@@ -72,7 +72,7 @@ struct ServeTests {
     @Test("apps and keys made over HTTP survive a restart; a revoked key stays revoked")
     func catalogSurvivesRestart() throws {
         let (first, directory) = try ServeTests.start()
-        defer { removeTree(directory) }
+        defer { TemporaryDirectory.remove(directory) }
         _ = try ServeTests.request(first.port, "POST", "/v1/apps", key: ServeTests.adminKey, body: #"{"name":"A"}"#)
         let made = try ServeTests.request(
             first.port, "POST", "/v1/apps/1/keys", key: ServeTests.adminKey,
@@ -119,7 +119,7 @@ struct ServeTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let connection = try LoopbackConnection(port: process.port)
         // The pipelined request would create an app if it ran.
@@ -142,7 +142,7 @@ struct ServeTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let big = try LoopbackConnection(port: process.port)
         try big.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 17_000))\r\n\r\n")
@@ -164,7 +164,7 @@ struct ServeTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         let pipelined = try LoopbackConnection(port: process.port)
         try pipelined.send(
@@ -199,7 +199,7 @@ struct ServeTests {
         let (process, directory) = try ServeTests.start()
         defer {
             process.stop()
-            removeTree(directory)
+            TemporaryDirectory.remove(directory)
         }
         var idle: [LoopbackConnection] = []
         for _ in 0..<300 { idle.append(try LoopbackConnection(port: process.port)) }
@@ -223,20 +223,9 @@ struct ServeTests {
     func gracefulSignals() throws {
         for signal in [SIGTERM, SIGINT] {
             let (process, directory) = try ServeTests.start()
-            defer { removeTree(directory) }
+            defer { TemporaryDirectory.remove(directory) }
             #expect(try ServeTests.request(process.port, "GET", "/healthz").status == 200)
             #expect(process.stop(signal: signal) == 0)
         }
     }
-}
-
-func temporaryDirectory() throws -> String {
-    var template = Array("/tmp/roost-system-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw SystemCallError(call: "mkdtemp", errno: errno) }
-    return String(cString: made)
-}
-
-func removeTree(_ path: String) {
-    precondition(path.hasPrefix("/tmp/roost-system-"), "refusing to remove \(path)")
-    _ = system("rm -rf '\(path)'")
 }
