@@ -14,10 +14,7 @@ package protocol LoopRoundHandler: AnyObject, Sendable {
 /// `wakeup`, then calls `runRound()`. An actor whose `unownedExecutor` is this
 /// executor runs on that thread, so code already on the loop reaches it with
 /// `assumeIsolated` and no thread switch (as SwiftNIO's event loops do).
-package final class LoopExecutor: SerialExecutor, @unchecked Sendable {
-    // @unchecked: `owner` is written once, by `adoptCurrentThread`, before the
-    // thread runs any round, and only read afterwards; `jobs` and `handler`
-    // are behind their mutexes.
+package final class LoopExecutor: SerialExecutor, Sendable {
 
     /// Which loop this is, 0..<loop count.
     package let index: Int
@@ -30,8 +27,8 @@ package final class LoopExecutor: SerialExecutor, @unchecked Sendable {
     private let jobs = Mutex<[UnownedJob]>([])
     /// Weak: the handler (the engine's loop) holds this executor.
     private let handler = Mutex(WeakHandler())
-    private let ownerSet = Atomic<Bool>(false)
-    private var owner = pthread_t()
+    /// The `pthread_t` of the thread that runs this executor, 0 while none does.
+    private let owner = Atomic<UInt>(0)
 
     package init(index: Int) throws(SystemCallError) {
         precondition(index >= 0, "loop index \(index) < 0")
@@ -47,22 +44,22 @@ package final class LoopExecutor: SerialExecutor, @unchecked Sendable {
     /// on the loop thread. One thread at a time: the engine's own threads
     /// hand the executor to an HTTP server's loop and take it back after.
     package func adoptCurrentThread() {
-        precondition(!ownerSet.load(ordering: .acquiring), "loop \(index) adopted while another thread runs it")
-        owner = pthread_self()
-        ownerSet.store(true, ordering: .releasing)
+        let (exchanged, _) = owner.compareExchange(
+            expected: 0, desired: UInt(pthread_self()), ordering: .acquiringAndReleasing)
+        precondition(exchanged, "loop \(index) adopted while another thread runs it")
     }
 
     /// Gives the executor up, last thing on the loop thread; work queued
     /// meanwhile waits (its eventfd stays readable) for the next thread.
     package func releaseThread() {
         preconditionOnLoop("releaseThread")
-        ownerSet.store(false, ordering: .releasing)
+        owner.store(0, ordering: .releasing)
         wakeup.signal()
     }
 
     /// True when the caller runs on this executor's thread.
     package var isCurrent: Bool {
-        ownerSet.load(ordering: .acquiring) && pthread_equal(owner, pthread_self()) != 0
+        owner.load(ordering: .acquiring) == UInt(pthread_self())
     }
 
     /// Crashes unless the caller runs on this loop's thread (NIO's `preconditionInEventLoop`).
