@@ -14,8 +14,10 @@ import Synchronization
 /// the receiver once the log has acknowledged what they depend on; the log's
 /// I/O thread wakes the loop once per group commit for that.
 package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
-    // @unchecked: `outgoing`, `waiting` and `receiver` are confined to the
-    // loop's thread (asserted where touched); `inbox` is behind its mutex.
+    // @unchecked: `outgoing`, the per-round buffers and `waiting` are confined
+    // to the loop's thread (asserted in `submit` and `endOfRound`); `receiver`
+    // and `set` are written once before the loop runs; `inbox` is behind its
+    // mutex.
 
     /// The most commands one shard runs in one turn, so one turn stays short.
     package static let commandsPerTurnMax = 1024
