@@ -109,7 +109,7 @@ public final class HTTPServer: Sendable {
                     let epoll = try Epoll.makeDescriptor()
                     let shared = self.shared
                     let responder = self.responder
-                    let thread = try PlatformThread.spawn {
+                    let thread = try PlatformThread.spawn(name: "roost-loop-\(loopIndex)") {
                         do {
                             let loop = try EventLoop(
                                 epoll: Epoll(adopting: epoll), listener: listener, mailbox: mailbox, shared: shared,
