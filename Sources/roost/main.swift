@@ -91,8 +91,15 @@ func serve(_ arguments: [String]) -> Never {
 
     let server: HTTPServer
     let engine: DurableEngine
+    // Held until the process ends: one process per data directory (spec §11).
+    let directoryLock: DirectoryLock
     do {
         try DurableFile.createDirectory(path: options.dataDirectory)
+        do {
+            directoryLock = try DirectoryLock(directory: options.dataDirectory)
+        } catch {
+            fail("cannot start: \(error)")
+        }
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
@@ -170,5 +177,7 @@ func serve(_ arguments: [String]) -> Never {
             + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
             + " wal.io_wait_us_mean=\(io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)"
             + " wal.loop_wakeups=\(io.loopWakeups) wal.groups=\(io.plans)")
+    // The log is closed: only now may another process take the directory.
+    withExtendedLifetime(directoryLock) {}
     exit(0)
 }

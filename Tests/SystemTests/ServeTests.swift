@@ -43,6 +43,31 @@ struct ServeTests {
         #expect(process.stop(signal: SIGTERM) == 0)
     }
 
+    @Test("a second roost serve on a data directory in use refuses: exit 2, one line naming the directory")
+    func secondServerOnTheSameDirectoryRefuses() throws {
+        let (first, directory) = try ServeTests.start()
+        defer { TemporaryDirectory.remove(directory) }
+        let data = directory + "/data"
+        let created = try ServeTests.request(
+            first.port, "POST", "/v1/apps", key: ServeTests.adminKey, body: #"{"name":"kept"}"#)
+        #expect(created.status == 201)
+        let second = CatalogSystemTests.run(["serve", "--listen", "127.0.0.1:0", "--data", data], in: directory)
+        #expect(second.code == 2, "\(second.output)")
+        let lines = second.output.split(separator: "\n")
+        #expect(lines.count == 1, "\(second.output)")
+        #expect(second.output.contains("the data directory \(data) is in use by another roost process"))
+        #expect(!second.output.contains("listening on"))
+        // The first server is untouched and keeps serving.
+        let listed = try ServeTests.request(first.port, "GET", "/v1/apps/1", key: ServeTests.adminKey)
+        #expect(listed.status == 200)
+        #expect(first.stop(signal: SIGTERM) == 0)
+        // Once it is gone the directory is free again, and nothing was lost.
+        let (again, _) = try ServeTests.start(data: directory)
+        let after = try ServeTests.request(again.port, "GET", "/v1/apps/1", key: ServeTests.adminKey)
+        #expect(after.status == 200)
+        #expect(again.stop(signal: SIGTERM) == 0)
+    }
+
     @Test("without ROOST_ADMIN_KEY the server creates DIR/admin.key (0600) once and reuses it")
     func adminKeyFile() throws {
         let (first, directory) = try ServeTests.start(adminKeyFromEnvironment: false)
