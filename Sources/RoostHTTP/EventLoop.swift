@@ -16,19 +16,27 @@ final class LoopConnection {
     }
 }
 
-/// A single-threaded epoll loop: accepts on its own SO_REUSEPORT listener,
+/// A single-threaded epoll loop: accepts on the server's one listener (shared
+/// by every loop, polled level-triggered by each),
 /// reads, drives each connection's state machine, writes, and enforces
 /// deadlines with a periodic sweep. Confined to the thread that runs `run()`.
 final class EventLoop {
     private static let listenerToken = UInt64.max
     private static let wakeupToken = UInt64.max - 1
-    /// Connections accepted per listener wake-up, so one loop cannot starve its clients.
+    /// Connections accepted per listener wake-up when this loop is the only
+    /// one, so that it cannot starve its clients.
     private static let acceptsPerWakeMax = 64
     /// Pause after EMFILE/ENFILE before accepting again.
     private static let acceptPause: Duration = .milliseconds(100)
 
     private let epoll: Epoll
+    /// The server's listener; nil once this loop stopped accepting (drain).
+    /// The server closes it after every loop has stopped.
     private var listener: FileDescriptor?
+    /// Connections accepted per wake-up: one when several loops share the
+    /// listener, so that the loops that are free take the new connections in
+    /// turn (the kernel wakes each; the others find it empty).
+    private let acceptsPerWake: Int
     private let mailbox: LoopMailbox
     private let shared: ServerShared
     private let responder: any HTTPResponder
@@ -50,11 +58,13 @@ final class EventLoop {
     private var dispatchedSinceRound = false
 
     init(
-        epoll: Epoll, listener: FileDescriptor, mailbox: LoopMailbox, shared: ServerShared,
+        epoll: Epoll, listener: FileDescriptor, sharedBy loopCount: Int, mailbox: LoopMailbox, shared: ServerShared,
         responder: any HTTPResponder, limits: HTTPServerLimits
     ) throws(SystemCallError) {
+        precondition(loopCount >= 1, "a listener shared by \(loopCount) loops")
         self.epoll = epoll
         self.listener = listener
+        acceptsPerWake = loopCount == 1 ? Self.acceptsPerWakeMax : 1
         self.mailbox = mailbox
         self.shared = shared
         self.responder = responder
@@ -125,7 +135,7 @@ final class EventLoop {
 
     private func acceptConnections(now: ContinuousClock.Instant) {
         guard let listener else { return }
-        for _ in 0..<Self.acceptsPerWakeMax {
+        for _ in 0..<acceptsPerWake {
             let accepted: NonBlockingResult<FileDescriptor>
             do {
                 accepted = try TCPSocket.accept(listener)
@@ -243,8 +253,8 @@ final class EventLoop {
         drainDeadline = now + limits.shutdownDrainTimeout
         acceptPausedUntil = nil
         if let listener {
+            // Shared with the other loops: the server closes it once all stopped.
             epoll.remove(listener)
-            listener.close()
             self.listener = nil
         }
         for case let connection? in connections {

@@ -35,11 +35,13 @@ public struct HTTPServerConfigurationError: Error, Sendable, CustomStringConvert
     public var description: String { "invalid HTTP server configuration: " + problems.joined(separator: "; ") }
 }
 
-/// An HTTP/1.1 server: one epoll event loop per thread, each accepting on its
-/// own SO_REUSEPORT socket. See docs/http.md.
+/// An HTTP/1.1 server: one epoll event loop per thread, all accepting on one
+/// listening socket that no other process can join. See docs/http.md.
 public final class HTTPServer: Sendable {
     private struct State {
         var started = false
+        /// The one listening socket; closed after every loop has stopped.
+        var listener: FileDescriptor?
         var mailboxes: [LoopMailbox] = []
         var threads: [PlatformThread] = []
     }
@@ -86,24 +88,43 @@ public final class HTTPServer: Sendable {
     /// socket accepted (for tests: it stays near `streamBufferBytesMax`).
     package var streamQueuedBytesHighWater: Int { shared.streamQueuedBytesHighWater }
 
-    /// Binds one listening socket per loop and starts the loop threads.
-    /// Returns the bound port: with port 0 the first socket picks it and the
-    /// others bind to the same one.
+    /// Binds one listening socket, shared by every loop, and starts the loop
+    /// threads. Returns the bound port. The socket is bound without
+    /// SO_REUSEPORT, so no other process can join it: a second server on the
+    /// same address fails here with EADDRINUSE (spec §11) instead of silently
+    /// taking half of the connections.
     public func start() throws -> UInt16 {
+        try start(on: HTTPServer.bind(configuration))
+    }
+
+    /// Binds the listening socket of `configuration` without starting a
+    /// server: a process binds first, so that an address in use is refused
+    /// before anything else happens, and starts the server on it later.
+    package static func bind(_ configuration: HTTPServerConfiguration) throws(SystemCallError) -> BoundListener {
+        let listener = try TCPSocket.listen(
+            host: configuration.host, port: configuration.port,
+            backlog: Int32(clamping: configuration.limits.acceptBacklog), reusePort: false)
+        do {
+            let port = configuration.port == 0 ? try TCPSocket.localPort(of: listener) : configuration.port
+            return BoundListener(descriptor: listener, port: port)
+        } catch {
+            listener.close()
+            throw error
+        }
+    }
+
+    /// Starts the loop threads on a socket `bind` made; the server owns it
+    /// from here on. Returns its port.
+    package func start(on bound: BoundListener) throws -> UInt16 {
         try state.withLock { state throws -> UInt16 in
             precondition(!state.started, "HTTPServer.start called twice")
             let limits = configuration.limits
-            var listeners: [FileDescriptor] = []
-            var port = configuration.port
+            let listener = bound.descriptor
+            let port = bound.port
+            state.listener = listener
+            let loopCount = configuration.eventLoopCount
             do {
-                for _ in 0..<configuration.eventLoopCount {
-                    let listener = try TCPSocket.listen(
-                        host: configuration.host, port: port, backlog: Int32(clamping: limits.acceptBacklog),
-                        reusePort: true)
-                    listeners.append(listener)
-                    if port == 0 { port = try TCPSocket.localPort(of: listener) }
-                }
-                for (loopIndex, listener) in listeners.enumerated() {
+                for loopIndex in 0..<loopCount {
                     let mailbox = LoopMailbox(
                         executor: executors[loopIndex], streamBufferBytesMax: limits.streamBufferBytesMax)
                     let epoll = try Epoll.makeDescriptor()
@@ -112,8 +133,8 @@ public final class HTTPServer: Sendable {
                     let thread = try PlatformThread.spawn(name: "roost-loop-\(loopIndex)") {
                         do {
                             let loop = try EventLoop(
-                                epoll: Epoll(adopting: epoll), listener: listener, mailbox: mailbox, shared: shared,
-                                responder: responder, limits: limits)
+                                epoll: Epoll(adopting: epoll), listener: listener, sharedBy: loopCount,
+                                mailbox: mailbox, shared: shared, responder: responder, limits: limits)
                             loop.run()
                         } catch {
                             preconditionFailure("event loop could not start: \(error)")
@@ -123,9 +144,11 @@ public final class HTTPServer: Sendable {
                     state.threads.append(thread)
                 }
             } catch {
-                // Listeners already handed to a loop are closed by that loop.
-                for listener in listeners.dropFirst(state.threads.count) { listener.close() }
-                if !state.threads.isEmpty {
+                // The listener is closed once the loops that started have stopped.
+                if state.threads.isEmpty {
+                    listener.close()
+                    state.listener = nil
+                } else {
                     shared.requestShutdown()
                     for mailbox in state.mailboxes { mailbox.executor.wake() }
                 }
@@ -141,7 +164,9 @@ public final class HTTPServer: Sendable {
     /// loops exit. Returns at once; see `waitUntilStopped`.
     public func beginShutdown() {
         shared.requestShutdown()
-        let mailboxes = state.withLock { $0.mailboxes }
+        let (mailboxes, listener) = state.withLock { ($0.mailboxes, $0.listener) }
+        // Refuse new connections at once; the loops stop polling it as they drain.
+        listener?.stopListening()
         for mailbox in mailboxes { mailbox.executor.wake() }
     }
 
@@ -154,5 +179,17 @@ public final class HTTPServer: Sendable {
             return threads
         }
         for thread in threads { thread.join() }
+        // Every loop has stopped polling it (they drop it when they drain).
+        let listener = state.withLock { state -> FileDescriptor? in
+            defer { state.listener = nil }
+            return threads.isEmpty ? nil : state.listener
+        }
+        listener?.close()
     }
+}
+
+/// A listening socket bound by `HTTPServer.bind` and not yet served.
+package struct BoundListener: Sendable {
+    package let descriptor: FileDescriptor
+    package let port: UInt16
 }

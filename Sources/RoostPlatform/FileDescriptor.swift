@@ -67,6 +67,14 @@ package struct FileDescriptor: Sendable, Hashable {
         _ = Glibc.shutdown(rawValue, Int32(SHUT_WR))
     }
 
+    /// Stops a listening socket from taking connections while the descriptor
+    /// stays open (Linux: new connections are refused and the loops' pending
+    /// accepts return at once), so that it can be closed later, once no
+    /// thread polls it any more.
+    package func stopListening() {
+        _ = Glibc.shutdown(rawValue, Int32(SHUT_RDWR))
+    }
+
     /// Closes the descriptor. EINTR is not retried: on Linux the descriptor is
     /// released even then, and a retry could close a reused number.
     package func close() {

@@ -100,6 +100,18 @@ func serve(_ arguments: [String]) -> Never {
         } catch {
             fail("cannot start: \(error)")
         }
+        // Bound before recovery: an address another process listens on is
+        // refused at once, with nothing else done (spec §11).
+        let bound: BoundListener
+        switch Result(catching: { () throws(SystemCallError) in try HTTPServer.bind(options.httpConfiguration) }) {
+        case .success(let listener):
+            bound = listener
+        case .failure(let error):
+            guard error.errno == EADDRINUSE else { fail("cannot start: \(error)") }
+            fail(
+                "cannot start: \(options.host):\(options.port) is already in use by another process; "
+                    + "stop it or choose another --listen")
+        }
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
@@ -136,7 +148,7 @@ func serve(_ arguments: [String]) -> Never {
         registry.shardSet.stopOwnThreads()
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
-        let port = try server.start()
+        let port = try server.start(on: bound)
         StandardStreams.out("listening on \(options.host):\(port)")
     } catch {
         fail("cannot start: \(error)")

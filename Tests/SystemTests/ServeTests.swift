@@ -68,6 +68,24 @@ struct ServeTests {
         #expect(again.stop(signal: SIGTERM) == 0)
     }
 
+    @Test("a second roost serve on an address another process listens on refuses: exit 2, one line naming it")
+    func secondServerOnTheSameAddressRefuses() throws {
+        let (first, directory) = try ServeTests.start()
+        defer { TemporaryDirectory.remove(directory) }
+        let address = "127.0.0.1:\(first.port)"
+        let second = CatalogSystemTests.run(
+            ["serve", "--listen", address, "--data", directory + "/other"], in: directory)
+        #expect(second.code == 2, "\(second.output)")
+        #expect(second.output.split(separator: "\n").count == 1, "\(second.output)")
+        #expect(second.output.contains("\(address) is already in use by another process"))
+        // Every connection still reaches the first server (no second process joined it).
+        for _ in 0..<20 {
+            let health = try ServeTests.request(first.port, "GET", "/healthz")
+            #expect(health.status == 200)
+        }
+        #expect(first.stop(signal: SIGTERM) == 0)
+    }
+
     @Test("without ROOST_ADMIN_KEY the server creates DIR/admin.key (0600) once and reuses it")
     func adminKeyFile() throws {
         let (first, directory) = try ServeTests.start(adminKeyFromEnvironment: false)
