@@ -23,8 +23,7 @@ final class LoopConnection {
 final class EventLoop {
     private static let listenerToken = UInt64.max
     private static let wakeupToken = UInt64.max - 1
-    /// Connections accepted per listener wake-up when this loop is the only
-    /// one, so that it cannot starve its clients.
+    /// Connections accepted per listener wake-up, so one loop cannot starve its clients.
     private static let acceptsPerWakeMax = 64
     /// Pause after EMFILE/ENFILE before accepting again.
     private static let acceptPause: Duration = .milliseconds(100)
@@ -33,10 +32,9 @@ final class EventLoop {
     /// The server's listener; nil once this loop stopped accepting (drain).
     /// The server closes it after every loop has stopped.
     private var listener: FileDescriptor?
-    /// Connections accepted per wake-up: one when several loops share the
-    /// listener, so that the loops that are free take the new connections in
-    /// turn (the kernel wakes each; the others find it empty).
-    private let acceptsPerWake: Int
+    /// Every loop's mailbox, in loop order: an accepted connection goes to
+    /// the loop whose turn it is (`ServerShared.loopForNextConnection`).
+    private let siblings: [LoopMailbox]
     private let mailbox: LoopMailbox
     private let shared: ServerShared
     private let responder: any HTTPResponder
@@ -58,13 +56,14 @@ final class EventLoop {
     private var dispatchedSinceRound = false
 
     init(
-        epoll: Epoll, listener: FileDescriptor, sharedBy loopCount: Int, mailbox: LoopMailbox, shared: ServerShared,
+        epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
         responder: any HTTPResponder, limits: HTTPServerLimits
     ) throws(SystemCallError) {
-        precondition(loopCount >= 1, "a listener shared by \(loopCount) loops")
+        precondition(siblings.indices.contains(mailbox.loopIndex), "loop \(mailbox.loopIndex) not among its siblings")
+        precondition(siblings[mailbox.loopIndex] === mailbox, "loop \(mailbox.loopIndex)'s mailbox out of place")
         self.epoll = epoll
         self.listener = listener
-        acceptsPerWake = loopCount == 1 ? Self.acceptsPerWakeMax : 1
+        self.siblings = siblings
         self.mailbox = mailbox
         self.shared = shared
         self.responder = responder
@@ -111,6 +110,10 @@ final class EventLoop {
             if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
         }
         for case let connection? in connections { close(connection) }
+        for socket in mailbox.takeHandedOver() {
+            socket.close()
+            shared.releaseConnection()
+        }
         // Streams started for connections that are gone: their producers must stop.
         for delivery in mailbox.takeAll() {
             switch delivery.payload {
@@ -135,7 +138,7 @@ final class EventLoop {
 
     private func acceptConnections(now: ContinuousClock.Instant) {
         guard let listener else { return }
-        for _ in 0..<acceptsPerWake {
+        for _ in 0..<Self.acceptsPerWakeMax {
             let accepted: NonBlockingResult<FileDescriptor>
             do {
                 accepted = try TCPSocket.accept(listener)
@@ -155,14 +158,26 @@ final class EventLoop {
             case .wouldBlock:
                 return
             case .done(let socket):
-                register(socket, now: now)
+                guard shared.reserveConnection() else {
+                    socket.close()
+                    continue
+                }
+                let target = shared.loopForNextConnection(loopCount: siblings.count)
+                if target == mailbox.loopIndex {
+                    register(socket, now: now)
+                } else {
+                    siblings[target].handOver(socket)
+                }
             }
         }
     }
 
+    /// Starts serving an accepted connection, already counted in `shared`.
     private func register(_ socket: FileDescriptor, now: ContinuousClock.Instant) {
-        guard shared.reserveConnection() else {
+        guard drainDeadline == nil else {
+            // Handed over while this loop drains: it takes nothing new.
             socket.close()
+            shared.releaseConnection()
             return
         }
         let fd = Int(socket.rawValue)
@@ -214,6 +229,7 @@ final class EventLoop {
     /// this thread while doing so are taken too, for a few passes; after
     /// that the loop wakes itself and goes on next round.
     private func handleDeliveries(now: ContinuousClock.Instant) {
+        for socket in mailbox.takeHandedOver() { register(socket, now: now) }
         for pass in 0..<Self.deliveryPassesMax {
             let deliveries = mailbox.takeAll()
             if deliveries.isEmpty { break }

@@ -123,17 +123,20 @@ public final class HTTPServer: Sendable {
             let port = bound.port
             state.listener = listener
             let loopCount = configuration.eventLoopCount
+            // Every mailbox first: a loop hands accepted connections to the others.
+            let mailboxes = executors.map {
+                LoopMailbox(executor: $0, streamBufferBytesMax: limits.streamBufferBytesMax)
+            }
             do {
                 for loopIndex in 0..<loopCount {
-                    let mailbox = LoopMailbox(
-                        executor: executors[loopIndex], streamBufferBytesMax: limits.streamBufferBytesMax)
+                    let mailbox = mailboxes[loopIndex]
                     let epoll = try Epoll.makeDescriptor()
                     let shared = self.shared
                     let responder = self.responder
                     let thread = try PlatformThread.spawn(name: "roost-loop-\(loopIndex)") {
                         do {
                             let loop = try EventLoop(
-                                epoll: Epoll(adopting: epoll), listener: listener, sharedBy: loopCount,
+                                epoll: Epoll(adopting: epoll), listener: listener, siblings: mailboxes,
                                 mailbox: mailbox, shared: shared, responder: responder, limits: limits)
                             loop.run()
                         } catch {

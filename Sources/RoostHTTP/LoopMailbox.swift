@@ -8,6 +8,14 @@ final class ServerShared: Sendable {
     private let connections = Atomic<Int>(0)
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
+    private let acceptTurn = Atomic<Int>(0)
+
+    /// Returns the loop that takes the next accepted connection: the loops
+    /// in turn, whichever accepted it (one listener is shared, so the kernel
+    /// no longer spreads connections as SO_REUSEPORT did).
+    func loopForNextConnection(loopCount: Int) -> Int {
+        acceptTurn.wrappingAdd(1, ordering: .relaxed).oldValue % loopCount
+    }
 
     init(connectionsMax: Int) {
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
@@ -82,6 +90,9 @@ final class LoopMailbox: Sendable {
     /// `HTTPServerLimits.streamBufferBytesMax`, for the streams this loop's sinks start.
     let streamBufferBytesMax: Int
     private let queue = Mutex<[Delivery]>([])
+    /// Accepted connections another loop handed to this one, already counted
+    /// in `ServerShared`'s connections.
+    private let handedOver = Mutex<[FileDescriptor]>([])
 
     init(executor: LoopExecutor, streamBufferBytesMax: Int) {
         self.executor = executor
@@ -102,6 +113,21 @@ final class LoopMailbox: Sendable {
             return wasEmpty
         }
         if wasEmpty && !executor.isCurrent { executor.wake() }
+    }
+
+    /// Hands an accepted connection to this mailbox's loop and wakes it.
+    func handOver(_ socket: FileDescriptor) {
+        handedOver.withLock { $0.append(socket) }
+        executor.wake()
+    }
+
+    /// Returns and removes the connections handed over to this loop.
+    func takeHandedOver() -> [FileDescriptor] {
+        handedOver.withLock { sockets in
+            var taken: [FileDescriptor] = []
+            swap(&taken, &sockets)
+            return taken
+        }
     }
 
     /// Returns and removes every queued answer. The loop drains the eventfd first.

@@ -230,6 +230,30 @@ extension HTTPServerTests {
             }
         }
 
+        @Test("one shared listener: accepted connections go to the loops in turn")
+        func connectionsSpreadOverLoops() throws {
+            let responder = try BatchingResponder(loops: 2)
+            try withResponderServer(responder, executors: responder.executors) { port, _ in
+                var clients: [LoopbackConnection] = []
+                for _ in 0..<8 {
+                    // One at a time, so that each is accepted before the next connects.
+                    let client = try LoopbackConnection(port: port)
+                    try client.send(get("/which"))
+                    _ = try client.readResponse()
+                    clients.append(client)
+                }
+                var perLoop = [0, 0]
+                for client in clients {
+                    try client.send(get("/again"))
+                    let text = try client.readResponse().bodyText
+                    if let loop = Int(text.split(separator: " ").last ?? ""), perLoop.indices.contains(loop) {
+                        perLoop[loop] += 1
+                    }
+                }
+                #expect(perLoop == [4, 4], "connections per loop: \(perLoop)")
+            }
+        }
+
         @Test("a 50 MB stream arrives complete and in order while the queue stays within streamBufferBytesMax")
         func largeStreamIsBounded() throws {
             let responder = StreamingResponder()
