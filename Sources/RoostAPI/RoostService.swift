@@ -69,14 +69,10 @@ public final class RoostService: HTTPResponder {
                 }
                 let settings = app.settings
                 guard settings != indexSettings else { continue }
-                let applied: Bool? = await registry.perform(key, settings: settings) { index in
-                    guard case .success(let mutations) = index.updateSettings(settings) else {
-                        preconditionFailure("catalog settings \(settings) refused by the model")
-                    }
-                    return (true, mutations)
-                }
-                guard applied != nil else {
-                    throw CatalogStartError("the log could not take the settings of app \(key.app.rawValue)")
+                switch await registry.execute(key, settings: settings, .updateSettings(settings)) {
+                case .settings?: continue
+                case nil: throw CatalogStartError("the log could not take the settings of app \(key.app.rawValue)")
+                case let other?: preconditionFailure("catalog settings \(settings) answered \(other) by the model")
                 }
             }
         }
@@ -122,16 +118,6 @@ public final class RoostService: HTTPResponder {
             if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
             start(sink)
             return .deferred
-        case .afterCommit(let ticket, let render):
-            switch ticket {
-            case .acknowledged: return .respond(render())
-            case .refused: return .respond(APIError.logUnavailable.response)
-            case .pending(let lsn):
-                // The loop waits for the catalog record's LSN as for a device write.
-                loopRequests[sink.loopIndex].submit(
-                    [.awaitLog(lsn)], answer: .rendering { _ in render() }, sink: sink, wake: false)
-                return .deferred
-            }
         }
     }
 
@@ -174,14 +160,6 @@ public final class RoostService: HTTPResponder {
             if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
             return await withCheckedContinuation { continuation in
                 start(ContinuationSink(continuation: continuation))
-            }
-        case .afterCommit(let ticket, let render):
-            switch ticket {
-            case .acknowledged: return render()
-            case .refused: return APIError.logUnavailable.response
-            case .pending(let lsn):
-                let outcome = await registry.shardSet.perform(.awaitLog(lsn))
-                return outcome == nil ? APIError.logUnavailable.response : render()
             }
         }
     }
@@ -268,7 +246,9 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             guard let entry = slots[slot].take() else { continue }
             freeSlots.append(slot)
             let reply = LoopReply(requests: self, sink: entry.sink)
-            entry.answer.finish(entry.failed ? nil : entry.outcomes.map { $0! }, reply)
+            let acknowledged = entry.outcomes.compactMap { $0 }
+            precondition(entry.failed || acknowledged.count == entry.outcomes.count, "request \(slot) incomplete")
+            entry.answer.finish(entry.failed ? nil : acknowledged, reply)
         }
     }
 }
@@ -294,16 +274,9 @@ struct CallerReply: EngineReply {
         let registry = registry
         let reply = self
         Task {
-            var outcomes: [Outcome] = []
-            var failed = false
-            for item in work {
-                if let outcome = await registry.shardSet.perform(item) {
-                    outcomes.append(outcome)
-                } else {
-                    failed = true
-                }
-            }
-            answer.finish(failed ? nil : outcomes, reply)
+            let outcomes = await registry.shardSet.perform(batch: work)
+            let acknowledged = outcomes.compactMap { $0 }
+            answer.finish(acknowledged.count == outcomes.count ? acknowledged : nil, reply)
         }
     }
 }

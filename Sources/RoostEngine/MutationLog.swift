@@ -2,19 +2,15 @@ import RoostPlatform
 import RoostStorage
 
 /// Where the engine's records go before an answer is released. The storage
-/// layer implements it with the write-ahead log. On the request path an
-/// append returns the LSN to wait for and the loop watches
-/// `acknowledgedThrough` (values, no callbacks); tools may ask for a callback.
+/// layer implements it with the write-ahead log. An append returns the LSN
+/// to wait for and the waiting loop watches `acknowledgedThrough` (values,
+/// no callbacks).
 package protocol MutationLog: Sendable {
     /// Appends records (each one logical after-image) and returns the last
     /// one's LSN: an answer that depends on them waits until
     /// `acknowledgedThrough` reaches it. Nil when the log cannot take them
     /// (then nothing of this append is acknowledged).
     func append(_ records: [[UInt8]]) -> LogSequenceNumber?
-
-    /// Appends records and calls `completion` once they are acknowledged, or
-    /// with `false` when the log cannot take them. Tools and tests only.
-    func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void)
 
     /// The LSN of the last record appended so far: a read waits for it, so
     /// that it never shows a write that could still be lost.
@@ -37,10 +33,6 @@ package struct VolatileLog: MutationLog {
     package init() {}
 
     package func append(_ records: [[UInt8]]) -> LogSequenceNumber? { LogSequenceNumber(1) }
-
-    package func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-        completion(true)
-    }
 
     package var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
     package var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }

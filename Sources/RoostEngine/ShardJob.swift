@@ -31,11 +31,9 @@ package enum ShardWork: Sendable {
 package enum CommandOrigin: Sendable {
     /// A request read by engine loop `loop`; its receiver finds the request by `ticket`.
     case loop(Int, ticket: UInt64)
-    /// A caller outside the loops (tools, tests, start-up): resumed with the outcome.
-    case caller(CallerWaiter)
-    /// Part `position` of a batch submitted from outside the loops (bulk
-    /// tools and benchmarks): the caller resumes once every part is in.
-    case batch(BatchWaiter, position: Int)
+    /// Part `position` of work submitted from outside the loops (tools,
+    /// tests, start-up, bulk imports): the caller resumes once every part is in.
+    case caller(CallerWaiter, position: Int)
 }
 
 /// One unit of work for a shard and where its outcome goes.
@@ -73,21 +71,9 @@ package protocol OutcomeReceiver: AnyObject, Sendable {
     func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)])
 }
 
-/// The waiting end of a command submitted from outside the loops.
+/// The waiting end of work submitted from outside the loops: resumes its
+/// caller with every outcome, in order, once all are in.
 package final class CallerWaiter: Sendable {
-    private let continuation: CheckedContinuation<Acknowledged, Never>
-
-    package init(_ continuation: CheckedContinuation<Acknowledged, Never>) {
-        self.continuation = continuation
-    }
-
-    func resume(_ outcome: Acknowledged) {
-        continuation.resume(returning: outcome)
-    }
-}
-
-/// The waiting end of a batch of commands submitted from outside the loops.
-package final class BatchWaiter: Sendable {
     private let parts: Mutex<(outcomes: [Acknowledged], missing: Int)>
     private let continuation: CheckedContinuation<[Acknowledged], Never>
 

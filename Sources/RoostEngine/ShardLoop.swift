@@ -32,18 +32,14 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private weak var set: ShardSet?
     private let log: any MutationLog
     private let inbox = Mutex(Inbox())
-    /// Commands submitted on this loop in this round, by shard number.
-    private var outgoing: [[ShardCommand]]
-    private var outgoingShards: [Int] = []
     /// Per-round buffers, kept between rounds (no allocation per round):
-    /// commands for the shards this loop runs, by shard number; commands for
-    /// other loops' shards and outcomes for other loops' requests, by loop.
-    private var mine: [[ShardCommand]]
-    private var mineShards: [Int] = []
-    private var remote: [[ShardCommand]]
-    private var remoteLoops: [Int] = []
-    private var elsewhere: [[ShardOutcome]]
-    private var elsewhereLoops: [Int] = []
+    /// commands submitted on this loop in this round, by shard; commands for
+    /// the shards this loop runs, by shard; commands for other loops' shards
+    /// and outcomes for other loops' requests, by loop.
+    private var outgoing: Buckets<ShardCommand>
+    private var mine: Buckets<ShardCommand>
+    private var remote: Buckets<ShardCommand>
+    private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
     private var receiver: (any OutcomeReceiver)?
 
@@ -51,10 +47,10 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         self.index = index
         self.executor = executor
         self.log = log
-        outgoing = Array(repeating: [], count: shardCount)
-        mine = Array(repeating: [], count: shardCount)
-        remote = Array(repeating: [], count: loopCount)
-        elsewhere = Array(repeating: [], count: loopCount)
+        outgoing = Buckets(count: shardCount)
+        mine = Buckets(count: shardCount)
+        remote = Buckets(count: loopCount)
+        elsewhere = Buckets(count: loopCount)
     }
 
     func attach(to set: ShardSet) {
@@ -76,9 +72,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             awaitLog(ShardCommand(work, origin: .loop(index, ticket: ticket)))
             return
         }
-        let shard = set.shardNumber(for: app)
-        if outgoing[shard].isEmpty { outgoingShards.append(shard) }
-        outgoing[shard].append(ShardCommand(work, origin: .loop(index, ticket: ticket)))
+        outgoing.append(ShardCommand(work, origin: .loop(index, ticket: ticket)), to: set.shardNumber(for: app))
     }
 
     /// Hands commands to this loop's shards from any thread (another loop's
@@ -137,37 +131,19 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
                 awaitLog(command)
                 continue
             }
-            let shard = set.shardNumber(for: app)
-            if mine[shard].isEmpty { mineShards.append(shard) }
-            mine[shard].append(command)
+            mine.append(command, to: set.shardNumber(for: app))
         }
-        for shard in outgoingShards {
+        outgoing.drain { shard, commands in
             let owner = set.loopNumber(forShard: shard)
             if owner == index {
-                if mine[shard].isEmpty { mineShards.append(shard) }
-                mine[shard].append(contentsOf: outgoing[shard])
+                mine.append(contentsOf: commands, to: shard)
             } else {
-                if remote[owner].isEmpty { remoteLoops.append(owner) }
-                remote[owner].append(contentsOf: outgoing[shard])
+                remote.append(contentsOf: commands, to: owner)
             }
-            outgoing[shard].removeAll(keepingCapacity: true)
         }
-        outgoingShards.removeAll(keepingCapacity: true)
-        for owner in remoteLoops {
-            set.loops[owner].post(commands: remote[owner])
-            remote[owner].removeAll(keepingCapacity: true)
-        }
-        remoteLoops.removeAll(keepingCapacity: true)
-        for shard in mineShards {
-            run(mine[shard], on: set.shards[shard])
-            mine[shard].removeAll(keepingCapacity: true)
-        }
-        mineShards.removeAll(keepingCapacity: true)
-        for loop in elsewhereLoops {
-            set.loops[loop].post(outcomes: elsewhere[loop])
-            elsewhere[loop].removeAll(keepingCapacity: true)
-        }
-        elsewhereLoops.removeAll(keepingCapacity: true)
+        remote.drain { owner, commands in set.loops[owner].post(commands: commands) }
+        mine.drain { shard, commands in run(commands, on: set.shards[shard]) }
+        elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: outcomes) }
         release()
     }
 
@@ -188,10 +164,8 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
             for outcome in outcomes {
                 switch outcome.origin {
-                case .loop(let loop, _) where loop != index:
-                    if elsewhere[loop].isEmpty { elsewhereLoops.append(loop) }
-                    elsewhere[loop].append(outcome)
-                case .loop, .caller, .batch: waiting.append(outcome)
+                case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)
+                case .loop, .caller: waiting.append(outcome)
                 }
             }
             start = end
@@ -229,8 +203,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             }
             switch outcome.origin {
             case .loop(_, let ticket): delivered.append((ticket, answer))
-            case .caller(let waiter): waiter.resume(answer)
-            case .batch(let waiter, let position): waiter.deliver(position, answer)
+            case .caller(let waiter, let position): waiter.deliver(position, answer)
             }
         }
         waiting.removeSubrange(kept...)
@@ -239,5 +212,37 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             guard let receiver else { preconditionFailure("loop \(index) has outcomes but no receiver") }
             receiver.receive(delivered)
         }
+    }
+}
+
+/// Arrays by number (shard or loop) and which of them hold something, kept
+/// from round to round so that gathering a round's work allocates nothing.
+private struct Buckets<Element> {
+    private var items: [[Element]]
+    private var used: [Int] = []
+
+    init(count: Int) {
+        items = Array(repeating: [], count: count)
+    }
+
+    mutating func append(_ element: Element, to bucket: Int) {
+        if items[bucket].isEmpty { used.append(bucket) }
+        items[bucket].append(element)
+    }
+
+    mutating func append(contentsOf elements: [Element], to bucket: Int) {
+        guard !elements.isEmpty else { return }
+        if items[bucket].isEmpty { used.append(bucket) }
+        items[bucket].append(contentsOf: elements)
+    }
+
+    /// Hands each bucket that holds something to `body`, in the order they
+    /// were first filled, and empties them (capacity kept).
+    mutating func drain(_ body: (_ bucket: Int, _ elements: [Element]) -> Void) {
+        for bucket in used {
+            body(bucket, items[bucket])
+            items[bucket].removeAll(keepingCapacity: true)
+        }
+        used.removeAll(keepingCapacity: true)
     }
 }

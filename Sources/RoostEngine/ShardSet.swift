@@ -82,6 +82,12 @@ package final class ShardSet: Sendable {
         shard % loops.count
     }
 
+    /// Returns the loop `work` goes to: its shard's; loop 0 for work that
+    /// needs no shard (it waits for the log on whichever loop takes it).
+    func loopNumber(for work: ShardWork) -> Int {
+        work.app.map { loopNumber(forShard: shardNumber(for: $0)) } ?? 0
+    }
+
     /// Returns the shard that owns `app` among `shardCount`: a stable hash, so
     /// the same app lands on the same shard in every run with the same count.
     package static func shardNumber(for app: AppID, shardCount: Int) -> Int {
@@ -90,28 +96,25 @@ package final class ShardSet: Sendable {
         return Int(hash % UInt64(shardCount))
     }
 
-    /// Runs a batch of work from outside the loops (bulk tools, benchmarks):
-    /// each shard gets its part in one message; returns every outcome, in
-    /// order, once all are acknowledged (nil where the log refused).
+    /// Runs work from outside the loops (tools, tests, start-up, bulk
+    /// imports): each loop gets its part in one message; returns every
+    /// outcome, in order, once all are acknowledged (nil where the log refused).
     package func perform(batch: [ShardWork]) async -> [Acknowledged] {
         guard !batch.isEmpty else { return [] }
         return await withCheckedContinuation { continuation in
-            let waiter = BatchWaiter(count: batch.count, continuation)
+            let waiter = CallerWaiter(count: batch.count, continuation)
             var byLoop: [Int: [ShardCommand]] = [:]
             for (position, work) in batch.enumerated() {
-                let loop = work.app.map { loopNumber(forShard: shardNumber(for: $0)) } ?? 0
-                byLoop[loop, default: []].append(ShardCommand(work, origin: .batch(waiter, position: position)))
+                byLoop[loopNumber(for: work), default: []].append(
+                    ShardCommand(work, origin: .caller(waiter, position: position)))
             }
             for (loop, commands) in byLoop { loops[loop].post(commands: commands) }
         }
     }
 
-    /// Runs `work` from outside the loops (tools, tests, start-up) and returns
-    /// its outcome once acknowledged, or nil when the log could not take it.
+    /// Runs one piece of work from outside the loops; its outcome once
+    /// acknowledged, or nil when the log could not take it.
     package func perform(_ work: ShardWork) async -> Acknowledged {
-        let owner = loops[work.app.map { loopNumber(forShard: shardNumber(for: $0)) } ?? 0]
-        return await withCheckedContinuation { continuation in
-            owner.post(commands: [ShardCommand(work, origin: .caller(CallerWaiter(continuation)))])
-        }
+        await perform(batch: [work])[0]
     }
 }

@@ -27,26 +27,6 @@ package final class WALMutationLog: MutationLog {
         }
     }
 
-    package func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-        if records.isEmpty {
-            // A barrier. Once the log has failed (or closed) nothing pending
-            // will become durable any more, so reads are served from memory
-            // (ARCHITECTURE: stop acknowledging writes, keep serving reads).
-            do {
-                try wal.barrier { _ in completion(true) }
-            } catch {
-                completion(true)
-            }
-            return
-        }
-        do {
-            try wal.append(records) { result in completion(result.isSuccess) }
-            bytesSinceSnapshot.add(records.reduce(0) { $0 + $1.count }, ordering: .relaxed)
-        } catch {
-            completion(false)
-        }
-    }
-
     package var appendedThrough: LogSequenceNumber { wal.appendedLSN }
     package var acknowledgedThrough: LogSequenceNumber { wal.acknowledgedLSN }
     package var acceptsWrites: Bool { !wal.hasFailed }
@@ -60,12 +40,5 @@ package final class WALMutationLog: MutationLog {
 
     package func resetSnapshotTrigger() {
         bytesSinceSnapshot.store(0, ordering: .relaxed)
-    }
-}
-
-extension Result {
-    fileprivate var isSuccess: Bool {
-        if case .success = self { return true }
-        return false
     }
 }

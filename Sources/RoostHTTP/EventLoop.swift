@@ -219,24 +219,22 @@ final class EventLoop {
         for _ in 0..<Self.deliveryPassesMax {
             dispatchedSinceRound = false
             mailbox.executor.runRound()
-            handleDeliveries(now: now)
-            if !dispatchedSinceRound { return }
+            // Answers handed over may post more on this thread (no eventfd
+            // signal then): another pass takes them.
+            let delivered = handleDeliveries(now: now)
+            if !dispatchedSinceRound && !delivered { return }
         }
         mailbox.executor.wake()
     }
 
-    /// Hands every answer in the mailbox to its connection. Answers posted on
-    /// this thread while doing so are taken too, for a few passes; after
-    /// that the loop wakes itself and goes on next round.
-    private func handleDeliveries(now: ContinuousClock.Instant) {
+    /// Registers the connections other loops handed over and hands every
+    /// answer in the mailbox to its connection; returns whether there were any.
+    private func handleDeliveries(now: ContinuousClock.Instant) -> Bool {
         for socket in mailbox.takeHandedOver() { register(socket, now: now) }
-        for pass in 0..<Self.deliveryPassesMax {
-            let deliveries = mailbox.takeAll()
-            if deliveries.isEmpty { break }
-            if pass == Self.deliveryPassesMax - 1 { mailbox.executor.wake() }
-            deliver(deliveries, now: now)
-        }
+        let deliveries = mailbox.takeAll()
+        deliver(deliveries, now: now)
         if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
+        return !deliveries.isEmpty
     }
 
     private func deliver(_ deliveries: [Delivery], now: ContinuousClock.Instant) {

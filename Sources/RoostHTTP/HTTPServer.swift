@@ -127,6 +127,7 @@ public final class HTTPServer: Sendable {
             let mailboxes = executors.map {
                 LoopMailbox(executor: $0, streamBufferBytesMax: limits.streamBufferBytesMax)
             }
+            state.mailboxes = mailboxes
             do {
                 for loopIndex in 0..<loopCount {
                     let mailbox = mailboxes[loopIndex]
@@ -143,7 +144,6 @@ public final class HTTPServer: Sendable {
                             preconditionFailure("event loop could not start: \(error)")
                         }
                     }
-                    state.mailboxes.append(mailbox)
                     state.threads.append(thread)
                 }
             } catch {

@@ -140,7 +140,7 @@ package final class LoopExecutorThreads: Sendable {
                 executor.adoptCurrentThread()
                 var poll = pollfd(fd: executor.wakeup.descriptor.rawValue, events: Int16(POLLIN), revents: 0)
                 while !stopping.raised.load(ordering: .acquiring) {
-                    _ = Glibc.poll(&poll, 1, 100)
+                    _ = Glibc.poll(&poll, 1, -1)  // `stop` wakes it: no periodic wake-up
                     executor.wakeup.drain()
                     executor.runRound()
                 }

@@ -64,6 +64,8 @@ package final class WriteAheadLog: Sendable {
     /// Loops to wake once `acknowledged` reaches the LSN each waits for: one
     /// wake-up per loop per group commit, however many answers it holds.
     let wakeRequests = Mutex<[(executor: LoopExecutor, through: UInt64)]>([])
+    /// Loop wake-ups sent (`IOStatistics.loopWakeups`), counted without the lock.
+    let loopWakeups = Atomic<UInt64>(0)
     /// Zero-fills the next segment ahead of need, or nil when segments are
     /// only preallocated (`StorageOptions.zeroFillSegments`).
     let preparer: SegmentPreparer?
@@ -237,7 +239,11 @@ package final class WriteAheadLog: Sendable {
 
     /// Where the I/O thread's time went since open (mean fdatasync latency,
     /// time spent waiting for work).
-    package var ioStatistics: IOStatistics { shared.withLock { $0.statistics } }
+    package var ioStatistics: IOStatistics {
+        var statistics = shared.withLock { $0.statistics }
+        statistics.loopWakeups = loopWakeups.load(ordering: .relaxed)
+        return statistics
+    }
 
     /// The failure that stopped the log, or nil while it accepts writes.
     package var failure: StorageError? { shared.withLock { $0.machine.failure } }
@@ -305,8 +311,7 @@ package final class WriteAheadLog: Sendable {
                 acknowledged.store(state.machine.acknowledgedLSN.rawValue, ordering: .releasing)
                 return completions
             }
-            let woken = wakeLoops()
-            if woken > 0 { shared.withLock { $0.statistics.loopWakeups += UInt64(woken) } }
+            loopWakeups.add(UInt64(wakeLoops()), ordering: .relaxed)
             for (completion, result) in completions { completion?(result) }
         }
     }

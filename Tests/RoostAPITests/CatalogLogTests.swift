@@ -134,10 +134,6 @@ struct CatalogLogTests {
 
         let state = Mutex(State())
 
-        func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-            preconditionFailure("catalog changes append without completions")
-        }
-
         var acceptsWrites: Bool { state.withLock { $0.accepts } }
 
         func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
@@ -207,9 +203,6 @@ struct CatalogLogTests {
     /// A log that says it accepts writes but refuses the append itself, at
     /// once (a write that fails between the check and the append).
     struct RefusingLog: MutationLog {
-        func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-            completion(records.isEmpty)
-        }
 
         var acceptsWrites: Bool { true }
 

@@ -10,16 +10,12 @@ import Synchronization
 @testable import RoostAPI
 
 /// A log whose appends fail while `failing` is set: the 503 path. Reads
-/// (empty appends) are still served, as `WALMutationLog` does after a failure.
+/// (no records to append) are still served, as after a real log failure.
 final class SwitchableLog: MutationLog {
     let failing = Mutex(false)
 
     func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
         failing.withLock { $0 } ? nil : LogSequenceNumber(1)
-    }
-
-    func append(_ records: [[UInt8]], completion: @escaping @Sendable (_ durable: Bool) -> Void) {
-        completion(records.isEmpty || !failing.withLock { $0 })
     }
 
     var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }

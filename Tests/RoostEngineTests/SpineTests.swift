@@ -28,10 +28,6 @@ final class ManualLog: MutationLog {
         }
     }
 
-    func append(_ records: [[UInt8]], completion: @escaping @Sendable (Bool) -> Void) {
-        preconditionFailure("the request path appends without completions")
-    }
-
     var appendedThrough: LogSequenceNumber { LogSequenceNumber(state.withLock { $0.appended }) }
     var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(state.withLock { $0.acknowledged }) }
     var acceptsWrites: Bool { !state.withLock { $0.failed } }

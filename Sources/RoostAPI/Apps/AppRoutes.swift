@@ -92,12 +92,7 @@ package struct AppRoutes: Sendable {
                 guard case .appRemoved(let removed) = outcome else {
                     preconditionFailure("removeApp answered \(outcome)")
                 }
-                var writer = JSONWriter()
-                writer.beginObject()
-                writer.member("deleted", true)
-                writer.member("devices_removed", removed)
-                writer.endObject()
-                return jsonResponse(200, writer)
+                return DeviceRoutes.removal("deleted", true, devicesRemoved: removed)
             })
     }
 
@@ -221,13 +216,7 @@ package struct AppRoutes: Sendable {
         try authenticator.authenticate(context.request.head).requireSetup(of: app)
         guard catalog.app(app) != nil else { throw APIError.appNotFound }
         let ticket = try catalog.revokeKey(app: app, keyID: context.parameters[1])
-        return .afterCommit(ticket) {
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.member("revoked", true)
-            writer.endObject()
-            return jsonResponse(200, writer)
-        }
+        return .afterCommit(ticket) { DeviceRoutes.flag("revoked", true) }
     }
 
     // MARK: - Rendering

@@ -45,11 +45,6 @@ package final class Catalog: Sendable {
         state.read { $0 }
     }
 
-    /// Returns the state of acknowledged changes only (a copy).
-    package func acknowledgedState() -> CatalogState {
-        state.readAcknowledged { $0 }
-    }
-
     /// Returns the catalog's records for a snapshot (its whole visible state:
     /// a change still in flight has an LSN at or after the snapshot's start,
     /// and replays over it). O(n log n).

@@ -33,39 +33,21 @@ package enum CatalogStartup {
         var imports: [CatalogRecord] = []
         var toRename: [String] = []
 
-        if let legacy = try readLegacy(catalogPath, limitBytes: legacyCatalogBytesMax, decode: decodeLegacyCatalog) {
-            if recovered.catalogRecordCount == 0 {
-                imports += legacy.records()
-            } else if legacy != recovered.catalog {
-                throw CatalogStartError(
-                    "\(catalogPath) is present but the log already holds a different catalog (apps and keys); "
-                        + "the log is authoritative: if the file is a leftover or a restored copy, move it out of "
-                        + "\(directory), then start again")
-            }
-            toRename.append(catalogPath)
-        } else if recovered.catalogRecordCount == 0, DurableFile.exists(catalogPath + migratedSuffix) {
-            throw CatalogStartError(
-                "\(catalogPath + migratedSuffix) shows this directory's catalog was moved into the log, but the log "
-                    + "holds no catalog: the log was lost or replaced; restore wal/, snapshots/ and checkpoint.* from "
-                    + "a backup (or, to re-import the old catalog, rename it back to \(catalogPath))")
-        }
-        if let legacy = try readLegacy(
-            identityPath, limitBytes: legacyIdentityKeysBytesMax, decode: decodeLegacyIdentityKeys)
+        if let legacy = try legacyRecords(
+            catalogPath, limitBytes: legacyCatalogBytesMax, decode: decodeLegacyCatalog,
+            logHolds: recovered.catalogRecordCount > 0 ? recovered.catalog : nil, what: "catalog",
+            records: { $0.records() }, directory: directory)
         {
-            if recovered.identityRecordCount == 0 {
-                imports += legacy.records()
-            } else if legacy != recovered.identityKeys {
-                throw CatalogStartError(
-                    "\(identityPath) is present but the log already holds different identity signing keys; "
-                        + "the log is authoritative: if the file is a leftover or a restored copy, move it out of "
-                        + "\(directory), then start again")
-            }
+            imports += legacy
+            toRename.append(catalogPath)
+        }
+        if let legacy = try legacyRecords(
+            identityPath, limitBytes: legacyIdentityKeysBytesMax, decode: decodeLegacyIdentityKeys,
+            logHolds: recovered.identityRecordCount > 0 ? recovered.identityKeys : nil,
+            what: "identity keys", records: { $0.records() }, directory: directory)
+        {
+            imports += legacy
             toRename.append(identityPath)
-        } else if recovered.identityRecordCount == 0, DurableFile.exists(identityPath + migratedSuffix) {
-            throw CatalogStartError(
-                "\(identityPath + migratedSuffix) shows this directory's identity keys were moved into the log, "
-                    + "but the log holds none: the log was lost or replaced; restore wal/, snapshots/ and "
-                    + "checkpoint.* from a backup (or rename the file back to \(identityPath) to re-import it)")
         }
         if contents.identityKeys.keys.isEmpty && !imports.contains(where: \.isIdentityKey) {
             // A new directory: its first signing key, durable before any token is signed.
@@ -73,15 +55,46 @@ package enum CatalogStartup {
         }
         guard !imports.isEmpty || !toRename.isEmpty else { return contents }
         if !imports.isEmpty {
-            try log.appendAndWait(imports)
+            guard log.append(imports) != .refused else {
+                throw CatalogStartError("the log could not take the catalog records")
+            }
             for record in imports { contents.apply(record) }
         }
+        // Makes the imported records durable whatever the --fsync policy.
         try sync()
         for path in toRename {
             try DurableFile.rename(path, to: path + migratedSuffix)
         }
         try contents.validated()
         return contents
+    }
+
+    /// Returns the records to import from a legacy file: all of them when the
+    /// log holds none of that kind (`logHolds` nil), none when the log already
+    /// holds exactly the file's contents (a migration interrupted before its
+    /// rename), nil when there is no file. Throws, saying what to do, when the
+    /// log holds something else, or when the file is gone but its
+    /// `.migrated` copy shows the log lost what it held.
+    private static func legacyRecords<Value: Equatable>(
+        _ path: String, limitBytes: Int, decode: ([UInt8]) -> Value?, logHolds: Value?, what: String,
+        records: (Value) -> [CatalogRecord], directory: String
+    ) throws(CatalogStartError) -> [CatalogRecord]? {
+        guard let legacy = try readLegacy(path, limitBytes: limitBytes, decode: decode) else {
+            if logHolds == nil, DurableFile.exists(path + migratedSuffix) {
+                throw CatalogStartError(
+                    "\(path + migratedSuffix) shows that this directory's \(what) went into the log, but the log "
+                        + "holds no \(what): the log was lost or replaced; restore wal/, snapshots/ and checkpoint.* "
+                        + "from a backup (or rename the file back to \(path) to re-import it)")
+            }
+            return nil
+        }
+        guard let inLog = logHolds else { return records(legacy) }
+        guard legacy == inLog else {
+            throw CatalogStartError(
+                "\(path) is present but the log already holds other \(what); the log is authoritative: "
+                    + "if the file is a leftover or a restored copy, move it out of \(directory), then start again")
+        }
+        return []
     }
 
     /// Reads and decodes a legacy file; nil when there is none. Throws, naming

@@ -64,11 +64,7 @@ struct BaruaRoutes: Sendable {
         return Compat.command(app: app, mode: key.mode, .deleteDeviceByToken(body.token, ownedBy: body.externalID)) {
             outcome in
             guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.member("deleted", deleted)
-            writer.endObject()
-            return jsonResponse(200, writer)
+            return DeviceRoutes.flag("deleted", deleted)
         }
     }
 

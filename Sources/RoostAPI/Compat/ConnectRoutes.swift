@@ -114,11 +114,7 @@ struct ConnectRoutes: Sendable {
         return Compat.command(app: app, mode: claims.mode, .deletePrincipalDevice(installation, owner: owner)) {
             outcome in
             guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.member("deleted", deleted)
-            writer.endObject()
-            return jsonResponse(200, writer)
+            return DeviceRoutes.flag("deleted", deleted)
         }
     }
 
@@ -221,13 +217,7 @@ struct ConnectRoutes: Sendable {
     func removeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         try authenticator.authenticate(context.request.head).requireOperator()
         let ticket = try keys.remove(id: context.parameters[0])
-        return .afterCommit(ticket) {
-            var writer = JSONWriter()
-            writer.beginObject()
-            writer.member("deleted", true)
-            writer.endObject()
-            return jsonResponse(200, writer)
-        }
+        return .afterCommit(ticket) { DeviceRoutes.flag("deleted", true) }
     }
 
     private static func writeKey(id: String, createdAt: Int64, current: Bool, into writer: inout JSONWriter) {

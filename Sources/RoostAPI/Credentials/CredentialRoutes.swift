@@ -53,12 +53,7 @@ struct CredentialRoutes: Sendable {
             guard case .removed(let deleted, let devicesRemoved) = outcome else {
                 return DeviceRoutes.unexpectedOrRejected(outcome)
             }
-            var writer = JSONWriter(reservingCapacity: 48)
-            writer.beginObject()
-            writer.member("deleted", deleted)
-            writer.member("devices_removed", devicesRemoved)
-            writer.endObject()
-            return jsonResponse(200, writer)
+            return DeviceRoutes.removal("deleted", deleted, devicesRemoved: devicesRemoved)
         }
     }
 

@@ -117,6 +117,16 @@ struct DeviceRoutes: Sendable {
         writer.endObject()
         return jsonResponse(200, writer)
     }
+
+    /// Returns `{"NAME":true|false,"devices_removed":N}` (erasures and removals).
+    static func removal(_ name: String, _ value: Bool, devicesRemoved: Int) -> HTTPResponse {
+        var writer = JSONWriter(reservingCapacity: 48)
+        writer.beginObject()
+        writer.member(name, value)
+        writer.member("devices_removed", devicesRemoved)
+        writer.endObject()
+        return jsonResponse(200, writer)
+    }
 }
 
 /// Every route of the native API (spec §4), for the service's router.

@@ -61,12 +61,7 @@ struct PeopleRoutes: Sendable {
             guard case .removed(let erased, let removed) = outcome else {
                 return DeviceRoutes.unexpectedOrRejected(outcome)
             }
-            var writer = JSONWriter(reservingCapacity: 48)
-            writer.beginObject()
-            writer.member("erased", erased)
-            writer.member("devices_removed", removed)
-            writer.endObject()
-            return jsonResponse(200, writer)
+            return DeviceRoutes.removal("erased", erased, devicesRemoved: removed)
         }
     }
 

@@ -29,10 +29,18 @@ package enum RouteOutcome: Sendable {
     /// Work that runs on a task of its own, off the loop, and answers through
     /// the sink (a CSV import: parsing is real work).
     case detached(@Sendable (any HTTPReplySink) -> Void)
+
     /// A catalog change already applied and appended: answered with
-    /// `render()` once its records are durable, 503 `unavailable` if they
-    /// cannot be.
-    case afterCommit(CommitTicket, @Sendable () -> HTTPResponse)
+    /// `render()` once its records are acknowledged — the loop waits for
+    /// their LSN as for a device write (`ShardWork.awaitLog`) — or 503
+    /// `unavailable` if they cannot be.
+    static func afterCommit(_ ticket: CommitTicket, _ render: @escaping @Sendable () -> HTTPResponse) -> RouteOutcome {
+        switch ticket {
+        case .acknowledged: .response(render())
+        case .refused: .response(APIError.logUnavailable.response)
+        case .pending(let lsn): .engine([.awaitLog(lsn)], answer: .rendering { _ in render() })
+        }
+    }
 
     /// One command on one index, its outcome rendered by `render` (503 when
     /// the log could not take its records).

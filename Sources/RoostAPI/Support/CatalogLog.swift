@@ -1,4 +1,3 @@
-import Glibc
 import RoostEngine
 import RoostStorage
 import Synchronization
@@ -6,8 +5,7 @@ import Synchronization
 /// The one place catalog records reach the log (apps, keys, settings,
 /// counters, identity signing keys): `EngineRecord.catalog` records through
 /// the engine's `MutationLog`, so they share its LSNs, group commit and
-/// `--fsync` policy. Re-point this type, and only this one, when the log's
-/// completion mechanism changes.
+/// `--fsync` policy.
 package final class CatalogLog: Sendable {
     private let log: (any MutationLog)?
 
@@ -35,28 +33,6 @@ package final class CatalogLog: Sendable {
         guard let lsn = log.append(encoded) else { return .refused }
         return .pending(lsn)
     }
-
-    /// Appends `records` and waits until they are durable (start-up only:
-    /// migration and the first identity key, before anything is served).
-    package func appendAndWait(_ records: [CatalogRecord]) throws(CatalogStartError) {
-        guard let log else { return }
-        let encoded = records.map { EngineRecord.catalog($0.encoded()).encoded() }
-        let done = Mutex<Bool?>(nil)
-        log.append(encoded) { durable in done.withLock { $0 = durable } }
-        while true {
-            if let durable = done.withLock({ $0 }) {
-                guard durable else { throw CatalogStartError("the log could not take the catalog records") }
-                return
-            }
-            usleepForStartUp()
-        }
-    }
-}
-
-/// Sleeps 1 ms; start-up waits for the log with it (never on an event loop).
-private func usleepForStartUp() {
-    var request = timespec(tv_sec: 0, tv_nsec: 1_000_000)
-    _ = nanosleep(&request, nil)
 }
 
 /// What one logged change waits for before it may be answered: a value (an
