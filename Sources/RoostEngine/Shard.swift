@@ -15,6 +15,15 @@ package actor Shard {
     package nonisolated let executor: LoopExecutor
     private var table: IndexTable
     private let log: any MutationLog
+    /// The LSN of the last append that held records of each index (kept after
+    /// an app's removal): the newest change a read of that index can show.
+    /// One entry per index ever written in this process.
+    private var loggedThrough: [IndexKey: LogSequenceNumber] = [:]
+    /// Indexes whose memory may hold a change the log never acknowledged: its
+    /// append was refused, or the log failed before acknowledging it. Their
+    /// commands answer 503 until a restart rebuilds them from disk, so that no
+    /// answer shows a write that was answered 503 (spec §2).
+    private var unacknowledged: Set<IndexKey> = []
 
     package init(number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable()) {
         self.number = number
@@ -31,23 +40,39 @@ package actor Shard {
     /// append, so one fsync covers the whole batch; returns each outcome with
     /// the LSN it waits for. Mutations are applied in memory before their
     /// records are appended, within this turn (what a fuzzy snapshot needs).
-    /// Runs on the owning loop's thread, called there with `assumeIsolated`.
+    /// Once the log has failed, nothing changes in memory any more
+    /// (`executeWithoutLog`). Runs on the owning loop's thread, called there
+    /// with `assumeIsolated`.
     package func execute(_ commands: [ShardCommand]) -> [ShardOutcome] {
+        if !log.acceptsWrites { return executeWithoutLog(commands) }
         var records: [[UInt8]] = []
         var outcomes: [ShardOutcome] = []
         outcomes.reserveCapacity(commands.count)
+        /// Per outcome: the index it read or changed, and whether it logged records.
+        var keys: [IndexKey] = []
+        var changed: [Bool] = []
+        /// The indexes this batch logs records of.
+        var written: Set<IndexKey> = []
         var position = commands.startIndex
         while position < commands.endIndex {
             switch commands[position].work {
             case .index(let key, let settings, _):
+                // The run of consecutive commands on this index: one lookup for all.
+                var end = position + 1
+                while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
+                if unacknowledged.contains(key) {
+                    for command in commands[position..<end] { outcomes.append(.unavailable(command.origin)) }
+                    keys.append(contentsOf: repeatElement(key, count: end - position))
+                    changed.append(contentsOf: repeatElement(false, count: end - position))
+                    position = end
+                    continue
+                }
                 // Replay creates indexes with the defaults: log other settings so
                 // that a recovered index behaves as this one does.
                 if table.ensure(key, settings: settings) && settings != .defaults {
                     records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
+                    written.insert(key)
                 }
-                // The run of consecutive commands on this index: one lookup for all.
-                var end = position + 1
-                while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
                 let found: Void? = table.withIndex(key) { index in
                     for command in commands[position..<end] {
                         guard case .index(_, _, let work) = command.work else { continue }
@@ -55,10 +80,13 @@ package actor Shard {
                         for mutation in mutations {
                             records.append(EngineRecord.mutation(key, mutation).encoded())
                         }
+                        if !mutations.isEmpty { written.insert(key) }
                         outcomes.append(
                             ShardOutcome(
                                 origin: command.origin, outcome: outcome, waitsFor: LogSequenceNumber(0),
-                                wrote: !mutations.isEmpty))
+                                dependsOn: LogSequenceNumber(0)))
+                        keys.append(key)
+                        changed.append(!mutations.isEmpty)
                     }
                 }
                 if found == nil { preconditionFailure("index \(key) vanished") }
@@ -66,10 +94,13 @@ package actor Shard {
             case .removeApp(let app):
                 let removed = table.removeApp(app)
                 records.append(EngineRecord.appRemoved(app).encoded())
+                for mode in AppMode.allCases { written.insert(IndexKey(app: app, mode: mode)) }
                 outcomes.append(
                     ShardOutcome(
                         origin: commands[position].origin, outcome: .appRemoved(devices: removed),
-                        waitsFor: LogSequenceNumber(0), wrote: true))
+                        waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0)))
+                keys.append(IndexKey(app: app, mode: .live))
+                changed.append(true)
                 position += 1
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
@@ -79,11 +110,51 @@ package actor Shard {
         // also for every earlier append of the log, from any shard).
         let appended = records.isEmpty ? nil : log.append(records)
         let readsWaitFor = appended ?? log.appendedThrough
-        for index in outcomes.indices {
-            // nil: the log could not take the batch, so no write of it is acknowledged.
-            outcomes[index].waitsFor = outcomes[index].wrote ? appended : readsWaitFor
+        if let appended {
+            for key in written { loggedThrough[key] = appended }
+        } else if !records.isEmpty {
+            // Refused: these changes are in memory and nowhere else.
+            unacknowledged.formUnion(written)
+        }
+        for index in outcomes.indices where outcomes[index].waitsFor != nil {
+            let key = keys[index]
+            if unacknowledged.contains(key) {
+                // A write the log refused, or a read that may show one: 503.
+                outcomes[index].waitsFor = nil
+                continue
+            }
+            let dependsOn = loggedThrough[key] ?? LogSequenceNumber(0)
+            outcomes[index].waitsFor = changed[index] ? dependsOn : readsWaitFor
+            outcomes[index].dependsOn = dependsOn
         }
         return outcomes
+    }
+
+    /// The log has failed: nothing may change in memory any more. First every
+    /// index whose last logged change the log did not acknowledge is marked;
+    /// then each command runs on a copy of its index (copy-on-write: a read
+    /// copies nothing): one that would change it is refused (503) and the
+    /// copy dropped; a read is answered unless its index is marked.
+    private func executeWithoutLog(_ commands: [ShardCommand]) -> [ShardOutcome] {
+        // Published before the failure flag and frozen after it.
+        let acknowledged = log.acknowledgedThrough
+        for (key, lsn) in loggedThrough where lsn > acknowledged { unacknowledged.insert(key) }
+        return commands.map { command -> ShardOutcome in
+            switch command.work {
+            case .index(let key, let settings, let work):
+                guard !unacknowledged.contains(key) else { return .unavailable(command.origin) }
+                var trial = table.indexes[key] ?? AppIndex(appID: key.app, mode: key.mode, settings: settings)
+                let (outcome, mutations) = trial.execute(work)
+                guard mutations.isEmpty else { return .unavailable(command.origin) }
+                return ShardOutcome(
+                    origin: command.origin, outcome: outcome, waitsFor: LogSequenceNumber(0),
+                    dependsOn: loggedThrough[key] ?? LogSequenceNumber(0))
+            case .removeApp:
+                return .unavailable(command.origin)
+            case .awaitLog:
+                preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
+            }
+        }
     }
 
     // MARK: - Snapshot slices (read-only, not logged)

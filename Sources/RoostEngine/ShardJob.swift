@@ -54,10 +54,18 @@ package struct ShardOutcome: Sendable {
     package var origin: CommandOrigin
     package var outcome: Outcome
     package var waitsFor: LogSequenceNumber?
-    /// True when the command logged records: if the log fails first, the
-    /// answer is 503 and nothing is acknowledged. A read is answered from
-    /// memory then (the log keeps serving reads after a failure).
-    package var wrote: Bool
+    /// The newest record the answer can show: a write's own records, or the
+    /// last logged change of the index a read looked at (0: none). If the log
+    /// fails before acknowledging it, the answer is 503, not the outcome: a
+    /// write so answered was not applied (spec §2), so no read may show it.
+    /// A read that depends only on acknowledged records is still answered.
+    package var dependsOn: LogSequenceNumber
+
+    /// An outcome answered 503 at once (`waitsFor` nil): the log refused the
+    /// records, or the answer could show a change it never acknowledged.
+    static func unavailable(_ origin: CommandOrigin) -> ShardOutcome {
+        ShardOutcome(origin: origin, outcome: .logAcknowledged, waitsFor: nil, dependsOn: LogSequenceNumber(0))
+    }
 }
 
 /// What the origin of a command receives: the outcome once its records are

@@ -150,7 +150,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     /// Waits, on this loop, for the LSN of an `awaitLog` command.
     private func awaitLog(_ command: ShardCommand) {
         guard case .awaitLog(let lsn) = command.work else { preconditionFailure("\(command.work) needs a shard") }
-        waiting.append(ShardOutcome(origin: command.origin, outcome: .logAcknowledged, waitsFor: lsn, wrote: true))
+        waiting.append(ShardOutcome(origin: command.origin, outcome: .logAcknowledged, waitsFor: lsn, dependsOn: lsn))
     }
 
     /// Runs commands on a shard this loop owns, in turns of at most
@@ -188,7 +188,8 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
                 if waitsFor <= acknowledged {
                     answer = .some(outcome.outcome)
                 } else if failed {
-                    answer = .some(outcome.wrote ? nil : outcome.outcome)
+                    // Served only if it shows nothing the log did not acknowledge.
+                    answer = .some(outcome.dependsOn <= acknowledged ? outcome.outcome : nil)
                 } else {
                     answer = nil
                     earliest = min(earliest, waitsFor)

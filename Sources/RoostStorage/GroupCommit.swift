@@ -28,6 +28,9 @@ package struct GroupCommit<Waiter> {
         case write(bytes: [UInt8], offset: Int)
         /// fdatasync the open segment.
         case sync
+        /// Record in the log-end file that every record through this LSN is
+        /// durable (it was synced by an earlier plan), then fdatasync it.
+        case markEnd(LogSequenceNumber)
     }
 
     /// The work the I/O thread performs between two calls into the machine.
@@ -58,6 +61,8 @@ package struct GroupCommit<Waiter> {
     package let segmentBytesMax: Int
     package let payloadBytesMax: Int
     package let syncIntervalNanoseconds: UInt64
+    /// A `markEnd` step follows newly synced records at most this often; nil: never.
+    package let markIntervalNanoseconds: UInt64?
 
     package private(set) var nextLSN: LogSequenceNumber
     package private(set) var writtenLSN: LogSequenceNumber
@@ -75,12 +80,18 @@ package struct GroupCommit<Waiter> {
     private var syncRequestedThrough: LogSequenceNumber
     /// When the oldest written-but-unsynced record was written (everysec).
     private var unsyncedSinceNanoseconds: UInt64?
+    /// The last LSN a `markEnd` step recorded, and when.
+    package private(set) var markedLSN: LogSequenceNumber
+    private var markedAtNanoseconds: UInt64
 
     /// Starts with the open segment at `segmentOffset` and `nextLSN` the LSN
-    /// of the next record; everything before it is durable.
+    /// of the next record; everything before it is durable (and recorded in
+    /// the log-end file at `markedAtNanoseconds`). With `markIntervalNanoseconds`,
+    /// plans carry a `markEnd` step for newly synced records at most that often.
     package init(
         policy: FsyncPolicy, nextLSN: LogSequenceNumber, segmentOffset: Int, segmentBytesMax: Int,
-        payloadBytesMax: Int, syncIntervalNanoseconds: UInt64
+        payloadBytesMax: Int, syncIntervalNanoseconds: UInt64, markIntervalNanoseconds: UInt64? = nil,
+        markedAtNanoseconds: UInt64 = 0
     ) {
         precondition(nextLSN.rawValue >= 1, "nextLSN \(nextLSN) must be at least 1")
         precondition(
@@ -96,6 +107,9 @@ package struct GroupCommit<Waiter> {
         self.segmentBytesMax = segmentBytesMax
         self.payloadBytesMax = payloadBytesMax
         self.syncIntervalNanoseconds = syncIntervalNanoseconds
+        self.markIntervalNanoseconds = markIntervalNanoseconds
+        self.markedLSN = writtenLSN
+        self.markedAtNanoseconds = markedAtNanoseconds
     }
 
     /// Assigns the next LSNs to `payloads`, frames them into the pending
@@ -192,6 +206,9 @@ package struct GroupCommit<Waiter> {
     package mutating func nextIO(nowNanoseconds: UInt64) -> Plan? {
         if failure != nil || ioInFlight { return nil }
         var steps: [Step] = []
+        // First, before this plan writes anything: a failure then fails only
+        // records not yet written, as any write failure does.
+        if markDue(nowNanoseconds: nowNanoseconds) { steps.append(.markEnd(syncedLSN)) }
         var writtenThrough = writtenLSN
         for chunk in chunks {
             if let rollTo = chunk.rollTo { steps.append(.roll(firstLSN: rollTo)) }
@@ -221,8 +238,20 @@ package struct GroupCommit<Waiter> {
     /// Returns when the I/O thread must wake without being signalled (the
     /// everysec sync), or nil to wait for a signal.
     package func wakeDeadline() -> UInt64? {
-        guard policy == .everysec, failure == nil, let since = unsyncedSinceNanoseconds else { return nil }
-        return since &+ syncIntervalNanoseconds
+        guard failure == nil else { return nil }
+        var deadline: UInt64?
+        if policy == .everysec, let since = unsyncedSinceNanoseconds { deadline = since &+ syncIntervalNanoseconds }
+        if let interval = markIntervalNanoseconds, syncedLSN > markedLSN {
+            let markAt = markedAtNanoseconds &+ interval
+            deadline = min(deadline ?? markAt, markAt)
+        }
+        return deadline
+    }
+
+    /// True when newly synced records are due to be recorded in the log-end file.
+    private func markDue(nowNanoseconds: UInt64) -> Bool {
+        guard let interval = markIntervalNanoseconds, syncedLSN > markedLSN else { return false }
+        return nowNanoseconds >= markedAtNanoseconds &+ interval
     }
 
     /// Records that `plan` was performed and returns the waiters now done.
@@ -231,6 +260,10 @@ package struct GroupCommit<Waiter> {
         precondition(plan.writtenThrough >= writtenLSN, "written LSN went back: \(plan.writtenThrough) < \(writtenLSN)")
         ioInFlight = false
         writtenLSN = plan.writtenThrough
+        for case .markEnd(let lsn) in plan.steps {
+            markedLSN = lsn
+            markedAtNanoseconds = nowNanoseconds
+        }
         if plan.syncs {
             syncsPerformed += 1
             syncedLSN = plan.writtenThrough

@@ -6,13 +6,17 @@ package struct RecoveryInput: Sendable, Equatable {
     package var snapshots: [LogSequenceNumber: SnapshotCheck]
     /// Every segment file, sorted by name (so by first LSN).
     package var segments: [SegmentScan]
+    /// The `log-end` file: how far the log had certainly reached.
+    package var logEnd: LogEndRead
 
     package init(
-        checkpoints: [CheckpointRead], snapshots: [LogSequenceNumber: SnapshotCheck], segments: [SegmentScan]
+        checkpoints: [CheckpointRead], snapshots: [LogSequenceNumber: SnapshotCheck], segments: [SegmentScan],
+        logEnd: LogEndRead = .missing(path: "/d/" + LogEndFormat.fileName)
     ) {
         self.checkpoints = checkpoints
         self.snapshots = snapshots
         self.segments = segments
+        self.logEnd = logEnd
     }
 }
 
@@ -75,7 +79,13 @@ package enum RecoveryDecision: Sendable, Equatable {
 /// - Damage in a segment that is not the last, a damaged header, an LSN gap,
 ///   or damage in the last segment followed by a valid record: refuse.
 /// - Damage in the last segment with nothing valid after it: a torn tail, cut.
-/// - A last segment whose header was never written (and is all zero): removed.
+/// - A last segment whose header was never written (and is all zero): removed,
+///   unless the log-end file exists (this release creates segments whole, so
+///   such a segment was zeroed or cut: refuse).
+/// - The log must reach what the rest of the directory proves: the log-end
+///   file's end LSN and open segment, and each checkpoint's snapshot LSN - 1
+///   (the log is synced before a checkpoint is written). Anything less is a
+///   cut, zeroed or deleted log: refuse (docs/decisions/0007-wal-damage-log-end.md).
 /// - If no candidate works: refuse with the first reason met, newest first.
 package func decideRecovery(_ input: RecoveryInput) -> RecoveryDecision {
     var notes: [String] = []
@@ -95,9 +105,22 @@ package func decideRecovery(_ input: RecoveryInput) -> RecoveryDecision {
         // A damaged slot next to a valid one is a torn checkpoint write; the valid one decides.
         firstRefusal = nil
     }
+    let evidence: LogEvidence
+    switch LogEvidence.gather(input) {
+    case .failure(let damage): return .refuse(damage)
+    case .success(let gathered): evidence = gathered
+    }
+    notes += evidence.notes
     var segments = input.segments
     var removeSegments: [String] = []
     if let last = segments.last, case .unwritten = last.header {
+        if let path = evidence.logEndPath {
+            return .refuse(
+                Damage(
+                    file: last.path, offset: 0,
+                    reason: "segment header is zero (\(last.fileBytes) bytes) although \(path) exists: this release"
+                        + " creates a segment whole before naming it, so this one was zeroed or cut"))
+        }
         removeSegments.append(last.path)
         notes.append("segment \(last.path) was created but never written; removed")
         segments.removeLast()
@@ -119,6 +142,7 @@ package func decideRecovery(_ input: RecoveryInput) -> RecoveryDecision {
             // Log damage at or after this start also breaks every older start.
             return .refuse(firstRefusal ?? damage)
         case .success(var plan):
+            if let damage = evidence.refusal(plan: plan, segments: segments) { return .refuse(damage) }
             plan.checkpoint = choice.checkpoint
             plan.checkpointSlot = choice.slot
             let older = choices[(index + 1)...].first { $0.checkpoint != nil }
@@ -187,6 +211,8 @@ func planLog(_ segments: [SegmentScan], from replayFrom: LogSequenceNumber) -> R
                     reason: "LSN gap: previous segment ends at \(previousLast), this one starts at \(firstLSNs[index])")
             )
         }
+        // A segment not the size it was created with was cut (never a torn tail).
+        if let damage = segment.sizeDamage { return .failure(damage) }
         switch segment.end {
         case .clean: break
         case .damaged(let damage, let laterRecordFound):
@@ -211,4 +237,89 @@ func planLog(_ segments: [SegmentScan], from replayFrom: LogSequenceNumber) -> R
         plan.appendTo = (last.fileName, last.endOffset)
     }
     return .success(plan)
+}
+
+/// What the directory proves about the end of the log, outside the log's
+/// own tail: the log-end file and the checkpoints.
+struct LogEvidence {
+    /// The log reached at least this LSN durably (0: nothing proven).
+    var provenEnd = LogSequenceNumber(0)
+    /// What proves `provenEnd`, in words.
+    var source = ""
+    /// A segment with this first LSN (or a later one) must exist (0: none).
+    var requiredSegment = LogSequenceNumber(0)
+    /// The log-end file's path when it exists (so this release wrote the log).
+    var logEndPath: String?
+    /// The storage directory's `wal/`, for naming a missing segment.
+    var walDirectory: String
+    var notes: [String] = []
+
+    /// Reads the evidence, or returns the damage that stops start-up: a
+    /// log-end file that is damaged, or missing beside a segment this
+    /// release wrote (a version-1 directory has none until its first start).
+    static func gather(_ input: RecoveryInput) -> Result<LogEvidence, Damage> {
+        let path: String
+        switch input.logEnd {
+        case .missing(let missing): path = missing
+        case .damaged(let damage): path = damage.file
+        case .valid(_, let valid, _): path = valid
+        }
+        var evidence = LogEvidence(walDirectory: StorageLayout.parent(of: path) + "/" + SegmentFormat.directoryName)
+        switch input.logEnd {
+        case .missing:
+            if let written = input.segments.first(where: { $0.version >= 2 }) {
+                return .failure(
+                    Damage(
+                        file: path, offset: 0,
+                        reason: "missing, but \(written.path) was written by this release, which keeps this file:"
+                            + " the durable end of the log is unknown; restore it (or the whole directory) from a backup"
+                    ))
+            }
+        case .damaged(let damage):
+            return .failure(damage)
+        case .valid(let end, _, let torn):
+            evidence.logEndPath = path
+            evidence.provenEnd = end.endLSN
+            evidence.requiredSegment = end.openSegment
+            evidence.source = path + (end.cleanShutdown ? " (written at a clean shutdown)" : "")
+            if let torn { evidence.notes.append("log-end slot damaged (torn write), the other slot used: \(torn)") }
+        }
+        for case .valid(let checkpoint) in input.checkpoints
+        where checkpoint.snapshotLSN.rawValue - 1 > evidence.provenEnd.rawValue {
+            evidence.provenEnd = LogSequenceNumber(checkpoint.snapshotLSN.rawValue - 1)
+            evidence.source =
+                "checkpoint \(checkpoint.sequence) (its snapshot starts at LSN \(checkpoint.snapshotLSN), and the log"
+                + " is synced before a checkpoint is written)"
+        }
+        return .success(evidence)
+    }
+
+    /// Returns why `plan` (over `segments`, the never-written one removed)
+    /// loses records the evidence proves, or nil.
+    func refusal(plan: RecoveryPlan, segments: [SegmentScan]) -> Damage? {
+        let last = segments.last
+        var lastFirst = LogSequenceNumber(0)
+        if let last, case .valid(let first) = last.header { lastFirst = first }
+        if requiredSegment.rawValue > 0 && lastFirst < requiredSegment {
+            return Damage(
+                file: walDirectory + "/" + SegmentFormat.fileName(firstLSN: requiredSegment), offset: 0,
+                reason: "segment missing: \(logEndPath ?? "log-end") says the log went on in it (it starts at LSN"
+                    + " \(requiredSegment)); it was deleted")
+        }
+        let end = last?.lastLSN ?? LogSequenceNumber(0)
+        guard end < provenEnd else { return nil }
+        let lost = "\(source) proves the log reached LSN \(provenEnd)"
+        if let cut = plan.cutTail, let last, case .damaged(let damage, _) = last.end {
+            return Damage(
+                file: cut.path, offset: damage.offset,
+                reason: "\(damage.reason) after LSN \(end), but \(lost): not a torn tail, records were lost")
+        }
+        guard let last else {
+            return Damage(
+                file: walDirectory, offset: 0, reason: "no segment left, but \(lost): segments were deleted")
+        }
+        return Damage(
+            file: last.path, offset: last.endOffset,
+            reason: "the log ends at LSN \(end), but \(lost): records were cut, zeroed or deleted")
+    }
 }

@@ -28,6 +28,9 @@ package struct StorageLayout: Sendable {
 
     package func segmentPath(_ fileName: String) -> String { fileSystem.join(walDirectory, fileName) }
 
+    /// The `log-end` file: the durable end of the log, known outside its tail.
+    package var logEndPath: String { fileSystem.join(directory, LogEndFormat.fileName) }
+
     package func snapshotPath(_ startLSN: LogSequenceNumber) -> String {
         fileSystem.join(snapshotDirectory, SnapshotFormat.fileName(startLSN: startLSN))
     }
@@ -81,9 +84,14 @@ package struct StorageLayout: Sendable {
         guard case .valid(let first) = header, SegmentFormat.firstLSN(fileName: fileName) == first else {
             return try scanSegment(fileName, options: options, buffer: &buffer)
         }
-        return SegmentScan(
+        let declared = SegmentFormat.declaredBytes(header: buffer)
+        var scan = SegmentScan(
             path: path, fileName: fileName, fileBytes: fileBytes, header: header, recordCount: 0,
             endOffset: SegmentFormat.headerBytes, end: .clean, recordsSkipped: true)
+        scan.version = Bytes.read(UInt32.self, buffer, at: 8)
+        scan.declaredBytes = declared
+        scan.sizeDamage = SegmentFormat.sizeDamage(path: path, fileBytes: fileBytes, declaredBytes: declared)
+        return scan
     }
 
     /// Reads everything recovery decides on: both checkpoint slots, the
@@ -116,6 +124,13 @@ package struct StorageLayout: Sendable {
                     throw .io(error)
                 }
             }
+        }
+        let logEnd: LogEndRead
+        do {
+            logEnd = LogEndFormat.decode(try fileSystem.readWhole(logEndPath, limitBytes: 1 << 16), path: logEndPath)
+        } catch {
+            guard error.errno == EFBIG else { throw .io(error) }
+            logEnd = .damaged(Damage(file: logEndPath, offset: 1 << 16, reason: "log-end file too large"))
         }
         let snapshotNames: Set<String>
         do { snapshotNames = Set(try fileSystem.list(snapshotDirectory)) } catch { throw .io(error) }
@@ -171,7 +186,9 @@ package struct StorageLayout: Sendable {
             next = scan
         }
         segments.reverse()
-        return (RecoveryInput(checkpoints: checkpoints, snapshots: snapshots, segments: segments), retained)
+        return (
+            RecoveryInput(checkpoints: checkpoints, snapshots: snapshots, segments: segments, logEnd: logEnd), retained
+        )
     }
 
     /// The most segment bytes start-up keeps for replay; segments beyond it are read again.

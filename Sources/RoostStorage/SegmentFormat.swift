@@ -7,12 +7,20 @@
 package enum SegmentFormat {
     /// "ROOSTWAL".
     package static let magic: [UInt8] = Array("ROOSTWAL".utf8)
-    package static let version: UInt32 = 1
+    /// The version this release writes. Version 2 records the segment's
+    /// preallocated size in the header (bytes 12..<16), so that a segment
+    /// shorter than it was created is damage, not an end of log. Version 1
+    /// (an older release: those bytes are zero) is still read; the log never
+    /// appends to a version-1 segment again (open rolls to a new one).
+    package static let version: UInt32 = 2
     package static let headerBytes = 32
     package static let recordHeaderBytes = 24
     /// The directory, under the storage directory, that holds segments.
     package static let directoryName = "wal"
     package static let fileExtension = ".seg"
+    /// A segment being created by a roll without a prepared file: written
+    /// whole (header, preallocation, fdatasync), then renamed to its name.
+    package static let temporaryName = "segment.tmp"
 
     /// Returns the file name of the segment whose first record is `firstLSN`.
     package static func fileName(firstLSN: LogSequenceNumber) -> String {
@@ -29,11 +37,25 @@ package enum SegmentFormat {
         return LogSequenceNumber(value)
     }
 
-    /// Returns the 32-byte segment header for a segment starting at `firstLSN`.
-    package static func encodeHeader(firstLSN: LogSequenceNumber) -> [UInt8] {
+    /// Returns the 32-byte (version 2) header of a segment starting at
+    /// `firstLSN` that is `segmentBytes` long from its creation.
+    package static func encodeHeader(firstLSN: LogSequenceNumber, segmentBytes: Int) -> [UInt8] {
+        precondition(
+            segmentBytes >= headerBytes && segmentBytes % 8 == 0 && segmentBytes <= Int(UInt32.max),
+            "segment size \(segmentBytes) out of range")
+        return encodeHeader(firstLSN: firstLSN, version: version, sizeField: UInt32(segmentBytes))
+    }
+
+    /// Returns a version-1 header (an older release's; bytes 12..<16 zero).
+    /// For compatibility tests and fixtures: this release never writes one.
+    package static func encodeVersion1Header(firstLSN: LogSequenceNumber) -> [UInt8] {
+        encodeHeader(firstLSN: firstLSN, version: 1, sizeField: 0)
+    }
+
+    static func encodeHeader(firstLSN: LogSequenceNumber, version: UInt32, sizeField: UInt32) -> [UInt8] {
         var bytes = magic
         Bytes.append(version, to: &bytes)
-        Bytes.append(UInt32(0), to: &bytes)
+        Bytes.append(sizeField, to: &bytes)
         Bytes.append(firstLSN.rawValue, to: &bytes)
         Bytes.append(CRC32C.checksum(bytes), to: &bytes)
         Bytes.append(UInt32(0), to: &bytes)
@@ -125,6 +147,13 @@ package struct SegmentScan: Sendable, Equatable {
     /// segment wholly below the newest usable snapshot): `recordCount`,
     /// `endOffset` and `end` then say nothing about its records.
     package var recordsSkipped: Bool = false
+    /// The header's version (0 when the header is not valid).
+    package var version: UInt32 = 0
+    /// The size a version-2 header says the segment was created with; nil for version 1.
+    package var declaredBytes: Int?
+    /// Set when the file is not the size its header says (a version-2
+    /// segment cut short, or grown): damage that is never a torn tail.
+    package var sizeDamage: Damage?
 
     /// The LSN of the last whole record, or firstLSN - 1 when there is none.
     package var lastLSN: LogSequenceNumber? {
@@ -170,6 +199,9 @@ extension SegmentFormat {
                 Damage(file: path, offset: 16, reason: "header first LSN \(firstLSN) does not match the file name"))
             return result
         }
+        result.version = Bytes.read(UInt32.self, bytes, at: 8)
+        result.declaredBytes = declaredBytes(header: bytes)
+        result.sizeDamage = sizeDamage(path: path, fileBytes: bytes.count, declaredBytes: result.declaredBytes)
         var offset = headerBytes
         var expected = firstLSN
         while true {
@@ -207,13 +239,38 @@ extension SegmentFormat {
         let crc = Bytes.read(UInt32.self, bytes, at: 24)
         if crc != CRC32C.checksum(bytes[0..<24]) { return damaged(24, "segment header CRC mismatch") }
         let version = Bytes.read(UInt32.self, bytes, at: 8)
-        if version != self.version { return damaged(8, "unsupported segment version \(version)") }
-        if Bytes.read(UInt32.self, bytes, at: 12) != 0 || Bytes.read(UInt32.self, bytes, at: 28) != 0 {
+        if version != 1 && version != self.version { return damaged(8, "unsupported segment version \(version)") }
+        if Bytes.read(UInt32.self, bytes, at: 28) != 0 || (version == 1 && Bytes.read(UInt32.self, bytes, at: 12) != 0)
+        {
             return damaged(12, "nonzero reserved bytes in segment header")
+        }
+        if version == 2 {
+            let size = Int(Bytes.read(UInt32.self, bytes, at: 12))
+            if size < headerBytes || size % 8 != 0 {
+                return damaged(12, "segment size \(size) in the header is invalid")
+            }
         }
         let first = Bytes.read(UInt64.self, bytes, at: 16)
         if first == 0 { return damaged(16, "first LSN 0") }
         return .valid(firstLSN: LogSequenceNumber(first))
+    }
+
+    /// Returns the size a valid version-2 header declares, or nil (version 1).
+    static func declaredBytes(header bytes: [UInt8]) -> Int? {
+        Bytes.read(UInt32.self, bytes, at: 8) == 2 ? Int(Bytes.read(UInt32.self, bytes, at: 12)) : nil
+    }
+
+    /// Returns the damage of a segment whose file is not the size its header
+    /// declares (nil for version 1, which declares none). Segments are created
+    /// whole at their full size before their name exists, so a shorter file
+    /// was cut: whatever it held past its end is lost, whether or not the
+    /// cut fell on a record boundary.
+    static func sizeDamage(path: String, fileBytes: Int, declaredBytes: Int?) -> Damage? {
+        guard let declaredBytes, fileBytes != declaredBytes else { return nil }
+        let what = fileBytes < declaredBytes ? "cut short" : "longer than created"
+        return Damage(
+            file: path, offset: min(fileBytes, declaredBytes),
+            reason: "segment is \(fileBytes) bytes but was created with \(declaredBytes) (\(what))")
     }
 
     enum DecodedRecord {

@@ -8,6 +8,12 @@ package struct StorageOptions: Sendable {
     package var recordPayloadBytesMax: Int = 1 << 20
     /// The everysec policy syncs data written this long ago at the latest.
     package var syncIntervalMilliseconds: Int = 1000
+    /// After a group commit's fdatasync, the log-end file records the durable
+    /// end at most once per this interval (and at every roll, open and clean
+    /// close). Records synced within it before a crash are the only ones whose
+    /// later loss (a zeroed tail) cannot be told from "never written"
+    /// (docs/decisions/0007-wal-damage-log-end.md).
+    package var logEndIntervalMilliseconds: Int = 1000
     /// A failed log says so on stderr at most once per this interval.
     package var errorLogIntervalMilliseconds: Int = 10_000
     /// The largest segment file recovery reads (segments written with a larger
@@ -30,13 +36,16 @@ package struct StorageOptions: Sendable {
     /// Checks the relations between limits; called once by `WriteAheadLog.open`.
     func validate() throws(StorageError) {
         let smallest = SegmentFormat.headerBytes + SegmentFormat.recordBytes(payloadBytes: recordPayloadBytesMax)
-        guard segmentBytesMax >= smallest, segmentBytesMax % 8 == 0 else {
-            throw .invalidUse("segmentBytesMax \(segmentBytesMax) must be a multiple of 8 and at least \(smallest)")
+        guard segmentBytesMax >= smallest, segmentBytesMax % 8 == 0, segmentBytesMax <= Int(UInt32.max) else {
+            throw .invalidUse(
+                "segmentBytesMax \(segmentBytesMax) must be a multiple of 8, at least \(smallest) and at most 2^32 - 1"
+                    + " (the segment header holds it in 32 bits)")
         }
         guard recordPayloadBytesMax >= 0, recordPayloadBytesMax <= Int(UInt32.max) else {
             throw .invalidUse("recordPayloadBytesMax \(recordPayloadBytesMax) out of range")
         }
         guard syncIntervalMilliseconds > 0 else { throw .invalidUse("syncIntervalMilliseconds must be positive") }
+        guard logEndIntervalMilliseconds > 0 else { throw .invalidUse("logEndIntervalMilliseconds must be positive") }
         guard segmentReadBytesMax >= segmentBytesMax else {
             throw .invalidUse("segmentReadBytesMax must be at least segmentBytesMax")
         }

@@ -40,6 +40,18 @@ package enum WALTool {
         var damages: [Damage] = []
         var lines: [String] = []
         for case .damaged(let damage) in input.checkpoints { damages.append(damage) }
+        switch input.logEnd {
+        case .missing(let path):
+            lines.append("log-end \(path): missing (a directory an older release wrote has none until its next start)")
+        case .damaged(let damage):
+            damages.append(damage)
+        case .valid(let end, let path, let torn):
+            if let torn { damages.append(torn) }
+            lines.append(
+                "log-end \(path): the log reached LSN \(end.endLSN) durably, open segment"
+                    + " \(SegmentFormat.fileName(firstLSN: end.openSegment))"
+                    + (end.cleanShutdown ? ", clean shutdown" : ", not shut down cleanly since"))
+        }
         let snapshotNames: [String]
         do {
             snapshotNames = try options.fileSystem.list(layout.snapshotDirectory).filter {
@@ -63,6 +75,7 @@ package enum WALTool {
             case .damaged(let damage): damages.append(damage)
             case .unwritten: lines.append("segment \(scan.path): never written")
             case .valid(let first):
+                if let damage = scan.sizeDamage { damages.append(damage) }
                 if case .damaged(let damage, _) = scan.end { damages.append(damage) }
                 lines.append(
                     "segment \(scan.path): LSN \(first) to \(scan.lastLSN ?? first), \(scan.recordCount) records")

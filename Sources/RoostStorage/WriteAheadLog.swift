@@ -127,7 +127,9 @@ package final class WriteAheadLog: Sendable {
         let machine = GroupCommit<Completion?>(
             policy: policy, nextLSN: nextLSN, segmentOffset: open.offset, segmentBytesMax: options.segmentBytesMax,
             payloadBytesMax: options.recordPayloadBytesMax,
-            syncIntervalNanoseconds: UInt64(options.syncIntervalMilliseconds) * 1_000_000)
+            syncIntervalNanoseconds: UInt64(options.syncIntervalMilliseconds) * 1_000_000,
+            markIntervalNanoseconds: UInt64(options.logEndIntervalMilliseconds) * 1_000_000,
+            markedAtNanoseconds: monotonicNanoseconds())
         self.shared = ConditionLock(Shared(machine: machine))
         self.acknowledged = Atomic(nextLSN.rawValue - 1)
         self.catalog = Mutex(catalog)
@@ -270,7 +272,19 @@ package final class WriteAheadLog: Sendable {
         }
         running?.join()
         preparer?.stop()
-        segment.withLock { $0.close() }
+        // A clean close records the exact end (nothing is written after it),
+        // unless the log failed: then nothing is synced again.
+        let synced = shared.withLock { $0.machine.failure == nil ? $0.machine.syncedLSN : nil }
+        segment.withLock { open in
+            if let synced, open.file != nil {
+                do throws(SystemCallError) {
+                    try open.markEnd(synced, cleanShutdown: true)
+                } catch {
+                    options.log("wal.warning=log-end wal.detail=\"\(error)\"")
+                }
+            }
+            open.close()
+        }
     }
 
     deinit {
@@ -339,6 +353,8 @@ package final class WriteAheadLog: Sendable {
                         let start = monotonicNanoseconds()
                         defer { syncNanoseconds += monotonicNanoseconds() &- start }
                         try open.syncData()
+                    case .markEnd(let lsn):
+                        try open.markEnd(lsn, cleanShutdown: false)
                     }
                 }
                 return .success(())
@@ -369,16 +385,23 @@ package final class WriteAheadLog: Sendable {
 
 extension WriteAheadLog {
     /// Cuts a torn tail and removes never-written segments as `plan` says,
-    /// then opens (or creates) the segment to append to.
+    /// then opens the segment to append to, or creates one: for a new log,
+    /// when the last segment is an older release's (version 1), or when it
+    /// was created with another `segmentBytesMax`. Creates the log-end file
+    /// when missing (before any segment of this release exists) and records
+    /// the recovered end in it, once the last segment is synced.
     static func repairAndOpenSegment(
         plan: RecoveryPlan, input: RecoveryInput, layout: StorageLayout, options: StorageOptions
     ) throws(StorageError) -> OpenSegment {
         let fileSystem = layout.fileSystem
         do {
-            // A prepared segment left by an earlier run is never part of the log.
-            let prepared = fileSystem.join(layout.walDirectory, SegmentPreparer.fileName)
-            if try fileSystem.list(layout.walDirectory).contains(SegmentPreparer.fileName) {
-                try fileSystem.remove(prepared)
+            // Files being created by an earlier run are never part of the log.
+            let walNames = try fileSystem.list(layout.walDirectory)
+            for name in [SegmentPreparer.fileName, SegmentFormat.temporaryName] where walNames.contains(name) {
+                try fileSystem.remove(fileSystem.join(layout.walDirectory, name))
+            }
+            if try fileSystem.list(layout.directory).contains(LogEndFormat.temporaryName) {
+                try fileSystem.remove(fileSystem.join(layout.directory, LogEndFormat.temporaryName))
             }
             for path in plan.removeSegments { try fileSystem.remove(path) }
             if !plan.removeSegments.isEmpty { try fileSystem.syncDirectory(layout.walDirectory) }
@@ -397,21 +420,41 @@ extension WriteAheadLog {
                 try file.syncData()
                 options.log("wal.recovery=tail-zeroed wal.segment=\(cut.path) wal.offset=\(cut.offset)")
             }
+            let recoveredEnd = LogSequenceNumber(plan.nextLSN.rawValue - 1)
+            // The records read back may sit only in the page cache (a crash
+            // under everysec or never): make them durable before the log-end
+            // file says so. Only the last segment can hold unsynced bytes.
+            var last: (any StorageFile)?
             if let appendTo = plan.appendTo {
-                let path = layout.segmentPath(appendTo.fileName)
-                let file = try fileSystem.open(path, create: false)
-                if try file.size() < options.segmentBytesMax {
-                    try file.preallocate(size: options.segmentBytesMax)
-                    try file.syncData()
-                }
+                let file = try fileSystem.open(layout.segmentPath(appendTo.fileName), create: false)
+                try file.syncData()
+                last = file
+            }
+            let logEnd = try LogEndFile.openOrCreate(
+                read: input.logEnd, layout: layout,
+                initial: LogEnd(sequence: 1, endLSN: recoveredEnd, openSegment: 0, cleanShutdown: false))
+            if let appendTo = plan.appendTo, let file = last {
                 guard let first = SegmentFormat.firstLSN(fileName: appendTo.fileName) else {
                     preconditionFailure("append segment \(appendTo.fileName) has no LSN in its name")
                 }
-                return OpenSegment(file: file, firstLSN: first, offset: appendTo.offset)
+                let scan = input.segments.last { $0.fileName == appendTo.fileName }
+                if scan?.version == SegmentFormat.version && scan?.declaredBytes == options.segmentBytesMax {
+                    var open = OpenSegment(file: file, firstLSN: first, offset: appendTo.offset, logEnd: logEnd)
+                    try open.markEnd(recoveredEnd, cleanShutdown: false)
+                    return open
+                }
+                // An older release's segment, or another size: it stays as it
+                // is (sealed, synced above) and the log goes on in a new one.
+                file.close()
+                options.log(
+                    "wal.recovery=new-segment wal.segment=\(appendTo.fileName) wal.version=\(scan?.version ?? 0)"
+                        + " wal.bytes=\(scan?.declaredBytes ?? scan?.fileBytes ?? 0)")
             }
-            // A new log: its first segment is zero-filled now, before the first
-            // append (later ones are prepared in the background).
-            var open = OpenSegment(file: nil, firstLSN: plan.nextLSN, offset: SegmentFormat.headerBytes)
+            // Zero-filled now, before the first append (later ones are
+            // prepared in the background).
+            let prepared = fileSystem.join(layout.walDirectory, SegmentPreparer.fileName)
+            var open = OpenSegment(
+                file: nil, firstLSN: plan.nextLSN, offset: SegmentFormat.headerBytes, logEnd: logEnd)
             let zeroFilled =
                 options.zeroFillsSegments
                 ? try SegmentPreparer.prepare(path: prepared, fileSystem: fileSystem, bytes: options.segmentBytesMax)
@@ -447,8 +490,8 @@ extension WriteAheadLog {
     }
 }
 
-/// The segment being appended to. Only the I/O thread uses it while the log
-/// is open (through the `segment` mutex).
+/// The segment being appended to, and the log-end file. Only the I/O
+/// thread uses it while the log is open (through the `segment` mutex).
 struct OpenSegment {
     var file: (any StorageFile)?
     var firstLSN: LogSequenceNumber
@@ -456,11 +499,14 @@ struct OpenSegment {
     var dirty = false
     /// The next segment has been asked of the preparer.
     var nextRequested = false
+    /// Where the durable end is recorded (nil once closed).
+    var logEnd: LogEndFile?
 
-    init(file: (any StorageFile)?, firstLSN: LogSequenceNumber, offset: Int) {
+    init(file: (any StorageFile)?, firstLSN: LogSequenceNumber, offset: Int, logEnd: LogEndFile?) {
         self.file = file
         self.firstLSN = firstLSN
         self.offset = offset
+        self.logEnd = logEnd
     }
 
     mutating func write(_ bytes: [UInt8], at offset: Int) throws(SystemCallError) {
@@ -476,12 +522,24 @@ struct OpenSegment {
         dirty = false
     }
 
+    /// Records in the log-end file that every record through `lsn` is
+    /// durable and that this segment exists (never less than recorded before:
+    /// a roll may have recorded more).
+    mutating func markEnd(_ lsn: LogSequenceNumber, cleanShutdown: Bool) throws(SystemCallError) {
+        guard var logEnd else { preconditionFailure("log-end mark without the log-end file") }
+        defer { self.logEnd = logEnd }
+        try logEnd.write(
+            endLSN: max(lsn, logEnd.last.endLSN), openSegment: firstLSN, cleanShutdown: cleanShutdown)
+    }
+
     /// Seals the open segment (fdatasync if written, so that only the last
-    /// segment can ever have a torn tail) and creates the next, complete and
-    /// durable before any record goes into it. From a `prepared` file (all
-    /// zeros, synced, named `prepared.tmp`): header, fdatasync, rename to the
-    /// segment name, fsync of `wal/`. Otherwise: create, header,
-    /// preallocation, fdatasync, fsync of `wal/`.
+    /// segment can ever have a torn tail), creates the next one whole before
+    /// its name exists (so that a segment file is never shorter than its
+    /// header says), then records in the log-end file that it exists, before
+    /// any record goes into it. From a `prepared` file (all zeros, synced,
+    /// named `prepared.tmp`): header, fdatasync, rename to the segment name,
+    /// fsync of `wal/`. Otherwise the same through `segment.tmp`: create,
+    /// header, preallocation, fdatasync, rename, fsync of `wal/`.
     mutating func roll(
         to firstLSN: LogSequenceNumber, layout: StorageLayout, options: StorageOptions, prepared: (any StorageFile)?
     ) throws(SystemCallError) {
@@ -490,31 +548,40 @@ struct OpenSegment {
         file = nil
         let fileSystem = layout.fileSystem
         let path = layout.segmentPath(SegmentFormat.fileName(firstLSN: firstLSN))
-        let header = SegmentFormat.encodeHeader(firstLSN: firstLSN)
+        let header = SegmentFormat.encodeHeader(firstLSN: firstLSN, segmentBytes: options.segmentBytesMax)
+        let created: any StorageFile
         if let prepared {
-            defer { prepared.close() }
-            try prepared.write(header[...], at: 0)
-            try prepared.syncData()
-            try fileSystem.rename(prepared.path, to: path)
-            try fileSystem.syncDirectory(layout.walDirectory)
-            file = try fileSystem.open(path, create: false)
+            created = prepared
         } else {
-            let created = try fileSystem.open(path, create: true)
-            file = created
-            try created.truncate(size: 0)
-            try created.write(header[...], at: 0)
-            try created.preallocate(size: options.segmentBytesMax)
-            try created.syncData()
-            try fileSystem.syncDirectory(layout.walDirectory)
+            created = try fileSystem.open(
+                fileSystem.join(layout.walDirectory, SegmentFormat.temporaryName), create: true)
         }
+        do {
+            if prepared == nil {
+                try created.truncate(size: 0)
+                try created.preallocate(size: options.segmentBytesMax)
+            }
+            try created.write(header[...], at: 0)
+            try created.syncData()
+            created.close()
+        } catch {
+            created.close()
+            throw error
+        }
+        try fileSystem.rename(created.path, to: path)
+        try fileSystem.syncDirectory(layout.walDirectory)
+        file = try fileSystem.open(path, create: false)
         nextRequested = false
         self.firstLSN = firstLSN
         self.offset = SegmentFormat.headerBytes
         dirty = false
+        try markEnd(LogSequenceNumber(firstLSN.rawValue - 1), cleanShutdown: false)
     }
 
     mutating func close() {
         file?.close()
         file = nil
+        logEnd?.close()
+        logEnd = nil
     }
 }

@@ -10,7 +10,7 @@ struct FramingTests {
         let seed = testSeed(0x5EED_0001)
         var random = SeededRandom(seed: seed)
         let payloads = randomPayloads(200, maxBytes: 300, &random)
-        var bytes = SegmentFormat.encodeHeader(firstLSN: LogSequenceNumber(42))
+        var bytes = SegmentFormat.encodeHeader(firstLSN: LogSequenceNumber(42), segmentBytes: 1 << 16)
         for (index, payload) in payloads.enumerated() {
             #expect(bytes.count % 8 == 0, "seed \(seed)")
             SegmentFormat.appendRecord(
@@ -40,7 +40,7 @@ struct FramingTests {
 
     @Test("a nonzero byte in the zero space after the last record is damage, not the end")
     func strayByteAfterEnd() {
-        var bytes = SegmentFormat.encodeHeader(firstLSN: .first)
+        var bytes = SegmentFormat.encodeHeader(firstLSN: .first, segmentBytes: 256)
         SegmentFormat.appendRecord(kind: .mutation, lsn: .first, payload: [1, 2, 3], to: &bytes)
         bytes.append(contentsOf: repeatElement(0, count: 200))
         bytes[150] = 1
@@ -56,7 +56,7 @@ struct FramingTests {
 
     @Test("a record whose LSN skips one is reported as an LSN gap")
     func lsnGapInsideSegment() {
-        var bytes = SegmentFormat.encodeHeader(firstLSN: .first)
+        var bytes = SegmentFormat.encodeHeader(firstLSN: .first, segmentBytes: 256)
         SegmentFormat.appendRecord(kind: .mutation, lsn: .first, payload: [1], to: &bytes)
         let secondOffset = bytes.count
         SegmentFormat.appendRecord(kind: .mutation, lsn: LogSequenceNumber(3), payload: [2], to: &bytes)

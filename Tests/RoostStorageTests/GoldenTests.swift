@@ -44,11 +44,22 @@ struct GoldenTests {
     }
 
     static func exampleSegment() -> [UInt8] {
-        var bytes = SegmentFormat.encodeHeader(firstLSN: 1)
+        var bytes = SegmentFormat.encodeHeader(firstLSN: 1, segmentBytes: 120)
         SegmentFormat.appendRecord(kind: .mutation, lsn: 1, payload: Array("hello".utf8), to: &bytes)
         SegmentFormat.appendRecord(kind: .mutation, lsn: 2, payload: Array(0..<16), to: &bytes)
         bytes.append(contentsOf: repeatElement(0, count: 16))
         return bytes
+    }
+
+    /// The same segment as an older release wrote it (version 1, no size in the header).
+    static func exampleVersion1Segment() -> [UInt8] {
+        var bytes = exampleSegment()
+        bytes.replaceSubrange(0..<32, with: SegmentFormat.encodeVersion1Header(firstLSN: 1))
+        return bytes
+    }
+
+    static func exampleLogEndSlot() -> [UInt8] {
+        LogEndFormat.encode(LogEnd(sequence: 7, endLSN: 4711, openSegment: 4097, cleanShutdown: true))
     }
 
     static func exampleCheckpoint() -> [UInt8] {
@@ -70,7 +81,8 @@ struct GoldenTests {
     @Test("regenerate golden files when ROOST_WRITE_GOLDEN=1", .enabled(if: getenv("ROOST_WRITE_GOLDEN") != nil))
     func regenerate() throws {
         let files = [
-            ("segment.hex", Self.exampleSegment()), ("checkpoint.hex", Self.exampleCheckpoint()),
+            ("segment.hex", Self.exampleSegment()), ("segment-v1.hex", Self.exampleVersion1Segment()),
+            ("log-end-slot.hex", Self.exampleLogEndSlot()), ("checkpoint.hex", Self.exampleCheckpoint()),
             ("snapshot.hex", try Self.exampleSnapshot()),
         ]
         for (name, bytes) in files {
@@ -96,9 +108,41 @@ struct GoldenTests {
                 LogRecord(lsn: 1, kind: .mutation, payload: Array("hello".utf8)),
                 LogRecord(lsn: 2, kind: .mutation, payload: Array(0..<16)),
             ])
-        #expect(Bytes.read(UInt32.self, bytes, at: 24) == 0x6CC9_1CE5)
+        #expect(scan.version == 2)
+        #expect(scan.declaredBytes == 120)
+        #expect(scan.sizeDamage == nil)
         #expect(Bytes.read(UInt32.self, bytes, at: 48) == 0x45DD_B3CE)
         #expect(Bytes.read(UInt32.self, bytes, at: 80) == 0x6B58_77FB)
+    }
+
+    @Test("an older release's segment (version 1, header CRC 6cc91ce5) still decodes to the same records")
+    func version1Segment() throws {
+        let bytes = try Self.load("segment-v1.hex")
+        #expect(bytes == Self.exampleVersion1Segment())
+        var records: [LogRecord] = []
+        let scan = SegmentFormat.scan(
+            bytes: bytes, path: "segment-v1.hex", fileName: "00000000000000000001.seg", payloadBytesMax: 64
+        ) { records.append($0) }
+        #expect(scan.header == .valid(firstLSN: 1))
+        #expect(scan.version == 1)
+        #expect(scan.declaredBytes == nil)
+        #expect(scan.sizeDamage == nil)
+        #expect(scan.end == .clean)
+        #expect(records.map(\.payload) == [Array("hello".utf8), Array(0..<16)])
+        #expect(Bytes.read(UInt32.self, bytes, at: 24) == 0x6CC9_1CE5)
+    }
+
+    @Test("the example log-end slot decodes to sequence 7, end LSN 4711, open segment 4097, clean shutdown")
+    func logEndSlot() throws {
+        let slot = try Self.load("log-end-slot.hex")
+        #expect(slot == Self.exampleLogEndSlot())
+        var file = [UInt8](repeating: 0, count: LogEndFormat.fileBytes)
+        file.replaceSubrange(4096..<(4096 + slot.count), with: slot)
+        #expect(
+            LogEndFormat.decode(file, path: "log-end")
+                == .valid(
+                    LogEnd(sequence: 7, endLSN: 4711, openSegment: 4097, cleanShutdown: true), path: "log-end",
+                    tornSlot: nil))
     }
 
     @Test("the example checkpoint slot decodes to sequence 3, snapshot LSN 42, 137 bytes, checksum 12345678")

@@ -163,8 +163,46 @@ struct GroupCommitTests {
         #expect(machine.isDrained)
         #expect(throws: StorageError.closed) { try machine.append([[2]], waiter: "b").get() }
     }
+
+    @Test("log-end marks: synced records are recorded at most once per interval, first in a plan, and when idle")
+    func logEndMarks() throws {
+        let second: UInt64 = 1_000_000_000
+        var machine = Machine(
+            policy: .always, nextLSN: LogSequenceNumber(5), segmentOffset: SegmentFormat.headerBytes,
+            segmentBytesMax: 4096, payloadBytesMax: 100, syncIntervalNanoseconds: second,
+            markIntervalNanoseconds: second, markedAtNanoseconds: 10 * second)
+        #expect(machine.markedLSN == LogSequenceNumber(4))
+        #expect(machine.wakeDeadline() == nil, "nothing synced since the mark made at open")
+        _ = machine.append([[1]], waiter: "a")
+        var plan = try Self.next(&machine, 10 * second + 1)
+        #expect(!plan.steps.contains { if case .markEnd = $0 { true } else { false } }, "within the interval")
+        _ = machine.ioSucceeded(plan, nowNanoseconds: 10 * second + 2)
+        #expect(machine.syncedLSN == LogSequenceNumber(5))
+        // Idle: the I/O thread wakes when the interval is over, and the plan only records.
+        #expect(machine.wakeDeadline() == 11 * second)
+        #expect(machine.nextIO(nowNanoseconds: 11 * second - 1) == nil)
+        plan = try Self.next(&machine, 11 * second)
+        #expect(plan.steps == [.markEnd(LogSequenceNumber(5))])
+        _ = machine.ioSucceeded(plan, nowNanoseconds: 11 * second)
+        #expect(machine.markedLSN == LogSequenceNumber(5))
+        #expect(machine.wakeDeadline() == nil)
+        // Under load: the mark rides first in the next group's plan, before its write.
+        _ = machine.append([[2]], waiter: "b")
+        plan = try Self.next(&machine, 12 * second)
+        _ = machine.ioSucceeded(plan, nowNanoseconds: 12 * second)
+        _ = machine.append([[3]], waiter: "c")
+        plan = try Self.next(&machine, 13 * second)
+        #expect(plan.steps.first == .markEnd(LogSequenceNumber(6)))
+        #expect(plan.steps.last == .sync)
+        // A failure of that plan fails its group, as any write failure does.
+        #expect(Self.names(machine.ioFailed(.io(SystemCallError(call: "fdatasync", subject: "e", errno: 5)))) == ["c"])
+        #expect(machine.markedLSN == LogSequenceNumber(5))
+        #expect(machine.nextIO(nowNanoseconds: 20 * second) == nil)
+    }
+
 }
 
 enum RoostPlatformError {
     static let eio = SystemCallError(call: "fdatasync", subject: "seg", errno: 5)
+
 }

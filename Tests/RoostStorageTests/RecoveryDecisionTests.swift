@@ -6,13 +6,29 @@ import Testing
 @Suite("Recovery decision")
 struct RecoveryDecisionTests {
     static func segment(
-        _ first: UInt64, records: Int, end: SegmentEnd = .clean, header: SegmentHeaderState? = nil
+        _ first: UInt64, records: Int, end: SegmentEnd = .clean, header: SegmentHeaderState? = nil,
+        version: UInt32 = 1, fileBytes: Int = 4096
     ) -> SegmentScan {
         let name = SegmentFormat.fileName(firstLSN: LogSequenceNumber(first))
-        return SegmentScan(
-            path: "/d/wal/" + name, fileName: name, fileBytes: 4096,
+        var scan = SegmentScan(
+            path: "/d/wal/" + name, fileName: name, fileBytes: fileBytes,
             header: header ?? .valid(firstLSN: LogSequenceNumber(first)), recordCount: records,
             endOffset: 32 + 32 * records, end: end)
+        if case .valid = scan.header {
+            scan.version = version
+            scan.declaredBytes = version == 2 ? 4096 : nil
+            scan.sizeDamage = SegmentFormat.sizeDamage(
+                path: scan.path, fileBytes: fileBytes, declaredBytes: scan.declaredBytes)
+        }
+        return scan
+    }
+
+    /// A log-end file that proves the log reached `end` with `open` the open segment.
+    static func logEnd(_ end: UInt64, open: UInt64, clean: Bool = false, torn: Bool = false) -> LogEndRead {
+        .valid(
+            LogEnd(
+                sequence: 4, endLSN: LogSequenceNumber(end), openSegment: LogSequenceNumber(open), cleanShutdown: clean),
+            path: "/d/log-end", tornSlot: torn ? Damage(file: "/d/log-end", offset: 4096, reason: "torn") : nil)
     }
 
     static func damage(_ file: UInt64, _ offset: Int) -> Damage {
@@ -144,11 +160,94 @@ struct RecoveryDecisionTests {
                 snapshots: [4: snapshot(4)], segments: [segment(4, records: 3)]),
             expected: nil, refusedFile: "/d/snapshots/4"),
         Case(
-            name: "a snapshot newer than the end of the log continues at its LSN in a new segment",
+            name: "a snapshot newer than the end of the log refuses: the log is synced through it before a checkpoint",
             input: RecoveryInput(
                 checkpoints: [.valid(checkpoint(1, 10)), .missing], snapshots: [10: snapshot(10)],
                 segments: [segment(1, records: 5)]),
-            expected: (10, 10, 10, nil)),
+            expected: nil, refusedFile: damage(1, 0).file),
+        Case(
+            name: "a snapshot whose LSN is one past the end of the log continues there",
+            input: RecoveryInput(
+                checkpoints: [.valid(checkpoint(1, 6)), .missing], snapshots: [6: snapshot(6)],
+                segments: [segment(1, records: 5)]),
+            expected: (6, 6, 6, nil)),
+        Case(
+            name: "every segment deleted beside a snapshot refuses",
+            input: RecoveryInput(
+                checkpoints: [.valid(checkpoint(1, 6)), .missing], snapshots: [6: snapshot(6)], segments: []),
+            expected: nil, refusedFile: "/d/wal"),
+        Case(
+            name: "the log reaching what the log-end file proves recovers",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5, version: 2)], logEnd: logEnd(5, open: 1, clean: true)),
+            expected: (nil, 1, 6, nil)),
+        Case(
+            name: "a log shorter than the log-end file proves (cut or zeroed at a record boundary) refuses",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5, version: 2)], logEnd: logEnd(8, open: 1)),
+            expected: nil, refusedFile: damage(1, 0).file),
+        Case(
+            name: "a torn tail that would cut below the log-end file's LSN refuses (after a clean shutdown)",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [
+                    segment(1, records: 4, end: .damaged(damage(1, 160), laterRecordFound: false), version: 2)
+                ],
+                logEnd: logEnd(5, open: 1, clean: true)),
+            expected: nil, refusedFile: damage(1, 0).file),
+        Case(
+            name: "a torn tail above the log-end file's LSN is cut (records synced since the last mark)",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [
+                    segment(1, records: 4, end: .damaged(damage(1, 160), laterRecordFound: false), version: 2)
+                ],
+                logEnd: logEnd(3, open: 1)),
+            expected: (nil, 1, 5, 32 + 32 * 4)),
+        Case(
+            name: "the last segment deleted (the log-end file names a later open segment) refuses",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5, version: 2)], logEnd: logEnd(5, open: 6)),
+            expected: nil, refusedFile: damage(6, 0).file),
+        Case(
+            name: "a segment shorter than its header says refuses, even cut at a record boundary",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5, version: 2, fileBytes: 32 + 32 * 5)],
+                logEnd: logEnd(2, open: 1)),
+            expected: nil, refusedFile: damage(1, 0).file),
+        Case(
+            name: "a zero last segment beside a log-end file refuses (this release never leaves one)",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:],
+                segments: [segment(1, records: 5, version: 2), segment(6, records: 0, header: .unwritten)],
+                logEnd: logEnd(5, open: 1)),
+            expected: nil, refusedFile: damage(6, 0).file),
+        Case(
+            name: "a missing log-end file beside a segment this release wrote refuses",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 5, version: 2)]),
+            expected: nil, refusedFile: "/d/log-end"),
+        Case(
+            name: "a missing log-end file beside an older release's segments recovers (it is written at open)",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 5, version: 1)]),
+            expected: (nil, 1, 6, nil)),
+        Case(
+            name: "a log-end file with no valid slot refuses",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 5, version: 2)],
+                logEnd: .damaged(Damage(file: "/d/log-end", offset: 40, reason: "log-end slot CRC mismatch"))),
+            expected: nil, refusedFile: "/d/log-end"),
+        Case(
+            name: "a torn log-end slot beside a valid one recovers from the valid one",
+            input: RecoveryInput(
+                checkpoints: [.missing, .missing], snapshots: [:], segments: [segment(1, records: 5, version: 2)],
+                logEnd: logEnd(5, open: 1, torn: true)),
+            expected: (nil, 1, 6, nil)),
     ]
 
     @Test("each kind of damage leads to the documented decision", arguments: cases)
