@@ -3,6 +3,8 @@
 
 SWIFT        ?= swift
 SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config
+# Tests only: DamageTests injects ENOSPC into a running server's log writes.
+SYSTEM_DEPS  += strace
 BUILD_FLAGS  := --explicit-target-dependency-import-check=error
 LISTEN       ?= 127.0.0.1:8080
 DATA         ?= ./roost-data

@@ -2,7 +2,7 @@ import Glibc
 import RoostPlatform
 
 /// The durable end of the log as known outside the log's own tail
-/// (docs/decisions/0007-wal-damage-log-end.md): the file `log-end` beside the
+/// (docs/decisions/0009-wal-damage-log-end.md): the file `log-end` beside the
 /// checkpoint slots. A zeroed or shortened last segment looks like space
 /// that was never written; this file says how far the log had certainly
 /// reached, so that recovery can tell "never written" from "lost".

@@ -85,7 +85,7 @@ package enum RecoveryDecision: Sendable, Equatable {
 /// - The log must reach what the rest of the directory proves: the log-end
 ///   file's end LSN and open segment, and each checkpoint's snapshot LSN - 1
 ///   (the log is synced before a checkpoint is written). Anything less is a
-///   cut, zeroed or deleted log: refuse (docs/decisions/0007-wal-damage-log-end.md).
+///   cut, zeroed or deleted log: refuse (docs/decisions/0009-wal-damage-log-end.md).
 /// - If no candidate works: refuse with the first reason met, newest first.
 package func decideRecovery(_ input: RecoveryInput) -> RecoveryDecision {
     var notes: [String] = []

@@ -12,7 +12,7 @@ package struct StorageOptions: Sendable {
     /// end at most once per this interval (and at every roll, open and clean
     /// close). Records synced within it before a crash are the only ones whose
     /// later loss (a zeroed tail) cannot be told from "never written"
-    /// (docs/decisions/0007-wal-damage-log-end.md).
+    /// (docs/decisions/0009-wal-damage-log-end.md).
     package var logEndIntervalMilliseconds: Int = 1000
     /// A failed log says so on stderr at most once per this interval.
     package var errorLogIntervalMilliseconds: Int = 10_000

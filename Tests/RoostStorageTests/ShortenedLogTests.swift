@@ -8,7 +8,7 @@ import Testing
 /// Roost issue 9, finding 4: a log shortened at a record boundary used to
 /// start with older state, print nothing, and pass `roost wal verify`. Each
 /// shape of damage, with and without a snapshot, must now stop start-up
-/// naming the file and offset (docs/decisions/0007-wal-damage-log-end.md).
+/// naming the file and offset (docs/decisions/0009-wal-damage-log-end.md).
 @Suite("Shortened, zeroed and deleted logs")
 struct ShortenedLogTests {
     /// How the log was damaged while the server was stopped.
