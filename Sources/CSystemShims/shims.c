@@ -125,6 +125,51 @@ int roost_accept(int listen_fd) {
     return fd;
 }
 
+static void roost_mapped_ipv4(const struct in_addr *ipv4, uint8_t out[16]) {
+    memset(out, 0, 10);
+    out[10] = 0xff;
+    out[11] = 0xff;
+    memcpy(out + 12, &ipv4->s_addr, 4);
+}
+
+int roost_peer_address(int fd, uint8_t out[16]) {
+    struct sockaddr_storage storage;
+    socklen_t len = sizeof storage;
+    if (getpeername(fd, (struct sockaddr *)&storage, &len) < 0) return -1;
+    if (storage.ss_family == AF_INET) {
+        roost_mapped_ipv4(&((struct sockaddr_in *)&storage)->sin_addr, out);
+        return 0;
+    }
+    if (storage.ss_family == AF_INET6) {
+        memcpy(out, &((struct sockaddr_in6 *)&storage)->sin6_addr, 16);
+        return 0;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+int roost_parse_ip_address(const char *text, uint8_t out[16]) {
+    struct in_addr ipv4;
+    if (inet_pton(AF_INET, text, &ipv4) == 1) {
+        roost_mapped_ipv4(&ipv4, out);
+        return 1;
+    }
+    struct in6_addr ipv6;
+    if (inet_pton(AF_INET6, text, &ipv6) == 1) {
+        memcpy(out, &ipv6, 16);
+        return 1;
+    }
+    return 0;
+}
+
+int roost_format_ip_address(const uint8_t address[16], char *out, size_t capacity) {
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(address, mapped, 12) == 0) {
+        return inet_ntop(AF_INET, address + 12, out, (socklen_t)capacity) ? 0 : -1;
+    }
+    return inet_ntop(AF_INET6, address, out, (socklen_t)capacity) ? 0 : -1;
+}
+
 int roost_tcp_connect(const char *host, uint16_t port) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;

@@ -15,6 +15,8 @@ public final class RoostService: HTTPResponder {
     package let registry: Registry
     package let catalog: Catalog
     package let identityKeys: IdentityKeyStore
+    /// The per-address limit of the routes a mobile key or an identity token authorizes.
+    package let clientLimiter: ClientAddressLimiter
     /// The requests waiting for engine outcomes, one table per engine loop.
     private let loopRequests: [LoopRequests]
 
@@ -27,7 +29,7 @@ public final class RoostService: HTTPResponder {
     /// disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
         dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
-        clock: any APIClock = SystemClock()
+        clock: any APIClock = SystemClock(), trustedProxies: [IPAddress] = []
     ) throws {
         let log = CatalogLog(log: engine.log)
         let contents = try CatalogStartup.open(
@@ -39,7 +41,8 @@ public final class RoostService: HTTPResponder {
             (catalog.snapshotRecords() + identityKeys.snapshotRecords()).map { $0.encoded() }
         }
         self.init(
-            catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys)
+            catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys,
+            trustedProxies: trustedProxies)
     }
 
     /// Makes the recovered indexes agree with the recovered catalog, before
@@ -79,21 +82,25 @@ public final class RoostService: HTTPResponder {
     }
 
     /// `identityKeys` nil keeps fresh signing keys in memory (tests).
+    /// `trustedProxies` are the peers whose `X-Forwarded-For` names the
+    /// client for the per-address limit (`ClientAddressLimiter`).
     package init(
         catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
-        identityKeys: IdentityKeyStore? = nil
+        identityKeys: IdentityKeyStore? = nil, trustedProxies: [IPAddress] = []
     ) {
         self.registry = registry
         self.catalog = catalog
         loopRequests = registry.shardSet.loops.map { LoopRequests(loop: $0) }
         for requests in loopRequests { requests.loop.setReceiver(requests) }
-        let authenticator = Authenticator(adminKey: adminKey, catalog: catalog)
+        let clientLimiter = ClientAddressLimiter(trustedProxies: trustedProxies, clock: clock)
+        self.clientLimiter = clientLimiter
+        let authenticator = Authenticator(adminKey: adminKey, catalog: catalog, clientLimiter: clientLimiter)
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
         self.identityKeys = keys
         let compat =
             BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
-            + NativeNotifyRoutes(catalog: catalog).routes
+            + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
             + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
         self.router = Router(
             [Route(.get, "/healthz", RoostService.health)] + apps.routes

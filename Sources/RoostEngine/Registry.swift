@@ -1,4 +1,5 @@
 import RoostModel
+import RoostPlatform
 
 /// The engine's façade for code outside the loops (tools, tests, start-up):
 /// async forms of the commands requests submit through their `ShardLoop`.
@@ -10,8 +11,12 @@ package final class Registry: Sendable {
     package var acceptsWrites: Bool { shardSet.log.acceptsWrites }
 
     /// A registry over its own shards and loops, driven by its own threads.
-    package init(shardCount: Int, loopCount: Int = 1, log: any MutationLog) {
-        shardSet = ShardSet(shardCount: shardCount, loopCount: loopCount, log: log)
+    /// `tokenRate` is each shard's per-token registration limit, timed by `clock`.
+    package init(
+        shardCount: Int, loopCount: Int = 1, log: any MutationLog, tokenRate: RateLimit = Shard.tokenRegistrationRate,
+        clock: any MonotonicClock = SystemMonotonicClock()
+    ) {
+        shardSet = ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tokenRate: tokenRate, clock: clock)
     }
 
     package init(shardSet: ShardSet) {

@@ -9,6 +9,16 @@ package actor Shard {
     /// Devices (or people) per snapshot slice: one slice is one short actor
     /// turn (about a millisecond), so requests keep flowing between slices.
     package static let snapshotSliceDevices = 256
+    /// Registrations of one token (per app, mode and platform) a shard
+    /// admits: a burst of 10, then one every 6 s. An app re-registers at
+    /// launch and when its token is refreshed; only a client that loops on
+    /// the call comes near it. Over it: 429 `rate_limited` with
+    /// `Retry-After`, and nothing reaches the log (docs/limits.md).
+    package static let tokenRegistrationRate = RateLimit(burst: 10, intervalNanoseconds: 6_000_000_000)
+    /// Tokens whose recent registrations one shard remembers: 16 bytes each,
+    /// 1 MiB a shard. Beyond it the least indebted tokens are forgotten
+    /// (`RateLimiter`); a first registration is never refused.
+    package static let tokenLimiterEntries = 65_536
 
     package let number: Int
     /// The loop whose thread runs this shard: its executor is this actor's.
@@ -24,12 +34,21 @@ package actor Shard {
     /// commands answer 503 until a restart rebuilds them from disk, so that no
     /// answer shows a write that was answered 503 (spec §2).
     private var unacknowledged: Set<IndexKey> = []
+    /// Recent registrations per token: all of one token's registrations meet
+    /// here, since the app decides the shard.
+    private var tokenLimiter: RateLimiter
+    private let clock: any MonotonicClock
 
-    package init(number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable()) {
+    package init(
+        number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable(),
+        tokenRate: RateLimit = Shard.tokenRegistrationRate, clock: any MonotonicClock = SystemMonotonicClock()
+    ) {
         self.number = number
         self.executor = executor
         self.log = log
         self.table = table
+        self.tokenLimiter = RateLimiter(rate: tokenRate, capacity: Shard.tokenLimiterEntries)
+        self.clock = clock
     }
 
     package nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -53,6 +72,8 @@ package actor Shard {
         var changed: [Bool] = []
         /// The indexes this batch logs records of.
         var written: Set<IndexKey> = []
+        /// The clock, read once per batch and only when a registration needs it.
+        var now: UInt64?
         var position = commands.startIndex
         while position < commands.endIndex {
             switch commands[position].work {
@@ -76,7 +97,13 @@ package actor Shard {
                 let found: Void? = table.withIndex(key) { index in
                     for command in commands[position..<end] {
                         guard case .index(_, _, let work) = command.work else { continue }
-                        let (outcome, mutations) = index.execute(work)
+                        let outcome: Outcome
+                        let mutations: [Mutation]
+                        if let refusal = tokenRefusal(work, on: key, now: &now) {
+                            (outcome, mutations) = (.rejected(refusal), [])
+                        } else {
+                            (outcome, mutations) = index.execute(work)
+                        }
                         for mutation in mutations {
                             records.append(EngineRecord.mutation(key, mutation).encoded())
                         }
@@ -128,6 +155,37 @@ package actor Shard {
             outcomes[index].dependsOn = dependsOn
         }
         return outcomes
+    }
+
+    /// Returns the refusal of a registration whose token is over
+    /// `tokenRegistrationRate` (nil for any other command, or one within the
+    /// rate). Every registration of the token counts, refused or not by the
+    /// model; one refused here is not counted and reaches neither the index
+    /// nor the log. O(1).
+    private func tokenRefusal(_ command: Command, on key: IndexKey, now: inout UInt64?) -> RegistryRejection? {
+        let token: PushToken
+        switch command {
+        case .register(let request, _), .registerForPrincipal(let request, _, _): token = request.token
+        case .getDevice, .patchDevice, .deleteDevice, .listDevices, .exportSlice, .importRows, .reportFeedback,
+            .stats, .updateSettings, .putPerson, .getPerson, .erasePerson, .putCredential, .deleteCredential,
+            .deleteDeviceByToken, .deregisterInstallation, .deletePrincipalDevice, .custom:
+            return nil
+        }
+        var hasher = Hasher()
+        hasher.combine(key)
+        hasher.combine(token)
+        let time = now ?? clock.monotonicNanoseconds()
+        now = time
+        switch tokenLimiter.admit(UInt64(UInt(bitPattern: hasher.finalize())), now: time) {
+        case .allowed: return nil
+        case .refused(let seconds): return .tokenRateLimited(retryAfterSeconds: seconds)
+        }
+    }
+
+    /// Requests refused and tokens forgotten early by this shard's per-token
+    /// limit, since start (metrics).
+    package func tokenLimiterCounts() -> (refusals: Int, evictions: Int) {
+        (tokenLimiter.refusals, tokenLimiter.evictions)
     }
 
     /// The log has failed: nothing may change in memory any more. First every

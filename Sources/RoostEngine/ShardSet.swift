@@ -16,7 +16,11 @@ package final class ShardSet: Sendable {
     /// Creates `shardCount` shards over `loopCount` loops, each shard with the
     /// indexes recovery built for it (or none), and starts threads that drive
     /// the loops until `stopOwnThreads` (an HTTP server takes them over).
-    package init(shardCount: Int, loopCount: Int, log: any MutationLog, tables: [IndexTable]? = nil) {
+    /// `tokenRate` is each shard's per-token registration limit, timed by `clock`.
+    package init(
+        shardCount: Int, loopCount: Int, log: any MutationLog, tables: [IndexTable]? = nil,
+        tokenRate: RateLimit = Shard.tokenRegistrationRate, clock: any MonotonicClock = SystemMonotonicClock()
+    ) {
         precondition(shardCount >= 1 && shardCount <= 256, "shard count \(shardCount) out of 1...256")
         precondition(loopCount >= 1 && loopCount <= 256, "loop count \(loopCount) out of 1...256")
         precondition(tables == nil || tables?.count == shardCount, "one recovered table per shard")
@@ -34,7 +38,7 @@ package final class ShardSet: Sendable {
         shards = (0..<shardCount).map { number in
             Shard(
                 number: number, executor: executors[number % loopCount], log: log,
-                table: tables?[number] ?? IndexTable())
+                table: tables?[number] ?? IndexTable(), tokenRate: tokenRate, clock: clock)
         }
         for loop in loops {
             loop.attach(to: self)

@@ -8,11 +8,14 @@ final class LoopConnection {
     let key: UInt64
     var machine: HTTPConnectionMachine
     var interest: EpollEvents = .readable
+    /// The peer, read once at accept; every request of the connection carries it.
+    let peerAddress: IPAddress?
 
     init(socket: FileDescriptor, key: UInt64, machine: HTTPConnectionMachine) {
         self.socket = socket
         self.key = key
         self.machine = machine
+        self.peerAddress = TCPSocket.peerAddress(of: socket)
     }
 }
 
@@ -307,7 +310,8 @@ final class EventLoop {
                 return
             }
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
-            case .dispatch(let request, let sequence):
+            case .dispatch(var request, let sequence):
+                request.head.peerAddress = connection.peerAddress
                 dispatchedSinceRound = true
                 let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
                 switch responder.respond(to: request, sink: sink) {

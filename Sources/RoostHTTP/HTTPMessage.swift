@@ -2,6 +2,8 @@
 /// RoostHTTP knows nothing of devices or JSON: a responder turns requests into
 /// responses and supplies the body of every error the server itself writes.
 
+import RoostPlatform
+
 /// An HTTP request method. Unknown methods are kept verbatim so that a router
 /// can answer 405 or 501 as it sees fit.
 public enum HTTPMethod: Hashable, Sendable {
@@ -87,6 +89,10 @@ public struct HTTPRequestHead: Sendable {
     /// Whether the connection stays open after this request's response
     /// (HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `keep-alive`).
     public var keepAlive: Bool
+    /// The address of the connection's peer (set by the event loop from the
+    /// accepted socket; nil outside a server, or when the kernel had none).
+    /// Behind a proxy it is the proxy's.
+    package var peerAddress: IPAddress?
 
     public init(method: HTTPMethod, target: String, version: HTTPVersion, headers: HTTPHeaders, keepAlive: Bool) {
         self.method = method

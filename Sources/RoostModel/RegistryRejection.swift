@@ -32,6 +32,10 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     case deviceNotFound
     /// 404 `person_not_found`.
     case personNotFound
+    /// The token was registered again more often than its shard's per-token
+    /// rate (a client looping on registration); nothing changed.
+    /// 429 `rate_limited` with `Retry-After: retryAfterSeconds` (≥ 1).
+    case tokenRateLimited(retryAfterSeconds: Int)
 
     /// The stable error code of the API envelope.
     package var code: String {
@@ -49,6 +53,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .deviceIdentityConflict: "device_identity_conflict"
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
+        case .tokenRateLimited: "rate_limited"
         }
     }
 
@@ -61,6 +66,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .deviceNotFound, .personNotFound: 404
         case .unknownIdentity, .credentialNotFound: 409
         case .deviceIdentityConflict: 422
+        case .tokenRateLimited: 429
         }
     }
 
@@ -75,7 +81,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .invalidTags, .tagsTooLarge: "tags"
         case .unknownIdentity: "external_id"
         case .credentialNotFound: "bundle_id"
-        case .deviceNotFound, .personNotFound: nil
+        case .deviceNotFound, .personNotFound, .tokenRateLimited: nil
         }
     }
 
@@ -95,6 +101,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .deviceIdentityConflict(let name): "\(name) names a device of another mode, platform or installation"
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
+        case .tokenRateLimited: "this token is registered too often; retry after Retry-After seconds"
         }
     }
 

@@ -1,3 +1,6 @@
+import RoostPlatform
+import Synchronization
+
 /// A clock for tests that moves only when told: it hands out
 /// `ContinuousClock.Instant`s (the instant type the HTTP connection machine
 /// and the event loop use) from a fixed origin, advanced by `advance(by:)`.
@@ -25,5 +28,28 @@ package struct ManualClock: Sendable {
         precondition(duration >= .zero, "a manual clock cannot go back (advance by \(duration))")
         now += duration
         return now
+    }
+}
+
+/// A monotonic clock for tests that moves only when told (rate limits:
+/// `RateLimiter`, the shards' per-token limit, the API's per-address limit).
+package final class ManualMonotonicClock: MonotonicClock {
+    private let nanoseconds: Mutex<UInt64>
+
+    /// Creates a clock standing at `start` nanoseconds (any origin: only
+    /// differences mean anything).
+    package init(start: UInt64 = 1_000_000_000) {
+        nanoseconds = Mutex(start)
+    }
+
+    package func monotonicNanoseconds() -> UInt64 {
+        nanoseconds.withLock { $0 }
+    }
+
+    /// Moves the clock forward by `duration`.
+    package func advance(by duration: Duration) {
+        precondition(duration >= .zero, "a manual clock cannot go back (advance by \(duration))")
+        let (seconds, attoseconds) = duration.components
+        nanoseconds.withLock { $0 += UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000) }
     }
 }

@@ -1,4 +1,6 @@
+import RoostAPI
 import RoostHTTP
+import RoostPlatform
 import RoostStorage
 
 /// The parsed flags of `roost serve`, with the defaults of spec §1.
@@ -15,6 +17,8 @@ struct ServeOptions {
     /// Log growth that triggers a snapshot (`--snapshot-log-bytes`).
     var snapshotLogBytes = 256 * 1024 * 1024
     var eventLoops: Int
+    /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`, repeatable).
+    var trustedProxies: [IPAddress] = []
 
     var httpConfiguration: HTTPServerConfiguration {
         // The listener takes an IPv4 address; `localhost` is the loopback one.
@@ -73,6 +77,15 @@ struct ServeOptions {
                 options.limits.bodyReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--idle-timeout-ms":
                 options.limits.keepAliveIdleTimeout = .milliseconds(try positive(flag, max: 3_600_000))
+            case "--trusted-proxy":
+                let text = try value(flag)
+                guard let address = IPAddress(parsing: text[...]) else {
+                    throw ParseError(description: "--trusted-proxy must be an IPv4 or IPv6 address, got '\(text)'")
+                }
+                guard options.trustedProxies.count < ClientAddressLimiter.trustedProxiesMax else {
+                    throw ParseError(description: "at most \(ClientAddressLimiter.trustedProxiesMax) --trusted-proxy")
+                }
+                options.trustedProxies.append(address)
             default:
                 throw ParseError(description: "unknown flag '\(flag)'")
             }

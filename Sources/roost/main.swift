@@ -14,7 +14,7 @@ import RoostStorage
 let usage = """
     usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                        [--event-loops N] [--max-connections N] [--header-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-                       [--snapshot-log-bytes N]
+                       [--snapshot-log-bytes N] [--trusted-proxy ADDRESS]...
            roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage recovery
                                     repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
            roost wal dump DIR       one line per record, payloads cut to 16 bytes
@@ -129,7 +129,7 @@ func serve(_ arguments: [String]) -> Never {
         // anything is served (docs/recovery.md, "The catalog at start-up").
         let service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
-            catalogRecords: report.catalogRecords)
+            catalogRecords: report.catalogRecords, trustedProxies: options.trustedProxies)
         let reconciled = blocking { () async -> String? in
             do {
                 try await service.reconcile(dataDirectory: options.dataDirectory)

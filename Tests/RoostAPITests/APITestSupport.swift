@@ -2,6 +2,7 @@ import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostJSON
+import RoostPlatform
 import RoostStorage
 import RoostTesting
 import Synchronization
@@ -46,22 +47,38 @@ struct Harness {
     let clock: ManualWallClock
     let catalog: Catalog
 
-    init() throws {
+    /// `trustedProxies` as `roost serve --trusted-proxy` names them.
+    init(trustedProxies: [IPAddress] = []) throws {
         let log = VolatileLog()
         clock = ManualWallClock()
         catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
-            catalog: catalog, adminKey: Harness.adminKey, clock: clock, registry: Registry(shardCount: 2, log: log))
+            catalog: catalog, adminKey: Harness.adminKey, clock: clock,
+            registry: Registry(shardCount: 2, log: log, clock: clock), trustedProxies: trustedProxies)
     }
 
     func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) async -> Answer {
         await call(method, target, key: key, rawBody: body.map { Array($0.utf8) } ?? [])
     }
 
-    func call(_ method: HTTPMethod, _ target: String, key: String?, rawBody: [UInt8]) async -> Answer {
+    /// A request as it arrives from `peer` (the event loop sets the peer
+    /// address; `handle` alone has none), with extra header fields.
+    func call(
+        _ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil, peer: IPAddress?,
+        headers extra: [(name: String, value: String)] = []
+    ) async -> Answer {
+        await call(method, target, key: key, rawBody: body.map { Array($0.utf8) } ?? [], peer: peer, headers: extra)
+    }
+
+    func call(
+        _ method: HTTPMethod, _ target: String, key: String?, rawBody: [UInt8], peer: IPAddress? = nil,
+        headers extra: [(name: String, value: String)] = []
+    ) async -> Answer {
         var headers = HTTPHeaders([("Host", "test")])
         if let key { headers.append(name: "Authorization", value: "Bearer \(key)") }
-        let head = HTTPRequestHead(method: method, target: target, version: .http11, headers: headers, keepAlive: true)
+        for field in extra { headers.append(name: field.name, value: field.value) }
+        var head = HTTPRequestHead(method: method, target: target, version: .http11, headers: headers, keepAlive: true)
+        head.peerAddress = peer
         let response = await service.handle(HTTPRequest(head: head, body: rawBody))
         return Answer(status: response.status, headers: response.headers, body: response.body)
     }

@@ -34,7 +34,7 @@ extension Harness {
         catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,
-            registry: Registry(shardCount: 2, log: log), identityKeys: identityKeys)
+            registry: Registry(shardCount: 2, log: log, clock: clock), identityKeys: identityKeys)
     }
 
     /// Runs `body` on an app's index through the engine (set-up and inspection

@@ -49,6 +49,15 @@ int roost_tcp_listen(const char *host, uint16_t port, int backlog, int reuse_por
 int roost_socket_port(int fd);
 /// accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC, and TCP_NODELAY set on the result.
 int roost_accept(int listen_fd);
+/// The peer address of a connected socket as 16 bytes (an IPv4 peer in its
+/// IPv4-mapped IPv6 form ::ffff:a.b.c.d). Returns 0, or -1 with errno.
+int roost_peer_address(int fd, uint8_t out[16]);
+/// Parses IPv4 dotted-quad or IPv6 text (inet_pton) into 16 bytes as
+/// roost_peer_address writes them. Returns 1 when parsed, else 0.
+int roost_parse_ip_address(const char *text, uint8_t out[16]);
+/// Writes the text form of 16 address bytes (dotted quad for an IPv4-mapped
+/// one) into out (at least 46 bytes). Returns 0, or -1.
+int roost_format_ip_address(const uint8_t address[16], char *out, size_t capacity);
 /// A blocking TCP client connection to host:port, TCP_NODELAY. Returns fd or -1.
 int roost_tcp_connect(const char *host, uint16_t port);
 

@@ -170,7 +170,7 @@ package final class Catalog: Sendable {
     /// Returns the key with this SHA-256 digest, after its rate limit.
     package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
         guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
-        if let retryAfter = admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        if let retryAfter = admit(key) { throw APIError.rateLimited(.key, retryAfterSeconds: retryAfter) }
         return key
     }
 

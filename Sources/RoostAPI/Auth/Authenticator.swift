@@ -16,15 +16,19 @@ package struct Authenticator: Sendable {
 
     private let adminDigest: [UInt8]
     private let catalog: Catalog
+    /// Counts the requests a mobile key authorizes per client address.
+    package let clientLimiter: ClientAddressLimiter
 
-    package init(adminKey: String, catalog: Catalog) {
+    package init(adminKey: String, catalog: Catalog, clientLimiter: ClientAddressLimiter) {
         precondition(!adminKey.isEmpty, "the admin key must not be empty")
         self.adminDigest = Crypto.sha256(adminKey.utf8)
         self.catalog = catalog
+        self.clientLimiter = clientLimiter
     }
 
     /// Returns the principal of a request, or throws 401 (missing or unknown
-    /// key) or 429 (a key over its rate limit).
+    /// key) or 429 (a key over its rate limit, or a mobile key's client
+    /// address over `ClientAddressLimiter.rate`).
     package func authenticate(_ head: HTTPRequestHead) throws(APIError) -> Principal {
         guard let presented = Authenticator.bearerToken(head.headers["Authorization"]) else {
             throw APIError.unauthorized
@@ -32,6 +36,7 @@ package struct Authenticator: Sendable {
         let digest = Crypto.sha256(utf8: presented)
         if Crypto.constantTimeEqual(digest, adminDigest) { return .operator }
         guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
+        if key.kind == .mobile { try clientLimiter.admit(app: key.appID, head) }
         return .appKey(key)
     }
 

@@ -120,7 +120,9 @@ struct ConnectRoutes: Sendable {
 
     /// Returns the verified claims of the request's `Authorization: Bearer
     /// <identity_token>` and its app: 401 for a missing, forged, altered,
-    /// expired token, one signed by a removed key, or one of a deleted app.
+    /// expired token, one signed by a removed key, or one of a deleted app;
+    /// 429 over the client address's limit (identity tokens live on devices,
+    /// as mobile keys do: `ClientAddressLimiter`).
     private func principal(_ context: RequestContext) throws(APIError) -> (IdentityClaims, AppRecord) {
         guard let token = ConnectRoutes.bearer(context.request.head.headers["Authorization"]),
             let claims = IdentityToken.verify(token, keys: keys, nowSeconds: context.nowMilliseconds / 1000),
@@ -128,6 +130,7 @@ struct ConnectRoutes: Sendable {
         else {
             throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
         }
+        try authenticator.clientLimiter.admit(app: app.id, context.request.head)
         return (claims, app)
     }
 

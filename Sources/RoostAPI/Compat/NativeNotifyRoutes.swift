@@ -16,6 +16,7 @@ struct NativeNotifyRoutes: Sendable {
     static let prefix = "/api/universal"
 
     let catalog: Catalog
+    let clientLimiter: ClientAddressLimiter
 
     var routes: [Route] {
         [
@@ -29,7 +30,7 @@ struct NativeNotifyRoutes: Sendable {
     /// device and, per token, `ok` / `refreshed` / `reassigned`.
     func register(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let body = try JSONBody(context.request)
-        let app = try authorize(body.value["appId"], body.value["appToken"])
+        let app = try authorize(body.value["appId"], body.value["appToken"], context)
         let registration = try NativeNotifyRegistration(body)
         let tokenName = registration.tokenName
         let command = Command.register(registration.registerRequest, at: requestTime(context))
@@ -64,7 +65,7 @@ struct NativeNotifyRoutes: Sendable {
     /// unknown id (`"removed": false`), so a retried logout never fails.
     func deregister(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let body = try JSONBody(context.request)
-        let app = try authorize(body.value["appId"], body.value["appToken"])
+        let app = try authorize(body.value["appId"], body.value["appToken"], context)
         let installation = try NativeNotifyRegistration.deviceID(body.value["deviceId"])
         return Compat.command(app: app, mode: .live, .deregisterInstallation(installation)) { outcome in
             guard case .deregistered(let removed, let tokensRemoved) = outcome else {
@@ -85,7 +86,8 @@ struct NativeNotifyRoutes: Sendable {
     /// `{"ok":true,"appId":N,"counts":{"devices","active","invalidated","subscribers","ios","android"}}`.
     func health(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let query = QueryParameters(context.request.head.query)
-        let app = try authorize(query["appId"].map(JSONValue.string), query["appToken"].map(JSONValue.string))
+        let app = try authorize(
+            query["appId"].map(JSONValue.string), query["appToken"].map(JSONValue.string), context)
         return Compat.command(app: app, mode: .live, .stats) { outcome in
             guard case .stats(let stats) = outcome else { return Compat.refusalOrUnexpected(outcome) }
             var writer = JSONWriter()
@@ -108,13 +110,17 @@ struct NativeNotifyRoutes: Sendable {
 
     /// Resolves `appId` and `appToken`: 400 without `appId`, 404 for an app we do
     /// not know, 401 unless `appToken` is a live key of that app that may
-    /// register devices, 429 over the key's rate limit.
-    private func authorize(_ appIDValue: JSONValue?, _ appTokenValue: JSONValue?) throws(APIError) -> AppRecord {
+    /// register devices, 429 over the key's rate limit or, for a mobile
+    /// key, over the client address's (`ClientAddressLimiter`).
+    private func authorize(
+        _ appIDValue: JSONValue?, _ appTokenValue: JSONValue?, _ context: RequestContext
+    ) throws(APIError) -> AppRecord {
         let credentials = try NativeNotifyCredentials(appID: appIDValue, appToken: appTokenValue)
         guard let app = catalog.app(credentials.appID) else { throw NativeNotifyError.appNotFound }
         guard let presented = credentials.appToken, let key = try catalog.liveKey(presented: presented),
             key.appID == app.id, key.mode == .live, key.kind == .mobile || key.allows(.devicesWrite)
         else { throw NativeNotifyError.unauthorized }
+        if key.kind == .mobile { try clientLimiter.admit(app: app.id, context.request.head) }
         return app
     }
 

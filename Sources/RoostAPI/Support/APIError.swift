@@ -14,6 +14,8 @@ package struct APIError: Error, Sendable, Equatable {
     package var retryAfterSeconds: Int?
     /// Methods for an `Allow` header (405 only).
     package var allowedMethods: [String]?
+    /// Which limit refused the request (429 only): metrics count them apart.
+    package var rateLimit: RateLimitReason?
 
     package init(
         status: Int, code: String, message: String, field: String? = nil, retryAfterSeconds: Int? = nil,
@@ -57,10 +59,12 @@ package struct APIError: Error, Sendable, Equatable {
             message: "method not allowed; allowed: \(allowed.joined(separator: ", "))", allowedMethods: allowed)
     }
 
-    package static func rateLimited(retryAfterSeconds: Int) -> APIError {
-        APIError(
-            status: 429, code: "rate_limited", message: "rate limit exceeded for this key",
-            retryAfterSeconds: max(1, retryAfterSeconds))
+    /// 429 `rate_limited` with `Retry-After` (whole seconds ≥ 1, spec §2).
+    package static func rateLimited(_ reason: RateLimitReason, retryAfterSeconds: Int) -> APIError {
+        var error = APIError(
+            status: 429, code: "rate_limited", message: reason.message, retryAfterSeconds: max(1, retryAfterSeconds))
+        error.rateLimit = reason
+        return error
     }
 
     package static func unavailable(_ message: String, retryAfterSeconds: Int = 1) -> APIError {
@@ -117,6 +121,26 @@ package struct APIError: Error, Sendable, Equatable {
     }
 }
 
+/// Which limit answered 429 `rate_limited` (docs/limits.md, "Rates").
+package enum RateLimitReason: String, Sendable, Equatable, CaseIterable {
+    /// The API key's own `rate_limit_per_second`.
+    case key
+    /// One push token registered again too often (the shard's per-token limit).
+    case token
+    /// Too many requests from one client address on the routes a mobile key
+    /// or an identity token authorizes.
+    case clientAddress = "client_address"
+
+    /// The envelope's message.
+    var message: String {
+        switch self {
+        case .key: "rate limit exceeded for this key"
+        case .token: RegistryRejection.tokenRateLimited(retryAfterSeconds: 1).message
+        case .clientAddress: "too many requests from this address for this app"
+        }
+    }
+}
+
 /// Returns a 2xx JSON response with the given body.
 package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
     HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: writer.bytes)
@@ -125,8 +149,13 @@ package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
 extension APIError {
     /// The envelope of a rule the model refused: its code, status and field.
     package init(_ rejection: RegistryRejection) {
-        self.init(
-            status: rejection.httpStatus, code: rejection.code, message: rejection.message, field: rejection.field)
+        switch rejection {
+        case .tokenRateLimited(let seconds):
+            self = .rateLimited(.token, retryAfterSeconds: seconds)
+        default:
+            self.init(
+                status: rejection.httpStatus, code: rejection.code, message: rejection.message, field: rejection.field)
+        }
     }
 
     /// The answer when the log could not take a write (spec §2: 503 with

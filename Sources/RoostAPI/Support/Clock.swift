@@ -1,12 +1,12 @@
 import Glibc
+import RoostPlatform
 
 /// The time source of the API: wall-clock milliseconds for timestamps and a
-/// monotonic reading for rate limits. Injected so that tests can move time.
-package protocol APIClock: Sendable {
+/// monotonic reading (`MonotonicClock`) for rate limits. Injected so that
+/// tests can move time.
+package protocol APIClock: MonotonicClock {
     /// Milliseconds since the Unix epoch (one read per request).
     func wallMilliseconds() -> Int64
-    /// Nanoseconds from an arbitrary fixed origin; never goes backwards.
-    func monotonicNanoseconds() -> UInt64
 }
 
 /// The real clocks of the machine.
