@@ -44,6 +44,23 @@ struct RateLimitSystemTests {
         #expect(first?["app_version"]?.stringValue == "v10")
     }
 
+    /// Mints guest identities (a mobile-key route that writes nothing, so the
+    /// loop runs fast) on one connection until one is refused, at most 1,000.
+    static func mintUntilRefused(_ port: UInt16, mobile: String, forwardedFor: String? = nil) throws -> (
+        accepted: Int, refusal: LoopbackResponse?
+    ) {
+        let connection = try LoopbackConnection(port: port)
+        let forwarded = forwardedFor.map { "X-Forwarded-For: \($0)\r\n" } ?? ""
+        for accepted in 0..<1_000 {
+            try connection.send(
+                "POST /v1/identities/guest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(mobile)\r\n"
+                    + forwarded + "Content-Length: 0\r\n\r\n")
+            let answer = try connection.readResponse(timeout: .seconds(5))
+            guard answer.status == 201 else { return (accepted, answer) }
+        }
+        return (1_000, nil)
+    }
+
     @Test("a mobile key from one address: a burst of 200, then 429 naming the address; a secret key goes on")
     func mobileKeyPerAddress() throws {
         let (process, directory) = try ServeTests.start()
@@ -52,21 +69,9 @@ struct RateLimitSystemTests {
             TemporaryDirectory.remove(directory)
         }
         let keys = try DeviceSystemTests.setUp(process.port)
-        let connection = try LoopbackConnection(port: process.port)
-        var accepted = 0
-        var refusal: LoopbackResponse?
-        // Guest identities: a mobile-key route that writes nothing, so the loop runs fast.
-        while accepted < 1_000 {
-            try connection.send(
-                "POST /v1/identities/guest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(keys.mobile)\r\n"
-                    + "Content-Length: 0\r\n\r\n")
-            let answer = try connection.readResponse(timeout: .seconds(5))
-            guard answer.status == 201 else {
-                refusal = answer
-                break
-            }
-            accepted += 1
-        }
+        // X-Forwarded-For from a peer nobody named a trusted proxy changes nothing.
+        let (accepted, refusal) = try RateLimitSystemTests.mintUntilRefused(
+            process.port, mobile: keys.mobile, forwardedFor: "198.51.100.1")
         // 200 at once, plus what refilled (20 a second) while the loop ran.
         #expect(accepted >= 200 && accepted < 400, "\(accepted) accepted")
         let answer = try #require(refusal)
@@ -79,5 +84,31 @@ struct RateLimitSystemTests {
         let user = try ServeTests.request(
             process.port, "POST", "/v1/identities/authenticated", key: keys.secret, body: #"{"external_id":"u"}"#)
         #expect(user.status == 201)
+        let other = try RateLimitSystemTests.mintUntilRefused(
+            process.port, mobile: keys.mobile, forwardedFor: "198.51.100.2")
+        #expect(other.accepted < 100, "X-Forwarded-For of an untrusted peer chose the address")
+    }
+
+    @Test("--trusted-proxy 127.0.0.1: each X-Forwarded-For client has its own budget; a bad address refuses to start")
+    func trustedProxy() throws {
+        let (process, directory) = try ServeTests.start(extra: ["--trusted-proxy", "127.0.0.1"])
+        defer {
+            process.stop()
+            TemporaryDirectory.remove(directory)
+        }
+        let keys = try DeviceSystemTests.setUp(process.port)
+        let first = try RateLimitSystemTests.mintUntilRefused(
+            process.port, mobile: keys.mobile, forwardedFor: "203.0.113.1, 198.51.100.1")
+        #expect(first.accepted >= 200 && first.accepted < 400, "\(first.accepted) accepted")
+        #expect(first.refusal?.status == 429)
+        let second = try RateLimitSystemTests.mintUntilRefused(
+            process.port, mobile: keys.mobile, forwardedFor: "2001:db8::1")
+        #expect(second.accepted >= 200 && second.accepted < 400, "\(second.accepted) accepted")
+
+        let refused = CatalogSystemTests.run(
+            ["serve", "--listen", "127.0.0.1:0", "--data", directory + "/other", "--trusted-proxy", "proxy.local"],
+            in: directory)
+        #expect(refused.code == 2)
+        #expect(refused.output.contains("--trusted-proxy must be an IPv4 or IPv6 address"), "\(refused.output)")
     }
 }
