@@ -8,9 +8,11 @@ import Synchronization
 /// round, the shards it runs, and the outcomes waiting for the log.
 ///
 /// At the end of every round (`endOfRound`, on the loop's thread) it hands
-/// each shard the round's commands in one hop: a shard this loop runs
-/// executes them at once, with no thread switch; another loop's shard gets
-/// them as one message. Outcomes come back as values and are released to
+/// each shard the round's commands in one hop: another loop's shard gets
+/// them as one message; a shard this loop runs queues them by app and runs
+/// one turn of at most `commandsPerTurnMax`, taken in turn from the apps
+/// with commands waiting, with no thread switch (the rest run in the next
+/// rounds, so one app's flood cannot make every round long). Outcomes come back as values and are released to
 /// the receiver once the log has acknowledged what they depend on; the log's
 /// I/O thread wakes the loop once per group commit for that.
 package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
@@ -19,8 +21,16 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     // and `set` are written once before the loop runs; `inbox` is behind its
     // mutex.
 
-    /// The most commands one shard runs in one turn, so one turn stays short.
-    package static let commandsPerTurnMax = 1024
+    /// The most commands one shard runs in one round (one turn, one log
+    /// append), taken in turn from the apps that have commands waiting; the
+    /// rest wait for the next round, which the loop starts at once. A round's
+    /// requests finish together, so a turn that ran every waiting command
+    /// would make one app's flood the latency of every other app on the loop
+    /// (docs/performance.md, "Fairness between apps").
+    package static let commandsPerTurnMax = 64
+    /// Commands of one app a turn takes before it serves the next app with
+    /// commands waiting (round robin; an app's own commands keep their order).
+    package static let commandsPerAppPerPass = 8
 
     private struct Inbox {
         var commands: [ShardCommand] = []
@@ -37,7 +47,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     /// the shards this loop runs, by shard; commands for other loops' shards
     /// and outcomes for other loops' requests, by loop.
     private var outgoing: Buckets<ShardCommand>
-    private var mine: Buckets<ShardCommand>
+    /// Commands waiting for the shards this loop runs, by shard, served
+    /// fairly across apps (`commandsPerTurnMax` per shard per round).
+    private var pending: [FairQueue]
+    /// The shards with commands in `pending`, in the order they got them.
+    private var pendingShards: [Int] = []
     private var remote: Buckets<ShardCommand>
     private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
@@ -48,7 +62,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         self.executor = executor
         self.log = log
         outgoing = Buckets(count: shardCount)
-        mine = Buckets(count: shardCount)
+        pending = Array(repeating: FairQueue(), count: shardCount)
         remote = Buckets(count: loopCount)
         elsewhere = Buckets(count: loopCount)
     }
@@ -131,20 +145,45 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
                 awaitLog(command)
                 continue
             }
-            mine.append(command, to: set.shardNumber(for: app))
+            queue(command, app: app, shard: set.shardNumber(for: app))
         }
         outgoing.drain { shard, commands in
             let owner = set.loopNumber(forShard: shard)
             if owner == index {
-                mine.append(contentsOf: commands, to: shard)
+                for command in commands {
+                    guard let app = command.work.app else { preconditionFailure("\(command.work) needs no shard") }
+                    queue(command, app: app, shard: shard)
+                }
             } else {
                 remote.append(contentsOf: commands, to: owner)
             }
         }
         remote.drain { owner, commands in set.loops[owner].post(commands: commands) }
-        mine.drain { shard, commands in run(commands, on: set.shards[shard]) }
+        runTurns(set)
         elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: outcomes) }
         release()
+    }
+
+    /// Queues a command for a shard this loop runs.
+    private func queue(_ command: ShardCommand, app: AppID, shard: Int) {
+        if pending[shard].isEmpty { pendingShards.append(shard) }
+        pending[shard].append(command, app: app)
+    }
+
+    /// Runs one turn on every shard with commands waiting: at most
+    /// `commandsPerTurnMax`, taken fairly across apps. Commands left over
+    /// wait for the next round, and the loop wakes itself for it.
+    private func runTurns(_ set: ShardSet) {
+        guard !pendingShards.isEmpty else { return }
+        var stillPending: [Int] = []
+        for shard in pendingShards {
+            let turn = pending[shard].takeTurn(
+                max: ShardLoop.commandsPerTurnMax, perApp: ShardLoop.commandsPerAppPerPass)
+            run(turn, on: set.shards[shard])
+            if !pending[shard].isEmpty { stillPending.append(shard) }
+        }
+        pendingShards = stillPending
+        if !pendingShards.isEmpty { executor.wake() }
     }
 
     /// Waits, on this loop, for the LSN of an `awaitLog` command.
@@ -153,22 +192,16 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         waiting.append(ShardOutcome(origin: command.origin, outcome: .logAcknowledged, waitsFor: lsn, dependsOn: lsn))
     }
 
-    /// Runs commands on a shard this loop owns, in turns of at most
-    /// `commandsPerTurnMax`, and routes each outcome to its origin.
-    private func run(_ commands: [ShardCommand], on shard: Shard) {
+    /// Runs one turn on a shard this loop owns and routes each outcome to its origin.
+    private func run(_ turn: [ShardCommand], on shard: Shard) {
         precondition(shard.executor === executor, "shard \(shard.number) is not run by loop \(index)")
-        var start = 0
-        while start < commands.count {
-            let end = min(start + ShardLoop.commandsPerTurnMax, commands.count)
-            let turn = start == 0 && end == commands.count ? commands : Array(commands[start..<end])
-            let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
-            for outcome in outcomes {
-                switch outcome.origin {
-                case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)
-                case .loop, .caller: waiting.append(outcome)
-                }
+        precondition(turn.count <= ShardLoop.commandsPerTurnMax, "a turn of \(turn.count) commands")
+        let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
+        for outcome in outcomes {
+            switch outcome.origin {
+            case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)
+            case .loop, .caller: waiting.append(outcome)
             }
-            start = end
         }
     }
 
@@ -213,6 +246,66 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             guard let receiver else { preconditionFailure("loop \(index) has outcomes but no receiver") }
             receiver.receive(delivered)
         }
+    }
+}
+
+/// The commands waiting for one shard: a queue per app, in arrival order,
+/// and the apps with commands waiting, served in turn. Bounded by what the
+/// loops' requests may have in flight (connections × pipelined requests) and
+/// the callers' batches.
+struct FairQueue {
+    private struct AppQueue {
+        var commands: [ShardCommand] = []
+        /// Commands before it were taken already.
+        var head = 0
+    }
+
+    private var queues: [AppID: AppQueue] = [:]
+    /// Apps with commands waiting; the next turn starts with the first.
+    private var order: [AppID] = []
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    mutating func append(_ command: ShardCommand, app: AppID) {
+        if queues[app] == nil {
+            queues[app] = AppQueue()
+            order.append(app)
+        }
+        queues[app]!.commands.append(command)
+        count += 1
+    }
+
+    /// Takes up to `budget` commands: up to `quantum` of each app in turn,
+    /// pass after pass, each app's in its own order. The app after the last
+    /// one served comes first next time. O(taken + apps).
+    mutating func takeTurn(max budget: Int, perApp quantum: Int) -> [ShardCommand] {
+        precondition(budget >= 1 && quantum >= 1, "a turn of \(budget), \(quantum) per app")
+        var turn: [ShardCommand] = []
+        turn.reserveCapacity(min(budget, count))
+        var position = 0
+        while turn.count < budget && !order.isEmpty {
+            if position >= order.count { position = 0 }
+            let app = order[position]
+            guard var queue = queues.removeValue(forKey: app) else { preconditionFailure("app \(app) has no queue") }
+            let end = min(queue.commands.count, queue.head + min(quantum, budget - turn.count))
+            turn.append(contentsOf: queue.commands[queue.head..<end])
+            queue.head = end
+            if queue.head == queue.commands.count {
+                order.remove(at: position)
+            } else {
+                if queue.head > 64 && queue.head * 2 > queue.commands.count {
+                    queue.commands.removeFirst(queue.head)
+                    queue.head = 0
+                }
+                queues[app] = queue
+                position += 1
+            }
+        }
+        if position > 0 && position < order.count { order = Array(order[position...] + order[..<position]) }
+        count -= turn.count
+        precondition(count >= 0 && (count == 0) == order.isEmpty, "fair queue count \(count), \(order.count) apps")
+        return turn
     }
 }
 

@@ -57,6 +57,14 @@ final class EventLoop {
     private static let deliveryPassesMax = 4
     /// A request was dispatched since the executor's last round.
     private var dispatchedSinceRound = false
+    /// Requests one round dispatches before the engine takes them: past it
+    /// the loop runs the engine's round and the answers, then goes on with
+    /// the rest of the `epoll_wait` batch. A round's requests finish together,
+    /// so an unbounded round would let one app's burst delay every request
+    /// read with it (docs/performance.md, "Fairness between apps").
+    static let requestsPerRoundMax = 32
+    /// Requests dispatched since the last engine round of this batch.
+    private var dispatchedInRound = 0
 
     init(
         epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
@@ -98,13 +106,21 @@ final class EventLoop {
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
             }
-            let now = clock.now
+            var now = clock.now
+            dispatchedInRound = 0
             for index in 0..<count {
                 let (token, events) = epoll.event(at: index)
                 switch token {
                 case Self.listenerToken: acceptConnections(now: now)
                 case Self.wakeupToken: mailbox.executor.wakeup.drain()
                 default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
+                }
+                if dispatchedInRound >= Self.requestsPerRoundMax && index + 1 < count {
+                    // The rest of the batch waits for the engine's round: what
+                    // stands between a request and its shard stays bounded.
+                    finishRound(now: now)
+                    dispatchedInRound = 0
+                    now = clock.now
                 }
             }
             finishRound(now: now)
@@ -313,6 +329,7 @@ final class EventLoop {
             case .dispatch(var request, let sequence):
                 request.head.peerAddress = connection.peerAddress
                 dispatchedSinceRound = true
+                dispatchedInRound += 1
                 let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
                 switch responder.respond(to: request, sink: sink) {
                 case .respond(let response): connection.machine.answer(response, to: sequence, now: now)

@@ -1,0 +1,66 @@
+import RoostModel
+import RoostStorage
+import Synchronization
+import Testing
+
+@testable import RoostEngine
+
+/// The (app, number) of each probe in the order the shard ran them.
+final class ExecutionOrder: Sendable {
+    let seen = Mutex<[(app: UInt32, number: Int)]>([])
+}
+
+@Suite("Fairness between apps (shard turns)")
+struct FairnessTests {
+    /// Work that records which app ran it, in execution order.
+    static func probe(_ app: UInt32, _ number: Int, into order: ExecutionOrder) -> ShardWork {
+        .index(
+            IndexKey(app: AppID(app), mode: .live), settings: .defaults,
+            .custom(
+                CustomWork { _ in
+                    order.seen.withLock { $0.append((app, number)) }
+                    return (number, [])
+                }))
+    }
+
+    @Test("another app's command behind 2,000 of one app's runs in the first turn; each app keeps its own order")
+    func floodDoesNotDelayOtherApps() async throws {
+        let registry = Registry(shardCount: 1, log: VolatileLog())
+        let seen = ExecutionOrder()
+        let flood = (0..<2_000).map { FairnessTests.probe(1, $0, into: seen) }
+        let others = [FairnessTests.probe(2, 0, into: seen), FairnessTests.probe(3, 0, into: seen)]
+        let outcomes = await registry.shardSet.perform(batch: flood + others)
+        #expect(outcomes.count == 2_002)
+        let order = seen.seen.withLock { $0 }
+        let positionOfTwo = try #require(order.firstIndex { $0.app == 2 })
+        let positionOfThree = try #require(order.firstIndex { $0.app == 3 })
+        #expect(positionOfTwo < ShardLoop.commandsPerTurnMax)
+        #expect(positionOfThree < ShardLoop.commandsPerTurnMax)
+        #expect(order.filter { $0.app == 1 }.map(\.number) == Array(0..<2_000))
+    }
+
+    @Test("a turn takes up to the quantum of each app in turn, and the next turn starts after the last app served")
+    func roundRobin() {
+        var queue = FairQueue()
+        let command = { (app: UInt32, number: Int) in
+            ShardCommand(
+                .index(IndexKey(app: AppID(app), mode: .live), settings: .defaults, .stats),
+                origin: .loop(0, ticket: UInt64(app) << 32 | UInt64(number)))
+        }
+        for number in 0..<10 { queue.append(command(1, number), app: AppID(1)) }
+        for number in 0..<3 { queue.append(command(2, number), app: AppID(2)) }
+        for number in 0..<5 { queue.append(command(3, number), app: AppID(3)) }
+        func tickets(_ turn: [ShardCommand]) -> [String] {
+            turn.map { command in
+                guard case .loop(_, let ticket) = command.origin else { return "?" }
+                return "\(ticket >> 32).\(ticket & 0xFFFF_FFFF)"
+            }
+        }
+        #expect(tickets(queue.takeTurn(max: 7, perApp: 2)) == ["1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "1.2"])
+        // App 2 is next: it was not served after app 1's second share.
+        #expect(tickets(queue.takeTurn(max: 5, perApp: 2)) == ["2.2", "3.2", "3.3", "1.3", "1.4"])
+        #expect(queue.count == 6)
+        #expect(tickets(queue.takeTurn(max: 100, perApp: 2)) == ["3.4", "1.5", "1.6", "1.7", "1.8", "1.9"])
+        #expect(queue.isEmpty)
+    }
+}
