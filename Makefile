@@ -15,7 +15,7 @@ FUZZ_DIR     := .build/fuzz
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test deps build release lint format bench-http bench-durability bench-spine bench-registry soak fuzz-http clean
+.PHONY: serve test deps build release lint format bench-http bench-durability bench-spine bench-fairness bench-registry soak fuzz-http clean
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -71,6 +71,13 @@ bench-spine: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
 	Benchmarks/spine/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
+
+## Fairness (issue 9): one app's p50 while another floods (docs/performance.md). Needs wrk.
+## ROOST_BIN_BASELINE=/path/to/roost alternates a second binary; FAIR_NICE, FAIR_FSYNC_DELAY_US.
+bench-fairness: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	Benchmarks/fairness/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
 
 ## In-process registrations/s through the Registry and RSS bytes per device.
 BENCH_DEVICES ?= 1000000
