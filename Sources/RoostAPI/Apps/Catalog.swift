@@ -40,6 +40,13 @@ package final class Catalog: Sendable {
         state.read { $0.keysByDigest[digest] }
     }
 
+    /// Returns the live key with public id `id` (`key_…`), nil once it is
+    /// revoked or its app deleted. Every applied change counts, as for
+    /// authentication. O(1) expected.
+    package func liveKey(id: String) -> KeyRecord? {
+        state.read { state in state.keyDigestByID[id].flatMap { state.keysByDigest[$0] } }
+    }
+
     /// Returns the whole state (a copy), every applied change included.
     package func currentState() -> CatalogState {
         state.read { $0 }

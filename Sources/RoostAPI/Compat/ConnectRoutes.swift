@@ -43,7 +43,7 @@ struct ConnectRoutes: Sendable {
             key = record
         }
         let lifetime = try ConnectRoutes.lifetime(context.request)
-        return mint(.guest(IdentityToken.newGuestID()), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+        return try mint(.guest(IdentityToken.newGuestID()), key: key, lifetime: lifetime, now: context.nowMilliseconds)
     }
 
     /// `POST /v1/identities/authenticated` (secret key, `people:write`)
@@ -57,12 +57,23 @@ struct ConnectRoutes: Sendable {
             throw APIError.invalidField("external_id", "external_id must not start with \"guest:\"")
         }
         let lifetime = try ConnectRoutes.lifetime(context.request)
-        return mint(.user(externalID), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+        return try mint(.user(externalID), key: key, lifetime: lifetime, now: context.nowMilliseconds)
     }
 
-    private func mint(_ principal: IdentityPrincipal, key: KeyRecord, lifetime: Int64, now: Int64) -> HTTPResponse {
+    /// Signs a token naming the minting `key`, so that revoking the key
+    /// revokes the token (spec §12).
+    private func mint(
+        _ principal: IdentityPrincipal, key: KeyRecord, lifetime: Int64, now: Int64
+    ) throws(APIError) -> HTTPResponse {
+        guard IdentityToken.isMintingKeyID(key.id[...]) else {
+            // Every key id this server made is `key_` + 16 hex; one that is not
+            // cannot be named in a token, so its tokens could not be revoked.
+            throw APIError(
+                status: 403, code: "forbidden", message: "this key cannot mint identity tokens; make a new key")
+        }
         let expiresAt = now / 1000 + lifetime
-        let claims = IdentityClaims(app: key.appID, mode: key.mode, principal: principal, expiresAtSeconds: expiresAt)
+        let claims = IdentityClaims(
+            app: key.appID, mode: key.mode, mintingKeyID: key.id, principal: principal, expiresAtSeconds: expiresAt)
         let token = IdentityToken.sign(claims, with: keys.currentKey())
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
@@ -120,10 +131,13 @@ struct ConnectRoutes: Sendable {
 
     /// Returns the verified claims of the request's `Authorization: Bearer
     /// <identity_token>` and its app: 401 for a missing, forged, altered,
-    /// expired token, one signed by a removed key, or one of a deleted app.
+    /// expired token, one signed by a removed signing key, one whose minting
+    /// key was revoked, or one of a deleted app (spec §12).
     private func principal(_ context: RequestContext) throws(APIError) -> (IdentityClaims, AppRecord) {
         guard let token = ConnectRoutes.bearer(context.request.head.headers["Authorization"]),
             let claims = IdentityToken.verify(token, keys: keys, nowSeconds: context.nowMilliseconds / 1000),
+            let minting = catalog.liveKey(id: claims.mintingKeyID),
+            minting.appID == claims.app, minting.mode == claims.mode,
             let app = catalog.app(claims.app)
         else {
             throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
