@@ -169,7 +169,8 @@ struct ConnectRoutes: Sendable {
         let tokenText = try body.requiredString("token")
         let token = try checked { () throws(RegistryRejection) in try PushToken(parsing: tokenText, platform: platform)
         }
-        var environment = APNsEnvironment.production
+        // Omitted: a new device gets production, an existing one keeps its own (spec §12).
+        var environment: APNsEnvironment?
         if let name = try body.optionalString("environment") {
             guard let parsed = APNsEnvironment(name: name) else { throw APIError(RegistryRejection.invalidEnvironment) }
             environment = parsed
