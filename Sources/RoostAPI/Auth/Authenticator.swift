@@ -15,12 +15,15 @@ package struct Authenticator: Sendable {
     package static let presentedKeyBytesMax = 512
 
     private let adminDigest: [UInt8]
-    private let catalog: Catalog
+    let catalog: Catalog
+    /// The signing keys of identity tokens (`RouteAccess.identityToken`).
+    let identityKeys: IdentityKeyStore
 
-    package init(adminKey: String, catalog: Catalog) {
+    package init(adminKey: String, catalog: Catalog, identityKeys: IdentityKeyStore) {
         precondition(!adminKey.isEmpty, "the admin key must not be empty")
         self.adminDigest = Crypto.sha256(adminKey.utf8)
         self.catalog = catalog
+        self.identityKeys = identityKeys
     }
 
     /// Returns the principal of a request, or throws 401 (missing or unknown

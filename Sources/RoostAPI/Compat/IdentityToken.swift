@@ -145,6 +145,15 @@ enum IdentityToken {
             }
     }
 
+    /// The credentials of a `Bearer` value up to `bytesMax`, or nil.
+    static func bearer(_ value: String?) -> Substring? {
+        guard let value, value.utf8.count > 7, value.utf8.count <= bytesMax + 7 else { return nil }
+        let scheme = value.prefix(7)
+        guard scheme.lowercased() == "bearer " else { return nil }
+        let token = value.dropFirst(7).drop { $0 == " " }
+        return token.isEmpty ? nil : token
+    }
+
     /// Returns whether `text` has the shape of a signing key id.
     static func isKeyID(_ text: String) -> Bool {
         text.utf8.count == 19 && text.hasPrefix("ik_")

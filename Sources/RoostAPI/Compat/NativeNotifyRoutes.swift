@@ -19,9 +19,12 @@ struct NativeNotifyRoutes: Sendable {
 
     var routes: [Route] {
         [
-            Route(.post, NativeNotifyRoutes.prefix + "/device/register", outcome: register),
-            Route(.post, NativeNotifyRoutes.prefix + "/device/deregister", outcome: deregister),
-            Route(.get, NativeNotifyRoutes.prefix + "/health", outcome: health),
+            Route(
+                .post, NativeNotifyRoutes.prefix + "/device/register", access: .nativeNotifyAppToken, outcome: register),
+            Route(
+                .post, NativeNotifyRoutes.prefix + "/device/deregister", access: .nativeNotifyAppToken,
+                outcome: deregister),
+            Route(.get, NativeNotifyRoutes.prefix + "/health", access: .nativeNotifyAppToken, outcome: health),
         ]
     }
 
