@@ -114,6 +114,26 @@ struct AmendmentTests {
         #expect(await app.device(id).text == before)
     }
 
+    @Test("Native Notify's deregister cannot delete a device holding a secret by its installation id alone: 409")
+    func deregisterSecuredRefused() async throws {
+        let app = try await DeviceApp.make()
+        let id = try await AmendmentTests.securedInstallation(app)
+        let plain = try await app.registerID(5, #""installation_id":"plain""#)
+        let deregister = { (deviceID: String) in
+            await app.harness.call(
+                .post, "/api/universal/device/deregister",
+                body: #"{"appId":\#(app.app),"appToken":"\#(app.mobile)","deviceId":"\#(deviceID)"}"#)
+        }
+        let refused = await deregister("A1")
+        #expect(refused.status == 409)
+        #expect(refused.errorCode == "installation_proof_required")
+        #expect(refused.errorField == "deviceId")
+        #expect(await app.device(id).status == 200)
+        // A device without a secret is deregistered as the vendor's API says.
+        #expect(await deregister("plain").json?["removed"]?.boolValue == true)
+        #expect(await app.device(plain).status == 404)
+    }
+
     @Test("without a stored secret, rule 4 stands: a new token for a known installation replaces it")
     func noSecretRuleFourStands() async throws {
         let app = try await DeviceApp.make()
@@ -245,5 +265,36 @@ struct AmendmentTests {
         #expect(await harness.call(.delete, "/v1/apps/\(app.id)", key: Harness.adminKey).status == 200)
         let answer = await harness.call(.put, "/v1/me/devices", key: guest.token, body: ConnectTests.device())
         #expect(answer.status == 401)
+    }
+
+    // MARK: - Modes apart, also for keys
+
+    @Test("a test-mode key with setup:write makes and revokes test keys only: a live key is 403 / unknown (404)")
+    func testKeyCannotManageLiveKeys() async throws {
+        let app = try await DeviceApp.make()
+        let test = app.testSecret
+        let live = await app.call(
+            .post, "/v1/apps/\(app.app)/keys", key: test,
+            body: #"{"kind":"secret","mode":"live","capabilities":["devices:read"]}"#)
+        #expect(live.status == 403)
+        #expect(live.errorCode == "forbidden")
+        let defaultMode = await app.call(
+            .post, "/v1/apps/\(app.app)/keys", key: test, body: #"{"kind":"mobile"}"#)
+        #expect(defaultMode.status == 201)
+        #expect(defaultMode.json?["mode"]?.stringValue == "test", "a test key's new key defaults to test mode")
+        let testKey = await app.call(
+            .post, "/v1/apps/\(app.app)/keys", key: test, body: #"{"kind":"secret","mode":"test"}"#)
+        #expect(testKey.status == 201)
+        let liveID = try #require(try app.harness.catalog.key(presented: app.secret[...])?.id)
+        let revokeLive = await app.call(.delete, "/v1/apps/\(app.app)/keys/\(liveID)", key: test)
+        #expect(revokeLive.status == 404)
+        #expect(revokeLive.errorCode == "key_not_found")
+        #expect(await app.call(.get, "/v1/stats").status == 200, "the live key still works")
+        let testID = try #require(testKey.json?["id"]?.stringValue)
+        #expect(await app.call(.delete, "/v1/apps/\(app.app)/keys/\(testID)", key: test).status == 200)
+        // A live key (and the operator) manages both modes.
+        let fromLive = await app.call(
+            .post, "/v1/apps/\(app.app)/keys", key: app.secret, body: #"{"kind":"secret","mode":"test"}"#)
+        #expect(fromLive.status == 201)
     }
 }

@@ -160,9 +160,15 @@ package struct AppRoutes: Sendable {
         guard let kind = KeyKind(rawValue: kindName) else {
             throw APIError.invalidField("kind", "kind must be \"secret\" or \"mobile\"")
         }
-        let modeName = try body.optionalString("mode") ?? AppMode.live.name
+        // A test key stays in test mode (spec §4: the modes live apart): it makes
+        // test keys only, and an omitted mode is its own.
+        let callerMode = context.principal.keyMode
+        let modeName = try body.optionalString("mode") ?? (callerMode ?? .live).name
         guard let mode = AppMode(name: modeName) else {
             throw APIError.invalidField("mode", "mode must be \"live\" or \"test\"")
+        }
+        if callerMode == .test && mode == .live {
+            throw APIError(status: 403, code: "forbidden", message: "a test key makes test keys only")
         }
         var capabilities = Set<Capability>()
         for name in try body.optionalStringArray("capabilities") ?? [] {
@@ -211,7 +217,9 @@ package struct AppRoutes: Sendable {
         let app = try AppRoutes.appID(context.parameters[0])
         try context.principal.requireSetup(of: app)
         guard catalog.app(app) != nil else { throw APIError.appNotFound }
-        let ticket = try catalog.revokeKey(app: app, keyID: context.parameters[1])
+        // A test key sees no live key: revoking one answers as for an unknown id.
+        let ticket = try catalog.revokeKey(
+            app: app, keyID: context.parameters[1], onlyMode: context.principal.keyMode == .test ? .test : nil)
         return .afterCommit(ticket) { DeviceRoutes.flag("revoked", true) }
     }
 

@@ -154,10 +154,13 @@ package final class Catalog: Sendable {
         return (record, secret, ticket)
     }
 
-    /// Revokes a key of `app`. A key of another app answers as unknown.
-    package func revokeKey(app: AppID, keyID: String) throws(APIError) -> CommitTicket {
+    /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
+    /// or of the other mode, answers as unknown.
+    package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
         let ticket = try state.change { state throws(APIError) in
-            guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
+            guard let digest = state.keyDigestByID[keyID], let key = state.keysByDigest[digest], key.appID == app,
+                onlyMode == nil || key.mode == onlyMode
+            else {
                 throw APIError(status: 404, code: "key_not_found", message: "no such key")
             }
             return ([.keyRevoked(id: keyID)], ())

@@ -77,6 +77,14 @@ extension Principal {
         }
     }
 
+    /// The mode of an app key; nil for the operator (who acts in both).
+    package var keyMode: AppMode? {
+        switch self {
+        case .operator: nil
+        case .appKey(let key): key.mode
+        }
+    }
+
     /// Passes only for the operator.
     package func requireOperator() throws(APIError) {
         switch self {

@@ -71,7 +71,7 @@ struct NativeNotifyRoutes: Sendable {
         let installation = try NativeNotifyRegistration.deviceID(body.value["deviceId"])
         return Compat.command(app: app, mode: .live, .deregisterInstallation(installation)) { outcome in
             guard case .deregistered(let removed, let tokensRemoved) = outcome else {
-                return Compat.refusalOrUnexpected(outcome)
+                return Compat.refusalOrUnexpected(outcome, fields: ["installation_id": "deviceId"])
             }
             var writer = JSONWriter()
             writer.beginObject()
