@@ -189,6 +189,11 @@ struct IsolationMatrixTests {
                 (.post, "/v1/devices", #"{"platform":"ios","token":"\#(TestTokens.apns(101))"}"#),
                 (.post, "/v1/devices", #"{"platform":"android","token":"\#(TestTokens.fcm(100))"}"#),
             ]
+            // And one device in test mode, which only test-mode callers may change.
+            let testDevice = await harness.call(
+                .post, "/v1/devices", key: testSecret,
+                body: #"{"platform":"ios","token":"\#(TestTokens.apns(102))","installation_id":"\#(installation)"}"#)
+            guard testDevice.status == 201 else { throw HarnessError(message: "test device: \(testDevice.status)") }
             var deviceID: String?
             for (method, path, body) in setUp {
                 let answer = await harness.call(method, path, key: secret.key, body: body)
@@ -291,6 +296,8 @@ struct IsolationMatrixTests {
         /// Everything of the victim's that no other caller may change.
         struct VictimState: Equatable {
             var live: [Mutation]
+            /// The test-mode index: compared for every caller but the victim's own test-mode ones.
+            var test: [Mutation]
             var app: AppRecord?
             var liveKeys: [KeyRecord]
             var signingKeys: IdentityKeyState
@@ -302,9 +309,13 @@ struct IsolationMatrixTests {
                 await harness.service.registry.perform(IndexKey(app: app, mode: .live)) { index in
                     (index.snapshotMutations(), [])
                 })
+            let test = try #require(
+                await harness.service.registry.perform(IndexKey(app: app, mode: .test)) { index in
+                    (index.snapshotMutations(), [])
+                })
             let catalog = harness.catalog.currentState()
             return VictimState(
-                live: live, app: catalog.apps[app],
+                live: live, test: test, app: catalog.apps[app],
                 liveKeys: catalog.keysByDigest.values.filter { $0.appID == app && $0.mode == .live }.sorted {
                     $0.id < $1.id
                 },
@@ -317,7 +328,7 @@ struct IsolationMatrixTests {
         let fixture = try await Fixture.make()
         let routes = fixture.harness.service.routes
         #expect(routes.count >= 30, "the route table shrank to \(routes.count)")
-        let before = try await fixture.victimState()
+        var before = try await fixture.victimState()
         #expect(before.live.count > 5, "the victim has data")
         var cells = 0
         for route in routes {
@@ -329,7 +340,10 @@ struct IsolationMatrixTests {
                 #expect(
                     expected.matches(answer.status),
                     "\(cell): expected \(expected), got \(answer.status) \(answer.errorCode ?? "")")
-                let unchanged = try await fixture.victimState() == before
+                let after = try await fixture.victimState()
+                // The victim's own test-mode callers may change its test index: the new baseline.
+                if kind == .testModeKey { before.test = after.test }
+                let unchanged = after == before
                 #expect(unchanged, "\(cell) changed the victim app (\(answer.status) \(answer.errorCode ?? ""))")
                 if !unchanged { return }
                 cells += 1
