@@ -28,6 +28,10 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// device other than the proven one or of another platform.
     /// 422 `device_identity_conflict`.
     case deviceIdentityConflict(field: String)
+    /// An `installation_id` naming a device that holds an `installation_secret`,
+    /// without that device's `device_id` + `installation_secret` proof (spec §12).
+    /// 409 `installation_proof_required`.
+    case installationProofRequired
     /// 404 `device_not_found`.
     case deviceNotFound
     /// 404 `person_not_found`.
@@ -47,6 +51,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .unknownIdentity: "unknown_identity"
         case .credentialNotFound: "notification_app_not_found"
         case .deviceIdentityConflict: "device_identity_conflict"
+        case .installationProofRequired: "installation_proof_required"
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
         }
@@ -59,7 +64,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .invalidField, .invalidTags, .tagsTooLarge:
             400
         case .deviceNotFound, .personNotFound: 404
-        case .unknownIdentity, .credentialNotFound: 409
+        case .unknownIdentity, .credentialNotFound, .installationProofRequired: 409
         case .deviceIdentityConflict: 422
         }
     }
@@ -75,6 +80,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .invalidTags, .tagsTooLarge: "tags"
         case .unknownIdentity: "external_id"
         case .credentialNotFound: "bundle_id"
+        case .installationProofRequired: "installation_id"
         case .deviceNotFound, .personNotFound: nil
         }
     }
@@ -93,6 +99,9 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .unknownIdentity: "the person is not known"
         case .credentialNotFound: "no APNs credential for this bundle id and environment"
         case .deviceIdentityConflict(let name): "\(name) names a device of another mode, platform or installation"
+        case .installationProofRequired:
+            "this installation_id belongs to a device registered with an installation_secret; send its device_id "
+                + "and installation_secret, or register a new installation_id"
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
         }

@@ -40,6 +40,13 @@ package final class Catalog: Sendable {
         state.read { $0.keysByDigest[digest] }
     }
 
+    /// Returns the live key with public id `id` (`key_…`), nil once it is
+    /// revoked or its app deleted. Every applied change counts, as for
+    /// authentication. O(1) expected.
+    package func liveKey(id: String) -> KeyRecord? {
+        state.read { state in state.keyDigestByID[id].flatMap { state.keysByDigest[$0] } }
+    }
+
     /// Returns the whole state (a copy), every applied change included.
     package func currentState() -> CatalogState {
         state.read { $0 }
@@ -147,10 +154,13 @@ package final class Catalog: Sendable {
         return (record, secret, ticket)
     }
 
-    /// Revokes a key of `app`. A key of another app answers as unknown.
-    package func revokeKey(app: AppID, keyID: String) throws(APIError) -> CommitTicket {
+    /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
+    /// or of the other mode, answers as unknown.
+    package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
         let ticket = try state.change { state throws(APIError) in
-            guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
+            guard let digest = state.keyDigestByID[keyID], let key = state.keysByDigest[digest], key.appID == app,
+                onlyMode == nil || key.mode == onlyMode
+            else {
                 throw APIError(status: 404, code: "key_not_found", message: "no such key")
             }
             return ([.keyRevoked(id: keyID)], ())

@@ -15,12 +15,15 @@ package struct Authenticator: Sendable {
     package static let presentedKeyBytesMax = 512
 
     private let adminDigest: [UInt8]
-    private let catalog: Catalog
+    let catalog: Catalog
+    /// The signing keys of identity tokens (`RouteAccess.identityToken`).
+    let identityKeys: IdentityKeyStore
 
-    package init(adminKey: String, catalog: Catalog) {
+    package init(adminKey: String, catalog: Catalog, identityKeys: IdentityKeyStore) {
         precondition(!adminKey.isEmpty, "the admin key must not be empty")
         self.adminDigest = Crypto.sha256(adminKey.utf8)
         self.catalog = catalog
+        self.identityKeys = identityKeys
     }
 
     /// Returns the principal of a request, or throws 401 (missing or unknown
@@ -71,6 +74,14 @@ extension Principal {
         case .appKey(let key):
             guard key.allows(.setupWrite) else { throw APIError.forbidden }
             guard key.appID == app else { throw APIError.appNotFound }
+        }
+    }
+
+    /// The mode of an app key; nil for the operator (who acts in both).
+    package var keyMode: AppMode? {
+        switch self {
+        case .operator: nil
+        case .appKey(let key): key.mode
         }
     }
 

@@ -6,7 +6,7 @@ extension DeviceRoutes {
     /// `GET /v1/devices?external_id=&platform=&tag.KEY=VALUE&state=&limit=&cursor=`
     /// (`devices:read`): a page in creation order with devices and their tokens.
     func list(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         let query = try DeviceListing.query(context.request.head.query)
         return scope.command(.listDevices(query)) { outcome in
             guard case .devicePage(let page) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
