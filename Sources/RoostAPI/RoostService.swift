@@ -17,6 +17,8 @@ public final class RoostService: HTTPResponder {
     package let identityKeys: IdentityKeyStore
     /// The requests waiting for engine outcomes, one table per engine loop.
     private let loopRequests: [LoopRequests]
+    /// What `GET /readyz` answers.
+    package let readiness: Readiness
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -91,14 +93,22 @@ public final class RoostService: HTTPResponder {
         let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
         self.identityKeys = keys
+        let readiness = Readiness(registry: registry)
+        self.readiness = readiness
         let compat =
             BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
             + NativeNotifyRoutes(catalog: catalog).routes
             + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
         self.router = Router(
-            [Route(.get, "/healthz", RoostService.health)] + apps.routes
+            [Route(.get, "/healthz", RoostService.health), readiness.route] + apps.routes
                 + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes + compat)
         self.clock = clock
+    }
+
+    /// Makes `/readyz` answer 503 from now on: call it when a shutdown signal
+    /// arrives, before the server stops accepting (spec §11).
+    public func beginShutdown() {
+        readiness.beginShutdown()
     }
 
     public func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
