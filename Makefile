@@ -37,9 +37,11 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
-## Build release and serve on $(LISTEN) with data in $(DATA).
+## Build release and serve on $(LISTEN) with data in $(DATA). `exec`: the shell
+## becomes roost, so the SIGTERM or SIGINT that make forwards reaches the
+## server (it drains and exits 0) instead of leaving it orphaned and serving.
 serve: release
-	$$($(SWIFT) build -c release --show-bin-path)/roost serve --listen $(LISTEN) --data $(DATA)
+	exec "$$($(SWIFT) build -c release --show-bin-path)/roost" serve --listen $(LISTEN) --data $(DATA)
 
 lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Benchmarks

@@ -18,6 +18,8 @@ public final class RoostService: HTTPResponder {
     package let identityKeys: IdentityKeyStore
     /// The requests waiting for engine outcomes, one table per engine loop.
     private let loopRequests: [LoopRequests]
+    /// What `GET /readyz` answers.
+    package let readiness: Readiness
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -93,11 +95,13 @@ public final class RoostService: HTTPResponder {
         let authenticator = Authenticator(adminKey: adminKey, catalog: catalog, identityKeys: keys)
         self.authenticator = authenticator
         let apps = AppRoutes(catalog: catalog, registry: registry)
+        let readiness = Readiness(registry: registry)
+        self.readiness = readiness
         let compat =
             BaruaRoutes(catalog: catalog).routes + NativeNotifyRoutes(catalog: catalog).routes
             + ConnectRoutes(keys: keys).routes
         self.router = Router(
-            [Route(.get, "/healthz", access: .open, RoostService.health)] + apps.routes
+            [Route(.get, "/healthz", access: .open, RoostService.health)] + [readiness.route] + apps.routes
                 + NativeRoutes(catalog: catalog, registry: registry).routes + compat)
         self.clock = clock
     }
@@ -105,6 +109,12 @@ public final class RoostService: HTTPResponder {
     /// Every route the service serves, in declaration order, each with its
     /// declared `RouteAccess` (the isolation matrix test walks it).
     package var routes: [Route] { router.routes }
+
+    /// Makes `/readyz` answer 503 from now on: call it when a shutdown signal
+    /// arrives, before the server stops accepting (spec §11).
+    public func beginShutdown() {
+        readiness.beginShutdown()
+    }
 
     public func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
         router.bodyLimitBytes(path: head.path) ?? RoostService.jsonBodyBytesMax

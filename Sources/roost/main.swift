@@ -7,35 +7,34 @@ import RoostModel
 import RoostPlatform
 import RoostStorage
 
-/// `roost serve` (spec §1) and `roost wal verify|dump DIR`. `serve` prints
-/// exactly one line to stdout, `listening on HOST:PORT`, once it serves;
-/// everything else goes to stderr.
-
-let usage = """
-    usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
-                       [--event-loops N] [--max-connections N] [--header-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-                       [--snapshot-log-bytes N]
-           roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage recovery
-                                    repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
-           roost wal dump DIR       one line per record, payloads cut to 16 bytes
-    """
+/// `roost serve` (spec §1), `roost wal verify|dump DIR`, `roost backup DIR OUT`,
+/// `roost restore BACKUP DIR`, `roost --version`, `roost --help`. `serve`
+/// prints exactly one line to stdout, `listening on HOST:PORT`, once it
+/// serves; everything else goes to stderr. `--help` (on every command) prints
+/// usage to stdout and exits 0; a command line that cannot be understood
+/// prints the usage to stderr and exits 2.
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
     StandardStreams.error("roost: \(message)")
     exit(code)
 }
 
-// Signals, before any thread exists so that every thread inherits the mask:
-// SIGPIPE is ignored (a peer closing mid-write is an error code, not a death);
-// SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the main
-// thread. The main thread stays synchronous (no top-level await): an async
-// main hands the main thread to Dispatch, which unblocks signals.
-signal(SIGPIPE, SIG_IGN)
-var blockedSignals = sigset_t()
-sigemptyset(&blockedSignals)
-sigaddset(&blockedSignals, SIGTERM)
-sigaddset(&blockedSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
+/// Prints `text` to stdout and exits 0 (`--help`).
+func printUsage(_ text: String) -> Never {
+    StandardStreams.out(text)
+    exit(0)
+}
+
+/// Returns whether a tool's arguments ask for help.
+func asksForHelp(_ arguments: [String]) -> Bool {
+    arguments.contains("--help") || arguments.contains("-h")
+}
+
+/// Exits 2 with the usage when an argument looks like a flag: the tools take
+/// paths only, and a path that starts with `-` is far more likely a typo.
+func refuseFlags(_ arguments: [String], usage: String) {
+    if let flag = arguments.first(where: { $0.hasPrefix("-") }) { fail("unknown flag '\(flag)'\n\(usage)") }
+}
 
 /// Runs async work to completion from the synchronous main thread.
 func blocking<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) -> Value {
@@ -55,18 +54,38 @@ final class ResultBox<Value: Sendable>: @unchecked Sendable {
     var value: Value?
 }
 
+// SIGPIPE is ignored by every command (a peer or a pipe closing mid-write is
+// an error code, not a death). Only `serve` blocks SIGTERM and SIGINT (it takes
+// them with sigwait); the tools die on Ctrl-C as any tool does, and leave
+// their output marked incomplete (docs/operations.md).
+signal(SIGPIPE, SIG_IGN)
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "serve":
     serve(Array(arguments.dropFirst()))
 case "wal":
     walTool(Array(arguments.dropFirst()))
-default:
-    fail(usage)
+case "backup":
+    backupCommand(Array(arguments.dropFirst()))
+case "restore":
+    restoreCommand(Array(arguments.dropFirst()))
+case "--version", "-V":
+    guard arguments.count == 1 else { fail("--version takes no arguments\n\(Usage.all)") }
+    StandardStreams.out("roost \(RoostVersion.current)")
+    exit(0)
+case "--help", "-h", "help":
+    printUsage(Usage.all)
+case nil:
+    fail("no command given\n\(Usage.all)")
+case let other?:
+    fail("unknown command '\(other)'\n\(Usage.all)")
 }
 
 func walTool(_ arguments: [String]) -> Never {
-    guard arguments.count == 2, ["verify", "dump"].contains(arguments[0]) else { fail(usage) }
+    if asksForHelp(arguments) { printUsage(Usage.wal) }
+    refuseFlags(arguments, usage: Usage.wal)
+    guard arguments.count == 2, ["verify", "dump"].contains(arguments[0]) else { fail(Usage.wal) }
     let directory = arguments[1]
     do {
         if arguments[0] == "verify" {
@@ -84,13 +103,27 @@ func walTool(_ arguments: [String]) -> Never {
 func serve(_ arguments: [String]) -> Never {
     let options: ServeOptions
     do {
-        options = try ServeOptions.parse(arguments, coreCount: PlatformThread.onlineProcessorCount)
+        switch try ServeOptions.parse(arguments, coreCount: PlatformThread.onlineProcessorCount) {
+        case .serve(let parsed): options = parsed
+        case .help: printUsage(Usage.serve)
+        }
     } catch {
-        fail("\(error)\n\(usage)")
+        fail("\(error)\n\(Usage.serve)")
     }
+
+    // Before any thread exists, so that every thread inherits the mask:
+    // SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the
+    // main thread. The main thread stays synchronous (no top-level await): an
+    // async main hands the main thread to Dispatch, which unblocks signals.
+    var blockedSignals = sigset_t()
+    sigemptyset(&blockedSignals)
+    sigaddset(&blockedSignals, SIGTERM)
+    sigaddset(&blockedSignals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
     let server: HTTPServer
     let engine: DurableEngine
+    let service: RoostService
     // Held until the process ends: one process per data directory (spec §11).
     let directoryLock: DirectoryLock
     do {
@@ -109,7 +142,7 @@ func serve(_ arguments: [String]) -> Never {
         case .failure(let error):
             guard error.errno == EADDRINUSE else { fail("cannot start: \(error)") }
             fail(
-                "cannot start: \(options.host):\(options.port) is already in use by another process; "
+                "cannot start: \(options.address(port: options.port)) is already in use by another process; "
                     + "stop it or choose another --listen")
         }
         let admin = try AdminKey.resolve(
@@ -127,12 +160,13 @@ func serve(_ arguments: [String]) -> Never {
         // The catalog from its log records (and a migration of an older
         // release's files), then the indexes made to agree with it, before
         // anything is served (docs/recovery.md, "The catalog at start-up").
-        let service = try RoostService(
+        service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
             catalogRecords: report.catalogRecords)
+        let reconciling = service
         let reconciled = blocking { () async -> String? in
             do {
-                try await service.reconcile(dataDirectory: options.dataDirectory)
+                try await reconciling.reconcile(dataDirectory: options.dataDirectory)
                 return nil
             } catch {
                 return "\(error)"
@@ -149,7 +183,7 @@ func serve(_ arguments: [String]) -> Never {
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
         let port = try server.start(on: bound)
-        StandardStreams.out("listening on \(options.host):\(port)")
+        StandardStreams.out("listening on \(options.address(port: port))")
     } catch {
         fail("cannot start: \(error)")
     }
@@ -163,6 +197,8 @@ func serve(_ arguments: [String]) -> Never {
     var received: Int32 = 0
     sigwait(&signals, &received)
     StandardStreams.error("roost: signal \(received), draining")
+    // /readyz says so first, for a balancer polling a kept-alive connection.
+    service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
     // The loops are gone: the engine's threads run the shards for the final snapshot.
@@ -192,4 +228,37 @@ func serve(_ arguments: [String]) -> Never {
     // The log is closed: only now may another process take the directory.
     withExtendedLifetime(directoryLock) {}
     exit(0)
+}
+
+func backupCommand(_ arguments: [String]) -> Never {
+    if asksForHelp(arguments) { printUsage(Usage.backup) }
+    refuseFlags(arguments, usage: Usage.backup)
+    guard arguments.count == 2 else { fail("backup needs DIR and OUT\n\(Usage.backup)") }
+    do {
+        let summary = try Backup.run(source: arguments[0], output: arguments[1])
+        for note in summary.notes { StandardStreams.error("roost: backup: \(note)") }
+        let manifest = summary.manifest
+        StandardStreams.out(
+            "backup \(arguments[1]): snapshot LSN \(manifest.snapshotLSN?.rawValue ?? 0), log through LSN "
+                + "\(manifest.endLSN), \(manifest.files.count) files, "
+                + "\(manifest.files.values.reduce(0) { $0 + $1.bytes }) bytes, verified")
+        exit(0)
+    } catch {
+        fail("backup failed: \(error)")
+    }
+}
+
+func restoreCommand(_ arguments: [String]) -> Never {
+    if asksForHelp(arguments) { printUsage(Usage.restore) }
+    refuseFlags(arguments, usage: Usage.restore)
+    guard arguments.count == 2 else { fail("restore needs BACKUP and DIR\n\(Usage.restore)") }
+    do {
+        let manifest = try Restore.run(backup: arguments[0], directory: arguments[1])
+        StandardStreams.out(
+            "restored \(arguments[0]) into \(arguments[1]): snapshot LSN \(manifest.snapshotLSN?.rawValue ?? 0), "
+                + "log through LSN \(manifest.endLSN), made by roost \(manifest.roostVersion) at \(manifest.createdAt)")
+        exit(0)
+    } catch {
+        fail("restore failed: \(error)")
+    }
 }

@@ -42,14 +42,16 @@ int roost_eventfd_create(void);
 int roost_eventfd_signal(int fd);
 int roost_eventfd_drain(int fd);
 
-/// A TCP listening socket on host:port (IPv4 dotted quad), SO_REUSEADDR and,
-/// when reuse_port != 0, SO_REUSEPORT. Non-blocking. Returns fd or -1.
+/// A TCP listening socket on host:port (an IPv4 dotted quad, or an IPv6 address
+/// without brackets: then IPV6_V6ONLY), SO_REUSEADDR and, when reuse_port != 0,
+/// SO_REUSEPORT. Non-blocking. Returns fd or -1 (EINVAL for a host that is neither).
 int roost_tcp_listen(const char *host, uint16_t port, int backlog, int reuse_port);
 /// The bound port of a socket, or -1.
 int roost_socket_port(int fd);
 /// accept4 with SOCK_NONBLOCK|SOCK_CLOEXEC, and TCP_NODELAY set on the result.
 int roost_accept(int listen_fd);
-/// A blocking TCP client connection to host:port, TCP_NODELAY. Returns fd or -1.
+/// A blocking TCP client connection to host:port (IPv4 or IPv6, as for
+/// roost_tcp_listen), TCP_NODELAY. Returns fd or -1.
 int roost_tcp_connect(const char *host, uint16_t port);
 
 /// Sets SO_RCVTIMEO on a blocking socket (0 clears it). Returns 0 or -1 with errno.
