@@ -14,7 +14,7 @@ import RoostStorage
 let usage = """
     usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                        [--event-loops N] [--max-connections N] [--header-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-                       [--snapshot-log-bytes N]
+                       [--first-byte-timeout-ms N] [--snapshot-log-bytes N]
            roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage recovery
                                     repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
            roost wal dump DIR       one line per record, payloads cut to 16 bytes
