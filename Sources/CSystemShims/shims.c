@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -215,3 +216,7 @@ uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length) {
 #endif
     return ~crc32c_portable(c, p, length);
 }
+
+int roost_malloc_trim(void) { return malloc_trim(0); }
+
+int roost_malloc_set_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }

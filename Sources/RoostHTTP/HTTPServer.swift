@@ -68,7 +68,8 @@ public final class HTTPServer: Sendable {
         if !problems.isEmpty { throw HTTPServerConfigurationError(problems: problems) }
         self.configuration = configuration
         self.responder = responder
-        shared = ServerShared(connectionsMax: configuration.limits.connectionsMax)
+        shared = ServerShared(
+            connectionsMax: configuration.limits.connectionsMax, reservedMax: configuration.limits.reservedConnections)
         self.executors =
             executors.isEmpty
             ? try (0..<configuration.eventLoopCount).map { index throws(SystemCallError) in
@@ -118,6 +119,8 @@ public final class HTTPServer: Sendable {
     package func start(on bound: BoundListener) throws -> UInt16 {
         try state.withLock { state throws -> UInt16 in
             precondition(!state.started, "HTTPServer.start called twice")
+            // Large answers' blocks go back to the kernel when freed (docs/http.md).
+            MemoryAllocator.mapLargeBlocks()
             let limits = configuration.limits
             let listener = bound.descriptor
             let port = bound.port

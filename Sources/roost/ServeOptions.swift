@@ -123,6 +123,8 @@ struct ServeOptions {
                 options.limits.bodyReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--idle-timeout-ms":
                 options.limits.keepAliveIdleTimeout = .milliseconds(try positive(flag, max: 3_600_000))
+            case "--first-byte-timeout-ms":
+                options.limits.firstByteTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             default:
                 throw ParseError(description: "unknown flag '\(flag)'")
             }

@@ -4,7 +4,8 @@ enum Usage {
     static let serve = """
         usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                            [--event-loops N] [--max-connections N] [--header-timeout-ms N]
-                           [--body-timeout-ms N] [--idle-timeout-ms N] [--snapshot-log-bytes N]
+                           [--body-timeout-ms N] [--idle-timeout-ms N] [--first-byte-timeout-ms N]
+                           [--snapshot-log-bytes N]
           --listen HOST:PORT        default 127.0.0.1:8080; port 0 picks a free one; IPv6 in brackets: [::1]:8080
           --data DIR                default ./roost-data (created if missing; one server per directory)
           --fsync POLICY            always (default): answer a write once it is on disk; everysec: lose at most
@@ -13,6 +14,7 @@ enum Usage {
           --event-loops N           default: the number of CPU cores
           --max-connections N       default 10000
           --header-timeout-ms N     default 10000; --body-timeout-ms N default 30000; --idle-timeout-ms N default 60000
+          --first-byte-timeout-ms N  a connection that has sent nothing is closed after N ms (default 5000)
           --snapshot-log-bytes N    write a snapshot once the log grew by N bytes (default 268435456)
           The operator key is ROOST_ADMIN_KEY, else DIR/admin.key (created on first start).
         """

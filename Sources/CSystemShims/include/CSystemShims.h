@@ -61,6 +61,16 @@ int roost_set_receive_timeout(int fd, int timeout_ms);
 /// Uses the SSE4.2 crc32 instruction when the CPU has it, else a table.
 uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length);
 
+/// glibc malloc_trim(0): gives the kernel back the free memory at the top of
+/// every arena and the free whole pages inside them. Returns 1 if any was
+/// released. O(heap): walks every arena's free chunks.
+int roost_malloc_trim(void);
+/// glibc mallopt(M_MMAP_THRESHOLD, bytes): allocations of at least `bytes`
+/// are mapped on their own and unmapped when freed. Setting it also turns
+/// off glibc's dynamic threshold, which otherwise rises to the largest block
+/// freed (up to 32 MiB) and keeps such blocks in the heap. Returns 1 on success.
+int roost_malloc_set_mmap_threshold(int bytes);
+
 #ifdef __cplusplus
 }
 #endif
