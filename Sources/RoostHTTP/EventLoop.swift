@@ -149,6 +149,7 @@ final class EventLoop {
                     // instead of spinning on a level-triggered readiness.
                     epoll.remove(listener)
                     acceptPausedUntil = now + Self.acceptPause
+                    shared.refused(.acceptPaused, loop: mailbox.loopIndex)
                     return
                 default:
                     continue  // ECONNABORTED and the like concern one peer only.
@@ -160,6 +161,7 @@ final class EventLoop {
             case .done(let socket):
                 guard shared.reserveConnection() else {
                     socket.close()
+                    shared.refused(.connectionsMax, loop: mailbox.loopIndex)
                     continue
                 }
                 let target = shared.loopForNextConnection(loopCount: siblings.count)
@@ -197,6 +199,7 @@ final class EventLoop {
         connections[fd] = LoopConnection(
             socket: socket, key: key, machine: HTTPConnectionMachine(limits: limits, now: now))
         openCount += 1
+        shared.accepted(loop: mailbox.loopIndex)
     }
 
     private func resumeAccepting() {
@@ -315,6 +318,7 @@ final class EventLoop {
                 case .deferred: break
                 }
             case .refuse(let failure, let sequence):
+                shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)
                 connection.machine.answer(responder.response(for: failure), to: sequence, now: now)
             case .write:
                 let result = connection.machine.withOutput { bytes in
@@ -385,6 +389,11 @@ final class EventLoop {
     private func sweep(now: ContinuousClock.Instant) {
         nextSweep = now + sweepInterval
         for case let connection? in connections where connection.machine.hasTimedOut(now: now) {
+            if let reason = HTTPRefusalReason.afterTimeout(connection.machine.state, limits: limits, now: now) {
+                shared.refused(reason, loop: mailbox.loopIndex)
+            } else if case .awaitingRequest = connection.machine.state {
+                shared.closedIdle(loop: mailbox.loopIndex)
+            }
             close(connection)
         }
     }

@@ -128,6 +128,7 @@ struct ConnectRoutes: Sendable {
         else {
             throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
         }
+        RequestAttribution.note(claims.app)
         return (claims, app)
     }
 

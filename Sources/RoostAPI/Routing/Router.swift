@@ -90,6 +90,10 @@ package struct Route: Sendable {
     package var handler: RouteHandler
     /// The largest body the route accepts; nil takes the JSON default (64 KiB).
     package var bodyLimitBytes: Int?
+    /// The path as declared (`/v1/devices/{id}`): the route's name in metrics and logs.
+    package var path: String
+    /// The route's position in the router's table (set by `Router`): its metrics slot.
+    package var index = -1
 
     /// A route whose handler may defer its answer to the engine.
     package init(
@@ -101,6 +105,7 @@ package struct Route: Sendable {
         }
         self.handler = handler
         self.bodyLimitBytes = bodyLimitBytes
+        self.path = path
     }
 
     /// A route that always answers at once.
@@ -124,7 +129,13 @@ package struct Router: Sendable {
     /// Body limits of the routes that raise the default, by literal path.
     private let bodyLimits: [Substring: Int]
 
-    package init(_ routes: [Route]) {
+    /// Every route, in declaration order (`Route.index` is the position).
+    package let routes: [Route]
+
+    package init(_ declared: [Route]) {
+        var routes = declared
+        for index in routes.indices { routes[index].index = index }
+        self.routes = routes
         for (index, route) in routes.enumerated() {
             for other in routes[..<index] {
                 precondition(
