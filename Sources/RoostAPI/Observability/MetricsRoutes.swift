@@ -113,7 +113,9 @@ package final class MetricsExporter: Sendable {
         text.family(
             "roost_http_request_duration_seconds", .histogram,
             help: "Time from a request reaching the service to its answer (a streamed one: its head).")
-        for (slot, label) in metrics.labels.enumerated() where totals.latency[slot].count > 0 {
+        // Every route, even before its first request: a series that appears
+        // late hides the increase that made it appear from rate().
+        for (slot, label) in metrics.labels.enumerated() {
             text.histogram(
                 "roost_http_request_duration_seconds", [("method", label.method), ("route", label.route)],
                 totals.latency[slot])
