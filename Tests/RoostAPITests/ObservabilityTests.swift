@@ -1,7 +1,9 @@
+import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import RoostStorage
 import RoostTelemetry
 import RoostTesting
 import Testing
@@ -164,5 +166,38 @@ struct ObservabilityTests {
         let (harness, logger) = observedHarness(accessLog: false)
         #expect(await harness.call(.get, "/healthz").status == 200)
         #expect(logger.lines.isEmpty)
+    }
+
+    @Test("a failed fdatasync: roost_wal_failed is 1, the 503 is counted, and the fault is one JSON error line")
+    func logFault() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let logger = Logger(output: .memory)
+        var options = Harness.storageOptions
+        options.fileSystem = fileSystem
+        options.log = { logger.logKeyValues($0) }
+        let directory = "/virtual/roost-metrics-fault"
+        let (engine, report) = try DurableEngine.open(
+            directory: directory, policy: .always, shardCount: 1, options: options)
+        defer { engine.close() }
+        let clock = ManualWallClock()
+        let service = try RoostService(
+            dataDirectory: directory, adminKey: Harness.adminKey, engine: engine, catalogRecords: report.catalogRecords,
+            clock: clock, logger: logger)
+        let harness = Harness(service: service, clock: clock, catalog: service.catalog)
+        _ = try await harness.createApp()
+        let healthy = try await Scrape(harness)
+        #expect(healthy.value("roost_wal_failed") == 0)
+        #expect(healthy.value("roost_wal_records_per_fsync_count") ?? 0 >= 1)
+        fileSystem.inject(.init(operation: .syncData, nth: 1, errno: EIO, sticky: true))
+        let refused = await harness.call(.post, "/v1/apps", key: Harness.adminKey, body: #"{"name":"B"}"#)
+        #expect(refused.status == 503)
+        let failed = try await Scrape(harness)
+        #expect(failed.value("roost_wal_failed") == 1)
+        #expect(failed.value(#"roost_http_requests_total{method="POST",route="/v1/apps",code="503"}"#) == 1)
+        let fault = try #require(logger.lines.first { $0.contains(#""event":"wal.error""#) })
+        let json = try JSONReader.parse(Array(fault.utf8))
+        #expect(json["level"]?.stringValue == "error")
+        #expect(json["wal.errno"]?.intValue == Int(EIO))
+        #expect(json["wal.state"]?.stringValue == "failed")
     }
 }
