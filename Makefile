@@ -2,7 +2,7 @@
 # Both install what is missing (Debian/Ubuntu), build, and run.
 
 SWIFT        ?= swift
-SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config
+SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config python3 python3-venv
 # Tests only: DamageTests injects ENOSPC into a running server's log writes.
 SYSTEM_DEPS  += strace
 BUILD_FLAGS  := --explicit-target-dependency-import-check=error
@@ -15,7 +15,7 @@ FUZZ_DIR     := .build/fuzz
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test deps build release lint format bench-http bench-durability bench-spine bench-registry soak fuzz-http clean
+.PHONY: serve test test-venv deps build release lint format bench-http bench-durability bench-spine bench-registry soak fuzz-http clean
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -53,9 +53,22 @@ format:
 ## Serially: many system tests block a thread of Swift's cooperative pool on a
 ## socket, and on 2 cores that starved the async tests running beside them
 ## (timeouts under load). Serial, the whole suite takes well under a minute.
-test: deps lint
+test: deps lint test-venv
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+
+## The test-only Python environment whose prometheus_client parses GET /metrics
+## (Tests/SystemTests/MetricsSystemTests.swift); made only when missing or stale.
+VENV_TEST := .venv-test
+PROMETHEUS_CLIENT_VERSION := 0.26.0
+test-venv:
+	@if ! $(VENV_TEST)/bin/python -c 'import importlib.metadata as m, sys; \
+	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)")' 2>/dev/null; then \
+	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)"; \
+	  rm -rf $(VENV_TEST) && python3 -m venv $(VENV_TEST) && \
+	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
+	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION); \
+	fi
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release

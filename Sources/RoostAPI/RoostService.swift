@@ -3,6 +3,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostPlatform
+import RoostTelemetry
 
 /// The application behind the HTTP server: routes every request of spec
 /// §1–3 to its handler and renders every error in the envelope of spec §2.
@@ -20,6 +21,10 @@ public final class RoostService: HTTPResponder {
     private let loopRequests: [LoopRequests]
     /// What `GET /readyz` answers.
     package let readiness: Readiness
+    /// Counts, stamps (`X-Request-Id`) and logs every answer.
+    package let observer: RequestObserver
+    /// `GET /metrics`, and where start-up hands it the server and recovery figures.
+    package let metrics: MetricsExporter
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -30,7 +35,7 @@ public final class RoostService: HTTPResponder {
     /// disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
         dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
-        clock: any APIClock = SystemClock()
+        clock: any APIClock = SystemClock(), logger: Logger = .standard, accessLog: Bool = false
     ) throws {
         let log = CatalogLog(log: engine.log)
         let contents = try CatalogStartup.open(
@@ -42,7 +47,8 @@ public final class RoostService: HTTPResponder {
             (catalog.snapshotRecords() + identityKeys.snapshotRecords()).map { $0.encoded() }
         }
         self.init(
-            catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys)
+            catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys,
+            engine: engine, logger: logger, accessLog: accessLog)
     }
 
     /// Makes the recovered indexes agree with the recovered catalog, before
@@ -81,10 +87,12 @@ public final class RoostService: HTTPResponder {
         }
     }
 
-    /// `identityKeys` nil keeps fresh signing keys in memory (tests).
+    /// `identityKeys` nil keeps fresh signing keys in memory (tests);
+    /// `engine` gives `/metrics` the log's and the snapshots' figures.
     package init(
         catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
-        identityKeys: IdentityKeyStore? = nil
+        identityKeys: IdentityKeyStore? = nil, engine: DurableEngine? = nil, logger: Logger = .standard,
+        accessLog: Bool = false
     ) {
         self.registry = registry
         self.catalog = catalog
@@ -100,9 +108,25 @@ public final class RoostService: HTTPResponder {
         let compat =
             BaruaRoutes(catalog: catalog).routes + NativeNotifyRoutes(catalog: catalog).routes
             + ConnectRoutes(keys: keys).routes
-        self.router = Router(
-            [Route(.get, "/healthz", access: .open, RoostService.health)] + [readiness.route] + apps.routes
-                + NativeRoutes(catalog: catalog, registry: registry).routes + compat)
+        let routes =
+            [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + apps.routes
+            + NativeRoutes(catalog: catalog, registry: registry).routes + compat
+        // The counters know every route before the router exists: /metrics
+        // is the last route, and its handler needs them.
+        let labels = routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
+        let observer = RequestObserver(
+            metrics: RequestMetrics(routes: labels + [MetricsRoutes.label], loops: registry.shardSet.loops.count),
+            clock: clock,
+            logger: logger, accessLog: accessLog)
+        let metrics = MetricsExporter(
+            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock)
+        self.router = Router(routes + MetricsRoutes(exporter: metrics).routes)
+        precondition(
+            router.routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
+                == Array(observer.metrics.labels.prefix(router.routes.count)),
+            "the request counters' routes differ from the router's")
+        self.observer = observer
+        self.metrics = metrics
         self.clock = clock
     }
 
@@ -121,17 +145,24 @@ public final class RoostService: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
-        switch route(request) {
+        var exchange = observer.begin(request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
+        let outcome = route(request, exchange: &exchange)
+        switch outcome {
         case .response(let response):
-            return .respond(response)
+            return .respond(observer.finish(exchange, response))
         case .engine(let work, let answer):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
+            if let refusal = refusalWhileLogFailed(request.head.method) {
+                return .respond(observer.finish(exchange, refusal))
+            }
             precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
-            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: sink, wake: false)
+            let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
+            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: observed, wake: false)
             return .deferred
         case .detached(let start):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
-            start(sink)
+            if let refusal = refusalWhileLogFailed(request.head.method) {
+                return .respond(observer.finish(exchange, refusal))
+            }
+            start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
             return .deferred
         }
     }
@@ -144,14 +175,21 @@ public final class RoostService: HTTPResponder {
     }
 
     public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
-        APIError.from(failure).response
+        // Counted in the shared lane: the HTTP layer does not say which loop asks.
+        let exchange = observer.begin(.other("-"), loop: -1, route: observer.metrics.refusedSlot)
+        return observer.finish(exchange, APIError.from(failure).response)
     }
 
-    /// Routes one request; every thrown error becomes its envelope.
-    package func route(_ request: HTTPRequest) -> RouteOutcome {
+    /// Routes one request at the exchange's time (every thrown error becomes
+    /// its envelope); notes its route slot and the app its key belongs to in
+    /// `exchange`.
+    private func route(_ request: HTTPRequest, exchange: inout Exchange) -> RouteOutcome {
+        _ = RequestAttribution.take()
+        defer { exchange.app = RequestAttribution.take() }
         do {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
-            let now = clock.wallMilliseconds()
+            exchange.route = route.index
+            let now = exchange.wallMilliseconds
             let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)
             let context = RequestContext(request: request, parameters: parameters, nowMilliseconds: now, caller: caller)
             return try route.handler(context)
@@ -162,20 +200,27 @@ public final class RoostService: HTTPResponder {
 
     /// Answers one request and waits for a deferred answer (tests and tools;
     /// never on an event loop).
+    /// Counted and stamped as a served request is, in the shared lane.
     package func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        switch route(request) {
+        var exchange = observer.begin(request.head.method, loop: -1, route: observer.metrics.unmatchedSlot)
+        let outcome = route(request, exchange: &exchange)
+        let observer = observer
+        switch outcome {
         case .response(let response):
-            return response
+            return observer.finish(exchange, response)
         case .engine(let work, let answer):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
+            if let refusal = refusalWhileLogFailed(request.head.method) { return observer.finish(exchange, refusal) }
             return await withCheckedContinuation { continuation in
-                CallerReply(registry: registry, sink: ContinuationSink(continuation: continuation))
-                    .submit(work, answer: answer)
+                let sink = ObservedSink(
+                    inner: ContinuationSink(continuation: continuation), observer: observer, exchange: exchange)
+                CallerReply(registry: registry, sink: sink).submit(work, answer: answer)
             }
         case .detached(let start):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
+            if let refusal = refusalWhileLogFailed(request.head.method) { return observer.finish(exchange, refusal) }
             return await withCheckedContinuation { continuation in
-                start(ContinuationSink(continuation: continuation))
+                start(
+                    ObservedSink(
+                        inner: ContinuationSink(continuation: continuation), observer: observer, exchange: exchange))
             }
         }
     }

@@ -173,6 +173,7 @@ final class EventLoop {
                     // instead of spinning on a level-triggered readiness.
                     epoll.remove(listener)
                     acceptPausedUntil = now + Self.acceptPause
+                    shared.refused(.acceptPaused, loop: mailbox.loopIndex)
                     return
                 default:
                     continue  // ECONNABORTED and the like concern one peer only.
@@ -240,12 +241,14 @@ final class EventLoop {
             register(socket, admission: .reserved, now: now)
         } else {
             socket.close()
+            shared.refused(.connectionsMax, loop: mailbox.loopIndex)
         }
     }
 
     /// Closes `victim` and gives its counted place to the newcomer `socket`.
     private func evict(_ victim: LoopConnection, for socket: FileDescriptor, now: ContinuousClock.Instant) {
         close(victim, releasing: false)
+        shared.refused(.evictedAtCap, loop: mailbox.loopIndex)
         register(socket, admission: .counted, now: now)
     }
 
@@ -318,6 +321,7 @@ final class EventLoop {
         }
         connections[fd] = connection
         openCount += 1
+        shared.accepted(loop: mailbox.loopIndex)
     }
 
     private func resumeAccepting() {
@@ -444,6 +448,7 @@ final class EventLoop {
                 case .deferred: break
                 }
             case .refuse(let failure, let sequence):
+                shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)
                 connection.machine.answer(responder.response(for: failure), to: sequence, now: now)
             case .write:
                 let result = connection.machine.withOutput { bytes in
@@ -527,6 +532,11 @@ final class EventLoop {
     private func sweep(now: ContinuousClock.Instant) {
         nextSweep = now + sweepInterval
         for case let connection? in connections where connection.machine.hasTimedOut(now: now) {
+            if let reason = HTTPRefusalReason.afterTimeout(connection.machine.state, limits: limits, now: now) {
+                shared.refused(reason, loop: mailbox.loopIndex)
+            } else if case .awaitingRequest = connection.machine.state {
+                shared.closedIdle(loop: mailbox.loopIndex)
+            }
             close(connection)
         }
         // glibc keeps what large answers left behind in its arenas; give it

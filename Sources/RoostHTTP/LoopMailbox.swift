@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
 /// State shared by every loop of one server: the connection counts (under
@@ -7,6 +8,10 @@ final class ServerShared: Sendable {
     let connectionsMax: Int
     /// `HTTPServerLimits.reservedConnections`.
     let reservedMax: Int
+    /// One block of counters per loop (`LoopCounters`), written by that loop.
+    private let loopCounters: [LoopCounters]
+    /// Where refusals are logged (rate-limited).
+    let logger: Logger
     private let connections = Atomic<Int>(0)
     private let reserved = Atomic<Int>(0)
     private let streamQueuedHighWater = Atomic<Int>(0)
@@ -20,11 +25,40 @@ final class ServerShared: Sendable {
         acceptTurn.wrappingAdd(1, ordering: .relaxed).oldValue % loopCount
     }
 
-    init(connectionsMax: Int, reservedMax: Int = 0) {
+    init(connectionsMax: Int, reservedMax: Int = 0, loopCount: Int = 1, logger: Logger = .standard) {
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
         precondition(reservedMax >= 0, "reservedMax \(reservedMax) < 0")
+        precondition(loopCount >= 1, "loopCount \(loopCount) < 1")
         self.connectionsMax = connectionsMax
         self.reservedMax = reservedMax
+        self.loopCounters = (0..<loopCount).map { _ in LoopCounters() }
+        self.logger = logger
+    }
+
+    /// Counts a refusal by loop `loop` and logs it (rate-limited: a flood of
+    /// bad requests costs a few lines a second).
+    func refused(_ reason: HTTPRefusalReason, loop: Int) {
+        loopCounters[loop].cells.add(LoopCounters.slot(reason))
+        logger.warning("http.refusal") { line in
+            line.field("reason", reason.rawValue)
+            line.field("loop", loop)
+        }
+    }
+
+    /// Counts a connection loop `loop` started serving.
+    func accepted(loop: Int) { loopCounters[loop].cells.add(LoopCounters.accepted) }
+
+    /// Counts an idle keep-alive connection loop `loop` closed.
+    func closedIdle(loop: Int) { loopCounters[loop].cells.add(LoopCounters.idleClosed) }
+
+    /// The counters of every loop added up, and the connections open now.
+    var statistics: HTTPServerStatistics {
+        let total = CounterCells.sum(loopCounters.map(\.cells))
+        var refusals: [HTTPRefusalReason: UInt64] = [:]
+        for reason in HTTPRefusalReason.allCases { refusals[reason] = total[LoopCounters.slot(reason)] }
+        return HTTPServerStatistics(
+            openConnections: openConnections, acceptedConnections: total[LoopCounters.accepted],
+            idleClosedConnections: total[LoopCounters.idleClosed], refusals: refusals)
     }
 
     /// Counts one more open connection; returns false (and counts nothing) at the limit.

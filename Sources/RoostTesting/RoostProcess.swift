@@ -28,7 +28,9 @@ public final class RoostProcess {
 
     /// Starts `roost serve` with `arguments` (add `--listen 127.0.0.1:0`) and
     /// waits for its listening line. `environment` entries are `NAME=value`.
-    public init(arguments: [String], environment: [String] = []) throws {
+    /// With `standardErrorPath`, stderr goes to that file (created, 0600)
+    /// instead of the test's own.
+    public init(arguments: [String], environment: [String] = [], standardErrorPath: String? = nil) throws {
         let binary = RoostProcess.builtProduct("roost")
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw RoostProcessError.spawn("pipe: errno \(errno)") }
@@ -36,6 +38,9 @@ public final class RoostProcess {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
+        if let standardErrorPath {
+            posix_spawn_file_actions_addopen(&actions, 2, standardErrorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        }
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         let argv = ([binary] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

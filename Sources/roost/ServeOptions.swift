@@ -18,6 +18,8 @@ struct ServeOptions {
     /// Log growth that triggers a snapshot (`--snapshot-log-bytes`).
     var snapshotLogBytes = 256 * 1024 * 1024
     var eventLoops: Int
+    /// One `http.request` log line per answered request (`--access-log`).
+    var accessLog = false
 
     var httpConfiguration: HTTPServerConfiguration {
         // The listener takes a numeric address; `localhost` is the IPv4 loopback one.
@@ -121,6 +123,8 @@ struct ServeOptions {
                 options.limits.headerReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--body-timeout-ms":
                 options.limits.bodyReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
+            case "--access-log":
+                options.accessLog = true
             case "--idle-timeout-ms":
                 options.limits.keepAliveIdleTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--first-byte-timeout-ms":

@@ -6,11 +6,13 @@ import RoostHTTP
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTelemetry
 
 /// `roost serve` (spec §1), `roost wal verify|dump DIR`, `roost backup DIR OUT`,
 /// `roost restore BACKUP DIR`, `roost --version`, `roost --help`. `serve`
 /// prints exactly one line to stdout, `listening on HOST:PORT`, once it
-/// serves; everything else goes to stderr. `--help` (on every command) prints
+/// serves; everything else goes to stderr (`serve`: one JSON object a line,
+/// `Logger`, docs/metrics-and-logs.md). `--help` (on every command) prints
 /// usage to stdout and exits 0; a command line that cannot be understood
 /// prints the usage to stderr and exits 2.
 
@@ -34,6 +36,14 @@ func asksForHelp(_ arguments: [String]) -> Bool {
 /// paths only, and a path that starts with `-` is far more likely a typo.
 func refuseFlags(_ arguments: [String], usage: String) {
     if let flag = arguments.first(where: { $0.hasPrefix("-") }) { fail("unknown flag '\(flag)'\n\(usage)") }
+}
+
+/// Ends a `serve` that cannot start: one error line, exit status 2.
+func refuse(_ message: String) -> Never {
+    let logger = Logger.standard
+    logger.log(.error, "start.refused") { $0.field("message", "cannot start: \(message)") }
+    logger.flush()
+    exit(2)
 }
 
 /// Runs async work to completion from the synchronous main thread.
@@ -110,6 +120,9 @@ func serve(_ arguments: [String]) -> Never {
     } catch {
         fail("\(error)\n\(Usage.serve)")
     }
+    let logger = Logger.standard
+    let clock = ContinuousClock()
+    let started = clock.now
 
     // Before any thread exists, so that every thread inherits the mask:
     // SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the
@@ -131,7 +144,7 @@ func serve(_ arguments: [String]) -> Never {
         do {
             directoryLock = try DirectoryLock(directory: options.dataDirectory)
         } catch {
-            fail("cannot start: \(error)")
+            refuse("\(error)")
         }
         // Bound before recovery: an address another process listens on is
         // refused at once, with nothing else done (spec §11).
@@ -140,29 +153,47 @@ func serve(_ arguments: [String]) -> Never {
         case .success(let listener):
             bound = listener
         case .failure(let error):
-            guard error.errno == EADDRINUSE else { fail("cannot start: \(error)") }
-            fail(
-                "cannot start: \(options.address(port: options.port)) is already in use by another process; "
+            guard error.errno == EADDRINUSE else { refuse("\(error)") }
+            refuse(
+                "\(options.address(port: options.port)) is already in use by another process; "
                     + "stop it or choose another --listen")
         }
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
-        if let path = admin.filePath { StandardStreams.error("roost: admin key in \(path)") }
+        // The path only: the key itself is never logged.
+        if let path = admin.filePath { logger.info("start.admin_key_file") { $0.field("path", path) } }
+        logger.info("start.recovering") { line in
+            line.field("data", options.dataDirectory)
+            line.field("fsync", options.fsync.rawValue)
+            line.field("shards", options.shards)
+            line.field("event_loops", options.eventLoops)
+        }
         let (opened, report) = try DurableEngine.open(
             directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards,
             loopCount: options.eventLoops)
         engine = opened
-        for note in report.notes { StandardStreams.error("roost: recovery: \(note)") }
-        StandardStreams.error(
-            "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
-                + "recovery.log_records=\(report.logRecords)")
+        for note in report.notes { logger.info("recovery.note") { $0.field("note", note) } }
+        for (phase, duration) in [
+            ("files", report.filesDuration), ("snapshot", report.snapshotDuration), ("log", report.logDuration),
+        ] {
+            logger.info("recovery.phase") { line in
+                line.field("phase", phase)
+                line.field("duration.ms", milliseconds: duration)
+            }
+        }
+        logger.info("recovery.done") { line in
+            line.field("recovery.snapshot_records", report.snapshotRecords)
+            line.field("recovery.log_records", report.logRecords)
+            line.field("duration.ms", milliseconds: report.filesDuration + report.snapshotDuration + report.logDuration)
+        }
         // The catalog from its log records (and a migration of an older
         // release's files), then the indexes made to agree with it, before
         // anything is served (docs/recovery.md, "The catalog at start-up").
+        let catalogStarted = clock.now
         service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
-            catalogRecords: report.catalogRecords)
+            catalogRecords: report.catalogRecords, logger: logger, accessLog: options.accessLog)
         let reconciling = service
         let reconciled = blocking { () async -> String? in
             do {
@@ -174,7 +205,12 @@ func serve(_ arguments: [String]) -> Never {
         }
         if let reconciled {
             engine.close()
-            fail("cannot start: \(reconciled)")
+            refuse(reconciled)
+        }
+        let catalogDuration = clock.now - catalogStarted
+        logger.info("recovery.phase") { line in
+            line.field("phase", "catalog")
+            line.field("duration.ms", milliseconds: catalogDuration)
         }
         // The event loops run the shards from here on: the engine's own
         // threads hand them over (docs/architecture.md, "Threads").
@@ -182,10 +218,25 @@ func serve(_ arguments: [String]) -> Never {
         registry.shardSet.stopOwnThreads()
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
+        service.metrics.attach(server: server)
         let port = try server.start(on: bound)
+        let startUp = clock.now - started
+        service.metrics.setRecovery(
+            RecoveryFigures(
+                files: report.filesDuration, snapshot: report.snapshotDuration, log: report.logDuration,
+                catalog: catalogDuration, total: startUp, snapshotRecords: report.snapshotRecords,
+                logRecords: report.logRecords))
+        logger.info("start.listening") { line in
+            line.field("host", options.host)
+            line.field("port", Int(port))
+            line.field("access_log", options.accessLog)
+            line.field("duration.ms", milliseconds: startUp)
+        }
+        // Every start-up line is out before the one line on stdout.
+        logger.flush()
         StandardStreams.out("listening on \(options.address(port: port))")
     } catch {
-        fail("cannot start: \(error)")
+        refuse("\(error)")
     }
 
     let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes)
@@ -196,7 +247,7 @@ func serve(_ arguments: [String]) -> Never {
     sigaddset(&signals, SIGINT)
     var received: Int32 = 0
     sigwait(&signals, &received)
-    StandardStreams.error("roost: signal \(received), draining")
+    logger.info("shutdown.draining") { $0.field("signal", Int(received)) }
     // /readyz says so first, for a balancer polling a kept-alive connection.
     service.beginShutdown()
     server.beginShutdown()
@@ -214,17 +265,25 @@ func serve(_ arguments: [String]) -> Never {
         }
     }
     if let snapshotError {
-        StandardStreams.error("roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
+        logger.error("shutdown.snapshot_failed") { line in
+            line.field("error", snapshotError)
+            line.field("message", "the log still holds every write")
+        }
     }
     engine.close()
     let counts = engine.log.wal.groupCommitCounts
     let io = engine.log.wal.ioStatistics
-    StandardStreams.error(
-        "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
-            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)"
-            + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
-            + " wal.io_wait_us_mean=\(io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)"
-            + " wal.loop_wakeups=\(io.loopWakeups) wal.groups=\(io.plans)")
+    logger.info("shutdown.stopped") { line in
+        line.field("wal.records_appended", counts.records)
+        line.field("wal.fdatasyncs", counts.syncs)
+        line.field("wal.records_per_fdatasync", counts.syncs == 0 ? 0 : counts.records / counts.syncs)
+        line.field("wal.fdatasync_us_mean", io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)
+        line.field("wal.io_wait_us_mean", io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)
+        line.field("wal.loop_wakeups", io.loopWakeups)
+        line.field("wal.groups", io.plans)
+        line.field("duration.ms", milliseconds: clock.now - started)
+    }
+    logger.flush()
     // The log is closed: only now may another process take the directory.
     withExtendedLifetime(directoryLock) {}
     exit(0)

@@ -19,6 +19,8 @@ package final class Catalog: Sendable {
 
     private let state: LoggedState<CatalogState>
     private let rateLimits: Mutex<[String: TokenBucket]>
+    /// Requests refused by a key's rate limit, per app (metrics); touched only on a refusal.
+    private let rateLimitHits = Mutex<[AppID: UInt64]>([:])
     private let clock: any APIClock
 
     /// Creates a catalog from a recovered state whose changes go to `log`
@@ -119,10 +121,12 @@ package final class Catalog: Sendable {
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        try state.change { state throws(APIError) in
+        let ticket = try state.change { state throws(APIError) in
             guard state.apps[id] != nil else { throw APIError.appNotFound }
             return ([.appDeleted(id)], ())
         }.1
+        _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
+        return ticket
     }
 
     /// Mints a key. Returns its record and the key itself, which is shown once
@@ -180,11 +184,18 @@ package final class Catalog: Sendable {
     /// Returns the key with this SHA-256 digest, after its rate limit.
     package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
         guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
-        if let retryAfter = admit(key) { throw APIError.rateLimited(retryAfterSeconds: retryAfter) }
+        RequestAttribution.note(key.appID)
+        if let retryAfter = admit(key) {
+            rateLimitHits.withLock { $0[key.appID, default: 0] += 1 }
+            throw APIError.rateLimited(retryAfterSeconds: retryAfter)
+        }
         return key
     }
 
     // MARK: - Rate limits
+
+    /// Requests refused by a rate limit since start, per app (deleted apps dropped).
+    package var rateLimitHitsByApp: [AppID: UInt64] { rateLimitHits.withLock { $0 } }
 
     /// Takes one request from the key's bucket. Returns nil when allowed, or
     /// the whole seconds after which a retry can succeed.

@@ -135,6 +135,7 @@ extension Authenticator {
         else {
             throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
         }
+        RequestAttribution.note(claims.app)
         return (claims, app)
     }
 }

@@ -98,6 +98,8 @@ package struct Route: Sendable {
     package var handler: RouteHandler
     /// The largest body the route accepts; nil takes the JSON default (64 KiB).
     package var bodyLimitBytes: Int?
+    /// The route's position in the router's table (set by `Router`): its metrics slot.
+    package var index = -1
 
     /// A route whose handler may defer its answer to the engine.
     package init(
@@ -138,8 +140,9 @@ package struct Router: Sendable {
     /// The most path segments a request may have; a longer path matches nothing.
     package static let pathSegmentsMax = 16
 
-    /// Every route, in declaration order: the route table the service serves
-    /// and the isolation matrix test walks.
+    /// Every route, in declaration order (`Route.index` is the position): the
+    /// route table the service serves, the isolation matrix test walks and
+    /// the request metrics label.
     package let routes: [Route]
     /// Routes by their number of path segments: a request is compared only
     /// with the routes of its own depth.
@@ -147,7 +150,10 @@ package struct Router: Sendable {
     /// Body limits of the routes that raise the default, by literal path.
     private let bodyLimits: [Substring: Int]
 
-    package init(_ routes: [Route]) {
+    package init(_ declared: [Route]) {
+        var routes = declared
+        for index in routes.indices { routes[index].index = index }
+        self.routes = routes
         for (index, route) in routes.enumerated() {
             for other in routes[..<index] {
                 precondition(
@@ -171,7 +177,6 @@ package struct Router: Sendable {
                 limits[path[...]] = limit
             }
         }
-        self.routes = routes
         self.routesBySegmentCount = byCount
         self.bodyLimits = limits
     }
