@@ -1,0 +1,409 @@
+import Glibc
+import RoostJSON
+import RoostPlatform
+import RoostTesting
+import Synchronization
+
+/// Everything `roost-bench crash` was asked to do.
+struct CrashOptions {
+    var binary = ""
+    var data: String? = nil
+    var fsync = "always"
+    var cycles = 20
+    var clients = 4
+    var slots = 250
+    var people = 8
+    /// Weights by `CrashOperation.rawValue` (`CrashOperation.standardMix`).
+    var weights = [25, 15, 15, 10, 15, 5, 15]
+    var snapshotEveryBytes = 262_144
+    var seed: UInt64 = 1
+    var populate = 20_000
+    var killAfterMilliseconds = 30...400
+    /// Every n-th cycle waits for a snapshot to start and kills during it (0: never).
+    var snapshotKillEvery = 3
+    var keepData = false
+
+    /// The most clients (threads) of the workload.
+    static let clientsMax = 64
+    /// Slots per client: below the server's max_devices_per_person (1,000),
+    /// so that no eviction ever changes a device behind its client's back.
+    static let slotsMax = 1_000
+    /// The most cycles.
+    static let cyclesMax = 100_000
+    /// The most background devices.
+    static let populateMax = 5_000_000
+    /// How long a start (recovery included) may take.
+    static let startTimeoutMilliseconds = 120_000
+    /// How long a cycle waits for a snapshot to begin before killing anyway.
+    static let snapshotWaitMilliseconds = 4_000
+    /// The operator key the harness gives the server it starts.
+    static let adminKey = "roost-bench-crash-admin-key-0123456789"
+
+    static let usage = """
+        usage: roost-bench crash --bin PATH [options]
+          --bin PATH                   the roost binary to test (e.g. .build/release/roost)
+          --data DIR                   data directory (empty or absent; default: a new one under $TMPDIR or /var/tmp,
+                                       removed when the run passes)
+          --fsync always|everysec|never  the policy to serve with (always)
+          --cycles N                   kill -9 / restart / check cycles (20)
+          --mix NAME=W,…               register, rotate, move, delete, tags, erase, import
+                                       (\(CrashOperation.standardMix))
+          --clients N                  concurrent clients, one write in flight each (4)
+          --slots N                    devices per client (250; at most 1000)
+          --people N                   people per client (8)
+          --populate N                 background devices imported at the start, checked every cycle (20000)
+          --snapshot-every-bytes N     roost serve --snapshot-log-bytes N (262144; 0: the server's default)
+          --kill-after-ms MIN-MAX      random delay before each kill (30-400)
+          --snapshot-kill-every N      every N-th cycle kills during a snapshot (3; 0: never)
+          --seed S                     random seed (1); printed, so a run can be repeated
+          --keep-data                  keep the data directory even when the run passes
+        exits 0 when nothing acknowledged was lost, nothing extra appeared and nothing was half-applied;
+        1 otherwise; 2 on misuse
+        """
+
+    static func parse(_ arguments: ArraySlice<String>) throws(UsageError) -> CrashOptions {
+        let flags = try Arguments(
+            arguments,
+            valued: [
+                "--bin", "--data", "--fsync", "--cycles", "--mix", "--clients", "--slots", "--people", "--populate",
+                "--snapshot-every-bytes", "--kill-after-ms", "--snapshot-kill-every", "--seed",
+            ],
+            switches: ["--keep-data"])
+        var options = CrashOptions()
+        guard let binary = flags.string("--bin") else { throw UsageError("--bin PATH is required") }
+        guard access(binary, X_OK) == 0 else { throw UsageError("--bin \(binary): not an executable file") }
+        options.binary = binary
+        options.data = flags.string("--data")
+        options.fsync = try flags.choice("--fsync", ["always", "everysec", "never"]) ?? "always"
+        options.cycles = try flags.int("--cycles", in: 1...cyclesMax) ?? 20
+        if let mix = flags.string("--mix") { options.weights = try CrashOperation.parseMix(mix) }
+        options.clients = try flags.int("--clients", in: 1...clientsMax) ?? 4
+        options.slots = try flags.int("--slots", in: 1...slotsMax) ?? 250
+        options.people = try flags.int("--people", in: 1...slotsMax) ?? 8
+        options.populate = try flags.int("--populate", in: 0...populateMax) ?? 20_000
+        options.snapshotEveryBytes = try flags.int("--snapshot-every-bytes", in: 0...(1 << 36)) ?? 262_144
+        if let text = flags.string("--kill-after-ms") {
+            let parts = text.split(separator: "-").compactMap { Int($0) }
+            guard parts.count == 2, parts[0] >= 1, parts[0] <= parts[1], parts[1] <= 600_000 else {
+                throw UsageError("--kill-after-ms \(text): expected MIN-MAX in milliseconds, e.g. 30-400")
+            }
+            options.killAfterMilliseconds = parts[0]...parts[1]
+        }
+        options.snapshotKillEvery = try flags.int("--snapshot-kill-every", in: 0...cyclesMax) ?? 3
+        if let seed = try flags.int("--seed", in: 0...Int.max) { options.seed = UInt64(seed) }
+        options.keepData = flags.has("--keep-data")
+        return options
+    }
+}
+
+/// `roost-bench crash …`: the crash-recovery harness (docs/crash-testing.md).
+enum CrashCommand {
+    static func run(_ arguments: ArraySlice<String>) -> Int32 {
+        if Arguments.wantsHelp(arguments) {
+            print(CrashOptions.usage)
+            return 0
+        }
+        let options: CrashOptions
+        do {
+            options = try CrashOptions.parse(arguments)
+        } catch {
+            StandardStreams.error("roost-bench crash: \(error)")
+            StandardStreams.error(CrashOptions.usage)
+            return 2
+        }
+        do {
+            return try CrashRun(options: options).run()
+        } catch let error as UsageError {
+            StandardStreams.error("roost-bench crash: \(error)")
+            return 2
+        } catch {
+            StandardStreams.error("roost-bench crash: \(error)")
+            return 1
+        }
+    }
+}
+
+/// One run of the harness: the data directory, the server, the model.
+final class CrashRun {
+    private let options: CrashOptions
+    private var random: SeededRandom
+    private let directory: String
+    private let createdDirectory: Bool
+    private let stderrPath: String
+    private var slots: [[SlotState]]
+    private var nextGeneration: [UInt32]
+    private var key = ""
+
+    init(options: CrashOptions) throws {
+        self.options = options
+        random = SeededRandom(seed: options.seed)
+        if let data = options.data {
+            var info = stat()
+            if stat(data, &info) == 0 {
+                guard (info.st_mode & S_IFMT) == S_IFDIR else { throw UsageError("--data \(data) is not a directory") }
+                guard Self.entries(data).isEmpty else {
+                    throw UsageError("--data \(data) is not empty: the model starts from an empty directory")
+                }
+            } else {
+                guard mkdir(data, 0o700) == 0 else { throw LoadError("cannot create \(data): errno \(errno)") }
+            }
+            directory = data
+            createdDirectory = false
+        } else {
+            let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/var/tmp"
+            var template = Array("\(base)/roost-crash.XXXXXX".utf8CString)
+            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                throw LoadError("cannot create a directory under \(base): errno \(errno)")
+            }
+            directory = String(cString: made)
+            createdDirectory = true
+        }
+        stderrPath = directory + ".stderr.log"
+        slots = Array(repeating: Array(repeating: .absent, count: options.slots), count: options.clients)
+        nextGeneration = Array(repeating: 0, count: options.clients)
+    }
+
+    func run() throws -> Int32 {
+        let version = Subprocess.output([options.binary, "--version"]).flatMap { $0.split(separator: "\n").first }
+        print(
+            "crash: \(options.binary) (\(version.map(String.init) ?? "version unknown")), --fsync \(options.fsync), "
+                + "\(options.cycles) cycles, seed \(options.seed); data \(directory), server stderr \(stderrPath)")
+        print(
+            "crash: \(options.clients) clients × \(options.slots) slots, \(options.people) people each, "
+                + "\(options.populate) background devices, snapshot every \(options.snapshotEveryBytes) log bytes, "
+                + "kill after \(options.killAfterMilliseconds.lowerBound)-\(options.killAfterMilliseconds.upperBound) ms, "
+                + (options.snapshotKillEvery > 0
+                    ? "one cycle in \(options.snapshotKillEvery) killed during a snapshot"
+                    : "no cycle aimed at a snapshot"))
+        var server = try start()
+        try setUp(port: server.port)
+        var total = CheckCounts()
+        var acknowledged = 0
+        var acknowledgedByOperation = [Int](repeating: 0, count: CrashOperation.allCases.count)
+        var unexpected: [String] = []
+        var midSnapshotKills = 0
+        for cycle in 1...options.cycles {
+            let seeds = (0..<options.clients).map { _ in random.next() }
+            let stop = StopFlag()
+            let results = Mutex<[CrashClientResult?]>(Array(repeating: nil, count: options.clients))
+            var threads: [PlatformThread] = []
+            for client in 0..<options.clients {
+                let plan = CrashClientPlan(
+                    client: client, port: server.port, key: key, slots: slots[client], people: options.people,
+                    weights: options.weights, seed: seeds[client], nextGeneration: nextGeneration[client])
+                threads.append(
+                    try PlatformThread.spawn(name: "crash-client") {
+                        let result = CrashClient.run(plan, stop: stop)
+                        results.withLock { $0[client] = result }
+                    })
+            }
+            let aimAtSnapshot = options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0
+            let delay =
+                options.killAfterMilliseconds.lowerBound
+                + Int(random.next() % UInt64(options.killAfterMilliseconds.count))
+            let waited = aimAtSnapshot ? waitForSnapshot() : sleepMilliseconds(delay)
+            let status = server.stop(signal: SIGKILL)
+            let midSnapshot = !snapshotTemporaries().isEmpty
+            if midSnapshot { midSnapshotKills += 1 }
+            stop.set()
+            for thread in threads { thread.join() }
+            guard status == 128 + SIGKILL else {
+                throw LoadError("cycle \(cycle): the server exited \(status) before the kill (stderr: \(stderrPath))")
+            }
+            let outcomes = results.withLock { $0 }.map { $0! }
+            var cycleAcknowledged = 0
+            for (client, outcome) in outcomes.enumerated() {
+                slots[client] = outcome.slots
+                nextGeneration[client] = outcome.nextGeneration
+                cycleAcknowledged += outcome.acknowledged
+                for index in 0..<acknowledgedByOperation.count {
+                    acknowledgedByOperation[index] += outcome.acknowledgedByOperation[index]
+                }
+                unexpected += outcome.unexpected
+            }
+            acknowledged += cycleAcknowledged
+            server = try start()
+            let pending = outcomes.map(\.pending)
+            let counts = try verify(port: server.port, pending: pending)
+            total.add(counts)
+            print(
+                "cycle \(cycle)/\(options.cycles): killed after \(waited) ms"
+                    + (aimAtSnapshot ? " (aimed at a snapshot)" : "") + ", mid-snapshot \(midSnapshot ? "yes" : "no"); "
+                    + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
+                    + "(applied \(counts.inFlightApplied), not applied \(counts.inFlightNotApplied)), "
+                    + "checked \(counts.checked), lost \(counts.lost), extra \(counts.extra), "
+                    + "half-applied \(counts.halfApplied); restart \(Self.seconds(server.startupDuration)) s")
+            for problem in counts.problems { print("  PROBLEM: \(problem)") }
+            for line in unexpected.suffix(outcomes.map(\.unexpected.count).reduce(0, +)) {
+                print("  UNEXPECTED ANSWER: \(line)")
+            }
+        }
+        // A clean stop and start must reproduce the state as well.
+        let stopStatus = server.stop(signal: SIGTERM)
+        server = try start()
+        let final = try verify(port: server.port, pending: Array(repeating: nil, count: options.clients))
+        total.add(final)
+        let finalStatus = server.stop(signal: SIGTERM)
+        let snapshots = snapshotLinesLogged()
+        let byOperation = CrashOperation.allCases.map { "\($0.name) \(acknowledgedByOperation[$0.rawValue])" }
+        print(
+            "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra); "
+                + "SIGTERM exits \(stopStatus) and \(finalStatus)")
+        for problem in final.problems { print("  PROBLEM: \(problem)") }
+        let passed = total.failures == 0 && unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
+        print(
+            "crash total: \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): acknowledged "
+                + "\(acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
+                + "\(total.inFlightApplied + total.inFlightNotApplied) (applied \(total.inFlightApplied)), checked "
+                + "\(total.checked), lost \(total.lost), extra \(total.extra), half-applied \(total.halfApplied), "
+                + "unexpected answers \(unexpected.count); kills during a snapshot \(midSnapshotKills), "
+                + "snapshots written \(snapshots): " + (passed ? "PASS" : "FAIL"))
+        if passed && createdDirectory && !options.keepData {
+            Self.removeTree(directory)
+            unlink(stderrPath)
+        } else {
+            print("crash: data kept in \(directory), server stderr in \(stderrPath)")
+        }
+        return passed ? 0 : 1
+    }
+
+    // MARK: Server
+
+    private func start() throws -> ServerProcess {
+        var arguments = ["serve", "--listen", "127.0.0.1:0", "--data", directory, "--fsync", options.fsync]
+        if options.snapshotEveryBytes > 0 { arguments += ["--snapshot-log-bytes", String(options.snapshotEveryBytes)] }
+        return try ServerProcess(
+            binary: options.binary, arguments: arguments, environment: ["ROOST_ADMIN_KEY=\(CrashOptions.adminKey)"],
+            stderrPath: stderrPath, timeoutMilliseconds: CrashOptions.startTimeoutMilliseconds)
+    }
+
+    /// An app with room for every slot on one person, a key with the
+    /// capabilities the workload uses, and the background devices.
+    private func setUp(port: UInt16) throws {
+        let client = BlockingHTTPClient(host: "127.0.0.1", port: port)
+        let app = try client.expect(
+            201, "POST", "/v1/apps", key: CrashOptions.adminKey,
+            body: #"{"name":"roost-bench crash","settings":{"max_devices_per_person":1000}}"#)
+        guard let appID = app["id"]?.intValue else { throw LoadError("POST /v1/apps: no id") }
+        let made = try client.expect(
+            201, "POST", "/v1/apps/\(appID)/keys", key: CrashOptions.adminKey,
+            body: #"{"kind":"secret","capabilities":["devices:write","devices:read","devices:delete","people:write"]}"#)
+        guard let secret = made["key"]?.stringValue else { throw LoadError("POST /v1/apps/\(appID)/keys: no key") }
+        key = secret
+        guard options.populate > 0 else { return }
+        var csv = "platform,token,external_id\n"
+        for index in 0..<options.populate {
+            csv += "ios,\(CrashNames.backgroundToken(index)),\(CrashNames.backgroundPerson(index))\n"
+        }
+        let answer = try client.request("POST", "/v1/devices/import", key: key, body: csv, contentType: "text/csv")
+        let value = try? JSONReader.parse(answer.body)
+        guard answer.status == 200, value?["created"]?.intValue == options.populate else {
+            throw LoadError(
+                "importing \(options.populate) background devices answered \(answer.status): "
+                    + String(decoding: answer.body.prefix(300), as: UTF8.self))
+        }
+    }
+
+    /// Exports every device and checks it against the model; adopts what it
+    /// found as the model's next state.
+    private func verify(port: UInt16, pending: [PendingWrite?]) throws -> CheckCounts {
+        let connection: LoopbackConnection
+        do {
+            connection = try LoopbackConnection(port: port)
+            try connection.send(CrashClient.request("GET", "/v1/devices/export", key: key, body: nil))
+        } catch {
+            throw LoadError("export: \(error)")
+        }
+        let answer: LoopbackResponse
+        do {
+            answer = try connection.readResponse(timeout: .seconds(120))
+        } catch {
+            throw LoadError("export: \(error)")
+        }
+        guard answer.status == 200 else { throw LoadError("export answered \(answer.status): \(answer.bodyText)") }
+        let devices = try CrashModel.parseExport(answer.body)
+        let (counts, found) = CrashModel.check(devices, slots: slots, pending: pending, background: options.populate)
+        slots = found
+        return counts
+    }
+
+    // MARK: Kill timing
+
+    private func sleepMilliseconds(_ milliseconds: Int) -> Int {
+        usleep(UInt32(milliseconds) * 1000)
+        return milliseconds
+    }
+
+    /// Waits (polling every millisecond) until a snapshot is being written,
+    /// then a random 0–3 ms more; returns how long it waited.
+    private func waitForSnapshot() -> Int {
+        let clock = ContinuousClock()
+        let started = clock.now
+        while clock.now - started < .milliseconds(CrashOptions.snapshotWaitMilliseconds) {
+            if !snapshotTemporaries().isEmpty {
+                usleep(UInt32(random.next() % 3_000))
+                break
+            }
+            usleep(1000)
+        }
+        let elapsed = clock.now - started
+        return Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Snapshot files being written (`snapshots/*.snap.tmp`, docs/storage.md).
+    private func snapshotTemporaries() -> [String] {
+        Self.entries(directory + "/snapshots").filter { $0.hasSuffix(".snap.tmp") }
+    }
+
+    /// How many snapshots the server logged as written (`roost: snapshot …` lines).
+    private func snapshotLinesLogged() -> Int {
+        guard let bytes = FileOutput.read(stderrPath, limitBytes: 256 << 20) else { return 0 }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").filter {
+            $0.hasPrefix("roost: snapshot snapshot.lsn=")
+        }.count
+    }
+
+    // MARK: Files
+
+    static func entries(_ path: String) -> [String] {
+        guard let handle = opendir(path) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Removes `path` and everything under it (the harness's own directory only).
+    static func removeTree(_ path: String) {
+        precondition(path.count > 1 && path.contains("roost-crash."), "refusing to remove \(path)")
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            for name in entries(path) { removeTreeEntry(path + "/" + name) }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    private static func removeTreeEntry(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            for name in entries(path) { removeTreeEntry(path + "/" + name) }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> String {
+        let components = duration.components
+        return Format.fixed(Double(components.seconds) + Double(components.attoseconds) / 1e18, 2)
+    }
+}
