@@ -22,7 +22,12 @@ struct CrashOptions {
     /// Every n-th cycle waits for a snapshot to start and kills during it (0: never).
     var snapshotKillEvery = 3
     var keepData = false
+    /// A shell command run after each kill, before the restart (a power-loss
+    /// simulation: docs/crash-testing.md); nil: none.
+    var afterKill: String? = nil
 
+    /// How long the --after-kill command may run.
+    static let afterKillTimeoutMilliseconds = 300_000
     /// The most clients (threads) of the workload.
     static let clientsMax = 64
     /// Slots per client: below the server's max_devices_per_person (1,000),
@@ -57,6 +62,8 @@ struct CrashOptions {
           --snapshot-kill-every N      every N-th cycle kills during a snapshot (3; 0: never)
           --seed S                     random seed (1); printed, so a run can be repeated
           --keep-data                  keep the data directory even when the run passes
+          --after-kill CMD             run `sh -c CMD` after each kill, before the restart (ROOST_CRASH_DATA and
+                                       ROOST_CRASH_CYCLE set); must exit 0 — e.g. a dm-flakey power cut
         exits 0 when nothing acknowledged was lost, nothing extra appeared and nothing was half-applied;
         1 otherwise; 2 on misuse
         """
@@ -66,7 +73,7 @@ struct CrashOptions {
             arguments,
             valued: [
                 "--bin", "--data", "--fsync", "--cycles", "--mix", "--clients", "--slots", "--people", "--populate",
-                "--snapshot-every-bytes", "--kill-after-ms", "--snapshot-kill-every", "--seed",
+                "--snapshot-every-bytes", "--kill-after-ms", "--snapshot-kill-every", "--seed", "--after-kill",
             ],
             switches: ["--keep-data"])
         var options = CrashOptions()
@@ -92,6 +99,7 @@ struct CrashOptions {
         options.snapshotKillEvery = try flags.int("--snapshot-kill-every", in: 0...cyclesMax) ?? 3
         if let seed = try flags.int("--seed", in: 0...Int.max) { options.seed = UInt64(seed) }
         options.keepData = flags.has("--keep-data")
+        options.afterKill = flags.string("--after-kill")
         return options
     }
 }
@@ -133,6 +141,8 @@ final class CrashRun {
     private var slots: [[SlotState]]
     private var nextGeneration: [UInt32]
     private var key = ""
+    /// The key answered 401 after a restart: no later check can run.
+    private var keyLost = false
 
     init(options: CrashOptions) throws {
         self.options = options
@@ -175,6 +185,7 @@ final class CrashRun {
                 + (options.snapshotKillEvery > 0
                     ? "one cycle in \(options.snapshotKillEvery) killed during a snapshot"
                     : "no cycle aimed at a snapshot"))
+        if let command = options.afterKill { print("crash: after each kill: sh -c '\(command)'") }
         var server = try start()
         try setUp(port: server.port)
         var total = CheckCounts()
@@ -182,7 +193,9 @@ final class CrashRun {
         var acknowledgedByOperation = [Int](repeating: 0, count: CrashOperation.allCases.count)
         var unexpected: [String] = []
         var midSnapshotKills = 0
+        var cyclesRun = 0
         for cycle in 1...options.cycles {
+            cyclesRun = cycle
             let seeds = (0..<options.clients).map { _ in random.next() }
             let stop = StopFlag()
             let results = Mutex<[CrashClientResult?]>(Array(repeating: nil, count: options.clients))
@@ -222,6 +235,15 @@ final class CrashRun {
                 unexpected += outcome.unexpected
             }
             acknowledged += cycleAcknowledged
+            if let command = options.afterKill {
+                let exit = Subprocess.shell(
+                    command, environment: ["ROOST_CRASH_DATA=\(directory)", "ROOST_CRASH_CYCLE=\(cycle)"],
+                    timeoutMilliseconds: CrashOptions.afterKillTimeoutMilliseconds)
+                guard exit == 0 else {
+                    throw LoadError(
+                        "cycle \(cycle): --after-kill exited \(exit.map(String.init) ?? "late or not at all")")
+                }
+            }
             server = try start()
             let pending = outcomes.map(\.pending)
             let counts = try verify(port: server.port, pending: pending)
@@ -237,6 +259,7 @@ final class CrashRun {
             for line in unexpected.suffix(outcomes.map(\.unexpected.count).reduce(0, +)) {
                 print("  UNEXPECTED ANSWER: \(line)")
             }
+            if keyLost { break }
         }
         // A clean stop and start must reproduce the state as well.
         let stopStatus = server.stop(signal: SIGTERM)
@@ -252,7 +275,7 @@ final class CrashRun {
         for problem in final.problems { print("  PROBLEM: \(problem)") }
         let passed = total.failures == 0 && unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
         print(
-            "crash total: \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): acknowledged "
+            "crash total: \(cyclesRun) of \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): acknowledged "
                 + "\(acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
                 + "\(total.inFlightApplied + total.inFlightNotApplied) (applied \(total.inFlightApplied)), checked "
                 + "\(total.checked), lost \(total.lost), extra \(total.extra), half-applied \(total.halfApplied), "
@@ -319,6 +342,16 @@ final class CrashRun {
             answer = try connection.readResponse(timeout: .seconds(120))
         } catch {
             throw LoadError("export: \(error)")
+        }
+        if answer.status == 401 {
+            // The app or its key did not survive the restart: everything acknowledged is lost.
+            var counts = CheckCounts()
+            let present = slots.reduce(0) { $0 + $1.filter(\.present).count }
+            counts.checked = present + options.populate
+            counts.lost = present + options.populate
+            counts.note("the key made at the start answers 401 after the restart: the app or its key was lost")
+            keyLost = true
+            return counts
         }
         guard answer.status == 200 else { throw LoadError("export answered \(answer.status): \(answer.bodyText)") }
         let devices = try CrashModel.parseExport(answer.body)

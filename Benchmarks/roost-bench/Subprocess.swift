@@ -48,6 +48,40 @@ enum Subprocess {
     }
 }
 
+extension Subprocess {
+    /// Runs `/bin/sh -c command` with the environment plus `environment`
+    /// (`NAME=value`), its output going where the harness's goes; returns
+    /// its exit status, or nil when it could not start or ran past
+    /// `timeoutMilliseconds` (then it is killed by its PID).
+    static func shell(_ command: String, environment: [String], timeoutMilliseconds: Int) -> Int32? {
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var inherited: [String] = []
+        var cursor = environ
+        while let entry = cursor.pointee {
+            inherited.append(String(cString: entry))
+            cursor += 1
+        }
+        let envp = (inherited + environment).map { strdup($0) } + [nil]
+        defer { envp.forEach { free($0) } }
+        var child: pid_t = 0
+        guard posix_spawn(&child, "/bin/sh", nil, nil, argv, envp) == 0 else { return nil }
+        var status: Int32 = 0
+        var waited = 0
+        while waitpid(child, &status, WNOHANG) == 0 {
+            if waited >= timeoutMilliseconds {
+                kill(child, SIGKILL)
+                waitpid(child, &status, 0)
+                return nil
+            }
+            usleep(10_000)
+            waited += 10
+        }
+        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+    }
+}
+
 /// A `roost serve` started by the crash harness: spawned with posix_spawn,
 /// stdout read until the `listening on HOST:PORT` line, stderr appended to a
 /// log file, stopped by its own PID only.

@@ -58,6 +58,9 @@ enum WorkloadSelfTest {
         }
     }
 
+    /// Requests per dialect and start (each answered by the reference).
+    static let steps = 4_000
+
     static func run() -> [String] {
         var failures: [String] = []
         for dialect in Dialect.allCases {
@@ -103,8 +106,8 @@ enum WorkloadSelfTest {
         var request: [UInt8] = []
         var failures: [String] = []
         let name = "\(dialect.rawValue)\(freshApp ? " fresh" : " unknown")"
-        for step in 0..<20_000 {
-            if lie && step == 10_000 { reference.lieOnce = true }
+        for step in 0..<steps {
+            if lie && step == steps / 2 { reference.lieOnce = true }
             guard let ticket = workload.next(into: &request, random: &random) else {
                 failures.append("\(name): no request at step \(step) with nothing in flight")
                 break
