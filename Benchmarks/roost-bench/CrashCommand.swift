@@ -108,7 +108,7 @@ struct CrashOptions {
 enum CrashCommand {
     static func run(_ arguments: ArraySlice<String>) -> Int32 {
         if Arguments.wantsHelp(arguments) {
-            print(CrashOptions.usage)
+            StandardStreams.out(CrashOptions.usage)
             return 0
         }
         let options: CrashOptions
@@ -175,10 +175,10 @@ final class CrashRun {
 
     func run() throws -> Int32 {
         let version = Subprocess.output([options.binary, "--version"]).flatMap { $0.split(separator: "\n").first }
-        print(
+        StandardStreams.out(
             "crash: \(options.binary) (\(version.map(String.init) ?? "version unknown")), --fsync \(options.fsync), "
                 + "\(options.cycles) cycles, seed \(options.seed); data \(directory), server stderr \(stderrPath)")
-        print(
+        StandardStreams.out(
             "crash: \(options.clients) clients × \(options.slots) slots, \(options.people) people each, "
                 + "\(options.populate) background devices, snapshot every \(options.snapshotEveryBytes) log bytes, "
                 + "kill after \(options.killAfterMilliseconds.lowerBound)-\(options.killAfterMilliseconds.upperBound) ms, "
@@ -248,7 +248,7 @@ final class CrashRun {
             let pending = outcomes.map(\.pending)
             let counts = try verify(port: server.port, pending: pending)
             total.add(counts)
-            print(
+            StandardStreams.out(
                 "cycle \(cycle)/\(options.cycles): killed after \(waited) ms"
                     + (aimAtSnapshot ? " (aimed at a snapshot)" : "") + ", mid-snapshot \(midSnapshot ? "yes" : "no"); "
                     + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
@@ -257,7 +257,7 @@ final class CrashRun {
                     + "half-applied \(counts.halfApplied); restart \(Self.seconds(server.startupDuration)) s")
             for problem in counts.problems { print("  PROBLEM: \(problem)") }
             for line in unexpected.suffix(outcomes.map(\.unexpected.count).reduce(0, +)) {
-                print("  UNEXPECTED ANSWER: \(line)")
+                StandardStreams.out("  UNEXPECTED ANSWER: \(line)")
             }
             if keyLost { break }
         }
@@ -269,12 +269,12 @@ final class CrashRun {
         let finalStatus = server.stop(signal: SIGTERM)
         let snapshots = snapshotLinesLogged()
         let byOperation = CrashOperation.allCases.map { "\($0.name) \(acknowledgedByOperation[$0.rawValue])" }
-        print(
+        StandardStreams.out(
             "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra); "
                 + "SIGTERM exits \(stopStatus) and \(finalStatus)")
         for problem in final.problems { print("  PROBLEM: \(problem)") }
         let passed = total.failures == 0 && unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
-        print(
+        StandardStreams.out(
             "crash total: \(cyclesRun) of \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): acknowledged "
                 + "\(acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
                 + "\(total.inFlightApplied + total.inFlightNotApplied) (applied \(total.inFlightApplied)), checked "
@@ -285,7 +285,7 @@ final class CrashRun {
             Self.removeTree(directory)
             unlink(stderrPath)
         } else {
-            print("crash: data kept in \(directory), server stderr in \(stderrPath)")
+            StandardStreams.out("crash: data kept in \(directory), server stderr in \(stderrPath)")
         }
         return passed ? 0 : 1
     }

@@ -65,6 +65,7 @@ struct LoadOptions {
           --bundle-id B                the APNs bundle id (barua; com.example.roostbench)
           --out FILE.json              config, machine, Roost version, per-second series, histogram
           --plot FILE.svg              throughput and latency over time
+          --any-2xx                    accept any 2xx (a peer answering a fixed body, e.g. nginx)
           --seed N (1)  --drain S (5)  --tick-us N (0)  --roost-bin PATH  --label TEXT  --quiet
         exits 0, 1 when more than 0.1 % of the requests failed or got an unexpected status, 2 on misuse
         """
@@ -77,7 +78,7 @@ struct LoadOptions {
                 "--mix", "--tokens", "--people", "--android", "--tags", "--dialect", "--app", "--bundle-id", "--out",
                 "--plot", "--seed", "--drain", "--tick-us", "--roost-bin", "--label",
             ],
-            switches: ["--setup", "--quiet"])
+            switches: ["--setup", "--quiet", "--any-2xx"])
         var options = LoadOptions()
         options.commandLine = Array(arguments)
         guard let url = flags.string("--url") else { throw UsageError("--url http://HOST:PORT is required") }
@@ -88,6 +89,10 @@ struct LoadOptions {
         let dialect = options.shape.dialect
         options.setup = flags.has("--setup")
         options.quiet = flags.has("--quiet")
+        options.shape.acceptAnySuccess = flags.has("--any-2xx")
+        if options.setup && options.shape.acceptAnySuccess {
+            throw UsageError("--any-2xx is for peers with a fixed answer; with --setup the statuses are exact")
+        }
         options.adminKey = flags.string("--admin-key")
         if let key = flags.string("--key") { options.shape.key = key }
         if options.setup {

@@ -130,10 +130,11 @@ enum Dialect: String, CaseIterable, Sendable {
     }
 }
 
-/// At most two HTTP statuses an answer may have.
+/// At most two HTTP statuses an answer may have, or any 2xx (`--any-2xx`).
 struct ExpectedStatuses: Sendable, Equatable {
     private var first: Int16
     private var second: Int16
+    private var anySuccess = false
 
     init(_ status: Int) {
         first = Int16(status)
@@ -145,7 +146,17 @@ struct ExpectedStatuses: Sendable, Equatable {
         second = Int16(other)
     }
 
-    func contains(_ status: Int) -> Bool { status == Int(first) || status == Int(second) }
+    /// Any status from 200 to 299: for a peer that answers every request
+    /// with a fixed body, where only a non-2xx answer means something.
+    static let anySuccess: ExpectedStatuses = {
+        var statuses = ExpectedStatuses(200)
+        statuses.anySuccess = true
+        return statuses
+    }()
+
+    func contains(_ status: Int) -> Bool {
+        anySuccess ? (200...299).contains(status) : status == Int(first) || status == Int(second)
+    }
 }
 
 /// What the generator remembers about a request in flight: which operation,

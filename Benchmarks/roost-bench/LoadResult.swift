@@ -102,6 +102,7 @@ struct LoadResult {
         writer.member("android_percent", shape.androidPercent)
         writer.member("tags", shape.tags)
         writer.member("setup", options.setup)
+        writer.member("any_2xx", shape.acceptAnySuccess)
         writer.member("seed", Int(truncatingIfNeeded: options.seed))
         writer.member("tick_us", options.tickMicroseconds)
         writer.member("error_fraction_max", options.errorFractionMax)

@@ -16,8 +16,7 @@ enum SVGPlot {
         let height = 600.0
         var svg = header(height: height)
         let title =
-            (result.options.label.map { "\($0): " } ?? "")
-            + "\(result.options.shape.dialect.rawValue), \(result.options.modeDescription), "
+            (result.options.label ?? result.options.shape.dialect.rawValue) + ", \(result.options.modeDescription), "
             + "\(result.options.connections) connections — \(Format.grouped(Int(result.rate.rounded()))) answers/s, "
             + "p99 \(Format.duration(result.report.latency.percentile(99)))"
         svg += text(width / 2, 24, title, size: 15, anchor: "middle", weight: "bold")
@@ -184,6 +183,7 @@ enum SVGPlot {
     }
 
     private static func tickLabel(_ value: Double) -> String {
+        if value == 0 { return "0" }
         if value >= 1000 { return Format.grouped(Int(value.rounded())) }
         if value >= 1 { return value == value.rounded() ? String(Int(value)) : Format.fixed(value, 1) }
         var digits = 1

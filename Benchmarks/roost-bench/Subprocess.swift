@@ -8,8 +8,9 @@ enum Subprocess {
     /// The most output `output` keeps.
     static let outputBytesMax = 64 * 1024
 
-    /// Runs `arguments` (the first is the executable's path) and returns its
-    /// stdout when it exits 0 within the timeout; nil otherwise (killed on timeout).
+    /// Runs `arguments` (the first is the executable's path), its stderr to
+    /// /dev/null, and returns its stdout when it exits 0 within the timeout;
+    /// nil otherwise (killed on timeout).
     static func output(_ arguments: [String]) -> String? {
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { return nil }
@@ -18,6 +19,7 @@ enum Subprocess {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
