@@ -173,7 +173,85 @@ final class CrashRun {
         nextGeneration = Array(repeating: 0, count: options.clients)
     }
 
+    /// What the cycles added up to.
+    private struct Totals {
+        var counts = CheckCounts()
+        var cycles = 0
+        var acknowledged = 0
+        var acknowledgedByOperation = [Int](repeating: 0, count: CrashOperation.allCases.count)
+        var unexpected: [String] = []
+        var midSnapshotKills = 0
+    }
+
+    /// How one kill went.
+    private struct Kill {
+        var waitedMilliseconds: Int
+        var aimedAtSnapshot: Bool
+        var midSnapshot: Bool
+        var outcomes: [CrashClientResult]
+    }
+
     func run() throws -> Int32 {
+        printHeader()
+        var server = try start()
+        try setUp(port: server.port)
+        var totals = Totals()
+        for cycle in 1...options.cycles {
+            totals.cycles = cycle
+            let kill = try killUnderLoad(cycle: cycle, server: server)
+            var cycleAcknowledged = 0
+            for (client, outcome) in kill.outcomes.enumerated() {
+                slots[client] = outcome.slots
+                nextGeneration[client] = outcome.nextGeneration
+                cycleAcknowledged += outcome.acknowledged
+                for index in 0..<totals.acknowledgedByOperation.count {
+                    totals.acknowledgedByOperation[index] += outcome.acknowledgedByOperation[index]
+                }
+                totals.unexpected += outcome.unexpected
+            }
+            totals.acknowledged += cycleAcknowledged
+            if kill.midSnapshot { totals.midSnapshotKills += 1 }
+            try runAfterKill(cycle: cycle)
+            server = try start()
+            let pending = kill.outcomes.map(\.pending)
+            let counts = try verify(port: server.port, pending: pending)
+            totals.counts.add(counts)
+            StandardStreams.out(
+                "cycle \(cycle)/\(options.cycles): killed after \(kill.waitedMilliseconds) ms"
+                    + (kill.aimedAtSnapshot ? " (aimed at a snapshot)" : "")
+                    + ", mid-snapshot \(kill.midSnapshot ? "yes" : "no"); "
+                    + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
+                    + "(applied \(counts.inFlightApplied), not applied \(counts.inFlightNotApplied)), "
+                    + "checked \(counts.checked), lost \(counts.lost), extra \(counts.extra), "
+                    + "half-applied \(counts.halfApplied); restart \(Self.seconds(server.startupDuration)) s")
+            for problem in counts.problems { StandardStreams.out("  PROBLEM: \(problem)") }
+            for outcome in kill.outcomes {
+                for line in outcome.unexpected { StandardStreams.out("  UNEXPECTED ANSWER: \(line)") }
+            }
+            if keyLost { break }
+        }
+        // A clean stop and start must reproduce the state as well.
+        let stopStatus = server.stop(signal: SIGTERM)
+        server = try start()
+        let final = try verify(port: server.port, pending: Array(repeating: nil, count: options.clients))
+        totals.counts.add(final)
+        let finalStatus = server.stop(signal: SIGTERM)
+        StandardStreams.out(
+            "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra); "
+                + "SIGTERM exits \(stopStatus) and \(finalStatus)")
+        for problem in final.problems { StandardStreams.out("  PROBLEM: \(problem)") }
+        let passed = totals.counts.failures == 0 && totals.unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
+        printTotals(totals, passed: passed)
+        if passed && createdDirectory && !options.keepData {
+            Self.removeTree(directory)
+            unlink(stderrPath)
+        } else {
+            StandardStreams.out("crash: data kept in \(directory), server stderr in \(stderrPath)")
+        }
+        return passed ? 0 : 1
+    }
+
+    private func printHeader() {
         let version = Subprocess.output([options.binary, "--version"]).flatMap { $0.split(separator: "\n").first }
         StandardStreams.out(
             "crash: \(options.binary) (\(version.map(String.init) ?? "version unknown")), --fsync \(options.fsync), "
@@ -185,109 +263,69 @@ final class CrashRun {
                 + (options.snapshotKillEvery > 0
                     ? "one cycle in \(options.snapshotKillEvery) killed during a snapshot"
                     : "no cycle aimed at a snapshot"))
-        if let command = options.afterKill { print("crash: after each kill: sh -c '\(command)'") }
-        var server = try start()
-        try setUp(port: server.port)
-        var total = CheckCounts()
-        var acknowledged = 0
-        var acknowledgedByOperation = [Int](repeating: 0, count: CrashOperation.allCases.count)
-        var unexpected: [String] = []
-        var midSnapshotKills = 0
-        var cyclesRun = 0
-        for cycle in 1...options.cycles {
-            cyclesRun = cycle
-            let seeds = (0..<options.clients).map { _ in random.next() }
-            let stop = StopFlag()
-            let results = Mutex<[CrashClientResult?]>(Array(repeating: nil, count: options.clients))
-            var threads: [PlatformThread] = []
-            for client in 0..<options.clients {
-                let plan = CrashClientPlan(
-                    client: client, port: server.port, key: key, slots: slots[client], people: options.people,
-                    weights: options.weights, seed: seeds[client], nextGeneration: nextGeneration[client])
-                threads.append(
-                    try PlatformThread.spawn(name: "crash-client") {
-                        let result = CrashClient.run(plan, stop: stop)
-                        results.withLock { $0[client] = result }
-                    })
-            }
-            let aimAtSnapshot = options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0
-            let delay =
-                options.killAfterMilliseconds.lowerBound
-                + Int(random.next() % UInt64(options.killAfterMilliseconds.count))
-            let waited = aimAtSnapshot ? waitForSnapshot() : sleepMilliseconds(delay)
-            let status = server.stop(signal: SIGKILL)
-            let midSnapshot = !snapshotTemporaries().isEmpty
-            if midSnapshot { midSnapshotKills += 1 }
-            stop.set()
-            for thread in threads { thread.join() }
-            guard status == 128 + SIGKILL else {
-                throw LoadError("cycle \(cycle): the server exited \(status) before the kill (stderr: \(stderrPath))")
-            }
-            let outcomes = results.withLock { $0 }.map { $0! }
-            var cycleAcknowledged = 0
-            for (client, outcome) in outcomes.enumerated() {
-                slots[client] = outcome.slots
-                nextGeneration[client] = outcome.nextGeneration
-                cycleAcknowledged += outcome.acknowledged
-                for index in 0..<acknowledgedByOperation.count {
-                    acknowledgedByOperation[index] += outcome.acknowledgedByOperation[index]
-                }
-                unexpected += outcome.unexpected
-            }
-            acknowledged += cycleAcknowledged
-            if let command = options.afterKill {
-                let exit = Subprocess.shell(
-                    command, environment: ["ROOST_CRASH_DATA=\(directory)", "ROOST_CRASH_CYCLE=\(cycle)"],
-                    timeoutMilliseconds: CrashOptions.afterKillTimeoutMilliseconds)
-                guard exit == 0 else {
-                    throw LoadError(
-                        "cycle \(cycle): --after-kill exited \(exit.map(String.init) ?? "late or not at all")")
-                }
-            }
-            server = try start()
-            let pending = outcomes.map(\.pending)
-            let counts = try verify(port: server.port, pending: pending)
-            total.add(counts)
-            StandardStreams.out(
-                "cycle \(cycle)/\(options.cycles): killed after \(waited) ms"
-                    + (aimAtSnapshot ? " (aimed at a snapshot)" : "") + ", mid-snapshot \(midSnapshot ? "yes" : "no"); "
-                    + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
-                    + "(applied \(counts.inFlightApplied), not applied \(counts.inFlightNotApplied)), "
-                    + "checked \(counts.checked), lost \(counts.lost), extra \(counts.extra), "
-                    + "half-applied \(counts.halfApplied); restart \(Self.seconds(server.startupDuration)) s")
-            for problem in counts.problems { print("  PROBLEM: \(problem)") }
-            for line in unexpected.suffix(outcomes.map(\.unexpected.count).reduce(0, +)) {
-                StandardStreams.out("  UNEXPECTED ANSWER: \(line)")
-            }
-            if keyLost { break }
-        }
-        // A clean stop and start must reproduce the state as well.
-        let stopStatus = server.stop(signal: SIGTERM)
-        server = try start()
-        let final = try verify(port: server.port, pending: Array(repeating: nil, count: options.clients))
-        total.add(final)
-        let finalStatus = server.stop(signal: SIGTERM)
-        let snapshots = snapshotLinesLogged()
-        let byOperation = CrashOperation.allCases.map { "\($0.name) \(acknowledgedByOperation[$0.rawValue])" }
+        if let command = options.afterKill { StandardStreams.out("crash: after each kill: sh -c '\(command)'") }
+    }
+
+    private func printTotals(_ totals: Totals, passed: Bool) {
+        let counts = totals.counts
+        let byOperation = CrashOperation.allCases.map { "\($0.name) \(totals.acknowledgedByOperation[$0.rawValue])" }
+        let log = FileOutput.read(stderrPath, limitBytes: 256 << 20).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let lines = log.split(separator: "\n")
+        let snapshots = lines.filter { $0.hasPrefix("roost: snapshot snapshot.lsn=") }.count
+        let tornTails = lines.filter { $0.contains("torn tail") }.count
         StandardStreams.out(
-            "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra); "
-                + "SIGTERM exits \(stopStatus) and \(finalStatus)")
-        for problem in final.problems { print("  PROBLEM: \(problem)") }
-        let passed = total.failures == 0 && unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
-        StandardStreams.out(
-            "crash total: \(cyclesRun) of \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): acknowledged "
-                + "\(acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
-                + "\(total.inFlightApplied + total.inFlightNotApplied) (applied \(total.inFlightApplied)), checked "
-                + "\(total.checked), lost \(total.lost), extra \(total.extra), half-applied \(total.halfApplied), "
-                + "unexpected answers \(unexpected.count); kills during a snapshot \(midSnapshotKills), "
-                + "snapshots written \(snapshots): " + (passed ? "PASS" : "FAIL"))
-        if passed && createdDirectory && !options.keepData {
-            Self.removeTree(directory)
-            unlink(stderrPath)
-        } else {
-            StandardStreams.out("crash: data kept in \(directory), server stderr in \(stderrPath)")
+            "crash total: \(totals.cycles) of \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): "
+                + "acknowledged \(totals.acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
+                + "\(counts.inFlightApplied + counts.inFlightNotApplied) (applied \(counts.inFlightApplied)), checked "
+                + "\(counts.checked), lost \(counts.lost), extra \(counts.extra), half-applied \(counts.halfApplied), "
+                + "unexpected answers \(totals.unexpected.count); kills during a snapshot \(totals.midSnapshotKills), "
+                + "snapshots written \(snapshots), torn log tails cut at restart \(tornTails): "
+                + (passed ? "PASS" : "FAIL"))
+    }
+
+    /// Starts the clients on `server`, waits (a random delay, or for a
+    /// snapshot), kills the server with SIGKILL and collects the clients.
+    private func killUnderLoad(cycle: Int, server: ServerProcess) throws -> Kill {
+        let seeds = (0..<options.clients).map { _ in random.next() }
+        let stop = StopFlag()
+        let results = Mutex<[CrashClientResult?]>(Array(repeating: nil, count: options.clients))
+        var threads: [PlatformThread] = []
+        for client in 0..<options.clients {
+            let plan = CrashClientPlan(
+                client: client, port: server.port, key: key, slots: slots[client], people: options.people,
+                weights: options.weights, seed: seeds[client], nextGeneration: nextGeneration[client])
+            threads.append(
+                try PlatformThread.spawn(name: "crash-client") {
+                    let result = CrashClient.run(plan, stop: stop)
+                    results.withLock { $0[client] = result }
+                })
         }
-        return passed ? 0 : 1
+        let aimed = options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0
+        let delay =
+            options.killAfterMilliseconds.lowerBound + Int(random.next() % UInt64(options.killAfterMilliseconds.count))
+        let waited = aimed ? waitForSnapshot() : sleepMilliseconds(delay)
+        let status = server.stop(signal: SIGKILL)
+        // A snapshot file still being written proves the kill landed inside a snapshot.
+        let midSnapshot = !snapshotTemporaries().isEmpty
+        stop.set()
+        for thread in threads { thread.join() }
+        guard status == 128 + SIGKILL else {
+            throw LoadError("cycle \(cycle): the server exited \(status) before the kill (stderr: \(stderrPath))")
+        }
+        let outcomes = results.withLock { $0 }.compactMap { $0 }
+        precondition(outcomes.count == options.clients, "a crash client ended without a result")
+        return Kill(waitedMilliseconds: waited, aimedAtSnapshot: aimed, midSnapshot: midSnapshot, outcomes: outcomes)
+    }
+
+    /// Runs `--after-kill` (a power-loss simulation), which must exit 0.
+    private func runAfterKill(cycle: Int) throws {
+        guard let command = options.afterKill else { return }
+        let exit = Subprocess.shell(
+            command, environment: ["ROOST_CRASH_DATA=\(directory)", "ROOST_CRASH_CYCLE=\(cycle)"],
+            timeoutMilliseconds: CrashOptions.afterKillTimeoutMilliseconds)
+        guard exit == 0 else {
+            throw LoadError("cycle \(cycle): --after-kill exited \(exit.map(String.init) ?? "late or not at all")")
+        }
     }
 
     // MARK: Server
@@ -386,14 +424,6 @@ final class CrashRun {
     /// Snapshot files being written (`snapshots/*.snap.tmp`, docs/storage.md).
     private func snapshotTemporaries() -> [String] {
         Self.entries(directory + "/snapshots").filter { $0.hasSuffix(".snap.tmp") }
-    }
-
-    /// How many snapshots the server logged as written (`roost: snapshot …` lines).
-    private func snapshotLinesLogged() -> Int {
-        guard let bytes = FileOutput.read(stderrPath, limitBytes: 256 << 20) else { return 0 }
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").filter {
-            $0.hasPrefix("roost: snapshot snapshot.lsn=")
-        }.count
     }
 
     // MARK: Files

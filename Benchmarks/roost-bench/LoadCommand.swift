@@ -298,9 +298,8 @@ enum LoadCommand {
             schedule.rate = options.rate.map { $0 / Double(threads) }
             schedule.phase = Double(thread) / Double(threads)
             schedule.sendNanoseconds = options.seconds.map { UInt64($0 * 1e9) }
-            if options.rate == nil, let requests = options.requests {
-                schedule.requestLimit = requests / threads + (thread < requests % threads ? 1 : 0)
-            } else if let requests = options.requests {
+            if let requests = options.requests {
+                // A count, not a time, ends the run (open loop: that many at the rate).
                 schedule.requestLimit = requests / threads + (thread < requests % threads ? 1 : 0)
                 schedule.sendNanoseconds = nil
             }
