@@ -19,7 +19,8 @@ struct CrashOptions {
     var seed: UInt64 = 1
     var populate = 20_000
     var killAfterMilliseconds = 30...400
-    /// Every n-th cycle waits for a snapshot to start and kills during it (0: never).
+    /// Every n-th cycle waits for a snapshot and kills during it or just after
+    /// it, in turn (0: never).
     var snapshotKillEvery = 3
     var keepData = false
     /// A shell command run after each kill, before the restart (a power-loss
@@ -39,7 +40,7 @@ struct CrashOptions {
     static let populateMax = 5_000_000
     /// How long a start (recovery included) may take.
     static let startTimeoutMilliseconds = 120_000
-    /// How long a cycle waits for a snapshot to begin before killing anyway.
+    /// How long a cycle waits for a snapshot to begin (or end) before killing anyway.
     static let snapshotWaitMilliseconds = 4_000
     /// The operator key the harness gives the server it starts.
     static let adminKey = "roost-bench-crash-admin-key-0123456789"
@@ -59,7 +60,8 @@ struct CrashOptions {
           --populate N                 background devices imported at the start, checked every cycle (20000)
           --snapshot-every-bytes N     roost serve --snapshot-log-bytes N (262144; 0: the server's default)
           --kill-after-ms MIN-MAX      random delay before each kill (30-400)
-          --snapshot-kill-every N      every N-th cycle kills during a snapshot (3; 0: never)
+          --snapshot-kill-every N      every N-th cycle kills during a snapshot or just after one, in turn
+                                       (3; 0: never)
           --seed S                     random seed (1); printed, so a run can be repeated
           --keep-data                  keep the data directory even when the run passes
           --after-kill CMD             run `sh -c CMD` after each kill, before the restart (ROOST_CRASH_DATA and
@@ -186,7 +188,7 @@ final class CrashRun {
     /// How one kill went.
     private struct Kill {
         var waitedMilliseconds: Int
-        var aimedAtSnapshot: Bool
+        var aim: SnapshotAim?
         var midSnapshot: Bool
         var outcomes: [CrashClientResult]
     }
@@ -218,7 +220,7 @@ final class CrashRun {
             totals.counts.add(counts)
             StandardStreams.out(
                 "cycle \(cycle)/\(options.cycles): killed after \(kill.waitedMilliseconds) ms"
-                    + (kill.aimedAtSnapshot ? " (aimed at a snapshot)" : "")
+                    + (kill.aim.map { " (aimed \($0.description))" } ?? "")
                     + ", mid-snapshot \(kill.midSnapshot ? "yes" : "no"); "
                     + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
                     + "(applied \(counts.inFlightApplied), not applied \(counts.inFlightNotApplied)), "
@@ -261,7 +263,7 @@ final class CrashRun {
                 + "\(options.populate) background devices, snapshot every \(options.snapshotEveryBytes) log bytes, "
                 + "kill after \(options.killAfterMilliseconds.lowerBound)-\(options.killAfterMilliseconds.upperBound) ms, "
                 + (options.snapshotKillEvery > 0
-                    ? "one cycle in \(options.snapshotKillEvery) killed during a snapshot"
+                    ? "one cycle in \(options.snapshotKillEvery) aimed at a snapshot (during one, just after one, in turn)"
                     : "no cycle aimed at a snapshot"))
         if let command = options.afterKill { StandardStreams.out("crash: after each kill: sh -c '\(command)'") }
     }
@@ -300,10 +302,14 @@ final class CrashRun {
                     results.withLock { $0[client] = result }
                 })
         }
-        let aimed = options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0
+        // Of the cycles aimed at snapshots, odd ones kill during one, even ones just after one.
+        var aim: SnapshotAim? = nil
+        if options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0 {
+            aim = (cycle / options.snapshotKillEvery) % 2 == 1 ? .during : .after
+        }
         let delay =
             options.killAfterMilliseconds.lowerBound + Int(random.next() % UInt64(options.killAfterMilliseconds.count))
-        let waited = aimed ? waitForSnapshot() : sleepMilliseconds(delay)
+        let waited = aim.map { waitForSnapshot($0) } ?? sleepMilliseconds(delay)
         let status = server.stop(signal: SIGKILL)
         // A snapshot file still being written proves the kill landed inside a snapshot.
         let midSnapshot = !snapshotTemporaries().isEmpty
@@ -314,7 +320,7 @@ final class CrashRun {
         }
         let outcomes = results.withLock { $0 }.compactMap { $0 }
         precondition(outcomes.count == options.clients, "a crash client ended without a result")
-        return Kill(waitedMilliseconds: waited, aimedAtSnapshot: aimed, midSnapshot: midSnapshot, outcomes: outcomes)
+        return Kill(waitedMilliseconds: waited, aim: aim, midSnapshot: midSnapshot, outcomes: outcomes)
     }
 
     /// Runs `--after-kill` (a power-loss simulation), which must exit 0.
@@ -405,20 +411,52 @@ final class CrashRun {
         return milliseconds
     }
 
-    /// Waits (polling every millisecond) until a snapshot is being written,
-    /// then a random 0–3 ms more; returns how long it waited.
-    private func waitForSnapshot() -> Int {
+    /// Where a cycle aimed at a snapshot kills: while it is being written, or
+    /// just after one was renamed into place (recovery then starts from it).
+    enum SnapshotAim {
+        case during
+        case after
+
+        var description: String {
+            switch self {
+            case .during: "during a snapshot"
+            case .after: "just after a snapshot"
+            }
+        }
+    }
+
+    /// Waits (polling every millisecond) until a snapshot is being written
+    /// (`.during`) or a new one is complete (`.after`), then a random 0–3 ms
+    /// (0–50 ms after one) more; returns how long it waited.
+    private func waitForSnapshot(_ aim: SnapshotAim) -> Int {
         let clock = ContinuousClock()
         let started = clock.now
+        let before = Set(snapshotsWritten())
         while clock.now - started < .milliseconds(CrashOptions.snapshotWaitMilliseconds) {
-            if !snapshotTemporaries().isEmpty {
-                usleep(UInt32(random.next() % 3_000))
-                break
+            switch aim {
+            case .during:
+                if !snapshotTemporaries().isEmpty {
+                    usleep(UInt32(random.next() % 3_000))
+                    return Self.milliseconds(clock.now - started)
+                }
+            case .after:
+                if !Set(snapshotsWritten()).subtracting(before).isEmpty {
+                    usleep(UInt32(random.next() % 50_000))
+                    return Self.milliseconds(clock.now - started)
+                }
             }
             usleep(1000)
         }
-        let elapsed = clock.now - started
-        return Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+        return Self.milliseconds(clock.now - started)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Snapshot files in place (`snapshots/*.snap`).
+    private func snapshotsWritten() -> [String] {
+        Self.entries(directory + "/snapshots").filter { $0.hasSuffix(".snap") }
     }
 
     /// Snapshot files being written (`snapshots/*.snap.tmp`, docs/storage.md).

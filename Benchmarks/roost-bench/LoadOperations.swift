@@ -245,7 +245,14 @@ enum RequestBytes {
     /// Returns the string value of the first `"name":"…"` member in a JSON
     /// body (no escapes inside the value), or nil. O(body).
     static func firstStringMember(_ name: String, in body: UnsafeRawBufferPointer) -> [UInt8]? {
-        let needle = Array("\"\(name)\":\"".utf8)
+        firstStringMember(needle: Array("\"\(name)\":\"".utf8), in: body)
+    }
+
+    /// The needle of `"id":"`, built once (every registration answer is searched for it).
+    static let idNeedle = Array(#""id":""#.utf8)
+
+    /// `firstStringMember` with the `"name":"` bytes given.
+    static func firstStringMember(needle: [UInt8], in body: UnsafeRawBufferPointer) -> [UInt8]? {
         guard body.count > needle.count else { return nil }
         var index = 0
         let last = body.count - needle.count

@@ -2,7 +2,7 @@ import RoostJSON
 
 /// `roost-bench selftest-load`: checks the load generator's parts that need no
 /// server: `HTTPResponseReader` on whole, split and bad answers, and the
-/// requests `RegistrationWorkload` builds. Exits 1 on a mismatch.
+/// requests `MixedWorkload` builds, and (WorkloadSelfTest) its expectations. Exits 1 on a mismatch.
 enum LoadSelfTest {
     /// Returns the failures found (empty: all good), printing a summary.
     static func run() -> [String] {

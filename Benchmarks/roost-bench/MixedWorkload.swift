@@ -168,7 +168,9 @@ struct MixedWorkload: LoadSource {
             generations[device] = ticket.generation
             if !idLengths.isEmpty {
                 // A device is counted registered only with its id (delete and read need it).
-                guard let id = RequestBytes.firstStringMember("id", in: body), id.count <= Self.idBytesMax else {
+                guard let id = RequestBytes.firstStringMember(needle: RequestBytes.idNeedle, in: body),
+                    id.count <= Self.idBytesMax
+                else {
                     setState(.unknown, device)
                     return true
                 }
