@@ -123,7 +123,7 @@ report="$OUT/report.md"
 {
   echo "<!-- bench:begin — written by \`make bench\` (Benchmarks/bench.sh); do not edit by hand -->"
   echo "Last \`make bench BENCH_SECONDS=$SECONDS_PER_RUN\`: $(date -u +%Y-%m-%d), commit \`$COMMIT\`, roost version $version;"
-  echo "machine: $machine; load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $elapsed s in all."
+  echo "machine: $machine; load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; niceness $(nice); $elapsed s in all."
   echo "Every run \`roost-bench load\`, $CONNECTIONS keep-alive connections, one thread, $SECONDS_PER_RUN s; the result files are in \`$OUT/\`."
   echo
   echo "**Peers** (the same registrations: register only, $TOKENS tokens, $PEOPLE people, iOS, no tags; closed loop):"
