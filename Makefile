@@ -15,7 +15,8 @@ FUZZ_DIR     := .build/fuzz
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test test-venv deps build release lint format bench-http bench-durability bench-spine bench-registry soak fuzz-http clean
+.PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-registry \
+  release-harness crash-short soak fuzz-http clean
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -53,9 +54,12 @@ format:
 ## Serially: many system tests block a thread of Swift's cooperative pool on a
 ## socket, and on 2 cores that starved the async tests running beside them
 ## (timeouts under load). Serial, the whole suite takes well under a minute.
+## Then a short kill -9 run of the release binary: `roost-bench crash`
+## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute.
 test: deps lint test-venv
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	$(MAKE) --no-print-directory crash-short
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
 ## (Tests/SystemTests/MetricsSystemTests.swift); made only when missing or stale.
@@ -69,6 +73,25 @@ test-venv:
 	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
 	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION); \
 	fi
+
+## The release binaries the harnesses run (roost-bench load/crash, make bench).
+RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
+release-harness: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+
+CRASH_CYCLES ?= 8
+CRASH_SEED   ?= 20261201
+CRASH_FSYNC  ?= always
+crash-short: release-harness
+	$(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $(CRASH_FSYNC) --cycles $(CRASH_CYCLES) \
+	  --seed $(CRASH_SEED)
+
+## The standard suite (docs/benchmarking.md): peers side by side (nginx, roost
+## always/everysec/never), the mix in every dialect, latency against offered
+## rate; regenerates the bench block of docs/performance.md and docs/img/bench-*.svg.
+bench: release-harness
+	Benchmarks/bench.sh $(BENCH_SECONDS)
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
@@ -91,11 +114,18 @@ bench-spine: deps
 BENCH_DEVICES ?= 1000000
 bench-registry: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
-	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry $(BENCH_DEVICES) 1
+	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry --devices $(BENCH_DEVICES) --shards 1
 
-## Long crash soak: $(SOAK_CYCLES) kill -9 cycles of the real binary (make test runs 20).
+## Long crash soak: `roost-bench crash` with $(SOAK_CYCLES) kill -9 cycles of the
+## release binary under each policy of SOAK_FSYNC (make test runs CRASH_CYCLES),
+## then the in-suite crash test with as many cycles (make test runs 20).
 SOAK_CYCLES ?= 200
-soak: deps
+SOAK_FSYNC  ?= always everysec never
+soak: release-harness
+	for policy in $(SOAK_FSYNC); do \
+	  nice -n 10 $(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $$policy \
+	    --cycles $(SOAK_CYCLES) --seed $(CRASH_SEED) || exit 1; \
+	done
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel --filter CrashRecoveryTests
 
