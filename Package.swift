@@ -61,25 +61,27 @@ let package = Package(
 
         .testTarget(
             name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
             swiftSettings: strict),
-        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
                 "RoostTesting",
             ],
-            swiftSettings: strict),
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
-            exclude: ["FuzzCorpus"], swiftSettings: strict),
+            exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
             exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
-            exclude: ["Golden"],
+            exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
