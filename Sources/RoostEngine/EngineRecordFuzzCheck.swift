@@ -10,8 +10,9 @@ import RoostModel
 /// decoding agrees with the decoder. Over the sequence, as recovery replays
 /// it: one index table takes replay's fast path wherever it applies
 /// (`IndexTable.upsert(in:)`, `replayUpsert`), the other decodes every record;
-/// both accept and refuse the same records and end with the same state
-/// (`snapshotMutations`) and no broken index invariant.
+/// both accept and refuse the same records and, while every record applies
+/// (recovery stops at the first it cannot apply), end with the same indexes
+/// and state (`snapshotMutations`) and no broken index invariant.
 package enum EngineRecordFuzzCheck {
     /// The largest index-size hint replayed (a hint reserves room for that many devices).
     static let hintMax: UInt64 = 4096
@@ -33,10 +34,12 @@ package enum EngineRecordFuzzCheck {
             let fastOutcome = replayFast(record, decoded, into: &fast)
             let generalOutcome = replayGeneral(decoded, into: &general)
             if fastOutcome.applied != generalOutcome.applied {
-                return "record \(index): the fast path \(fastOutcome.description), decoding \(generalOutcome.description)"
+                return
+                    "record \(index): the fast path \(fastOutcome.description), decoding \(generalOutcome.description)"
             }
-            // Recovery stops at the first record it cannot apply.
-            if !generalOutcome.applied { break }
+            // Recovery stops at the first record it cannot apply (and keeps no
+            // state), so the tables are compared only while records apply.
+            if !generalOutcome.applied { return nil }
         }
         return stateProblem(fast, general)
     }

@@ -244,7 +244,8 @@ package enum HTTPConnectionFuzzCheck {
         var index = 0
         while index < wire.count {
             let atBoundary =
-                out.isEmpty || out.last == UInt8(ascii: ";") || out.last == UInt8(ascii: "x") || out.suffix(4) == [13, 10, 13, 10]
+                out.isEmpty || out.last == UInt8(ascii: ";") || out.last == UInt8(ascii: "x")
+                || out.suffix(4) == [13, 10, 13, 10]
             if atBoundary && wire[index...].starts(with: interim) {
                 index += interim.count
                 continue

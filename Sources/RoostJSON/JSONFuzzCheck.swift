@@ -76,7 +76,8 @@ package enum JSONFuzzCheck {
             let isInteger = !literal.utf8.contains { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }
             let expectedInt = isInteger ? Int(literal) : nil
             if value.intValue != expectedInt {
-                return "intValue of \(literal) is \(String(describing: value.intValue)), not \(String(describing: expectedInt))"
+                return
+                    "intValue of \(literal) is \(String(describing: value.intValue)), not \(String(describing: expectedInt))"
             }
             return nil
         case .array(let elements):

@@ -96,7 +96,9 @@ package enum StorageFuzzCheck {
         }
         guard scan.endOffset % 8 == 0, scan.endOffset >= SegmentFormat.headerBytes, scan.endOffset <= bytes.count
         else { return "endOffset \(scan.endOffset) of \(bytes.count) bytes" }
-        guard records.count == scan.recordCount else { return "\(records.count) records, recordCount \(scan.recordCount)" }
+        guard records.count == scan.recordCount else {
+            return "\(records.count) records, recordCount \(scan.recordCount)"
+        }
         var reframed: [UInt8] = []
         var ends: [Int] = []
         for (index, record) in records.enumerated() {
@@ -197,7 +199,8 @@ package enum StorageFuzzCheck {
         let startLSN = LogSequenceNumber(UInt64(bytes[6]) + 1)
         let summary: SnapshotSummary
         do {
-            let writer = try SnapshotWriter(fileSystem: fileSystem, directory: "snapshots", startLSN: startLSN, counts: counts)
+            let writer = try SnapshotWriter(
+                fileSystem: fileSystem, directory: "snapshots", startLSN: startLSN, counts: counts)
             for record in records { try writer.append(record) }
             summary = try writer.finish()
         } catch {

@@ -28,7 +28,9 @@ package enum FuzzInputs {
         var files: [(name: String, bytes: [UInt8])] = []
         for name in names where !name.hasPrefix(".") && name != "README.md" {
             do {
-                guard let bytes = try fileSystem.readWhole(path + "/" + name, limitBytes: fileBytesMax) else { continue }
+                guard let bytes = try fileSystem.readWhole(path + "/" + name, limitBytes: fileBytesMax) else {
+                    continue
+                }
                 files.append((name, bytes))
             } catch {
                 // A directory (EISDIR) is not an input; anything else is.
