@@ -246,6 +246,10 @@ extension SegmentFormat {
         if length > payloadBytesMax { return .invalid("record length \(length) over the limit \(payloadBytesMax)") }
         let span = recordBytes(payloadBytes: length)
         if span > remaining { return .invalid("record of \(span) bytes extends past the end of the file") }
+        // The writer pads with zeros; anything else there was not written by it.
+        if !Bytes.allZero(bytes[(offset + recordHeaderBytes + length)..<(offset + span)]) {
+            return .invalid("nonzero padding after the record payload")
+        }
         let stored = Bytes.read(UInt32.self, bytes, at: offset + 16)
         if stored != recordChecksum(bytes[offset..<(offset + span)]) { return .invalid("record CRC mismatch") }
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))

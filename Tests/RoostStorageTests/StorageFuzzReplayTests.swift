@@ -17,4 +17,21 @@ struct StorageFuzzCheckReplayTests {
             #expect(problem == nil, "\(name): \(problem ?? "")")
         }
     }
+
+    @Test("a record whose padding is not zero is damage, even under a valid CRC (found by fuzzing)")
+    func nonzeroPaddingIsDamage() throws {
+        var records: [UInt8] = []
+        SegmentFormat.appendRecord(kind: .mutation, lsn: 1, payload: Array("abc".utf8), to: &records)
+        records[records.count - 1] = 0x10
+        Bytes.store(SegmentFormat.recordChecksum(records[...]), into: &records, at: 16)
+        let bytes = SegmentFormat.encodeHeader(firstLSN: 1) + records
+        let scan = SegmentFormat.scan(bytes: bytes, path: "p.seg", fileName: "p.seg", payloadBytesMax: 1024)
+        #expect(scan.recordCount == 0)
+        guard case .damaged(let damage, let laterRecordFound) = scan.end else {
+            Issue.record("a record with nonzero padding scanned as \(scan.end)")
+            return
+        }
+        #expect(damage.offset == SegmentFormat.headerBytes)
+        #expect(!laterRecordFound)
+    }
 }
