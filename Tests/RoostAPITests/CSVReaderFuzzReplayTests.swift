@@ -17,4 +17,14 @@ struct CSVReaderFuzzCheckReplayTests {
             #expect(problem == nil, "\(name): \(problem ?? "")")
         }
     }
+
+    @Test("a lone CR at the start of a line is data, as it is elsewhere in a line (found by fuzzing)")
+    func loneCarriageReturnAtLineStart() {
+        var reader = CSVReader(Array("a\n\rb,c\r\nd".utf8))
+        let records = [reader.next(), reader.next(), reader.next(), reader.next()]
+        #expect(records[0]?.fields == ["a"] && records[0]?.line == 1)
+        #expect(records[1]?.fields == ["\rb", "c"] && records[1]?.line == 2)
+        #expect(records[2]?.fields == ["d"] && records[2]?.line == 3)
+        #expect(records[3] == nil)
+    }
 }
