@@ -18,7 +18,8 @@ import Synchronization
 ///   byte changed or the file cut (CRCs rewritten or not): the reader gives
 ///   back exactly the records written, or reports damage;
 /// - 3, a snapshot file: `verify` and the reader report damage or yield
-///   records, within `snapshotPlainBytesMax`.
+///   records, within `snapshotPlainBytesMax`;
+/// - bits 4 and 5 both set, a data directory (see `recoveryProblem`).
 package enum StorageFuzzCheck {
     /// The payload limit segments are scanned with (small, so it is reachable).
     static let payloadBytesMax = 1024
@@ -33,6 +34,7 @@ package enum StorageFuzzCheck {
         guard let selector = input.first else { return nil }
         var bytes = Array(input.dropFirst())
         let fixChecksums = selector & 4 != 0
+        if selector & 0x30 == 0x30 { return recoveryProblem(bytes, fixChecksums: fixChecksums) }
         switch selector % 4 {
         case 0:
             if fixChecksums { writeSegmentChecksums(&bytes) }
@@ -272,6 +274,175 @@ package enum StorageFuzzCheck {
             guard case .damaged(let damage) = error else { return .failed("reading a snapshot failed: \(error)") }
             return .damaged(damage)
         }
+    }
+}
+
+extension StorageFuzzCheck {
+    /// The directory the recovery mode builds.
+    static let directory = "data"
+
+    /// Input: files, each a tag byte, a `u16` length and that many bytes. Tag
+    /// % 4: 0 a checkpoint slot (slot = bit 2), 1 a segment (named after its
+    /// header's first LSN, or 1000 × (tag >> 2) + 1 without one), 2 a snapshot
+    /// file (named after its start LSN), 3
+    /// records for a snapshot the writer makes (start LSN = tag >> 2, plus 1).
+    /// With `fixChecksums`, CRCs are rewritten and a checkpoint is made to
+    /// match the snapshot it names, so that valid directories are common.
+    ///
+    /// Checks: start-up's reading (which skips the records of segments below
+    /// the snapshot) decides as `roost wal verify`'s full reading does; a
+    /// recovery replays exactly the LSNs from `replayFrom` to `nextLSN`, the
+    /// same from the bytes start-up kept as re-read; after the plan's repair
+    /// (`repairAndOpenSegment`), a second recovery needs no repair and
+    /// continues at the same LSN.
+    static func recoveryProblem(_ bytes: [UInt8], fixChecksums: Bool) -> String? {
+        let fileSystem = FuzzFileSystem()
+        let layout = StorageLayout(directory: directory, fileSystem: fileSystem)
+        var checkpointsToMatch: [String] = []
+        var offset = 0
+        while offset + 3 <= bytes.count {
+            let tag = bytes[offset]
+            let length = Int(bytes[offset + 1]) | Int(bytes[offset + 2]) << 8
+            var file = Array(bytes[(offset + 3)..<min(offset + 3 + length, bytes.count)])
+            offset += 3 + length
+            switch tag % 4 {
+            case 0:
+                let path = layout.checkpointPath(slot: Int(tag >> 2 & 1))
+                if fixChecksums && file.count >= CheckpointFormat.slotBytes { checkpointsToMatch.append(path) }
+                fileSystem.store(path, file)
+            case 1:
+                if fixChecksums { writeSegmentChecksums(&file) }
+                // A header without a first LSN (one never written) is named from the tag.
+                var first = file.count >= 24 ? Bytes.read(UInt64.self, file, at: 16) : 0
+                if first == 0 { first = UInt64(tag >> 2) &* 1000 &+ 1 }
+                fileSystem.store(layout.segmentPath(SegmentFormat.fileName(firstLSN: LogSequenceNumber(first))), file)
+            case 2:
+                if fixChecksums { writeSnapshotChecksums(&file) }
+                let start = file.count >= 24 ? Bytes.read(UInt64.self, file, at: 16) : 1
+                fileSystem.store(layout.snapshotPath(LogSequenceNumber(start)), file)
+            default:
+                let records = file.split(separator: 0, omittingEmptySubsequences: false).map { Array($0) }
+                do {
+                    let writer = try SnapshotWriter(
+                        fileSystem: fileSystem, directory: layout.snapshotDirectory,
+                        startLSN: LogSequenceNumber(UInt64(tag >> 2) + 1),
+                        counts: SnapshotCounts(records: UInt64(records.count), groups: 1))
+                    for record in records { try writer.append(record) }
+                    _ = try writer.finish()
+                } catch {
+                    return "writing a snapshot to memory failed: \(error)"
+                }
+            }
+        }
+        for path in checkpointsToMatch { matchCheckpoint(path, layout: layout, fileSystem: fileSystem) }
+        var options = StorageOptions()
+        options.fileSystem = fileSystem
+        options.recordPayloadBytesMax = payloadBytesMax
+        options.segmentBytesMax = 4096
+        options.zeroFillSegments = false
+        options.log = { _ in }
+        return recoverTwice(layout: layout, options: options)
+    }
+
+    /// Points a checkpoint slot at the snapshot it names (size and CRC), when
+    /// that snapshot exists, and rewrites the slot's CRC.
+    static func matchCheckpoint(_ path: String, layout: StorageLayout, fileSystem: FuzzFileSystem) {
+        guard var slot = fileSystem.contents(path), slot.count >= CheckpointFormat.slotBytes else { return }
+        let lsn = LogSequenceNumber(Bytes.read(UInt64.self, slot, at: 24))
+        if let snapshot = fileSystem.contents(layout.snapshotPath(lsn)),
+            snapshot.count >= SnapshotFormat.headerBytes + SnapshotFormat.trailerBytes
+        {
+            Bytes.store(UInt64(snapshot.count), into: &slot, at: 32)
+            Bytes.store(Bytes.read(UInt32.self, snapshot, at: snapshot.count - 4), into: &slot, at: 40)
+        }
+        Bytes.store(CRC32C.checksum(slot[0..<44]), into: &slot, at: 44)
+        fileSystem.store(path, slot)
+    }
+
+    static func recoverTwice(layout: StorageLayout, options: StorageOptions) -> String? {
+        let first: RecoveryPlan
+        switch recoverOnce(layout: layout, options: options) {
+        case .failure(let problem): return problem.text
+        case .success(nil): return nil
+        case .success(let plan?): first = plan
+        }
+        do throws(StorageError) {
+            let input = try layout.readRecoveryInput(options: options)
+            let open = try WriteAheadLog.repairAndOpenSegment(
+                plan: first, input: input, layout: layout, options: options)
+            open.file?.close()
+        } catch {
+            return "repairing \(first) failed: \(error)"
+        }
+        switch recoverOnce(layout: layout, options: options) {
+        case .failure(let problem): return "after the repair: \(problem.text)"
+        case .success(nil): return "refused after the repair of \(first)"
+        case .success(let again?):
+            guard again.cutTail == nil, again.removeSegments.isEmpty else {
+                return "a second repair after \(first): \(again)"
+            }
+            guard again.nextLSN == first.nextLSN, again.replayFrom == first.replayFrom,
+                again.checkpoint == first.checkpoint
+            else { return "recovered as \(again) after the repair of \(first)" }
+            return nil
+        }
+    }
+
+    /// A broken property, as a value for `Result`.
+    struct Problem: Error {
+        var text: String
+    }
+
+    /// Reads the directory both ways, decides, replays; returns the plan, nil
+    /// for a refusal, or the broken property.
+    static func recoverOnce(layout: StorageLayout, options: StorageOptions) -> Result<RecoveryPlan?, Problem> {
+        let full: RecoveryInput
+        let startUp: (input: RecoveryInput, retained: [String: RetainedSegment])
+        do throws(StorageError) {
+            full = try layout.readRecoveryInput(options: options)
+            startUp = try layout.readRecoveryInput(options: options, forStartUp: true)
+        } catch {
+            return .failure(Problem(text: "reading the directory failed: \(error)"))
+        }
+        let decision = decideRecovery(full)
+        guard decideRecovery(startUp.input) == decision else {
+            return .failure(Problem(text: "start-up decides \(decideRecovery(startUp.input)), a full read \(decision)"))
+        }
+        guard case .recover(let plan) = decision else { return .success(nil) }
+        for retained in [startUp.retained, [:]] {
+            let state = RecoveredState(
+                snapshot: nil, plan: plan, layout: layout, options: options, retained: retained)
+            var expected = plan.replayFrom
+            var problem: String?
+            do throws(StorageError) {
+                try state.replay { record in
+                    if problem == nil && record.lsn != expected {
+                        problem = "replay gave LSN \(record.lsn), expected \(expected)"
+                    }
+                    expected = LogSequenceNumber(expected.rawValue &+ 1)
+                }
+            } catch {
+                return .failure(Problem(text: "replaying \(plan) failed: \(error)"))
+            }
+            if let problem { return .failure(Problem(text: problem)) }
+            if expected != plan.nextLSN {
+                return .failure(Problem(text: "replay ended before \(expected), the plan continues at \(plan.nextLSN)"))
+            }
+        }
+        if let checkpoint = plan.checkpoint,
+            case .failed(let problem) = readSnapshot(
+                fileSystem: fileSystemOf(layout), path: layout.snapshotPath(checkpoint.snapshotLSN))
+        {
+            return .failure(Problem(text: problem))
+        }
+        return .success(plan)
+    }
+
+    private static func fileSystemOf(_ layout: StorageLayout) -> FuzzFileSystem {
+        guard let fileSystem = layout.fileSystem as? FuzzFileSystem else {
+            preconditionFailure("the recovery check runs on a FuzzFileSystem")
+        }
+        return fileSystem
     }
 }
 
