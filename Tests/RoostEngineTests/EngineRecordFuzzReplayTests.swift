@@ -2,6 +2,7 @@ import RoostTesting
 import Testing
 
 @testable import RoostEngine
+@testable import RoostModel
 
 @Suite("Engine record fuzz inputs")
 struct EngineRecordFuzzCheckReplayTests {
@@ -15,6 +16,21 @@ struct EngineRecordFuzzCheckReplayTests {
         for (name, bytes) in seeds + corpus {
             let problem = EngineRecordFuzzCheck.violation(in: bytes)
             #expect(problem == nil, "\(name): \(problem ?? "")")
+        }
+    }
+
+    @Test("a device id or sequence floor of UInt64.max does not decode: it has no successor (found by fuzzing)")
+    func lastSequenceDoesNotDecode() {
+        let key = IndexKey(app: AppID(3), mode: .live)
+        let id = DeviceID(appID: AppID(3), mode: .live, platform: .ios, sequence: .max)
+        for mutation in [Mutation.deviceTombstone(id), .deviceSequenceFloor(.max)] {
+            let bytes = EngineRecord.mutation(key, mutation).encoded()
+            #expect(throws: EngineRecordError.self, "\(mutation)") { try EngineRecord.decode(bytes) }
+        }
+        let below = DeviceID(appID: AppID(3), mode: .live, platform: .ios, sequence: .max - 1)
+        for mutation in [Mutation.deviceTombstone(below), .deviceSequenceFloor(.max - 1)] {
+            let bytes = EngineRecord.mutation(key, mutation).encoded()
+            #expect(throws: Never.self, "\(mutation)") { try EngineRecord.decode(bytes) }
         }
     }
 }
