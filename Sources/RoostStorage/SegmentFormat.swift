@@ -254,6 +254,8 @@ extension SegmentFormat {
         if stored != recordChecksum(bytes[offset..<(offset + span)]) { return .invalid("record CRC mismatch") }
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
         if let expected, lsn != expected { return .invalid("LSN gap: expected \(expected), found \(lsn)") }
+        // No record takes the last LSN, so that the one after a record always exists.
+        if lsn.rawValue == .max { return .invalid("LSN \(lsn) is the largest; no record has it") }
         let payloadStart = offset + recordHeaderBytes
         return .record(lsn: lsn, kind: kind, payload: payloadStart..<(payloadStart + length), span: span)
     }

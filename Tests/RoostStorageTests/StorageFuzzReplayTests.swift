@@ -34,4 +34,21 @@ struct StorageFuzzCheckReplayTests {
         #expect(damage.offset == SegmentFormat.headerBytes)
         #expect(!laterRecordFound)
     }
+
+    @Test("a record with LSN 2^64-1 is damage: it has no successor (found with the fuzz check)")
+    func lastLSNIsDamage() {
+        let first = LogSequenceNumber(UInt64.max - 1)
+        var bytes = SegmentFormat.encodeHeader(firstLSN: first)
+        SegmentFormat.appendRecord(kind: .mutation, lsn: first, payload: [1], to: &bytes)
+        let end = bytes.count
+        SegmentFormat.appendRecord(kind: .mutation, lsn: LogSequenceNumber(UInt64.max), payload: [2], to: &bytes)
+        let scan = SegmentFormat.scan(bytes: bytes, path: "p.seg", fileName: "p.seg", payloadBytesMax: 1024)
+        #expect(scan.recordCount == 1)
+        #expect(scan.endOffset == end)
+        guard case .damaged(let damage, _) = scan.end else {
+            Issue.record("a record with the last LSN scanned as \(scan.end)")
+            return
+        }
+        #expect(damage.offset == end)
+    }
 }
