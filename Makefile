@@ -11,12 +11,13 @@ DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := .build/fuzz
+FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection
 # The parser and what it needs, nothing that touches sockets (no RoostPlatform).
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
 .PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-registry \
-  release-harness crash-short soak fuzz-http clean
+  release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -135,9 +136,67 @@ fuzz-http:
 	mkdir -p $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/artifacts
 	swiftc -parse-as-library -sanitize=fuzzer,address -O -g -use-ld=lld -package-name Roost \
 	  -module-name HTTPParserFuzz $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http-parser
-	SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/http-parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	$(FUZZ_RUN) $(FUZZ_DIR)/http-parser $(FUZZ_FLAGS) -max_len=4096 \
 	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-http Fuzz/HTTPParserFuzz/seeds \
 	  Tests/RoostHTTPTests/FuzzCorpus
+
+## Every libFuzzer target for $(FUZZ_SECONDS) s each, one after the other
+## (docs/testing.md); fails if any target found a crash, leak or timeout.
+fuzz:
+	@failed=""; for target in fuzz-http $(FUZZ_TARGETS); do \
+	  $(MAKE) --no-print-directory $$target || failed="$$failed $$target"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed (inputs in $(FUZZ_DIR)/artifacts/)"; exit 1; fi
+
+# The other targets link whole modules, each compiled once by swiftc with
+# libFuzzer's coverage and ASan into $(FUZZ_MODULES) (no SwiftPM: its build
+# cannot give a library libFuzzer's main). CSystemShims gets a module map there.
+FUZZ_MODULES := $(FUZZ_DIR)/modules
+FUZZ_SWIFTC  := swiftc -swift-version 6 -sanitize=fuzzer,address -O -g -package-name Roost -I $(FUZZ_MODULES) \
+  -I Sources/CZstd -I Sources/CCrypto
+FUZZ_RUN     := SWIFT_BACKTRACE=enable=no nice -n 15
+FUZZ_FLAGS   := -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1
+
+$(FUZZ_MODULES)/CSystemShims.o: Sources/CSystemShims/shims.c Sources/CSystemShims/include/CSystemShims.h
+	mkdir -p $(FUZZ_MODULES)
+	printf 'module CSystemShims {\n  header "%s"\n  export *\n}\n' \
+	  "$(CURDIR)/Sources/CSystemShims/include/CSystemShims.h" > $(FUZZ_MODULES)/module.modulemap
+	clang -O2 -g -c $< -I Sources/CSystemShims/include -o $@
+
+# $(1): a module under Sources/; $(2): the modules it imports.
+define fuzz_module
+$(FUZZ_MODULES)/$(1).o: $$(shell find Sources/$(1) -name '*.swift') $$(foreach m,$(2),$(FUZZ_MODULES)/$$(m).o)
+	mkdir -p $(FUZZ_MODULES)
+	nice -n 10 $(FUZZ_SWIFTC) -parse-as-library -wmo -module-name $(1) -emit-module \
+	  -emit-module-path $(FUZZ_MODULES)/$(1).swiftmodule -c $$(filter %.swift,$$^) -o $$@
+endef
+$(eval $(call fuzz_module,RoostPlatform,CSystemShims))
+$(eval $(call fuzz_module,RoostTelemetry,RoostPlatform))
+$(eval $(call fuzz_module,RoostModel,))
+$(eval $(call fuzz_module,RoostJSON,))
+$(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry))
+$(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
+$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
+$(eval $(call fuzz_module,RoostAPI,RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
+
+# $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
+# $(4): committed regression inputs; $(5): -max_len.
+define fuzz_target
+$(FUZZ_DIR)/bin/$(1): $(2)/main.swift $$(foreach m,$(3),$(FUZZ_MODULES)/$$(m).o)
+	mkdir -p $(FUZZ_DIR)/bin
+	$(FUZZ_SWIFTC) -parse-as-library -use-ld=lld -module-name $(notdir $(2)) $$^ -lzstd -lcrypto -o $$@
+fuzz-$(1): $(FUZZ_DIR)/bin/$(1)
+	mkdir -p $(FUZZ_DIR)/corpus-$(1) $(FUZZ_DIR)/artifacts $(4)
+	$(FUZZ_RUN) $(FUZZ_DIR)/bin/$(1) $(FUZZ_FLAGS) -max_len=$(5) -artifact_prefix=$(FUZZ_DIR)/artifacts/$(1)- \
+	  $(FUZZ_DIR)/corpus-$(1) $(2)/seeds $(4)
+endef
+ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
+$(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
+$(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
+$(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
+$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
+$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))
+$(eval $(call fuzz_target,connection,Fuzz/HTTPConnectionFuzz,CSystemShims RoostPlatform RoostTelemetry RoostHTTP,Tests/RoostHTTPTests/ConnectionFuzzCorpus,4096))
 
 clean:
 	rm -rf .build

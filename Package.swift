@@ -68,18 +68,20 @@ let package = Package(
 
         .testTarget(
             name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
             swiftSettings: strict),
-        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
                 "RoostTesting", "RoostTelemetry",
             ],
-            swiftSettings: strict),
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
-            exclude: ["FuzzCorpus"], swiftSettings: strict),
+            exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
             exclude: ["Fixtures"], swiftSettings: strict),
@@ -88,7 +90,7 @@ let package = Package(
             name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
-            exclude: ["Golden"],
+            exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

@@ -113,11 +113,12 @@ enum IdentityToken {
         let expected = Crypto.hmacSHA256(key: key.secret, message: Array(token[..<lastDot].utf8))
         guard Crypto.constantTimeEqual(signature, expected) else { return nil }
         // Signed by us: the fields below were written by `sign`; still checked.
-        guard let appNumber = UInt32(parts[2]), appNumber > 0, let mode = AppMode(name: parts[3]),
-            isMintingKeyID(parts[4]),
+        // Numbers only as `sign` writes them (no `+`, no leading zeros): one text per claim set.
+        guard let appNumber = UInt32(parts[2]), appNumber > 0, String(appNumber) == parts[2],
+            let mode = AppMode(name: parts[3]), isMintingKeyID(parts[4]),
             let subjectBytes = Base64URL.decode(parts[6]),
             let subject = String(validating: subjectBytes, as: UTF8.self),
-            let expiresAt = Int64(parts[7])
+            let expiresAt = Int64(parts[7]), String(expiresAt) == parts[7]
         else { return nil }
         let principal: IdentityPrincipal
         switch parts[5] {
