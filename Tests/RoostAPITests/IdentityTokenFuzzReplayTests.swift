@@ -24,15 +24,16 @@ struct IdentityTokenFuzzCheckReplayTests {
         let key = IdentityTokenFuzzCheck.key
         let now = IdentityTokenFuzzCheck.nowSeconds
         let claims = IdentityClaims(
-            app: AppID(5), mode: .live, principal: .guest(String(repeating: "ab", count: 16)),
+            app: AppID(5), mode: .live, mintingKeyID: "key_0011223344556677",
+            principal: .guest(String(repeating: "ab", count: 16)),
             expiresAtSeconds: now + 60)
         let token = IdentityToken.sign(claims, with: key)
         #expect(IdentityToken.verify(token[...], keys: IdentityTokenFuzzCheck.keys, nowSeconds: now) == claims)
         let parts = token.split(separator: ".").map(String.init)
-        for (index, edit) in [(2, "05"), (2, "+5"), (6, "0" + parts[6]), (6, "+" + parts[6])] {
+        for (index, edit) in [(2, "05"), (2, "+5"), (7, "0" + parts[7]), (7, "+" + parts[7])] {
             var edited = parts
             edited[index] = edit
-            let body = edited[0..<7].joined(separator: ".")
+            let body = edited[0..<8].joined(separator: ".")
             let signature = Base64URL.encode(Crypto.hmacSHA256(key: key.secret, message: Array(body.utf8)))
             let resigned = body + "." + signature
             #expect(

@@ -24,7 +24,7 @@ struct StorageFuzzCheckReplayTests {
         SegmentFormat.appendRecord(kind: .mutation, lsn: 1, payload: Array("abc".utf8), to: &records)
         records[records.count - 1] = 0x10
         Bytes.store(SegmentFormat.recordChecksum(records[...]), into: &records, at: 16)
-        let bytes = SegmentFormat.encodeHeader(firstLSN: 1) + records
+        let bytes = SegmentFormat.encodeVersion1Header(firstLSN: 1) + records
         let scan = SegmentFormat.scan(bytes: bytes, path: "p.seg", fileName: "p.seg", payloadBytesMax: 1024)
         #expect(scan.recordCount == 0)
         guard case .damaged(let damage, let laterRecordFound) = scan.end else {
@@ -38,7 +38,7 @@ struct StorageFuzzCheckReplayTests {
     @Test("a record with LSN 2^64-1 is damage: it has no successor (found with the fuzz check)")
     func lastLSNIsDamage() {
         let first = LogSequenceNumber(UInt64.max - 1)
-        var bytes = SegmentFormat.encodeHeader(firstLSN: first)
+        var bytes = SegmentFormat.encodeVersion1Header(firstLSN: first)
         SegmentFormat.appendRecord(kind: .mutation, lsn: first, payload: [1], to: &bytes)
         let end = bytes.count
         SegmentFormat.appendRecord(kind: .mutation, lsn: LogSequenceNumber(UInt64.max), payload: [2], to: &bytes)

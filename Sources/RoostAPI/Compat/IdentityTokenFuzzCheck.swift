@@ -10,7 +10,7 @@ import RoostModel
 /// - 1, the signed part of a token: the check signs it with the fixed key, so
 ///   that every field parser is reached; a token that verifies must be the one
 ///   `sign` writes for its claims (one text per claim set);
-/// - 2, claims (app, mode, kind, subject, expiry) and an edit: `sign` then
+/// - 2, claims (app, mode, minting key, kind, subject, expiry) and an edit: `sign` then
 ///   `verify` gives the claims back before the expiry and nil from it on, and
 ///   the token with one byte changed or cut short never verifies.
 package enum IdentityTokenFuzzCheck {
@@ -88,7 +88,10 @@ package enum IdentityTokenFuzzCheck {
             guard let externalID = try? ExternalID(String(decoding: subjectBytes, as: UTF8.self)) else { return nil }
             principal = .user(externalID)
         }
-        let claims = IdentityClaims(app: AppID(app), mode: mode, principal: principal, expiresAtSeconds: expiry)
+        // The minting key id from the expiry's bytes: any `key_` + 16 hex digits.
+        let mintingKeyID = "key_" + Hex.encode(Array(bytes[5..<13]))
+        let claims = IdentityClaims(
+            app: AppID(app), mode: mode, mintingKeyID: mintingKeyID, principal: principal, expiresAtSeconds: expiry)
         let token = IdentityToken.sign(claims, with: key)
         let verified = IdentityToken.verify(token[...], keys: keys, nowSeconds: nowSeconds)
         if nowSeconds < expiry {
