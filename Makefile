@@ -169,6 +169,8 @@ $(FUZZ_MODULES)/$(1).o: $$(shell find Sources/$(1) -name '*.swift') $$(foreach m
 	mkdir -p $(FUZZ_MODULES)
 	nice -n 10 $(FUZZ_SWIFTC) -parse-as-library -wmo -module-name $(1) -emit-module \
 	  -emit-module-path $(FUZZ_MODULES)/$(1).swiftmodule -c $$(filter %.swift,$$^) -o $$@
+	@# swiftc leaves an unchanged object untouched; make must see it as new.
+	touch $$@
 endef
 $(eval $(call fuzz_module,RoostPlatform,CSystemShims))
 $(eval $(call fuzz_module,RoostTelemetry,RoostPlatform))
