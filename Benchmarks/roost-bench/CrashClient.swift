@@ -111,6 +111,12 @@ enum CrashClient {
             defer { result.nextGeneration &+= 1 }
             return result.nextGeneration
         }
+        /// The registration that puts `slot` into `state` (a new token, or a new person).
+        func registerBody(slot: Int, state: SlotState) -> String {
+            #"{"platform":"ios","token":"\#(CrashNames.token(client: client, slot: slot, generation: state.generation))","#
+                + #""installation_id":"\#(CrashNames.installation(client: client, slot: slot))","#
+                + #""external_id":"\#(CrashNames.person(client: client, state.person))"}"#
+        }
         func otherPerson(_ person: Int) -> Int {
             plan.people == 1 ? person : (person + 1 + Int(random.next() % UInt64(plan.people - 1))) % plan.people
         }
@@ -122,10 +128,7 @@ enum CrashClient {
                 after = SlotState(
                     present: true, generation: newGeneration(), person: Int(random.next() % UInt64(plan.people)))
             }
-            let body =
-                #"{"platform":"ios","token":"\#(CrashNames.token(client: client, slot: slot, generation: after.generation))","#
-                + #""installation_id":"\#(CrashNames.installation(client: client, slot: slot))","#
-                + #""external_id":"\#(CrashNames.person(client: client, after.person))"}"#
+            let body = registerBody(slot: slot, state: after)
             return Write(
                 request: request("POST", "/v1/devices", key: key, body: body),
                 pending: PendingWrite(operation: operation, changes: [(slot, slots[slot], after)]),
@@ -138,10 +141,7 @@ enum CrashClient {
             } else {
                 after.person = otherPerson(after.person)
             }
-            let body =
-                #"{"platform":"ios","token":"\#(CrashNames.token(client: client, slot: slot, generation: after.generation))","#
-                + #""installation_id":"\#(CrashNames.installation(client: client, slot: slot))","#
-                + #""external_id":"\#(CrashNames.person(client: client, after.person))"}"#
+            let body = registerBody(slot: slot, state: after)
             return Write(
                 request: request("POST", "/v1/devices", key: key, body: body),
                 pending: PendingWrite(operation: operation, changes: [(slot, slots[slot], after)]), status: 200)

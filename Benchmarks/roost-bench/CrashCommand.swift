@@ -163,11 +163,11 @@ final class CrashRun {
             createdDirectory = false
         } else {
             let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/var/tmp"
-            var template = Array("\(base)/roost-crash.XXXXXX".utf8CString)
-            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-                throw LoadError("cannot create a directory under \(base): errno \(errno)")
+            do {
+                directory = try TemporaryDirectory.make(prefix: "roost-crash", under: base)
+            } catch {
+                throw LoadError("cannot create a directory under \(base): \(error)")
             }
-            directory = String(cString: made)
             createdDirectory = true
         }
         stderrPath = directory + ".stderr.log"
@@ -245,7 +245,7 @@ final class CrashRun {
         let passed = totals.counts.failures == 0 && totals.unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
         printTotals(totals, passed: passed)
         if passed && createdDirectory && !options.keepData {
-            Self.removeTree(directory)
+            TemporaryDirectory.remove(directory)
             unlink(stderrPath)
         } else {
             StandardStreams.out("crash: data kept in \(directory), server stderr in \(stderrPath)")
@@ -287,7 +287,7 @@ final class CrashRun {
 
     /// Starts the clients on `server`, waits (a random delay, or for a
     /// snapshot), kills the server with SIGKILL and collects the clients.
-    private func killUnderLoad(cycle: Int, server: ServerProcess) throws -> Kill {
+    private func killUnderLoad(cycle: Int, server: RoostProcess) throws -> Kill {
         let seeds = (0..<options.clients).map { _ in random.next() }
         let stop = StopFlag()
         let results = Mutex<[CrashClientResult?]>(Array(repeating: nil, count: options.clients))
@@ -336,12 +336,17 @@ final class CrashRun {
 
     // MARK: Server
 
-    private func start() throws -> ServerProcess {
+    private func start() throws -> RoostProcess {
         var arguments = ["serve", "--listen", "127.0.0.1:0", "--data", directory, "--fsync", options.fsync]
         if options.snapshotEveryBytes > 0 { arguments += ["--snapshot-log-bytes", String(options.snapshotEveryBytes)] }
-        return try ServerProcess(
-            binary: options.binary, arguments: arguments, environment: ["ROOST_ADMIN_KEY=\(CrashOptions.adminKey)"],
-            stderrPath: stderrPath, timeoutMilliseconds: CrashOptions.startTimeoutMilliseconds)
+        do {
+            return try RoostProcess(
+                binary: options.binary, arguments: arguments,
+                environment: ["ROOST_ADMIN_KEY=\(CrashOptions.adminKey)"], standardError: .appended(stderrPath),
+                startTimeoutMilliseconds: CrashOptions.startTimeoutMilliseconds)
+        } catch {
+            throw LoadError("\(options.binary): \(error) (stderr in \(stderrPath))")
+        }
     }
 
     /// An app with room for every slot on one person, a key with the
@@ -466,41 +471,9 @@ final class CrashRun {
 
     // MARK: Files
 
+    /// The names in `path`, sorted; none when it cannot be listed.
     static func entries(_ path: String) -> [String] {
-        guard let handle = opendir(path) else { return [] }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    /// Removes `path` and everything under it (the harness's own directory only).
-    static func removeTree(_ path: String) {
-        precondition(path.count > 1 && path.contains("roost-crash."), "refusing to remove \(path)")
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            for name in entries(path) { removeTreeEntry(path + "/" + name) }
-            rmdir(path)
-        } else {
-            unlink(path)
-        }
-    }
-
-    private static func removeTreeEntry(_ path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            for name in entries(path) { removeTreeEntry(path + "/" + name) }
-            rmdir(path)
-        } else {
-            unlink(path)
-        }
+        (try? DurableFile.names(in: path)) ?? []
     }
 
     static func seconds(_ duration: Duration) -> String {

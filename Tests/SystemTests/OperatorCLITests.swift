@@ -313,16 +313,7 @@ struct OperatorCLITests {
 enum FileCopyProbe {
     /// Returns the sorted names in `directory`.
     static func listing(_ directory: String) throws -> [String] {
-        guard let stream = opendir(directory) else { throw ProbeError(what: "opendir \(directory)") }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
+        try DurableFile.names(in: directory)
     }
 
     /// Writes `bytes` at `offset` of `path`.
