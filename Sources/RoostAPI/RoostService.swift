@@ -264,12 +264,12 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     static let partsPerRequestMax = 16
     /// How long one loop round renders engine answers, counted from the
     /// round's start; at least one answer per round, so a round may run over
-    /// by one answer (a 1,000-device page of large devices: ~25 ms in a
-    /// release build). The rest wait, in order, for the next round, and the
-    /// loop wakes itself for it: accepts, reads and answers that need no
-    /// engine (`/healthz`) come in between. A page of 200 devices of ~3.8 KB
-    /// (0.86 MB) renders in ~4 ms (release), so under the burst of
-    /// docs/http.md a round renders one or two of them.
+    /// by one answer (a 1,000-device page of large devices: ~28 ms end to
+    /// end in a release build). The rest wait, in order, for the next round,
+    /// and the loop wakes itself for it: accepts, reads and answers that
+    /// need no engine (`/healthz`) come in between. A page of 200 devices of
+    /// ~3.8 KB (0.86 MB) takes 4–6 ms end to end (release, quiet machine),
+    /// so under the burst of docs/http.md a round renders one or two.
     static let renderingPerRoundMax: Duration = .milliseconds(5)
 
     private struct Waiting {
