@@ -64,7 +64,8 @@ struct RenderQueue<Entry> {
         head += 1
         renderedInRound += 1
         if head == slots.count {
-            slots.removeAll(keepingCapacity: true)
+            // Emptied: the capacity of a usual round is kept, a burst's is not.
+            slots.removeAll(keepingCapacity: slots.capacity <= Self.compactAfterSlots)
             head = 0
         } else if head >= Self.compactAfterSlots && head * 2 >= slots.count {
             slots.removeFirst(head)
