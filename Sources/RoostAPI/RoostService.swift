@@ -174,6 +174,15 @@ public final class RoostService: HTTPResponder {
         return APIError.logUnavailable.response
     }
 
+    /// Renders, within the round's budget, the engine answers loop `loop`
+    /// left for this round (`LoopRequests.renderingPerRoundMax`).
+    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {
+        // A server on loops of its own (tests) has more loops than the engine:
+        // those never hand it work.
+        guard loop < loopRequests.count else { return }
+        loopRequests[loop].beginRound(at: start)
+    }
+
     public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
         // Counted in the shared lane: the HTTP layer does not say which loop asks.
         let exchange = observer.begin(.other("-"), loop: -1, route: observer.metrics.refusedSlot)
@@ -244,13 +253,24 @@ struct ContinuationSink: HTTPReplySink {
 /// The requests of one engine loop that wait for outcomes: confined to that
 /// loop's thread. Each request's work goes to the loop's `ShardLoop` as
 /// values with a ticket; the outcomes come back on this thread and the
-/// request's `EngineAnswer` renders them here.
+/// request's `EngineAnswer` renders them here, in the order the requests
+/// became complete, for at most `renderingPerRoundMax` of each loop round
+/// (the rest in the next rounds: `RenderQueue`).
 final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     // @unchecked: every member is touched on the loop's thread only (asserted).
 
     /// Parts (work items) one request may have: the ticket keeps the part in
     /// its low bits.
     static let partsPerRequestMax = 16
+    /// How long one loop round renders engine answers, counted from the
+    /// round's start; at least one answer per round, so a round may run over
+    /// by one answer (a 1,000-device page of large devices: ~28 ms end to
+    /// end in a release build). The rest wait, in order, for the next round,
+    /// and the loop wakes itself for it: accepts, reads and answers that
+    /// need no engine (`/healthz`) come in between. A page of 200 devices of
+    /// ~3.8 KB (0.86 MB) takes 4–6 ms end to end (release, quiet machine),
+    /// so under the burst of docs/http.md a round renders one or two.
+    static let renderingPerRoundMax: Duration = .milliseconds(5)
 
     private struct Waiting {
         var answer: EngineAnswer
@@ -260,15 +280,37 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         var failed = false
     }
 
+    /// A request whose outcomes are all in, waiting to be rendered.
+    private struct Complete {
+        var answer: EngineAnswer
+        var sink: any HTTPReplySink
+        /// Nil when the log could not take a write among them.
+        var outcomes: [Outcome]?
+    }
+
     let loop: ShardLoop
     /// Requests waiting for outcomes, in slots reused through `freeSlots`
     /// (no hashing, no allocation per request once warm). The ticket holds
     /// the slot and the part.
     private var slots: [Waiting?] = []
     private var freeSlots: [Int] = []
+    private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
+    /// The loop was asked for another round for what `complete` still holds.
+    private var wakeAsked = false
+    private let clock = ContinuousClock()
 
     init(loop: ShardLoop) {
         self.loop = loop
+    }
+
+    /// A round of the loop began at `start` (its HTTP server's loop says so,
+    /// `HTTPResponder.willFinishRound`): renders what earlier rounds left, as
+    /// far as this round's budget goes.
+    func beginRound(at start: ContinuousClock.Instant) {
+        loop.executor.preconditionOnLoop("LoopRequests.beginRound")
+        complete.beginRound(at: start)
+        wakeAsked = false
+        renderComplete()
     }
 
     /// Queues a request's work for the end of this round. `wake` asks for a
@@ -306,10 +348,23 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             guard slots[slot]!.missing == 0 else { continue }
             guard let entry = slots[slot].take() else { continue }
             freeSlots.append(slot)
-            let reply = LoopReply(requests: self, sink: entry.sink)
             let acknowledged = entry.outcomes.compactMap { $0 }
             precondition(entry.failed || acknowledged.count == entry.outcomes.count, "request \(slot) incomplete")
-            entry.answer.finish(entry.failed ? nil : acknowledged, reply)
+            complete.append(
+                Complete(answer: entry.answer, sink: entry.sink, outcomes: entry.failed ? nil : acknowledged))
+        }
+        renderComplete()
+    }
+
+    /// Renders complete requests, oldest first, while the round's budget
+    /// lasts; asks the loop for another round when some are left.
+    private func renderComplete() {
+        while !complete.isEmpty, let entry = complete.next(now: clock.now) {
+            entry.answer.finish(entry.outcomes, LoopReply(requests: self, sink: entry.sink))
+        }
+        if !complete.isEmpty && !wakeAsked {
+            wakeAsked = true
+            loop.executor.wake()
         }
     }
 }

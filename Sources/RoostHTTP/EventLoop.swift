@@ -336,11 +336,14 @@ final class EventLoop {
 
     // MARK: - Answers (from this and other threads), shutdown
 
-    /// The end of a round: the executor's round (the engine takes the
-    /// commands dispatched so far), then the answers. Answering a pipelined
-    /// request can dispatch the next one; its work is taken in another pass,
-    /// a few at most, then the loop wakes itself for the next round.
+    /// The end of a round that began at `now`: the responder is told (it
+    /// renders what it left for this round, within its budget), then the
+    /// executor's round (the engine takes the commands dispatched so far),
+    /// then the answers. Answering a pipelined request can dispatch the next
+    /// one; its work is taken in another pass, a few at most, then the loop
+    /// wakes itself for the next round.
     private func finishRound(now: ContinuousClock.Instant) {
+        responder.willFinishRound(loop: mailbox.loopIndex, startedAt: now)
         for _ in 0..<Self.deliveryPassesMax {
             dispatchedSinceRound = false
             mailbox.executor.runRound()

@@ -191,6 +191,84 @@ struct HTTPAbuseSystemTests {
         #expect(try ServeTests.request(process.port, "GET", path, key: keys.secret).body.count == answerBytes)
     }
 
+    /// Abusive connections in the latency test, on one event loop (so that
+    /// every probe meets the loop's rounds: with two, the loop that does not
+    /// run the app's shard idles between its rounds and answers a probe at
+    /// once about half of the time), and the devices per answer (~0.43 MB).
+    /// Each connection gets ~9 answers before its budget and the kernel's
+    /// queue are full: ~180 answers, a few seconds of a debug build.
+    static let burstConnections = 20
+    static let burstDevicesPerAnswer = 100
+    /// The median `/healthz` while the burst lasts. A round renders engine
+    /// answers for `LoopRequests.renderingPerRoundMax` and at least one (a
+    /// debug build renders one of these in ~15 ms, a loaded machine takes
+    /// two or three times that), and a probe waits for the round under way;
+    /// before the round's budget, a round rendered an answer for each of the
+    /// 20 connections, up to four times.
+    static let healthDuringBurstMedianMax: Duration = .milliseconds(100)
+    /// The burst is over when no list answer was rendered for this long.
+    static let burstQuietTimeout: Duration = .milliseconds(500)
+
+    /// Returns how many `GET /v1/devices` the server answered 200 (`/metrics`).
+    static func listAnswers(_ port: UInt16) throws -> Int {
+        let scrape = try ServeTests.request(port, "GET", "/metrics", key: ServeTests.adminKey)
+        try #require(scrape.status == 200)
+        let prefix = #"roost_http_requests_total{method="GET",route="/v1/devices",code="200"} "#
+        guard let line = scrape.bodyText.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
+        return try #require(Int(line.dropFirst(prefix.utf8.count)), "\(line)")
+    }
+
+    @Test(
+        "while 20 connections pipelining 64 large list requests get their first answers, /healthz on the same loop is answered within 100 ms (median)"
+    )
+    func healthIsAnsweredDuringTheBurst() throws {
+        let (process, directory) = try ServeTests.start(extra: ["--event-loops", "1"])
+        defer {
+            process.stop()
+            TemporaryDirectory.remove(directory)
+        }
+        let keys = try DeviceSystemTests.setUp(process.port)
+        try Self.importLargeDevices(process.port, key: keys.secret, count: Self.burstDevicesPerAnswer)
+        let path = "/v1/devices?limit=\(Self.burstDevicesPerAnswer)"
+        let request = "GET \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(keys.secret)\r\n\r\n"
+        let pipeline = String(repeating: request, count: Self.pipelinedPerConnection)
+        var abusive: [SilentSocket] = []
+        defer { abusive.removeAll() }
+        for _ in 0..<Self.burstConnections {
+            let client = try SilentSocket(port: process.port)
+            try client.send(pipeline)
+            abusive.append(client)
+        }
+        // Probe, one fresh connection at a time, until no list answer was
+        // rendered for a while; a probe counts if answers were rendered after
+        // it began (the burst was not over).
+        let clock = ContinuousClock()
+        let giveUp = clock.now + .seconds(30)
+        var probes: [(took: Duration, answersBefore: Int)] = []
+        var answers = try Self.listAnswers(process.port)
+        var lastRendered = clock.now
+        while clock.now < giveUp && clock.now - lastRendered < Self.burstQuietTimeout {
+            let before = answers
+            probes.append((Self.timedHealth(process.port) ?? .seconds(60), before))
+            usleep(20_000)
+            answers = try Self.listAnswers(process.port)
+            if answers != before { lastRendered = clock.now }
+        }
+        let during = probes.filter { $0.answersBefore < answers }.map(\.took).sorted()
+        let shown = during.map { Int($0 / .milliseconds(1)) }
+        try #require(!during.isEmpty, "no probe while list answers were rendered")
+        let median = during[during.count / 2]
+        #expect(
+            median <= Self.healthDuringBurstMedianMax,
+            "median /healthz during the burst \(median), \(during.count) probes (ms, sorted): \(shown)")
+        // Answered at once, the probes are many; a probe that waits for long
+        // rounds leaves room for few.
+        #expect(during.count >= 5, "only \(during.count) probes during the burst (ms): \(shown)")
+        print(
+            "healthIsAnsweredDuringTheBurst: \(answers) list answers, \(during.count) probes during them, "
+                + "median \(median), worst \(during.last ?? .zero)")
+    }
+
     @Test("at --max-connections filled with connections that never spoke, a new client is served at once")
     func capFilledWithSilentConnectionsEvicts() throws {
         let cap = 40

@@ -72,9 +72,16 @@ enum DeviceListing {
         return query
     }
 
-    /// `{"devices":[device with token…],"next_cursor":"…"|null}`.
+    /// `{"devices":[device with token…],"next_cursor":"…"|null}`. The buffer
+    /// is sized for the page's tags up front: a page of large devices (up to
+    /// ~4.5 MB) is then written without growing it three or four times
+    /// (each growth a copy and fresh pages), which is most of what one round
+    /// spends beyond its budget (`LoopRequests.renderingPerRoundMax`).
+    /// O(devices × tags) for the estimate.
     static func render(_ page: DevicePage) -> HTTPResponse {
-        var writer = JSONWriter(reservingCapacity: 64 + page.devices.count * 720)
+        var estimate = 64
+        for device in page.devices { estimate += DeviceJSON.estimatedBytes(device) }
+        var writer = JSONWriter(reservingCapacity: estimate)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()

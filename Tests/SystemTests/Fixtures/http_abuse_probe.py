@@ -10,7 +10,8 @@ sockets (SO_RCVBUF 4096) that each pipeline PIPELINED `GET
 /v1/devices?limit=DEVICES` and never read. It prints the resident set
 (VmRSS) of the server before, at its peak and after the clients close, how
 long the server stays busy (CPU time still growing), and /healthz latencies
-during that burst and after it. With --silent it instead opens CONNECTIONS
+during that burst (count, median, worst of the probes begun while it was
+busy) and after it. With --silent it instead opens CONNECTIONS
 (default 10,000, the default `--max-connections`) sockets that never send a
 byte and times what new clients see.
 Used for the figures in docs/http.md ("Abusive clients"); the system test
@@ -122,10 +123,12 @@ def probe(pid, port, connections, pipelined, devices):
         client.sendall(pipeline)
         clients.append(client)
     opened = time.monotonic()
-    peak, worst, last_cpu, quiet_since, settled = baseline, 0.0, cpu_ticks(pid), None, None
+    peak, last_cpu, quiet_since, settled = baseline, cpu_ticks(pid), None, None
+    during = []
     while time.monotonic() - opened < 60 and settled is None:
         took = timed_health(port)
-        worst = max(worst, took if took is not None else 60_000)
+        if quiet_since is None:  # the server was still busy when this probe began
+            during.append(took if took is not None else 60_000)
         peak = max(peak, rss_mb(pid))
         now_cpu = cpu_ticks(pid)
         if now_cpu == last_cpu:
@@ -137,8 +140,10 @@ def probe(pid, port, connections, pipelined, devices):
         last_cpu = now_cpu
         time.sleep(0.05)
     burst = "did not settle within 60 s" if settled is None else f"busy for {settled:.2f} s"
+    during.sort()
     print(f"{connections} connections x {pipelined} pipelined, nothing read: {burst}, "
-          f"worst /healthz meanwhile {worst:.0f} ms, resident peak {peak:.0f} MB "
+          f"/healthz meanwhile: {len(during)} probes, median {during[len(during) // 2]:.0f} ms, "
+          f"worst {during[-1]:.0f} ms, resident peak {peak:.0f} MB "
           f"(+{(peak - baseline) / max(connections, 1):.1f} MB per connection)")
     steady = [timed_health(port) for _ in range(20)]
     print(f"then, the clients still open: /healthz worst of 20 {max(t or 60_000 for t in steady):.1f} ms")
