@@ -2,7 +2,7 @@
 # Both install what is missing (Debian/Ubuntu), build, and run.
 
 SWIFT        ?= swift
-SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config
+SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config python3 python3-venv
 # Tests only: DamageTests injects ENOSPC into a running server's log writes.
 SYSTEM_DEPS  += strace
 BUILD_FLAGS  := --explicit-target-dependency-import-check=error
@@ -11,11 +11,13 @@ DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := .build/fuzz
+FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection
 # The parser and what it needs, nothing that touches sockets (no RoostPlatform).
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test deps build release lint format bench-http bench-durability bench-spine bench-fairness bench-registry soak fuzz-http clean
+.PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
+  release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -37,9 +39,11 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS)
 
-## Build release and serve on $(LISTEN) with data in $(DATA).
+## Build release and serve on $(LISTEN) with data in $(DATA). `exec`: the shell
+## becomes roost, so the SIGTERM or SIGINT that make forwards reaches the
+## server (it drains and exits 0) instead of leaving it orphaned and serving.
 serve: release
-	$$($(SWIFT) build -c release --show-bin-path)/roost serve --listen $(LISTEN) --data $(DATA)
+	exec "$$($(SWIFT) build -c release --show-bin-path)/roost" serve --listen $(LISTEN) --data $(DATA)
 
 lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests Benchmarks
@@ -51,9 +55,44 @@ format:
 ## Serially: many system tests block a thread of Swift's cooperative pool on a
 ## socket, and on 2 cores that starved the async tests running beside them
 ## (timeouts under load). Serial, the whole suite takes well under a minute.
-test: deps lint
+## Then a short kill -9 run of the release binary: `roost-bench crash`
+## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute.
+test: deps lint test-venv
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	$(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
+	$(MAKE) --no-print-directory crash-short
+
+## The test-only Python environment whose prometheus_client parses GET /metrics
+## (Tests/SystemTests/MetricsSystemTests.swift); made only when missing or stale.
+VENV_TEST := .venv-test
+PROMETHEUS_CLIENT_VERSION := 0.26.0
+test-venv:
+	@if ! $(VENV_TEST)/bin/python -c 'import importlib.metadata as m, sys; \
+	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)")' 2>/dev/null; then \
+	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)"; \
+	  rm -rf $(VENV_TEST) && python3 -m venv $(VENV_TEST) && \
+	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
+	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION); \
+	fi
+
+## The release binaries the harnesses run (roost-bench load/crash, make bench).
+RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
+release-harness: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+
+CRASH_CYCLES ?= 8
+CRASH_SEED   ?= 20261201
+CRASH_FSYNC  ?= always
+crash-short: release-harness
+	$(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $(CRASH_FSYNC) --cycles $(CRASH_CYCLES) \
+	  --seed $(CRASH_SEED)
+
+## The standard suite (docs/benchmarking.md): peers side by side (nginx, roost
+## always/everysec/never), the mix in every dialect, latency against offered
+## rate; regenerates the bench block of docs/performance.md and docs/img/bench-*.svg.
+bench: release-harness
+	Benchmarks/bench.sh $(BENCH_SECONDS)
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
@@ -83,11 +122,18 @@ bench-fairness: deps
 BENCH_DEVICES ?= 1000000
 bench-registry: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
-	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry $(BENCH_DEVICES) 1
+	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry --devices $(BENCH_DEVICES) --shards 1
 
-## Long crash soak: $(SOAK_CYCLES) kill -9 cycles of the real binary (make test runs 20).
+## Long crash soak: `roost-bench crash` with $(SOAK_CYCLES) kill -9 cycles of the
+## release binary under each policy of SOAK_FSYNC (make test runs CRASH_CYCLES),
+## then the in-suite crash test with as many cycles (make test runs 20).
 SOAK_CYCLES ?= 200
-soak: deps
+SOAK_FSYNC  ?= always everysec never
+soak: release-harness
+	for policy in $(SOAK_FSYNC); do \
+	  nice -n 10 $(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $$policy \
+	    --cycles $(SOAK_CYCLES) --seed $(CRASH_SEED) || exit 1; \
+	done
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel --filter CrashRecoveryTests
 
@@ -97,9 +143,69 @@ fuzz-http:
 	mkdir -p $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/artifacts
 	swiftc -parse-as-library -sanitize=fuzzer,address -O -g -use-ld=lld -package-name Roost \
 	  -module-name HTTPParserFuzz $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http-parser
-	SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/http-parser -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	$(FUZZ_RUN) $(FUZZ_DIR)/http-parser $(FUZZ_FLAGS) -max_len=4096 \
 	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-http Fuzz/HTTPParserFuzz/seeds \
 	  Tests/RoostHTTPTests/FuzzCorpus
+
+## Every libFuzzer target for $(FUZZ_SECONDS) s each, one after the other
+## (docs/testing.md); fails if any target found a crash, leak or timeout.
+fuzz:
+	@failed=""; for target in fuzz-http $(FUZZ_TARGETS); do \
+	  $(MAKE) --no-print-directory $$target || failed="$$failed $$target"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed (inputs in $(FUZZ_DIR)/artifacts/)"; exit 1; fi
+
+# The other targets link whole modules, each compiled once by swiftc with
+# libFuzzer's coverage and ASan into $(FUZZ_MODULES) (no SwiftPM: its build
+# cannot give a library libFuzzer's main). CSystemShims gets a module map there.
+FUZZ_MODULES := $(FUZZ_DIR)/modules
+FUZZ_SWIFTC  := swiftc -swift-version 6 -sanitize=fuzzer,address -O -g -package-name Roost -I $(FUZZ_MODULES) \
+  -I Sources/CZstd -I Sources/CCrypto
+FUZZ_RUN     := SWIFT_BACKTRACE=enable=no nice -n 15
+FUZZ_FLAGS   := -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1
+
+$(FUZZ_MODULES)/CSystemShims.o: Sources/CSystemShims/shims.c Sources/CSystemShims/include/CSystemShims.h
+	mkdir -p $(FUZZ_MODULES)
+	printf 'module CSystemShims {\n  header "%s"\n  export *\n}\n' \
+	  "$(CURDIR)/Sources/CSystemShims/include/CSystemShims.h" > $(FUZZ_MODULES)/module.modulemap
+	clang -O2 -g -c $< -I Sources/CSystemShims/include -o $@
+
+# $(1): a module under Sources/; $(2): the modules it imports.
+define fuzz_module
+$(FUZZ_MODULES)/$(1).o: $$(shell find Sources/$(1) -name '*.swift') $$(foreach m,$(2),$(FUZZ_MODULES)/$$(m).o)
+	mkdir -p $(FUZZ_MODULES)
+	nice -n 10 $(FUZZ_SWIFTC) -parse-as-library -wmo -module-name $(1) -emit-module \
+	  -emit-module-path $(FUZZ_MODULES)/$(1).swiftmodule -c $$(filter %.swift,$$^) -o $$@
+	@# swiftc leaves an unchanged object untouched; make must see it as new.
+	touch $$@
+endef
+$(eval $(call fuzz_module,RoostPlatform,CSystemShims))
+$(eval $(call fuzz_module,RoostTelemetry,RoostPlatform))
+$(eval $(call fuzz_module,RoostModel,))
+$(eval $(call fuzz_module,RoostJSON,))
+$(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry))
+$(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
+$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
+$(eval $(call fuzz_module,RoostAPI,RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
+
+# $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
+# $(4): committed regression inputs; $(5): -max_len.
+define fuzz_target
+$(FUZZ_DIR)/bin/$(1): $(2)/main.swift $$(foreach m,$(3),$(FUZZ_MODULES)/$$(m).o)
+	mkdir -p $(FUZZ_DIR)/bin
+	$(FUZZ_SWIFTC) -parse-as-library -use-ld=lld -module-name $(notdir $(2)) $$^ -lzstd -lcrypto -o $$@
+fuzz-$(1): $(FUZZ_DIR)/bin/$(1)
+	mkdir -p $(FUZZ_DIR)/corpus-$(1) $(FUZZ_DIR)/artifacts $(4)
+	$(FUZZ_RUN) $(FUZZ_DIR)/bin/$(1) $(FUZZ_FLAGS) -max_len=$(5) -artifact_prefix=$(FUZZ_DIR)/artifacts/$(1)- \
+	  $(FUZZ_DIR)/corpus-$(1) $(2)/seeds $(4)
+endef
+ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
+$(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
+$(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
+$(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
+$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
+$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))
+$(eval $(call fuzz_target,connection,Fuzz/HTTPConnectionFuzz,CSystemShims RoostPlatform RoostTelemetry RoostHTTP,Tests/RoostHTTPTests/ConnectionFuzzCorpus,4096))
 
 clean:
 	rm -rf .build

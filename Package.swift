@@ -28,22 +28,29 @@ let package = Package(
         .target(name: "CSystemShims"),
 
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
+        // Counters, histograms, the Prometheus text format and the JSON-line logger.
+        .target(name: "RoostTelemetry", dependencies: ["RoostPlatform"], swiftSettings: strict),
         .target(name: "RoostModel", swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
         .target(
             name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform"], swiftSettings: strict),
-        .target(name: "RoostHTTP", dependencies: ["RoostPlatform"], swiftSettings: strict),
+        .target(name: "RoostHTTP", dependencies: ["RoostPlatform", "RoostTelemetry"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
             dependencies: [
                 "RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "CCrypto",
+                "RoostTelemetry",
             ],
             swiftSettings: strict),
         .executableTarget(
             name: "roost",
-            dependencies: ["RoostAPI", "RoostEngine", "RoostHTTP", "RoostModel", "RoostPlatform", "RoostStorage"],
+            dependencies: [
+                "RoostAPI", "RoostEngine", "RoostHTTP", "RoostModel", "RoostPlatform", "RoostStorage", "RoostTelemetry",
+            ],
             swiftSettings: strict),
-        .target(name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims"], swiftSettings: strict),
+        .target(
+            name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims", "RoostTelemetry"],
+            swiftSettings: strict),
         .target(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
@@ -61,25 +68,29 @@ let package = Package(
 
         .testTarget(
             name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            exclude: ["FuzzCorpus"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
             swiftSettings: strict),
-        .testTarget(name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
-                "RoostTesting",
+                "RoostTesting", "RoostTelemetry",
             ],
-            swiftSettings: strict),
-        .testTarget(
-            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting"],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
+            exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
             exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting"], swiftSettings: strict),
         .testTarget(
+            name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
+        .testTarget(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
-            exclude: ["Golden"],
+            exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

@@ -12,33 +12,30 @@
 # always/never. Needs wrk (Debian: apt-get install wrk).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Benchmarks/lib.sh
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${2:-3}
-command -v wrk >/dev/null || { echo "missing wrk: sudo apt-get install -y wrk"; exit 1; }
-BIN=${ROOST_BIN:-$(swift build -c release --show-bin-path)/roost}
-work=$(mktemp -d "${TMPDIR:-/var/tmp}/roost-bench-durability.XXXXXX")
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
+bench_require wrk curl
+BIN=${ROOST_BIN:-$(bench_bin_dir)/roost}
+[ -x "$BIN" ] || { echo "not an executable: $BIN (build: swift build -c release --product roost)"; exit 1; }
+bench_init durability
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 declare -A rates per_sync
+failed=0
 for round in $(seq "$ROUNDS"); do
   for policy in always everysec never; do
-    rm -rf "$work/data" "$work/out" "$work/err"
-    "$BIN" serve --listen 127.0.0.1:0 --data "$work/data" --fsync "$policy" > "$work/out" 2> "$work/err" &
-    pid=$!
-    for _ in $(seq 100); do grep -q "listening on" "$work/out" 2>/dev/null && break; sleep 0.1; done
-    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/out")
-    curl -s -X POST "127.0.0.1:$port/v1/apps" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
-      -d '{"name":"bench","settings":{"max_devices_per_person":1000}}' > /dev/null
-    export ROOST_KEY=$(curl -s -X POST "127.0.0.1:$port/v1/apps/1/keys" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
-      -d '{"kind":"secret","capabilities":["devices:write"]}' | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')
-    rate=$(wrk -t2 -c64 -d"${SECONDS_PER_RUN}s" -s Benchmarks/durability/register.lua "http://127.0.0.1:$port" \
-      | awk '/Requests\/sec/ {print $2}')
-    kill -TERM "$pid"; wait "$pid" || true; pid=""
-    ratio=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p' "$work/err")
+    start_roost "$BIN" "$policy"
+    roost_app_key 1000
+    timeout $((SECONDS_PER_RUN + 30)) wrk -t2 -c64 -d"${SECONDS_PER_RUN}s" -s Benchmarks/durability/register.lua \
+      "http://127.0.0.1:$port" > "$work/wrk.out" 2>&1 || true
+    rate=$(awk '/Requests\/sec/ {print $2}' "$work/wrk.out")
+    non2xx=$(awk '/Non-2xx or 3xx responses/ {print $NF}' "$work/wrk.out")
+    stop_server
+    # An answer other than 2xx (a wrong key, a full disk) is not a registration.
+    if [ -z "$rate" ] || [ -n "$non2xx" ]; then
+      echo "round $round $policy: FAILED (${non2xx:-no result} non-2xx answers; not counted)"; failed=1; continue
+    fi
+    ratio=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p' "$work/roost.err")
     rates[$policy]+="$rate "
     per_sync[$policy]+="${ratio:-0} "
     echo "round $round $policy: $rate registrations/s, ${ratio:-?} records per fdatasync"
@@ -52,3 +49,4 @@ for policy in always everysec never; do
 done
 a=$(echo ${rates[always]} | tr ' ' '\n' | median); n=$(echo ${rates[never]} | tr ' ' '\n' | median)
 echo "always/never = $(awk -v a="$a" -v b="$n" 'BEGIN{printf "%.2f", a/b}')"
+exit $failed

@@ -16,59 +16,22 @@
 # listens on 127.0.0.1 and is stopped by PID when the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Benchmarks/lib.sh
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${2:-3}
 CONNECTIONS=64
 THREADS=2
-for tool in wrk nginx; do
-  command -v "$tool" >/dev/null || { echo "missing $tool: sudo apt-get install -y wrk nginx-light"; exit 1; }
-done
-
-work=$(mktemp -d /tmp/roost-bench-http.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+bench_require wrk nginx curl python3
+bench_binaries
+bench_init http
 
 # --- nginx: 2 workers (one per core, like Roost's loops), fixed answers.
-NGINX_PORT=$(free_port)
-mkdir -p "$work/nginx"
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 2;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log crit;
-daemon off;
-events { worker_connections 4096; use epoll; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  client_body_temp_path $work/nginx;
-  proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  server {
-    listen 127.0.0.1:$NGINX_PORT reuseport;
-    default_type application/json;
-    location = /healthz { return 200 '{"status":"ok"}'; }
-    location / { return 200 '{"id":1,"name":"Example","created_at":"2026-11-29T00:00:00.000Z","settings":{"max_devices_per_person":10,"require_known_person":false},"counts":{"keys":0}}'; }
-  }
-}
-CONF
-nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
-pids+=($!)
+start_nginx 2 200 '{"id":1,"name":"Example","created_at":"2026-11-29T00:00:00.000Z","settings":{"max_devices_per_person":10,"require_known_person":false},"counts":{"keys":0}}'
+NGINX_PORT=$port
 
 # --- Roost, release build, operator key from the environment.
-BIN=$(swift build -c release --show-bin-path)/roost
-export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
-"$BIN" serve --listen 127.0.0.1:0 --data "$work/data" > "$work/roost.out" 2> "$work/roost.err" &
-pids+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$work/roost.out" 2>/dev/null && break; sleep 0.1; done
-ROOST_PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/roost.out")
-[ -n "$ROOST_PORT" ] || { echo "roost did not start"; cat "$work/roost.err"; exit 1; }
-for _ in $(seq 50); do curl -s "127.0.0.1:$NGINX_PORT/healthz" >/dev/null && break; sleep 0.1; done
+start_roost "$ROOST_BIN" always
+ROOST_PORT=$port
 
 curl -s -X POST "127.0.0.1:$ROOST_PORT/v1/apps" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
   -d '{"name":"Example"}' > /dev/null
@@ -83,13 +46,16 @@ check=$(curl -s -o /dev/null -w '%{http_code}' -X PATCH "127.0.0.1:$ROOST_PORT/v
   -H "Authorization: Bearer $ROOST_ADMIN_KEY" -d "$BODY")
 [ "$check" = "200" ] || { echo "roost PATCH answered $check"; exit 1; }
 
-run_wrk() { # url [script] -> requests/s
+run_wrk() { # url [script] -> requests/s; exits when any answer was not 2xx
   local extra=()
   [ -n "${2:-}" ] && extra=(-s "$2")
-  wrk -t$THREADS -c$CONNECTIONS -d"${SECONDS_PER_RUN}s" "${extra[@]}" "$1" | awk '/Requests\/sec/ {print $2}'
+  timeout $((SECONDS_PER_RUN + 30)) wrk -t$THREADS -c$CONNECTIONS -d"${SECONDS_PER_RUN}s" "${extra[@]}" "$1" \
+    > "$work/wrk.out" 2>&1 || true
+  if grep -q "Non-2xx or 3xx responses" "$work/wrk.out"; then
+    echo "FAILED: $1 answered non-2xx: $(grep 'Non-2xx' "$work/wrk.out")" >&2; exit 1
+  fi
+  awk '/Requests\/sec/ {print $2}' "$work/wrk.out"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-
 declare -A results
 for round in $(seq "$ROUNDS"); do
   for server in nginx roost; do

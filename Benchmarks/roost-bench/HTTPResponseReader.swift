@@ -22,6 +22,8 @@ struct HTTPResponseReader {
     private var buffer: [UInt8] = []
     /// Where the unconsumed bytes start in `buffer`.
     private var start = 0
+    /// The body of the response `next()` returned last, valid until the next `feed`.
+    private var lastBody = 0..<0
 
     /// Bytes received and not yet part of a returned response.
     var pendingBytes: Int { buffer.count - start }
@@ -31,6 +33,7 @@ struct HTTPResponseReader {
         if start == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             start = 0
+            lastBody = 0..<0
         }
         buffer.append(contentsOf: bytes)
     }
@@ -67,8 +70,15 @@ struct HTTPResponseReader {
             return .malformed("no Content-Length on a \(status) answer")
         }
         guard available >= total else { return .needMore }
+        lastBody = bodyStart..<(start + total)
         start += total
         return .response(status: status, closes: closes)
+    }
+
+    /// Calls `body` with the body of the response `next()` returned last
+    /// (before any later `feed`).
+    func withLastBody<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        buffer.withUnsafeBytes { bytes in body(UnsafeRawBufferPointer(rebasing: bytes[lastBody])) }
     }
 
     /// Index of the "\r\n\r\n" that ends the head, if present. O(head).

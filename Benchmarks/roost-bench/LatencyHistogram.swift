@@ -63,6 +63,15 @@ struct LatencyHistogram {
         if value > max { max = value }
     }
 
+    /// Forgets every value (keeps the buckets' storage). O(buckets).
+    mutating func reset() {
+        for index in 0..<Self.bucketCount { counts[index] = 0 }
+        count = 0
+        min = .max
+        max = 0
+        sum = 0
+    }
+
     /// Adds every count of `other` (histograms of several loops or runs).
     mutating func merge(_ other: LatencyHistogram) {
         for index in 0..<Self.bucketCount { counts[index] += other.counts[index] }

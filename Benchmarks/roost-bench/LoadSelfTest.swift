@@ -2,7 +2,7 @@ import RoostJSON
 
 /// `roost-bench selftest-load`: checks the load generator's parts that need no
 /// server: `HTTPResponseReader` on whole, split and bad answers, and the
-/// requests `RegistrationWorkload` builds. Exits 1 on a mismatch.
+/// requests `MixedWorkload` builds, and (WorkloadSelfTest) its expectations. Exits 1 on a mismatch.
 enum LoadSelfTest {
     /// Returns the failures found (empty: all good), printing a summary.
     static func run() -> [String] {
@@ -46,26 +46,31 @@ enum LoadSelfTest {
 
         // Requests: valid JSON with the seven fields, a 64-hex token that is the
         // same for the same index, a Content-Length that matches the body.
-        let workload = RegistrationWorkload(host: "127.0.0.1", port: 8080, key: "k", tokens: 1_000_000, people: 200_000)
+        var spine = WorkloadShape()
+        spine.mix = .registerOnly
+        spine.port = 8080
+        spine.key = "k"
+        var workload = MixedWorkload(shape: spine, thread: 0)
         var tokens: Set<String> = []
         var request: [UInt8] = []
         for index in [0, 1, 2, 199_999, 200_000, 999_999] {
-            workload.write(index: index, into: &request)
+            workload.preview(.register, device: index, into: &request)
             guard let check = checkRequest(request, index: index) else {
                 failures.append("request for device \(index) is not well formed")
                 continue
             }
             tokens.insert(check)
             var again: [UInt8] = []
-            workload.write(index: index, into: &again)
+            workload.preview(.register, device: index, into: &again)
             expect(again == request, "device \(index) gives two different requests")
         }
         expect(tokens.count == 6, "six devices share tokens: \(tokens.count) distinct")
         // Pinned: register.lua computes the same token for device 0 (xorshift32 from 1).
-        workload.write(index: 0, into: &request)
+        workload.preview(.register, device: 0, into: &request)
         expect(
             checkRequest(request, index: 0) == "00042021040806019dcca8c51255994f8ef917d12c6f5bd025b2331a19f91cb2",
-            "device 0's token changed: keep RegistrationWorkload and Benchmarks/spine/register.lua equal")
+            "device 0's token changed: keep MixedWorkload and Benchmarks/spine/register.lua equal")
+        failures += WorkloadSelfTest.run()
 
         print(
             "selftest-load: response reader and workload: " + (failures.isEmpty ? "ok" : "\(failures.count) failures"))

@@ -1,6 +1,7 @@
 import Glibc
 import RoostEngine
 import RoostModel
+import RoostPlatform
 import Synchronization
 
 /// `roost-bench registry [devices] [shards]`: in-process registrations per
@@ -85,7 +86,8 @@ enum RegistryBenchmark {
         let elapsed = clock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let rate = Double(count) / seconds
-        print("\(name): \(count) in \(format3(seconds)) s = \(Int(rate)) registrations/s")
+        // Written at once (not buffered): each phase's line shows as it ends, also into a file.
+        StandardStreams.out("\(name): \(count) in \(format3(seconds)) s = \(Int(rate)) registrations/s")
         return rate
     }
 

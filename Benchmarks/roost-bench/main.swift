@@ -25,38 +25,69 @@ struct BenchResponder: HTTPResponder {
     }
 }
 
-let arguments = CommandLine.arguments
-if arguments.count >= 2 && arguments[1] == "http-serve" {
-    // roost-bench http-serve [port]: serve BenchResponder until killed (for wrk).
-    let port = arguments.count >= 3 ? UInt16(arguments[2]) ?? 8080 : 8080
-    let server = try HTTPServer(
-        configuration: HTTPServerConfiguration(host: "127.0.0.1", port: port), responder: BenchResponder())
-    let bound = try server.start()
-    print("roost-bench: serving on 127.0.0.1:\(bound)")
-    server.waitUntilStopped()
-} else if arguments.count >= 2 && arguments[1] == "api-micro" {
-    await APIMicroBenchmark.run(iterations: arguments.count >= 3 ? Int(arguments[2]) ?? 200_000 : 200_000)
-} else if arguments.count >= 2 && arguments[1] == "registry" {
-    await RegistryBenchmark.run(
-        devices: arguments.count >= 3 ? Int(arguments[2]) ?? 1_000_000 : 1_000_000,
-        shards: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
-} else if arguments.count >= 3 && arguments[1] == "snapshot" {
-    try await DurabilityBenchmark.run(
-        directory: arguments[2],
-        devices: arguments.count >= 4 ? Int(arguments[3]) ?? 1_000_000 : 1_000_000,
-        logRecords: arguments.count >= 5 ? Int(arguments[4]) ?? 1_000_000 : 1_000_000)
-} else if arguments.count >= 3 && arguments[1] == "recover" {
-    try DurabilityBenchmark.recover(
-        directory: arguments[2], shardCount: arguments.count >= 5 ? Int(arguments[4]) ?? 1 : 1,
-        runs: arguments.count >= 4 ? Int(arguments[3]) ?? 1 : 1)
-} else if arguments.count >= 2 && arguments[1] == "load" {
-    exit(LoadCommand.run(arguments.dropFirst(2)))
-} else if arguments.count >= 2 && arguments[1] == "selftest-load" {
-    exit(LoadSelfTest.run().isEmpty ? 0 : 1)
-} else if arguments.count >= 2 && arguments[1] == "selftest-histogram" {
-    exit(LatencyHistogramSelfTest.run(seed: arguments.count >= 3 ? UInt64(arguments[2]) ?? 42 : 42).isEmpty ? 0 : 1)
-} else {
-    print(
-        "roost-bench: no benchmark selected (try: roost-bench http-serve 8080 | api-micro [iterations] | registry [devices] [shards] | snapshot DIR [devices] [log-records] | recover DIR [runs] [shards] | load --url http://127.0.0.1:PORT --key KEY [--rate R] [--seconds S] | selftest-histogram [seed] | selftest-load)"
-    )
+/// One subcommand: its one-line summary, its usage, and what runs it
+/// (returns the exit status: 0 ok, 1 failed, 2 misuse).
+struct Subcommand: Sendable {
+    let name: String
+    let summary: String
+    let run: @Sendable (ArraySlice<String>) async -> Int32
 }
+
+/// Every subcommand, in the order `roost-bench --help` lists them.
+enum Subcommands {
+    static let all: [Subcommand] = [
+        Subcommand(name: "load", summary: "HTTP load against any Roost: mix, dialects, statuses checked, JSON, SVG") {
+            LoadCommand.run($0)
+        },
+        Subcommand(name: "crash", summary: "kill -9 a roost binary under a mixed workload and check every write") {
+            CrashCommand.run($0)
+        },
+        Subcommand(name: "compare", summary: "a table of ratios between `load --out` result files, and plots") {
+            CompareCommand.run($0)
+        },
+        Subcommand(name: "registry", summary: "in-process registrations/s through the Registry, RSS per device") {
+            await LegacyCommands.registry($0)
+        },
+        Subcommand(name: "api-micro", summary: "in-process cost of the request path behind HTTP") {
+            await LegacyCommands.apiMicro($0)
+        },
+        Subcommand(name: "snapshot", summary: "populate, snapshot and time one open of a data directory") {
+            await LegacyCommands.snapshot($0)
+        },
+        Subcommand(name: "recover", summary: "time opens of a data directory (writes nothing)") {
+            LegacyCommands.recover($0)
+        },
+        Subcommand(name: "http-serve", summary: "serve the minimal responder for wrk") { LegacyCommands.httpServe($0) },
+        Subcommand(name: "selftest-histogram", summary: "check the latency histogram against sorted arrays") {
+            LegacyCommands.selftestHistogram($0)
+        },
+        Subcommand(name: "selftest-crash", summary: "check that the crash harness's comparison finds every damage") {
+            LegacyCommands.selftestCrash($0)
+        },
+        Subcommand(name: "selftest-load", summary: "check the response reader, the requests and the expectations") {
+            LegacyCommands.selftestLoad($0)
+        },
+    ]
+
+    static func usage() -> String {
+        var lines = ["usage: roost-bench COMMAND [options]   (roost-bench COMMAND --help for a command's options)", ""]
+        for command in all { lines.append("  \(command.name.padding(20)) \(command.summary)") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+let arguments = CommandLine.arguments
+if arguments.count < 2 {
+    StandardStreams.error(Subcommands.usage())
+    exit(2)
+}
+if arguments[1] == "--help" || arguments[1] == "-h" || arguments[1] == "help" {
+    print(Subcommands.usage())
+    exit(0)
+}
+guard let command = Subcommands.all.first(where: { $0.name == arguments[1] }) else {
+    StandardStreams.error("roost-bench: unknown command '\(arguments[1])'")
+    StandardStreams.error(Subcommands.usage())
+    exit(2)
+}
+exit(await command.run(arguments.dropFirst(2)))

@@ -2,7 +2,7 @@
 -- for device number i drawn uniformly from SPINE_TOKENS (default 1,000,000),
 -- bound to person user_(i % SPINE_PEOPLE) (default 200,000). The same i always
 -- gives the same token, so re-registrations happen once the space fills.
--- Bodies are byte-identical to `roost-bench load` (RegistrationWorkload.swift):
+-- Bodies are byte-identical to `roost-bench load --mix register=1 --android 0 --tags 0` (MixedWorkload.swift):
 -- the token is eight 32-bit words, each the next xorshift32 (13, 17, 5) step
 -- from i + 1, in lowercase hex.
 --

@@ -36,6 +36,7 @@
 # Everything listens on 127.0.0.1 and is stopped by PID when the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Benchmarks/lib.sh
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${2:-3}
 THREADS=2
@@ -46,98 +47,27 @@ export SPINE_PEOPLE=${SPINE_PEOPLE:-200000}
 export SPINE_COUNT_STATUS=${SPINE_COUNT_STATUS:-1}
 MARKDOWN=${SPINE_MARKDOWN:-.build/spine-report.md}
 COMMAND="$0 $*"
-for tool in wrk nginx curl; do
-  command -v "$tool" >/dev/null || { echo "missing $tool: sudo apt-get install -y wrk nginx-light curl"; exit 1; }
-done
-BIN_DIR=""
-bin_dir() { [ -n "$BIN_DIR" ] || BIN_DIR=$(swift build -c release --show-bin-path); echo "$BIN_DIR"; }
-BIN=${ROOST_BIN:-$(bin_dir)/roost}
-BENCH_BIN=${ROOST_BENCH_BIN:-$(bin_dir)/roost-bench}
+bench_require wrk nginx curl python3
+bench_binaries
+BIN=$ROOST_BIN
+BENCH_BIN=$ROOST_BENCH_BIN
 BASELINE=${ROOST_BIN_BASELINE:-}
-for b in "$BIN" "$BENCH_BIN" ${BASELINE:+"$BASELINE"}; do
-  [ -x "$b" ] || { echo "not an executable: $b (build: swift build -c release --product roost --product roost-bench)"; exit 1; }
-done
+[ -z "$BASELINE" ] || [ -x "$BASELINE" ] || { echo "not an executable: $BASELINE"; exit 1; }
 PERF=0
 if command -v perf >/dev/null && perf stat -e context-switches -x, -o /dev/null true 2>/dev/null; then PERF=1; fi
 
-work=$(mktemp -d "${TMPDIR:-/var/tmp}/roost-bench-spine.XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export ROOST_ADMIN_KEY=bench-admin-key-0123456789abcdef
+bench_init spine
 
 for check in selftest-histogram selftest-load; do
   "$BENCH_BIN" $check > "$work/selftest" || { cat "$work/selftest"; echo "roost-bench $check failed"; exit 1; }
 done
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-median() { sort -n | awk 'NF && $1 != "-" {a[++n]=$1} END {if (n==0) print "-"; else print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b==0) print "-"; else printf "%.2f", a/b }'; }
-# Sum of voluntary + nonvoluntary context switches over the live threads of $1.
-ctx_switches() {
-  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
-}
-# User + system CPU ticks of process $1 (every thread, exited ones included).
-cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
 CLOCK_TICKS=$(getconf CLK_TCK)
-stop_pid() { # pid: SIGTERM, up to 10 s, then SIGKILL
-  local p=$1
-  kill -TERM "$p" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
-}
 
-server_pid=""
-port=""
-start_nginx() {
-  port=$(free_port)
-  rm -rf "$work/nginx"; mkdir -p "$work/nginx"
-  # A 201 body the size of roost's device answer (456 bytes).
-  local body='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
-  cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-master_process off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log crit;
-daemon off;
-events { worker_connections 4096; use epoll; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  client_body_temp_path $work/nginx;
-  proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx; uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  server {
-    listen 127.0.0.1:$port;
-    default_type application/json;
-    location / { return 201 '$body'; }
-  }
-}
-CONF
-  nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" 2> "$work/nginx/stderr" &
-  server_pid=$!; pids+=("$server_pid")
-  for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$port/" && return 0; sleep 0.1; done
-  echo "nginx did not start"; cat "$work/nginx/stderr"; exit 1
-}
-start_roost() { # binary policy -> server_pid, port, ROOST_KEY
-  local binary=$1 policy=$2
-  rm -rf "$work/data" "$work/roost.out" "$work/roost.err"
-  "$binary" serve --listen 127.0.0.1:0 --data "$work/data" --fsync "$policy" > "$work/roost.out" 2> "$work/roost.err" &
-  server_pid=$!; pids+=("$server_pid")
-  for _ in $(seq 100); do grep -q "listening on" "$work/roost.out" 2>/dev/null && break; sleep 0.1; done
-  port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/roost.out")
-  [ -n "$port" ] || { echo "roost did not start: $binary"; cat "$work/roost.err"; exit 1; }
-  curl -sf -X POST "127.0.0.1:$port/v1/apps" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
-    -d '{"name":"bench","settings":{"max_devices_per_person":1000}}' > /dev/null
-  ROOST_KEY=$(curl -sf -X POST "127.0.0.1:$port/v1/apps/1/keys" -H "Authorization: Bearer $ROOST_ADMIN_KEY" \
-    -d '{"kind":"secret","capabilities":["devices:write"]}' | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')
-  [ -n "$ROOST_KEY" ] || { echo "could not create a key"; exit 1; }
-  export ROOST_KEY
+# A 201 body the size of roost's device answer (456 bytes).
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+start_spine_roost() { # binary policy -> server_pid, port, ROOST_KEY
+  start_roost "$1" "$2"
+  roost_app_key 1000
   # One registration by hand: the route answers 201 before any load is timed.
   local status
   status=$(curl -s -o /dev/null -w '%{http_code}' -X POST "127.0.0.1:$port/v1/devices" \
@@ -145,7 +75,6 @@ start_roost() { # binary policy -> server_pid, port, ROOST_KEY
     -d '{"platform":"ios","token":"00000000000000000000000000000000000000000000000000000000000000ff","external_id":"probe"}')
   [ "$status" = 201 ] || { echo "roost answered $status to a registration"; exit 1; }
 }
-stop_server() { stop_pid "$server_pid"; server_pid=""; }
 
 declare -A rates ctx perfctx cpus failures
 variants=(nginx roost-always roost-never)
@@ -213,9 +142,9 @@ for round in $(seq "$ROUNDS"); do
   fi
   for variant in "${order[@]}"; do
     if [ "$variant" = nginx ]; then
-      start_nginx
+      start_nginx 1 201 "$NGINX_BODY"
     else
-      start_roost "$(binary_of "$variant")" "${variant#*-}"
+      start_spine_roost "$(binary_of "$variant")" "${variant#*-}"
     fi
     measure "$variant" "$round"
     stop_server
@@ -234,11 +163,12 @@ for label in roost ${BASELINE:+baseline}; do
   if [ -z "$rate" ] || [ "$rate" = 0 ]; then
     p99line[$label]="not run (no successful always run)"; continue
   fi
-  start_roost "$(binary_of "$label-always")" always
+  start_spine_roost "$(binary_of "$label-always")" always
   set +e
   timeout $((SECONDS_PER_RUN + 60)) "$BENCH_BIN" load --url "http://127.0.0.1:$port" --key "$ROOST_KEY" \
     --rate "$rate" --seconds "$SECONDS_PER_RUN" --connections $CONNECTIONS \
-    --tokens "$SPINE_TOKENS" --people "$SPINE_PEOPLE" > "$work/load.out" 2> "$work/load.err"
+    --tokens "$SPINE_TOKENS" --people "$SPINE_PEOPLE" --mix register=1 --android 0 --tags 0 --quiet \
+    > "$work/load.out" 2> "$work/load.err"
   load_status=$?
   set -e
   stop_server

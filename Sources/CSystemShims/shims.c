@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -81,21 +82,38 @@ int roost_eventfd_drain(int fd) {
     return (n == (ssize_t)sizeof value || (n < 0 && errno == EAGAIN)) ? 0 : -1;
 }
 
+/* Fills `address` from a numeric host: an IPv6 address when it holds a ':'
+ * (no brackets), else an IPv4 dotted quad. Returns the address length, or 0
+ * with errno = EINVAL when the host is neither. */
+static socklen_t roost_socket_address(const char *host, uint16_t port, struct sockaddr_storage *address) {
+    memset(address, 0, sizeof *address);
+    if (strchr(host, ':') != NULL) {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) return sizeof *v6;
+    } else {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)address;
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) return sizeof *v4;
+    }
+    errno = EINVAL;
+    return 0;
+}
+
 int roost_tcp_listen(const char *host, uint16_t port, int backlog, int reuse_port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage address;
+    socklen_t length = roost_socket_address(host, port, &address);
+    if (length == 0) return -1;
+    int fd = socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) goto fail;
     if (reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) goto fail;
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        errno = EINVAL;
-        goto fail;
-    }
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0) goto fail;
+    /* [::] means IPv6 only, whatever net.ipv6.bindv6only says (as nginx does). */
+    if (address.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) goto fail;
+    if (bind(fd, (struct sockaddr *)&address, length) < 0) goto fail;
     if (listen(fd, backlog) < 0) goto fail;
     return fd;
 fail: {
@@ -107,10 +125,11 @@ fail: {
 }
 
 int roost_socket_port(int fd) {
-    struct sockaddr_in addr;
-    socklen_t len = sizeof addr;
-    if (getsockname(fd, (struct sockaddr *)&addr, &len) < 0) return -1;
-    return ntohs(addr.sin_port);
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    if (getsockname(fd, (struct sockaddr *)&address, &length) < 0) return -1;
+    if (address.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&address)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&address)->sin_port);
 }
 
 int roost_accept(int listen_fd) {
@@ -171,20 +190,14 @@ int roost_format_ip_address(const uint8_t address[16], char *out, size_t capacit
 }
 
 int roost_tcp_connect(const char *host, uint16_t port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage address;
+    socklen_t length = roost_socket_address(host, port, &address);
+    if (length == 0) return -1;
+    int fd = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
     int rc;
     do {
-        rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+        rc = connect(fd, (struct sockaddr *)&address, length);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0) {
         int saved = errno;
@@ -248,3 +261,7 @@ uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length) {
 #endif
     return ~crc32c_portable(c, p, length);
 }
+
+int roost_malloc_trim(void) { return malloc_trim(0); }
+
+int roost_malloc_set_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }

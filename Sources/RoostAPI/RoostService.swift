@@ -3,6 +3,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostPlatform
+import RoostTelemetry
 
 /// The application behind the HTTP server: routes every request of spec
 /// §1–3 to its handler and renders every error in the envelope of spec §2.
@@ -11,6 +12,7 @@ public final class RoostService: HTTPResponder {
     public static let jsonBodyBytesMax = 64 * 1024
 
     private let router: Router
+    private let authenticator: Authenticator
     private let clock: any APIClock
     package let registry: Registry
     package let catalog: Catalog
@@ -19,6 +21,12 @@ public final class RoostService: HTTPResponder {
     package let clientLimiter: ClientAddressLimiter
     /// The requests waiting for engine outcomes, one table per engine loop.
     private let loopRequests: [LoopRequests]
+    /// What `GET /readyz` answers.
+    package let readiness: Readiness
+    /// Counts, stamps (`X-Request-Id`) and logs every answer.
+    package let observer: RequestObserver
+    /// `GET /metrics`, and where start-up hands it the server and recovery figures.
+    package let metrics: MetricsExporter
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -29,7 +37,8 @@ public final class RoostService: HTTPResponder {
     /// disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
         dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
-        clock: any APIClock = SystemClock(), trustedProxies: [IPAddress] = []
+        clock: any APIClock = SystemClock(), logger: Logger = .standard, accessLog: Bool = false,
+        trustedProxies: [IPAddress] = []
     ) throws {
         let log = CatalogLog(log: engine.log)
         let contents = try CatalogStartup.open(
@@ -42,7 +51,7 @@ public final class RoostService: HTTPResponder {
         }
         self.init(
             catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys,
-            trustedProxies: trustedProxies)
+            engine: engine, logger: logger, accessLog: accessLog, trustedProxies: trustedProxies)
     }
 
     /// Makes the recovered indexes agree with the recovered catalog, before
@@ -81,12 +90,14 @@ public final class RoostService: HTTPResponder {
         }
     }
 
-    /// `identityKeys` nil keeps fresh signing keys in memory (tests).
+    /// `identityKeys` nil keeps fresh signing keys in memory (tests);
+    /// `engine` gives `/metrics` the log's and the snapshots' figures;
     /// `trustedProxies` are the peers whose `X-Forwarded-For` names the
     /// client for the per-address limit (`ClientAddressLimiter`).
     package init(
         catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
-        identityKeys: IdentityKeyStore? = nil, trustedProxies: [IPAddress] = []
+        identityKeys: IdentityKeyStore? = nil, engine: DurableEngine? = nil, logger: Logger = .standard,
+        accessLog: Bool = false, trustedProxies: [IPAddress] = []
     ) {
         self.registry = registry
         self.catalog = catalog
@@ -94,18 +105,47 @@ public final class RoostService: HTTPResponder {
         for requests in loopRequests { requests.loop.setReceiver(requests) }
         let clientLimiter = ClientAddressLimiter(trustedProxies: trustedProxies, clock: clock)
         self.clientLimiter = clientLimiter
-        let authenticator = Authenticator(adminKey: adminKey, catalog: catalog, clientLimiter: clientLimiter)
-        let apps = AppRoutes(catalog: catalog, authenticator: authenticator, registry: registry)
         let keys = identityKeys ?? IdentityKeyStore.inMemory(now: clock.wallMilliseconds())
         self.identityKeys = keys
+        let authenticator = Authenticator(
+            adminKey: adminKey, catalog: catalog, identityKeys: keys, clientLimiter: clientLimiter)
+        self.authenticator = authenticator
+        let apps = AppRoutes(catalog: catalog, registry: registry)
+        let readiness = Readiness(registry: registry)
+        self.readiness = readiness
         let compat =
-            BaruaRoutes(catalog: catalog, authenticator: authenticator).routes
-            + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
-            + ConnectRoutes(catalog: catalog, authenticator: authenticator, keys: keys).routes
-        self.router = Router(
-            [Route(.get, "/healthz", RoostService.health)] + apps.routes
-                + NativeRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes + compat)
+            BaruaRoutes(catalog: catalog).routes + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
+            + ConnectRoutes(keys: keys).routes
+        let routes =
+            [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + apps.routes
+            + NativeRoutes(catalog: catalog, registry: registry).routes + compat
+        // The counters know every route before the router exists: /metrics
+        // is the last route, and its handler needs them.
+        let labels = routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
+        let observer = RequestObserver(
+            metrics: RequestMetrics(routes: labels + [MetricsRoutes.label], loops: registry.shardSet.loops.count),
+            clock: clock,
+            logger: logger, accessLog: accessLog)
+        let metrics = MetricsExporter(
+            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock)
+        self.router = Router(routes + MetricsRoutes(exporter: metrics).routes)
+        precondition(
+            router.routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
+                == Array(observer.metrics.labels.prefix(router.routes.count)),
+            "the request counters' routes differ from the router's")
+        self.observer = observer
+        self.metrics = metrics
         self.clock = clock
+    }
+
+    /// Every route the service serves, in declaration order, each with its
+    /// declared `RouteAccess` (the isolation matrix test walks it).
+    package var routes: [Route] { router.routes }
+
+    /// Makes `/readyz` answer 503 from now on: call it when a shutdown signal
+    /// arrives, before the server stops accepting (spec §11).
+    public func beginShutdown() {
+        readiness.beginShutdown()
     }
 
     public func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
@@ -113,17 +153,24 @@ public final class RoostService: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
-        switch route(request) {
+        var exchange = observer.begin(request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
+        let outcome = route(request, exchange: &exchange)
+        switch outcome {
         case .response(let response):
-            return .respond(response)
+            return .respond(observer.finish(exchange, response))
         case .engine(let work, let answer):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
+            if let refusal = refusalWhileLogFailed(request.head.method) {
+                return .respond(observer.finish(exchange, refusal))
+            }
             precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
-            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: sink, wake: false)
+            let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
+            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: observed, wake: false)
             return .deferred
         case .detached(let start):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return .respond(refusal) }
-            start(sink)
+            if let refusal = refusalWhileLogFailed(request.head.method) {
+                return .respond(observer.finish(exchange, refusal))
+            }
+            start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
             return .deferred
         }
     }
@@ -135,16 +182,33 @@ public final class RoostService: HTTPResponder {
         return APIError.logUnavailable.response
     }
 
-    public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
-        APIError.from(failure).response
+    /// Renders, within the round's budget, the engine answers loop `loop`
+    /// left for this round (`LoopRequests.renderingPerRoundMax`).
+    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {
+        // A server on loops of its own (tests) has more loops than the engine:
+        // those never hand it work.
+        guard loop < loopRequests.count else { return }
+        loopRequests[loop].beginRound(at: start)
     }
 
-    /// Routes one request; every thrown error becomes its envelope.
-    package func route(_ request: HTTPRequest) -> RouteOutcome {
+    public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
+        // Counted in the shared lane: the HTTP layer does not say which loop asks.
+        let exchange = observer.begin(.other("-"), loop: -1, route: observer.metrics.refusedSlot)
+        return observer.finish(exchange, APIError.from(failure).response)
+    }
+
+    /// Routes one request at the exchange's time (every thrown error becomes
+    /// its envelope); notes its route slot and the app its key belongs to in
+    /// `exchange`.
+    private func route(_ request: HTTPRequest, exchange: inout Exchange) -> RouteOutcome {
+        _ = RequestAttribution.take()
+        defer { exchange.app = RequestAttribution.take() }
         do {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
-            let context = RequestContext(
-                request: request, parameters: parameters, nowMilliseconds: clock.wallMilliseconds())
+            exchange.route = route.index
+            let now = exchange.wallMilliseconds
+            let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)
+            let context = RequestContext(request: request, parameters: parameters, nowMilliseconds: now, caller: caller)
             return try route.handler(context)
         } catch {
             return .response(error.response)
@@ -153,20 +217,27 @@ public final class RoostService: HTTPResponder {
 
     /// Answers one request and waits for a deferred answer (tests and tools;
     /// never on an event loop).
+    /// Counted and stamped as a served request is, in the shared lane.
     package func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        switch route(request) {
+        var exchange = observer.begin(request.head.method, loop: -1, route: observer.metrics.unmatchedSlot)
+        let outcome = route(request, exchange: &exchange)
+        let observer = observer
+        switch outcome {
         case .response(let response):
-            return response
+            return observer.finish(exchange, response)
         case .engine(let work, let answer):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
+            if let refusal = refusalWhileLogFailed(request.head.method) { return observer.finish(exchange, refusal) }
             return await withCheckedContinuation { continuation in
-                CallerReply(registry: registry, sink: ContinuationSink(continuation: continuation))
-                    .submit(work, answer: answer)
+                let sink = ObservedSink(
+                    inner: ContinuationSink(continuation: continuation), observer: observer, exchange: exchange)
+                CallerReply(registry: registry, sink: sink).submit(work, answer: answer)
             }
         case .detached(let start):
-            if let refusal = refusalWhileLogFailed(request.head.method) { return refusal }
+            if let refusal = refusalWhileLogFailed(request.head.method) { return observer.finish(exchange, refusal) }
             return await withCheckedContinuation { continuation in
-                start(ContinuationSink(continuation: continuation))
+                start(
+                    ObservedSink(
+                        inner: ContinuationSink(continuation: continuation), observer: observer, exchange: exchange))
             }
         }
     }
@@ -190,13 +261,24 @@ struct ContinuationSink: HTTPReplySink {
 /// The requests of one engine loop that wait for outcomes: confined to that
 /// loop's thread. Each request's work goes to the loop's `ShardLoop` as
 /// values with a ticket; the outcomes come back on this thread and the
-/// request's `EngineAnswer` renders them here.
+/// request's `EngineAnswer` renders them here, in the order the requests
+/// became complete, for at most `renderingPerRoundMax` of each loop round
+/// (the rest in the next rounds: `RenderQueue`).
 final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     // @unchecked: every member is touched on the loop's thread only (asserted).
 
     /// Parts (work items) one request may have: the ticket keeps the part in
     /// its low bits.
     static let partsPerRequestMax = 16
+    /// How long one loop round renders engine answers, counted from the
+    /// round's start; at least one answer per round, so a round may run over
+    /// by one answer (a 1,000-device page of large devices: ~28 ms end to
+    /// end in a release build). The rest wait, in order, for the next round,
+    /// and the loop wakes itself for it: accepts, reads and answers that
+    /// need no engine (`/healthz`) come in between. A page of 200 devices of
+    /// ~3.8 KB (0.86 MB) takes 4–6 ms end to end (release, quiet machine),
+    /// so under the burst of docs/http.md a round renders one or two.
+    static let renderingPerRoundMax: Duration = .milliseconds(5)
 
     private struct Waiting {
         var answer: EngineAnswer
@@ -206,15 +288,37 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         var failed = false
     }
 
+    /// A request whose outcomes are all in, waiting to be rendered.
+    private struct Complete {
+        var answer: EngineAnswer
+        var sink: any HTTPReplySink
+        /// Nil when the log could not take a write among them.
+        var outcomes: [Outcome]?
+    }
+
     let loop: ShardLoop
     /// Requests waiting for outcomes, in slots reused through `freeSlots`
     /// (no hashing, no allocation per request once warm). The ticket holds
     /// the slot and the part.
     private var slots: [Waiting?] = []
     private var freeSlots: [Int] = []
+    private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
+    /// The loop was asked for another round for what `complete` still holds.
+    private var wakeAsked = false
+    private let clock = ContinuousClock()
 
     init(loop: ShardLoop) {
         self.loop = loop
+    }
+
+    /// A round of the loop began at `start` (its HTTP server's loop says so,
+    /// `HTTPResponder.willFinishRound`): renders what earlier rounds left, as
+    /// far as this round's budget goes.
+    func beginRound(at start: ContinuousClock.Instant) {
+        loop.executor.preconditionOnLoop("LoopRequests.beginRound")
+        complete.beginRound(at: start)
+        wakeAsked = false
+        renderComplete()
     }
 
     /// Queues a request's work for the end of this round. `wake` asks for a
@@ -252,10 +356,23 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             guard slots[slot]!.missing == 0 else { continue }
             guard let entry = slots[slot].take() else { continue }
             freeSlots.append(slot)
-            let reply = LoopReply(requests: self, sink: entry.sink)
             let acknowledged = entry.outcomes.compactMap { $0 }
             precondition(entry.failed || acknowledged.count == entry.outcomes.count, "request \(slot) incomplete")
-            entry.answer.finish(entry.failed ? nil : acknowledged, reply)
+            complete.append(
+                Complete(answer: entry.answer, sink: entry.sink, outcomes: entry.failed ? nil : acknowledged))
+        }
+        renderComplete()
+    }
+
+    /// Renders complete requests, oldest first, while the round's budget
+    /// lasts; asks the loop for another round when some are left.
+    private func renderComplete() {
+        while !complete.isEmpty, let entry = complete.next(now: clock.now) {
+            entry.answer.finish(entry.outcomes, LoopReply(requests: self, sink: entry.sink))
+        }
+        if !complete.isEmpty && !wakeAsked {
+            wakeAsked = true
+            loop.executor.wake()
         }
     }
 }

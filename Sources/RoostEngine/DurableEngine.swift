@@ -1,3 +1,4 @@
+import Glibc
 import RoostModel
 import RoostStorage
 import Synchronization
@@ -13,6 +14,22 @@ package final class DurableEngine: Sendable {
     /// snapshot; read after the snapshot's start LSN is taken. Set once by the
     /// service that owns the catalog (`setCatalogSnapshotSource`).
     private let catalogSource = Mutex<(@Sendable () -> [[UInt8]])?>(nil)
+    private let snapshotFiguresState = Mutex(SnapshotFigures())
+
+    /// What the snapshots of this process did, for metrics.
+    package struct SnapshotFigures: Sendable, Equatable {
+        /// Snapshots written and checkpointed, and those that failed.
+        package var completed: UInt64 = 0
+        package var failed: UInt64 = 0
+        /// The last completed one: how long it took, its file size and records.
+        package var lastDuration: Duration?
+        package var lastBytes: UInt64?
+        package var lastRecords: UInt64?
+        /// When the newest snapshot on disk was finished, in milliseconds
+        /// since the Unix epoch: the file's modification time at start-up,
+        /// then the end of each snapshot written here. Nil while there is none.
+        package var lastCompletedWallMilliseconds: Int64?
+    }
 
     /// What recovery found, for the operator (one line each).
     package struct RecoveryReport: Sendable {
@@ -33,7 +50,17 @@ package final class DurableEngine: Sendable {
         self.registry = registry
         self.log = log
         self.shardCount = shardCount
+        if let path = log.wal.newestSnapshotPath {
+            var info = stat()
+            if stat(path, &info) == 0 {
+                let milliseconds = Int64(info.st_mtim.tv_sec) * 1000 + Int64(info.st_mtim.tv_nsec) / 1_000_000
+                snapshotFiguresState.withLock { $0.lastCompletedWallMilliseconds = milliseconds }
+            }
+        }
     }
+
+    /// What the snapshots of this process did so far.
+    package var snapshotFigures: SnapshotFigures { snapshotFiguresState.withLock { $0 } }
 
     /// Opens the log in `directory` and rebuilds every index from the newest
     /// valid snapshot and the log after it; the shards run on `loopCount`
@@ -131,8 +158,30 @@ package final class DurableEngine: Sendable {
     /// every shard in bounded slices while writers continue, then checkpoints it (temp → fsync → rename → fsync dir →
     /// checkpoint slot → old segments deleted). Replay from the snapshot's
     /// start LSN makes it exact. Returns nil when nothing was appended since
-    /// the last snapshot.
+    /// the last snapshot. Counted in `snapshotFigures`.
     package func snapshot() async throws -> SnapshotSummary? {
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            guard let summary = try await writeSnapshot() else { return nil }
+            let duration = clock.now - started
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            snapshotFiguresState.withLock { figures in
+                figures.completed += 1
+                figures.lastDuration = duration
+                figures.lastBytes = summary.fileBytes
+                figures.lastRecords = summary.recordCount
+                figures.lastCompletedWallMilliseconds = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+            }
+            return summary
+        } catch {
+            snapshotFiguresState.withLock { $0.failed += 1 }
+            throw error
+        }
+    }
+
+    private func writeSnapshot() async throws -> SnapshotSummary? {
         var devices = 0
         for shard in registry.shardSet.shards { devices += await shard.deviceCount() }
         log.resetSnapshotTrigger()

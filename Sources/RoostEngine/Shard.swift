@@ -262,8 +262,25 @@ package actor Shard {
         table.indexes.values.reduce(0) { $0 + $1.stats().devices }
     }
 
+    /// Returns the devices and people of every index this shard holds, in
+    /// no order (metrics). O(indexes) in one turn: indexes are bounded by
+    /// the catalog's apps (two modes each).
+    package func census() -> [IndexCensus] {
+        table.indexes.map { key, index in
+            let stats = index.stats()
+            return IndexCensus(key: key, devices: stats.devices, people: stats.people)
+        }
+    }
+
     /// Runs a read-only closure over one index (tests and tools).
     package func read<Result: Sendable>(_ key: IndexKey, _ body: (AppIndex) -> Result) -> Result? {
         table.indexes[key].map(body)
     }
+}
+
+/// The size of one index at one moment (metrics).
+package struct IndexCensus: Sendable, Equatable {
+    package var key: IndexKey
+    package var devices: Int
+    package var people: Int
 }

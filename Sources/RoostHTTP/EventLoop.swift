@@ -1,19 +1,25 @@
 import Glibc
 import RoostPlatform
+import Synchronization
 
 /// One connection owned by a loop: its socket, identity and state machine.
 final class LoopConnection {
     let socket: FileDescriptor
     /// `id << 32 | fd`, unique for the loop's lifetime.
     let key: UInt64
+    /// The place it holds in `ServerShared`: under the cap, or in the reserve.
+    let admission: HTTPAdmission
     var machine: HTTPConnectionMachine
     var interest: EpollEvents = .readable
     /// The peer, read once at accept; every request of the connection carries it.
     let peerAddress: IPAddress?
+    /// Counted in its loop's `LoopMailbox.silentConnections`: it has not sent a byte.
+    var countedSilent = false
 
-    init(socket: FileDescriptor, key: UInt64, machine: HTTPConnectionMachine) {
+    init(socket: FileDescriptor, key: UInt64, admission: HTTPAdmission, machine: HTTPConnectionMachine) {
         self.socket = socket
         self.key = key
+        self.admission = admission
         self.machine = machine
         self.peerAddress = TCPSocket.peerAddress(of: socket)
     }
@@ -30,6 +36,14 @@ final class EventLoop {
     private static let acceptsPerWakeMax = 64
     /// Pause after EMFILE/ENFILE before accepting again.
     private static let acceptPause: Duration = .milliseconds(100)
+    /// Queued bytes (their high-water marks) of connections closed since the
+    /// last `MemoryAllocator.returnFreePages`, past which the next sweep
+    /// gives malloc's free pages back to the kernel.
+    static let returnFreePagesAfterBytes = 4 * 1024 * 1024
+    /// Eviction victims chosen per scan of the connections (O(open
+    /// connections)): a burst of newcomers at the cap costs one scan per this
+    /// many, not one each.
+    private static let evictionCandidatesPerScan = 64
 
     private let epoll: Epoll
     /// The server's listener; nil once this loop stopped accepting (drain).
@@ -65,6 +79,11 @@ final class EventLoop {
     static let requestsPerRoundMax = 32
     /// Requests dispatched since the last engine round of this batch.
     private var dispatchedInRound = 0
+    /// See `returnFreePagesAfterBytes`.
+    private var closedQueuedBytesSinceTrim = 0
+    /// The idlest connections found by the last scan, idlest last; valid
+    /// only within the batch of accepts or hand-overs that made it.
+    private var evictionCandidates: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
 
     init(
         epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
@@ -129,9 +148,12 @@ final class EventLoop {
             if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
         }
         for case let connection? in connections { close(connection) }
-        for socket in mailbox.takeHandedOver() {
-            socket.close()
-            shared.releaseConnection()
+        for handed in mailbox.takeHandedOver() {
+            handed.socket.close()
+            switch handed.admission {
+            case .counted: shared.releaseConnection()
+            case .atCap: break  // never counted
+            }
         }
         // Streams started for connections that are gone: their producers must stop.
         for delivery in mailbox.takeAll() {
@@ -157,6 +179,8 @@ final class EventLoop {
 
     private func acceptConnections(now: ContinuousClock.Instant) {
         guard let listener else { return }
+        evictionCandidates.removeAll()
+        defer { evictionCandidates.removeAll() }
         for _ in 0..<Self.acceptsPerWakeMax {
             let accepted: NonBlockingResult<FileDescriptor>
             do {
@@ -168,6 +192,7 @@ final class EventLoop {
                     // instead of spinning on a level-triggered readiness.
                     epoll.remove(listener)
                     acceptPausedUntil = now + Self.acceptPause
+                    shared.refused(.acceptPaused, loop: mailbox.loopIndex)
                     return
                 default:
                     continue  // ECONNABORTED and the like concern one peer only.
@@ -178,25 +203,118 @@ final class EventLoop {
                 return
             case .done(let socket):
                 guard shared.reserveConnection() else {
-                    socket.close()
+                    admitAtCap(socket, search: HandedOverConnection.AtCapSearch(), now: now)
                     continue
                 }
                 let target = shared.loopForNextConnection(loopCount: siblings.count)
                 if target == mailbox.loopIndex {
-                    register(socket, now: now)
+                    register(socket, admission: .counted, now: now)
                 } else {
-                    siblings[target].handOver(socket)
+                    siblings[target].handOver(HandedOverConnection(socket: socket, admission: .counted))
                 }
             }
         }
     }
 
-    /// Starts serving an accepted connection, already counted in `shared`.
-    private func register(_ socket: FileDescriptor, now: ContinuousClock.Instant) {
+    /// Lets in a connection accepted at `connectionsMax`, not counted yet, in
+    /// the place of an idle one: a connection that never spoke, on whichever
+    /// loop holds one (this loop's first); else this loop's connection idle
+    /// longest between requests, else the next loop's, in turn. When no loop
+    /// has an idle connection, the last gives the newcomer a reserved place
+    /// (a probe only, `HTTPServerLimits.reservedConnections`) or closes it.
+    /// At most two hand-overs per loop.
+    private func admitAtCap(
+        _ socket: FileDescriptor, search: HandedOverConnection.AtCapSearch, now: ContinuousClock.Instant
+    ) {
+        var search = search
+        let loopCount = siblings.count
+        precondition(search.loopsWithoutIdle < loopCount, "at-cap search past every loop: \(search)")
+        if shared.reserveConnection() {
+            register(socket, admission: .counted, now: now)  // a place came free meanwhile
+            return
+        }
+        if drainDeadline == nil {
+            if mailbox.silentConnections.load(ordering: .relaxed) > 0, let victim = nextEvictionVictim() {
+                evict(victim, for: socket, now: now)
+                return
+            }
+            if search.silentRedirects < loopCount,
+                let holder = siblings.firstIndex(where: {
+                    $0 !== mailbox && $0.silentConnections.load(ordering: .relaxed) > 0
+                })
+            {
+                search.silentRedirects += 1
+                siblings[holder].handOver(HandedOverConnection(socket: socket, admission: .atCap(search)))
+                return
+            }
+            if let victim = nextEvictionVictim() {
+                evict(victim, for: socket, now: now)
+                return
+            }
+        }
+        search.loopsWithoutIdle += 1
+        if search.loopsWithoutIdle < loopCount {
+            let next = (mailbox.loopIndex + 1) % loopCount
+            siblings[next].handOver(HandedOverConnection(socket: socket, admission: .atCap(search)))
+        } else if shared.reserveProbeConnection() {
+            register(socket, admission: .reserved, now: now)
+        } else {
+            socket.close()
+            shared.refused(.connectionsMax, loop: mailbox.loopIndex)
+        }
+    }
+
+    /// Closes `victim` and gives its counted place to the newcomer `socket`.
+    private func evict(_ victim: LoopConnection, for socket: FileDescriptor, now: ContinuousClock.Instant) {
+        close(victim, releasing: false)
+        shared.refused(.evictedAtCap, loop: mailbox.loopIndex)
+        register(socket, admission: .counted, now: now)
+    }
+
+    /// Returns this loop's idlest evictable connection, or nil. Scans the
+    /// connections (O(open connections)) only when the candidates of the
+    /// last scan in this batch are used up.
+    private func nextEvictionVictim() -> LoopConnection? {
+        if evictionCandidates.isEmpty { scanEvictionCandidates() }
+        while let (rank, connection) = evictionCandidates.popLast() {
+            let fd = Int(connection.socket.rawValue)
+            // Still open and still as idle as when ranked (nothing ran on it since).
+            guard connections[fd] === connection, connection.machine.evictionRank == rank else { continue }
+            return connection
+        }
+        return nil
+    }
+
+    /// Keeps the `evictionCandidatesPerScan` idlest counted connections,
+    /// idlest last. O(open connections × log of the candidates kept).
+    private func scanEvictionCandidates() {
+        var kept: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
+        kept.reserveCapacity(Self.evictionCandidatesPerScan + 1)
+        for case let connection? in connections where connection.admission == .counted {
+            guard let rank = connection.machine.evictionRank else { continue }
+            if kept.count == Self.evictionCandidatesPerScan, let leastIdle = kept.first, !(rank < leastIdle.rank) {
+                continue
+            }
+            // Kept in descending order: the idlest (smallest rank) at the end.
+            var low = 0
+            var high = kept.count
+            while low < high {
+                let middle = (low + high) / 2
+                if rank < kept[middle].rank { low = middle + 1 } else { high = middle }
+            }
+            kept.insert((rank, connection), at: low)
+            if kept.count > Self.evictionCandidatesPerScan { kept.removeFirst() }
+        }
+        evictionCandidates = kept
+    }
+
+    /// Starts serving an accepted connection, already counted in `shared`
+    /// (`admission` says where).
+    private func register(_ socket: FileDescriptor, admission: HTTPAdmission, now: ContinuousClock.Instant) {
         guard drainDeadline == nil else {
             // Handed over while this loop drains: it takes nothing new.
             socket.close()
-            shared.releaseConnection()
+            shared.release(admission)
             return
         }
         let fd = Int(socket.rawValue)
@@ -206,16 +324,23 @@ final class EventLoop {
             try epoll.add(socket, events: .readable, token: UInt64(fd))
         } catch {
             socket.close()
-            shared.releaseConnection()
+            shared.release(admission)
             return
         }
         if fd >= connections.count {
             connections.append(contentsOf: repeatElement(nil, count: max(fd + 1 - connections.count, 64)))
         }
         precondition(connections[fd] == nil, "descriptor \(fd) accepted while still registered")
-        connections[fd] = LoopConnection(
-            socket: socket, key: key, machine: HTTPConnectionMachine(limits: limits, now: now))
+        let connection = LoopConnection(
+            socket: socket, key: key, admission: admission,
+            machine: HTTPConnectionMachine(limits: limits, now: now, admission: admission))
+        if admission == .counted {
+            connection.countedSilent = true
+            mailbox.silentConnections.wrappingAdd(1, ordering: .relaxed)
+        }
+        connections[fd] = connection
         openCount += 1
+        shared.accepted(loop: mailbox.loopIndex)
     }
 
     private func resumeAccepting() {
@@ -230,11 +355,14 @@ final class EventLoop {
 
     // MARK: - Answers (from this and other threads), shutdown
 
-    /// The end of a round: the executor's round (the engine takes the
-    /// commands dispatched so far), then the answers. Answering a pipelined
-    /// request can dispatch the next one; its work is taken in another pass,
-    /// a few at most, then the loop wakes itself for the next round.
+    /// The end of a round that began at `now`: the responder is told (it
+    /// renders what it left for this round, within its budget), then the
+    /// executor's round (the engine takes the commands dispatched so far),
+    /// then the answers. Answering a pipelined request can dispatch the next
+    /// one; its work is taken in another pass, a few at most, then the loop
+    /// wakes itself for the next round.
     private func finishRound(now: ContinuousClock.Instant) {
+        responder.willFinishRound(loop: mailbox.loopIndex, startedAt: now)
         for _ in 0..<Self.deliveryPassesMax {
             dispatchedSinceRound = false
             mailbox.executor.runRound()
@@ -249,7 +377,14 @@ final class EventLoop {
     /// Registers the connections other loops handed over and hands every
     /// answer in the mailbox to its connection; returns whether there were any.
     private func handleDeliveries(now: ContinuousClock.Instant) -> Bool {
-        for socket in mailbox.takeHandedOver() { register(socket, now: now) }
+        evictionCandidates.removeAll()
+        for handed in mailbox.takeHandedOver() {
+            switch handed.admission {
+            case .counted: register(handed.socket, admission: .counted, now: now)
+            case .atCap(let search): admitAtCap(handed.socket, search: search, now: now)
+            }
+        }
+        evictionCandidates.removeAll()
         let deliveries = mailbox.takeAll()
         deliver(deliveries, now: now)
         if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
@@ -309,6 +444,7 @@ final class EventLoop {
                     connection.machine.receivedEndOfStream()
                 case .done(let count):
                     connection.machine.received(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]), now: now)
+                    if connection.countedSilent && !connection.machine.isAwaitingFirstByte { noteSpoke(connection) }
                 }
             } catch {
                 close(connection)  // ECONNRESET and the like: the peer is gone.
@@ -336,6 +472,7 @@ final class EventLoop {
                 case .deferred: break
                 }
             case .refuse(let failure, let sequence):
+                shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)
                 connection.machine.answer(responder.response(for: failure), to: sequence, now: now)
             case .write:
                 let result = connection.machine.withOutput { bytes in
@@ -389,16 +526,29 @@ final class EventLoop {
         return true
     }
 
-    private func close(_ connection: LoopConnection) {
+    /// Closes a connection and, unless its place passes to a newcomer
+    /// (`releasing` false, an eviction), releases its count.
+    private func close(_ connection: LoopConnection, releasing: Bool = true) {
         let fd = Int(connection.socket.rawValue)
         precondition(connections[fd] === connection, "closing descriptor \(fd) not owned by this connection")
+        precondition(releasing || connection.admission == .counted, "evicting a reserved connection \(fd)")
         epoll.remove(connection.socket)
         connection.socket.close()
         connections[fd] = nil
         openCount -= 1
-        shared.releaseConnection()
+        if releasing { shared.release(connection.admission) }
+        if connection.countedSilent { noteSpoke(connection) }
+        closedQueuedBytesSinceTrim += connection.machine.queuedBytesHighWater
         // The bodies not yet sent are not wanted any more: tell their producers.
         for stream in connection.machine.takeAllStreams() { stream.abortFromServer() }
+    }
+
+    /// The connection sent its first byte or closed: it no longer counts as silent.
+    private func noteSpoke(_ connection: LoopConnection) {
+        precondition(connection.countedSilent, "connection \(connection.key) was not counted silent")
+        connection.countedSilent = false
+        let after = mailbox.silentConnections.wrappingSubtract(1, ordering: .relaxed).newValue
+        precondition(after >= 0, "silent connections of loop \(mailbox.loopIndex) went negative: \(after)")
     }
 
     /// Closes every connection whose peer has been too slow. O(open connections),
@@ -406,7 +556,18 @@ final class EventLoop {
     private func sweep(now: ContinuousClock.Instant) {
         nextSweep = now + sweepInterval
         for case let connection? in connections where connection.machine.hasTimedOut(now: now) {
+            if let reason = HTTPRefusalReason.afterTimeout(connection.machine.state, limits: limits, now: now) {
+                shared.refused(reason, loop: mailbox.loopIndex)
+            } else if case .awaitingRequest = connection.machine.state {
+                shared.closedIdle(loop: mailbox.loopIndex)
+            }
             close(connection)
+        }
+        // glibc keeps what large answers left behind in its arenas; give it
+        // back once closed connections had held a few MiB.
+        if closedQueuedBytesSinceTrim >= Self.returnFreePagesAfterBytes {
+            closedQueuedBytesSinceTrim = 0
+            MemoryAllocator.returnFreePages()
         }
     }
 }

@@ -17,11 +17,12 @@ package enum HTTPConnectionAction {
 }
 
 /// The phase of one HTTP/1.1 connection, each case holding only the data
-/// valid in it. The first four are "serving" (requests are read, parsed and
+/// valid in it. The first five are "serving" (requests are read, parsed and
 /// dispatched); the others end the connection. docs/http.md has the details.
 ///
 /// ```
-///                   first byte             head complete
+///  awaitingFirstByte ── first byte ──┐
+///                   first byte       ▼     head complete
 ///  awaitingRequest ───────────▶ readingHead ────────────▶ readingBody
 ///         ▲                          │ request complete        │
 ///         │                          ▼                         │
@@ -35,6 +36,9 @@ package enum HTTPConnectionAction {
 ///  closing ── output written, shutdownWrite ──▶ lingering ── peer closed or linger over ──▶ (close)
 /// ```
 package enum HTTPConnectionState: Equatable, Sendable {
+    /// The connection was accepted at `since` and no byte has arrived: the
+    /// first-byte timeout runs.
+    case awaitingFirstByte(since: ContinuousClock.Instant)
     /// Nothing is owed and no byte of a next request is buffered: the
     /// keep-alive idle timeout runs from `since`.
     case awaitingRequest(since: ContinuousClock.Instant)
@@ -66,6 +70,30 @@ package enum HTTPConnectionState: Equatable, Sendable {
     /// The sending side is shut down since `since`: input is discarded until
     /// the peer closes or `HTTPConnectionMachine.lingerTimeout` passes.
     case lingering(since: ContinuousClock.Instant, firstDropped: UInt64)
+}
+
+/// How a connection was let in.
+package enum HTTPAdmission: Equatable, Sendable {
+    /// Under `connectionsMax` (possibly in the place of an evicted connection).
+    case counted
+    /// Beyond the cap, one of `reservedConnections`: one request, to a path
+    /// in `reservedPaths`, answered with `Connection: close`.
+    case reserved
+}
+
+/// How idle a connection is, for eviction at the connection cap: smaller is
+/// evicted first. A connection that never sent a byte comes before one idle
+/// between requests; within each, the one idle since longest.
+package struct HTTPEvictionRank: Comparable, Sendable {
+    /// The connection has not sent a byte since it was accepted.
+    package var neverSpoke: Bool
+    /// Since when it has been idle (the accept, or its last answer queued).
+    package var since: ContinuousClock.Instant
+
+    package static func < (a: HTTPEvictionRank, b: HTTPEvictionRank) -> Bool {
+        if a.neverSpoke != b.neverSpoke { return a.neverSpoke }
+        return a.since < b.since
+    }
 }
 
 /// The sans-I/O state of one HTTP/1.1 connection: it parses received bytes,
@@ -142,11 +170,25 @@ package struct HTTPConnectionMachine {
     private var output: Output
     /// Streams the machine will never send; the loop aborts them (`takeAbandonedStreams`).
     private var abandonedStreams: [LoopBodyStream] = []
+    private let admission: HTTPAdmission
+    /// When the connection was accepted: the first-byte timeout runs from here
+    /// until a request begins (blank lines before it do not count).
+    private let acceptedAt: ContinuousClock.Instant
+    /// A reserved connection's first request is not a probe: the next action is `.close`.
+    private var refusedAdmission = false
+    /// Requests dispatched or refused whose answers have not arrived; while
+    /// serving, at most `unansweredRequestsMax`.
+    private var unansweredCount = 0
+    /// Body bytes of answers that arrived but wait in their slots (behind an
+    /// unanswered request or a stream); they count toward the output budget.
+    private var heldAnswerBytes = 0
 
-    package init(limits: HTTPServerLimits, now: ContinuousClock.Instant) {
+    package init(limits: HTTPServerLimits, now: ContinuousClock.Instant, admission: HTTPAdmission = .counted) {
         self.limits = limits
+        self.admission = admission
+        acceptedAt = now
         parser = HTTPParser(limits: limits)
-        state = .awaitingRequest(since: now)
+        state = .awaitingFirstByte(since: now)
         output = Output(lastProgress: now)
     }
 
@@ -155,6 +197,39 @@ package struct HTTPConnectionMachine {
 
     /// Queued response bytes not yet written.
     package var pendingOutputBytes: Int { output.pendingBytes }
+
+    /// Where the loop may evict this connection at the connection cap; nil
+    /// when it is not idle (a request is arriving, answers are owed, output
+    /// is queued, or it is ending).
+    package var evictionRank: HTTPEvictionRank? {
+        guard pendingOutputBytes == 0 && activeStreamState == nil && !refusedAdmission else { return nil }
+        switch state {
+        case .awaitingFirstByte(let since): return HTTPEvictionRank(neverSpoke: true, since: since)
+        case .awaitingRequest(let since): return HTTPEvictionRank(neverSpoke: false, since: since)
+        case .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest, .draining, .closing, .lingering:
+            return nil
+        }
+    }
+
+    /// Whether no request has begun since the accept (blank lines aside).
+    package var isAwaitingFirstByte: Bool {
+        if case .awaitingFirstByte = state { return true }
+        return false
+    }
+
+    /// Response bytes the connection holds for its peer: unwritten output
+    /// plus answers waiting in their slots. At or above
+    /// `writeBufferBytesMax` nothing more is read or dispatched.
+    package var queuedBytes: Int { output.pendingBytes + heldAnswerBytes }
+
+    /// The most `queuedBytes` seen before a write: what the connection's
+    /// answers made the process allocate at once (the loop returns memory to
+    /// the kernel after closing connections that held much).
+    package private(set) var queuedBytesHighWater = 0
+
+    /// The capacity of the connection's input and output buffers, in bytes
+    /// (what it holds even when they are empty).
+    package var bufferCapacityBytes: Int { output.bytes.capacity + parser.bufferCapacityBytes }
 
     /// Whether the connection has nothing in flight and nothing half-received
     /// (an idle keep-alive connection).
@@ -166,7 +241,7 @@ package struct HTTPConnectionMachine {
     /// (it ends, or drains) they are discarded.
     package mutating func received(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant) {
         switch state {
-        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
             parser.append(bytes)
             noteProgress(now)
         case .finishingLastRequest, .draining, .closing, .lingering:
@@ -255,7 +330,8 @@ package struct HTTPConnectionMachine {
                 "answer for request \(sequence) after the connection's last answer (dropped \(firstDropped)..<\(nextSequence))"
             )
             return false
-        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest, .draining:
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest,
+            .draining:
             break
         }
         precondition(slotsHead < slots.count, "answer for request \(sequence) but none is pending")
@@ -264,6 +340,9 @@ package struct HTTPConnectionMachine {
         let index = slotsHead + Int(sequence - first)
         precondition(index < slots.count, "answer for request \(sequence) that was never dispatched")
         precondition(slots[index].answer == nil, "request \(sequence) answered twice")
+        precondition(unansweredCount > 0, "answer for request \(sequence) with none unanswered")
+        unansweredCount -= 1
+        if case .response(let response) = answer { heldAnswerBytes += response.body.count }
         var accepted = true
         if case .stream(let status, let headers, _) = answer, slots[index].isHead {
             slots[index].answer = .stream(status: status, headers: headers, stream: nil)
@@ -282,7 +361,8 @@ package struct HTTPConnectionMachine {
         if count > 0 { output.lastProgress = now }
         output.offset += count
         if output.offset == output.bytes.count {
-            output.bytes.removeAll(keepingCapacity: output.bytes.capacity <= limits.writeBufferBytesMax)
+            // An idle connection keeps a small buffer, not its largest answer's.
+            output.bytes.removeAll(keepingCapacity: output.bytes.capacity <= limits.bufferBytesRetainedMax)
             output.offset = 0
         } else {
             // A short write means the socket buffer is full: wait for writability.
@@ -306,7 +386,7 @@ package struct HTTPConnectionMachine {
     /// dispatched, then close.
     package mutating func beginDrain() {
         switch state {
-        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest:
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest:
             state = .draining
         case .draining, .closing, .lingering:
             break  // already ending
@@ -327,13 +407,20 @@ package struct HTTPConnectionMachine {
     package mutating func nextAction(
         now: ContinuousClock.Instant, bodyLimit: (HTTPRequestHead) -> Int
     ) -> HTTPConnectionAction {
+        if refusedAdmission { return .close }
         if mayParse {
             switch parser.next(bodyLimit: bodyLimit) {
             case .request(let request):
+                if admission == .reserved && !isProbe(request.head) {
+                    refusedAdmission = true
+                    return .close
+                }
+                // A reserved connection serves one request.
+                let keepAlive = request.head.keepAlive && admission == .counted
                 let sequence = enqueueSlot(
-                    keepAlive: request.head.keepAlive, isHead: request.head.method == .head,
+                    keepAlive: keepAlive, isHead: request.head.method == .head,
                     isHTTP10: request.head.version == .http10)
-                if !request.head.keepAlive { state = .finishingLastRequest }
+                if !keepAlive { state = .finishingLastRequest }
                 noteProgress(now)
                 return .dispatch(request, sequence: sequence)
             case .failure(let failure):
@@ -358,10 +445,11 @@ package struct HTTPConnectionMachine {
             }
         }
         if pendingOutputBytes > 0 {
+            queuedBytesHighWater = max(queuedBytesHighWater, queuedBytes)
             return output.isBlocked ? .wait(read: false, write: true) : .write
         }
         switch state {
-        case .awaitingRequest, .readingHead, .readingBody:
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody:
             precondition(pendingAnswers == 0, "\(pendingAnswers) answers pending in state \(state)")
             return peerClosed ? .close : .wait(read: mayRead, write: false)
         case .awaitingAnswers, .finishingLastRequest:
@@ -384,6 +472,7 @@ package struct HTTPConnectionMachine {
             return now - output.lastProgress > limits.writeStallTimeout
         }
         switch state {
+        case .awaitingFirstByte(let since): return now - since > limits.firstByteWait
         case .awaitingRequest(let since): return now - since > limits.keepAliveIdleTimeout
         case .readingHead(_, let since): return now - since > limits.headerReadTimeout
         case .readingBody(_, let since): return now - since > limits.bodyReadTimeout
@@ -395,18 +484,43 @@ package struct HTTPConnectionMachine {
     // MARK: - Internals
 
     /// Whether the next request may be parsed: the connection is serving and
-    /// within its pipelining and output limits.
+    /// within its pipelining, unanswered-request and output-byte limits.
+    /// Checked before every parse, so a single answer may take the output
+    /// past the budget but nothing starts after it until the peer reads.
     private var mayParse: Bool {
         switch state {
-        case .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
-            return pendingAnswers < limits.pipelinedRequestsMax && pendingOutputBytes < limits.writeBufferBytesMax
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
+            return pendingAnswers < limits.pipelinedRequestsMax && unansweredCount < limits.unansweredRequestsMax
+                && queuedBytes < limits.writeBufferBytesMax
         case .finishingLastRequest, .draining, .closing, .lingering:
             return false
         }
     }
 
+    /// Whether the socket may be read. Beyond what may be parsed now, a
+    /// connection waiting for its answer (`unansweredRequestsMax`) keeps
+    /// reading up to one read buffer of input, so that a client sending one
+    /// request at a time keeps its epoll interest unchanged; over the output
+    /// budget or the pipelining cap nothing is read.
     private var mayRead: Bool {
-        mayParse && !peerClosed
+        if peerClosed { return false }
+        if mayParse { return true }
+        switch state {
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
+            return pendingAnswers < limits.pipelinedRequestsMax && queuedBytes < limits.writeBufferBytesMax
+                && parser.bufferedBytes < limits.readBufferBytes
+        case .finishingLastRequest, .draining, .closing, .lingering:
+            return false
+        }
+    }
+
+    /// Whether a reserved connection may serve this request: a GET or HEAD
+    /// of one of `reservedPaths` (the query does not matter).
+    private func isProbe(_ head: HTTPRequestHead) -> Bool {
+        switch head.method {
+        case .get, .head: return limits.reservedPaths.contains { head.path == $0 }
+        case .post, .put, .patch, .delete, .options, .other: return false
+        }
     }
 
     private var isDraining: Bool {
@@ -422,6 +536,7 @@ package struct HTTPConnectionMachine {
             slotsHead = 0
         }
         slots.append(Slot(sequence: sequence, keepAlive: keepAlive, isHead: isHead, isHTTP10: isHTTP10, answer: nil))
+        unansweredCount += 1
         // The request is complete (or refused): a 100 Continue would be pointless now.
         if case .awaitingAnswers(continueOwed: true) = state { state = .awaitingAnswers(continueOwed: false) }
         return sequence
@@ -440,6 +555,8 @@ package struct HTTPConnectionMachine {
             case .response(let response):
                 slots[slotsHead].answer = nil
                 slotsHead += 1
+                heldAnswerBytes -= response.body.count
+                precondition(heldAnswerBytes >= 0, "held answer bytes \(heldAnswerBytes) < 0")
                 let close = !slot.keepAlive || (isDraining && isLast)
                 HTTPResponseWriter.append(response, keepAlive: !close, isHead: slot.isHead, to: &output.bytes)
                 if close {
@@ -486,6 +603,9 @@ package struct HTTPConnectionMachine {
         }
         slots.removeAll()
         slotsHead = 0
+        // Answers still to come for the dropped requests are discarded on arrival.
+        unansweredCount = 0
+        heldAnswerBytes = 0
         state = .closing(firstDropped: firstDropped)
     }
 
@@ -494,7 +614,7 @@ package struct HTTPConnectionMachine {
     /// answer went out). Only serving phases have read timeouts.
     private mutating func noteProgress(_ now: ContinuousClock.Instant) {
         switch state {
-        case .awaitingRequest, .readingHead, .readingBody:
+        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody:
             if pendingAnswers > 0 {
                 state = .awaitingAnswers(continueOwed: false)
                 return
@@ -507,6 +627,11 @@ package struct HTTPConnectionMachine {
         let request = parser.requestsParsed
         switch parser.phase {
         case .idle:
+            // Blank lines before the first request line do not make a connection speak.
+            if nextSequence == 0 {
+                state = .awaitingFirstByte(since: acceptedAt)
+                return
+            }
             if case .awaitingRequest = state { return }
             state = .awaitingRequest(since: now)
         case .head:

@@ -223,4 +223,17 @@ public protocol HTTPResponder: Sendable {
 
     /// Returns the response the server writes when it refuses a request itself.
     func response(for failure: HTTPRequestFailure) -> HTTPResponse
+
+    /// Called on loop `loop`'s thread once per round of that loop, after the
+    /// round's accepts and reads and before its executor's round, with the
+    /// instant the round began (its `epoll_wait` returned). A responder that
+    /// renders answers over several rounds (RoostService: the engine's
+    /// answers, `LoopRequests`) spends its per-round budget from `start` and
+    /// goes on with what it left for this round. Must not block. The default
+    /// does nothing.
+    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant)
+}
+
+extension HTTPResponder {
+    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {}
 }

@@ -63,6 +63,9 @@ package struct HTTPParser {
         self.limits = limits
     }
 
+    /// The capacity of the input buffer, in bytes.
+    package var bufferCapacityBytes: Int { buffer.capacity }
+
     /// Where the parser stands (see `HTTPParserPhase`).
     package var phase: HTTPParserPhase {
         switch state {
@@ -90,7 +93,7 @@ package struct HTTPParser {
         // Body states consume bytes without scanning lines.
         scanIndex = max(scanIndex, readIndex)
         if readIndex == buffer.count {
-            buffer.removeAll(keepingCapacity: buffer.capacity <= limits.readBufferBytes * 2)
+            buffer.removeAll(keepingCapacity: buffer.capacity <= limits.bufferBytesRetainedMax)
             scanIndex -= readIndex
             readIndex = 0
         } else if readIndex >= 32 * 1024 || (readIndex > 0 && readIndex * 2 >= buffer.count) {
@@ -105,6 +108,17 @@ package struct HTTPParser {
     /// `bodyLimit` gives the body limit for a head (the responder's choice); it is
     /// clamped to `limits.bodyBytesCeiling`.
     package mutating func next(bodyLimit: (HTTPRequestHead) -> Int) -> HTTPParserEvent? {
+        let event = parseNext(bodyLimit: bodyLimit)
+        // Everything consumed: free a large buffer now rather than at the
+        // next read, which an idle connection may never do.
+        if readIndex > 0 && readIndex == buffer.count { compact() }
+        return event
+    }
+
+    /// Unread bytes in the buffer (received, not yet consumed by a request).
+    package var bufferedBytes: Int { buffer.count - readIndex }
+
+    private mutating func parseNext(bodyLimit: (HTTPRequestHead) -> Int) -> HTTPParserEvent? {
         while true {
             switch state {
             case .failed:

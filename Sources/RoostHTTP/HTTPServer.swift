@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
 /// Where and how the server listens.
@@ -10,6 +11,8 @@ public struct HTTPServerConfiguration: Sendable {
     /// Event loops (threads), each with its own listening socket. One per core by default.
     public var eventLoopCount: Int
     public var limits: HTTPServerLimits
+    /// Where the loops log refusals.
+    package var logger: Logger = .standard
 
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, eventLoopCount: Int = onlineProcessorCount(),
@@ -68,7 +71,9 @@ public final class HTTPServer: Sendable {
         if !problems.isEmpty { throw HTTPServerConfigurationError(problems: problems) }
         self.configuration = configuration
         self.responder = responder
-        shared = ServerShared(connectionsMax: configuration.limits.connectionsMax)
+        shared = ServerShared(
+            connectionsMax: configuration.limits.connectionsMax, reservedMax: configuration.limits.reservedConnections,
+            loopCount: configuration.eventLoopCount, logger: configuration.logger)
         self.executors =
             executors.isEmpty
             ? try (0..<configuration.eventLoopCount).map { index throws(SystemCallError) in
@@ -83,6 +88,9 @@ public final class HTTPServer: Sendable {
 
     /// Open connections across all loops (for tests and metrics).
     public var openConnections: Int { shared.openConnections }
+
+    /// Connections and refusals since start, summed over the loops (a scrape).
+    public var statistics: HTTPServerStatistics { shared.statistics }
 
     /// The most bytes any streamed response ever had queued beyond what its
     /// socket accepted (for tests: it stays near `streamBufferBytesMax`).
@@ -118,6 +126,8 @@ public final class HTTPServer: Sendable {
     package func start(on bound: BoundListener) throws -> UInt16 {
         try state.withLock { state throws -> UInt16 in
             precondition(!state.started, "HTTPServer.start called twice")
+            // Large answers' blocks go back to the kernel when freed (docs/http.md).
+            MemoryAllocator.mapLargeBlocks()
             let limits = configuration.limits
             let listener = bound.descriptor
             let port = bound.port

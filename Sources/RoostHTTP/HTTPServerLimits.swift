@@ -13,9 +13,25 @@ public struct HTTPServerLimits: Sendable, Equatable {
     public var bodyBytesCeiling: Int = 64 * 1024 * 1024
     /// One chunk-size line of a chunked body, extensions included. Over it: 400.
     public var chunkLineBytesMax: Int = 1024
-    /// Open connections across all event loops. Beyond it a new connection
-    /// is accepted and closed at once.
+    /// Open connections across all event loops. At the cap a new connection
+    /// takes the place of the idlest open one (one that never sent a byte,
+    /// else the one idle longest between requests); with none idle it may
+    /// take one of `reservedConnections`, else it is accepted and closed.
     public var connectionsMax: Int = 10_000
+    /// Connections beyond `connectionsMax`, for probes: taken only when the
+    /// cap is reached and no connection is idle. Such a connection serves one
+    /// GET or HEAD of a path in `reservedPaths`, with `Connection: close`; any
+    /// other first request closes it unanswered.
+    public var reservedConnections: Int = 16
+    /// The paths a reserved connection may request (exact match, no query
+    /// needed): liveness, readiness and metrics, which an operator must reach
+    /// even when every other connection is busy.
+    public var reservedPaths: [String] = ["/healthz", "/readyz", "/metrics"]
+    /// From the accept until the first byte. A connection that has sent
+    /// nothing holds a descriptor and a slot under `connectionsMax`; it gets
+    /// this short wait, not the keep-alive idle timeout (the shorter of the
+    /// two applies).
+    public var firstByteTimeout: Duration = .seconds(5)
     /// From the first byte of a request until its head is complete.
     public var headerReadTimeout: Duration = .seconds(10)
     /// From the end of the head until the whole body has arrived.
@@ -27,9 +43,20 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// Requests of one connection dispatched but not yet written. At the cap
     /// the connection stops reading until answers drain.
     public var pipelinedRequestsMax: Int = 64
-    /// Response bytes queued on one connection. Above it the connection stops
-    /// reading and dispatching until the peer takes some.
+    /// Requests of one connection handed to the responder whose answers have
+    /// not arrived. An answer's size is known only when it arrives, so this
+    /// many answers of any size can land on top of `writeBufferBytesMax`:
+    /// with 1, a connection holds at most its budget plus one answer. At the
+    /// cap the connection stops reading until the answer arrives.
+    public var unansweredRequestsMax: Int = 1
+    /// Response bytes queued on one connection: unwritten output plus answers
+    /// waiting for their turn (behind a stream). At or above it the
+    /// connection stops reading and dispatching until the peer takes some.
     public var writeBufferBytesMax: Int = 1024 * 1024
+    /// Capacity an emptied input or output buffer keeps for the connection's
+    /// next request; a larger one is freed, so that an idle connection does
+    /// not hold the memory of its largest exchange.
+    public var bufferBytesRetainedMax: Int = 16 * 1024
     /// Body bytes of a streamed response queued on one connection beyond
     /// what the socket accepted; a producer's next write waits for room.
     /// Bounds the memory of `GET /v1/devices/export` per client.
@@ -59,12 +86,25 @@ public struct HTTPServerLimits: Sendable, Equatable {
             "bodyBytesDefault \(bodyBytesDefault) > bodyBytesCeiling \(bodyBytesCeiling)")
         require(chunkLineBytesMax >= 18, "chunkLineBytesMax \(chunkLineBytesMax) < 18: 16 hex digits and CRLF")
         require(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
+        require(reservedConnections >= 0, "reservedConnections \(reservedConnections) < 0")
+        for path in reservedPaths {
+            require(path.hasPrefix("/") && !path.contains("?"), "reserved path '\(path)' is not a path")
+        }
+        require(firstByteTimeout > .zero, "firstByteTimeout \(firstByteTimeout) must be positive")
         require(headerReadTimeout > .zero, "headerReadTimeout \(headerReadTimeout) must be positive")
         require(bodyReadTimeout > .zero, "bodyReadTimeout \(bodyReadTimeout) must be positive")
         require(keepAliveIdleTimeout > .zero, "keepAliveIdleTimeout \(keepAliveIdleTimeout) must be positive")
         require(writeStallTimeout > .zero, "writeStallTimeout \(writeStallTimeout) must be positive")
         require(shutdownDrainTimeout >= .zero, "shutdownDrainTimeout \(shutdownDrainTimeout) must not be negative")
         require(pipelinedRequestsMax >= 1, "pipelinedRequestsMax \(pipelinedRequestsMax) < 1")
+        require(unansweredRequestsMax >= 1, "unansweredRequestsMax \(unansweredRequestsMax) < 1")
+        require(
+            unansweredRequestsMax <= pipelinedRequestsMax,
+            "unansweredRequestsMax \(unansweredRequestsMax) > pipelinedRequestsMax \(pipelinedRequestsMax)")
+        require(bufferBytesRetainedMax >= 0, "bufferBytesRetainedMax \(bufferBytesRetainedMax) < 0")
+        require(
+            bufferBytesRetainedMax <= writeBufferBytesMax,
+            "bufferBytesRetainedMax \(bufferBytesRetainedMax) > writeBufferBytesMax \(writeBufferBytesMax)")
         require(readBufferBytes >= 1024, "readBufferBytes \(readBufferBytes) < 1024")
         require(
             writeBufferBytesMax >= 4096,
@@ -80,6 +120,12 @@ public struct HTTPServerLimits: Sendable, Equatable {
 
     /// The shortest timeout: the event loop checks deadlines at a fraction of it.
     var shortestTimeout: Duration {
-        min(min(headerReadTimeout, bodyReadTimeout), min(keepAliveIdleTimeout, writeStallTimeout))
+        min(
+            min(min(headerReadTimeout, bodyReadTimeout), min(keepAliveIdleTimeout, writeStallTimeout)),
+            firstByteTimeout)
     }
+
+    /// The wait for a new connection's first byte: `firstByteTimeout`, or the
+    /// keep-alive idle timeout when that is shorter.
+    var firstByteWait: Duration { min(firstByteTimeout, keepAliveIdleTimeout) }
 }

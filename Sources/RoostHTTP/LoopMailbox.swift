@@ -1,11 +1,19 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
-/// State shared by every loop of one server: the connection count and the
-/// shutdown flag.
+/// State shared by every loop of one server: the connection counts (under
+/// the cap, and in the reserve for probes) and the shutdown flag.
 final class ServerShared: Sendable {
     let connectionsMax: Int
+    /// `HTTPServerLimits.reservedConnections`.
+    let reservedMax: Int
+    /// One block of counters per loop (`LoopCounters`), written by that loop.
+    private let loopCounters: [LoopCounters]
+    /// Where refusals are logged (rate-limited).
+    let logger: Logger
     private let connections = Atomic<Int>(0)
+    private let reserved = Atomic<Int>(0)
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
     private let acceptTurn = Atomic<Int>(0)
@@ -17,9 +25,40 @@ final class ServerShared: Sendable {
         acceptTurn.wrappingAdd(1, ordering: .relaxed).oldValue % loopCount
     }
 
-    init(connectionsMax: Int) {
+    init(connectionsMax: Int, reservedMax: Int = 0, loopCount: Int = 1, logger: Logger = .standard) {
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
+        precondition(reservedMax >= 0, "reservedMax \(reservedMax) < 0")
+        precondition(loopCount >= 1, "loopCount \(loopCount) < 1")
         self.connectionsMax = connectionsMax
+        self.reservedMax = reservedMax
+        self.loopCounters = (0..<loopCount).map { _ in LoopCounters() }
+        self.logger = logger
+    }
+
+    /// Counts a refusal by loop `loop` and logs it (rate-limited: a flood of
+    /// bad requests costs a few lines a second).
+    func refused(_ reason: HTTPRefusalReason, loop: Int) {
+        loopCounters[loop].cells.add(LoopCounters.slot(reason))
+        logger.warning("http.refusal") { line in
+            line.field("reason", reason.rawValue)
+            line.field("loop", loop)
+        }
+    }
+
+    /// Counts a connection loop `loop` started serving.
+    func accepted(loop: Int) { loopCounters[loop].cells.add(LoopCounters.accepted) }
+
+    /// Counts an idle keep-alive connection loop `loop` closed.
+    func closedIdle(loop: Int) { loopCounters[loop].cells.add(LoopCounters.idleClosed) }
+
+    /// The counters of every loop added up, and the connections open now.
+    var statistics: HTTPServerStatistics {
+        let total = CounterCells.sum(loopCounters.map(\.cells))
+        var refusals: [HTTPRefusalReason: UInt64] = [:]
+        for reason in HTTPRefusalReason.allCases { refusals[reason] = total[LoopCounters.slot(reason)] }
+        return HTTPServerStatistics(
+            openConnections: openConnections, acceptedConnections: total[LoopCounters.accepted],
+            idleClosedConnections: total[LoopCounters.idleClosed], refusals: refusals)
     }
 
     /// Counts one more open connection; returns false (and counts nothing) at the limit.
@@ -38,8 +77,33 @@ final class ServerShared: Sendable {
         precondition(after >= 0, "open connection count went negative: \(after)")
     }
 
-    /// Open connections across all loops.
-    var openConnections: Int { connections.load(ordering: .relaxed) }
+    /// Counts one more reserved connection (beyond the cap, for a probe);
+    /// returns false (and counts nothing) when the reserve is used up.
+    func reserveProbeConnection() -> Bool {
+        let after = reserved.wrappingAdd(1, ordering: .relaxed).newValue
+        if after > reservedMax {
+            reserved.wrappingSubtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    /// Counts one reserved connection closed.
+    func releaseProbeConnection() {
+        let after = reserved.wrappingSubtract(1, ordering: .relaxed).newValue
+        precondition(after >= 0, "reserved connection count went negative: \(after)")
+    }
+
+    /// Releases the place `admission` took.
+    func release(_ admission: HTTPAdmission) {
+        switch admission {
+        case .counted: releaseConnection()
+        case .reserved: releaseProbeConnection()
+        }
+    }
+
+    /// Open connections across all loops, reserved ones included.
+    var openConnections: Int { connections.load(ordering: .relaxed) + reserved.load(ordering: .relaxed) }
 
     /// The most bytes ever seen queued for one streamed response beyond what
     /// its socket accepted (connection output plus the stream's own queue).
@@ -59,6 +123,31 @@ final class ServerShared: Sendable {
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
 
     func requestShutdown() { shuttingDown.store(true, ordering: .releasing) }
+}
+
+/// An accepted connection one loop hands to another.
+struct HandedOverConnection: Sendable {
+    /// How the receiving loop must let it in.
+    enum Admission: Sendable {
+        /// Already counted under the cap: register it.
+        case counted
+        /// Accepted at the cap and not counted: the receiving loop goes on
+        /// with the search for a place (`EventLoop.admitAtCap`).
+        case atCap(AtCapSearch)
+    }
+
+    /// How far the search for a place at the cap has come.
+    struct AtCapSearch: Sendable {
+        /// Loops that had no idle connection to evict.
+        var loopsWithoutIdle = 0
+        /// Hand-overs to a loop that reported a connection that never spoke;
+        /// at most one per loop, so that the search ends even when those
+        /// connections speak or close on the way.
+        var silentRedirects = 0
+    }
+
+    var socket: FileDescriptor
+    var admission: Admission
 }
 
 /// An answer produced off the loop thread, on its way back to its connection.
@@ -89,10 +178,13 @@ final class LoopMailbox: Sendable {
     let executor: LoopExecutor
     /// `HTTPServerLimits.streamBufferBytesMax`, for the streams this loop's sinks start.
     let streamBufferBytesMax: Int
+    /// Counted connections of this loop that have not sent a byte: written
+    /// by the loop, read by every loop that looks for a connection to evict
+    /// at the cap (those go first, whichever loop holds them).
+    let silentConnections = Atomic<Int>(0)
     private let queue = Mutex<[Delivery]>([])
-    /// Accepted connections another loop handed to this one, already counted
-    /// in `ServerShared`'s connections.
-    private let handedOver = Mutex<[FileDescriptor]>([])
+    /// Accepted connections another loop handed to this one.
+    private let handedOver = Mutex<[HandedOverConnection]>([])
 
     init(executor: LoopExecutor, streamBufferBytesMax: Int) {
         self.executor = executor
@@ -116,15 +208,15 @@ final class LoopMailbox: Sendable {
     }
 
     /// Hands an accepted connection to this mailbox's loop and wakes it.
-    func handOver(_ socket: FileDescriptor) {
-        handedOver.withLock { $0.append(socket) }
+    func handOver(_ connection: HandedOverConnection) {
+        handedOver.withLock { $0.append(connection) }
         executor.wake()
     }
 
     /// Returns and removes the connections handed over to this loop.
-    func takeHandedOver() -> [FileDescriptor] {
+    func takeHandedOver() -> [HandedOverConnection] {
         handedOver.withLock { sockets in
-            var taken: [FileDescriptor] = []
+            var taken: [HandedOverConnection] = []
             swap(&taken, &sockets)
             return taken
         }

@@ -22,6 +22,9 @@ public struct JSONError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The input is longer than `JSONLimits.maxInputBytes`, or a string or number longer
         /// than `JSONLimits.maxStringBytes`.
         case tooLarge
+        /// An object names the same member twice (I-JSON, RFC 7493 §2.3); the offset is
+        /// the opening quote of the second name.
+        case duplicateKey
     }
 
     /// What went wrong.
@@ -51,6 +54,7 @@ public struct JSONError: Error, Sendable, Equatable, CustomStringConvertible {
         case .trailingData: what = "unexpected data \(Self.describe(byte)) after the JSON value"
         case .depthExceeded: what = "arrays or objects nested too deeply"
         case .tooLarge: what = "input, string or number larger than the limit"
+        case .duplicateKey: what = "an object names the same member twice"
         }
         return "\(what) at offset \(offset)"
     }

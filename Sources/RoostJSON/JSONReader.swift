@@ -1,5 +1,6 @@
 /// A strict RFC 8259 reader: it accepts exactly the documents RFC 8259 allows
 /// (any top-level value, UTF-8 only, no BOM, no comments, no trailing commas)
+/// that are also I-JSON objects (RFC 7493 §2.3: no name twice in one object)
 /// within `JSONLimits`, and rejects everything else with a `JSONError` naming the offset.
 ///
 /// The parser is iterative (an explicit stack of open containers), so nesting depth
@@ -102,10 +103,13 @@ private struct JSONParser {
         var open: [OpenContainer] = []
         var values: [JSONValue] = []
         var keys: [String] = []
+        // Where each key on `keys` starts (its opening quote), for a duplicate's error.
+        var keyOffsets: [Int] = []
         // Room for a typical request body, so that the stacks do not regrow while parsing it.
         open.reserveCapacity(8)
         values.reserveCapacity(32)
         keys.reserveCapacity(32)
+        keyOffsets.reserveCapacity(32)
 
         nextValue: while true {
             skipWhitespace()
@@ -124,6 +128,7 @@ private struct JSONParser {
                 } else {
                     open.append(OpenContainer(isObject: isObject, valueStart: values.count, keyStart: keys.count))
                     if isObject {
+                        keyOffsets.append(index)
                         keys.append(try parseKey())
                     }
                     continue nextValue
@@ -155,6 +160,7 @@ private struct JSONParser {
                 if separator == .comma {
                     index += 1
                     if container.isObject {
+                        keyOffsets.append(index)
                         keys.append(try parseKey())
                     }
                     continue nextValue
@@ -164,7 +170,10 @@ private struct JSONParser {
                 }
                 index += 1
                 open.removeLast()
-                finished = Self.close(container, values: &values, keys: &keys)
+                if container.isObject, let duplicate = Self.firstDuplicate(keys, from: container.keyStart) {
+                    throw JSONError(kind: .duplicateKey, offset: keyOffsets[duplicate])
+                }
+                finished = Self.close(container, values: &values, keys: &keys, keyOffsets: &keyOffsets)
             }
             skipWhitespace()
             guard index == end else {
@@ -181,7 +190,7 @@ private struct JSONParser {
     /// Returns the finished container, moving its elements (and keys) off the shared stacks.
     /// O(number of elements).
     private static func close(
-        _ container: OpenContainer, values: inout [JSONValue], keys: inout [String]
+        _ container: OpenContainer, values: inout [JSONValue], keys: inout [String], keyOffsets: inout [Int]
     ) -> JSONValue {
         let count = values.count - container.valueStart
         guard container.isObject else {
@@ -189,6 +198,7 @@ private struct JSONParser {
             values.removeSubrange(container.valueStart...)
             return .array(elements)
         }
+        precondition(keyOffsets.count == keys.count, "JSONParser: \(keyOffsets.count) offsets for \(keys.count) keys")
         precondition(
             keys.count - container.keyStart == count,
             "JSONParser: \(keys.count - container.keyStart) keys for \(count) values")
@@ -199,7 +209,32 @@ private struct JSONParser {
         }
         values.removeSubrange(container.valueStart...)
         keys.removeSubrange(container.keyStart...)
+        keyOffsets.removeSubrange(container.keyStart...)
         return .object(members)
+    }
+
+    /// Objects up to this many members are checked for a repeated name pair by
+    /// pair (at most 120 comparisons, no allocation); larger ones through a set.
+    static let pairwiseDuplicateCheckMembersMax = 16
+
+    /// Returns the position in `keys` of the first name (from `start` on) that
+    /// an earlier one of the same object repeats, or nil. Names are compared as
+    /// Swift compares strings (canonical equivalence), which is also how
+    /// `JSONValue[key]` finds a member: two names a lookup could not tell apart
+    /// count as the same. O(n) expected (Swift's hashing is seeded per
+    /// process, so colliding names cannot be chosen in advance).
+    private static func firstDuplicate(_ keys: [String], from start: Int) -> Int? {
+        let count = keys.count - start
+        guard count > 1 else { return nil }
+        if count <= pairwiseDuplicateCheckMembersMax {
+            for later in (start + 1)..<keys.count {
+                for earlier in start..<later where keys[earlier] == keys[later] { return later }
+            }
+            return nil
+        }
+        var seen = Set<String>(minimumCapacity: count)
+        for position in start..<keys.count where !seen.insert(keys[position]).inserted { return position }
+        return nil
     }
 
     /// Returns the key of an object member and consumes the `:` after it.

@@ -1,7 +1,8 @@
 /// Typed reads of a parsed value; each returns nil when the value is of another kind.
 extension JSONValue {
-    /// Returns the value of the last member named `key` (duplicate keys: last wins), or nil
-    /// when this is not an object or has no such member. O(number of members).
+    /// Returns the value of the member named `key`, or nil when this is not an object or
+    /// has no such member. `JSONReader` never gives an object naming a member twice; for
+    /// one built in code the last wins. O(number of members).
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         for member in members.reversed() where member.key == key {

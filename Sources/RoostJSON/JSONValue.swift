@@ -1,5 +1,6 @@
-/// A parsed JSON document. Objects keep their members in document order
-/// (duplicates kept; `self[key]` returns the last, as most readers do).
+/// A parsed JSON document. Objects keep their members in document order; the
+/// reader refuses an object naming a member twice (I-JSON, RFC 7493), so a parsed
+/// object's names are distinct.
 public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)

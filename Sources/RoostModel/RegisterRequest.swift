@@ -11,8 +11,10 @@
 package struct RegisterRequest: Hashable, Sendable {
     /// Required; its platform is the request's `platform`.
     package var token: PushToken
-    /// Defaults to `production`; android accepts only `production`.
-    package var environment: APNsEnvironment
+    /// nil keeps an existing device's stored environment, and is `production`
+    /// for a new device (spec §12: an APNs sandbox token is not a production
+    /// token); android accepts only `production`.
+    package var environment: APNsEnvironment?
     /// `.clear` unbinds the person (`external_id: null`), `.keep` keeps them.
     package var externalID: FieldChange<ExternalID>
     /// The `device_id` the client last confirmed (rule 5); nil when absent or not parseable.
@@ -67,7 +69,7 @@ package struct RegisterRequest: Hashable, Sendable {
     package var platform: Platform { token.platform }
 
     /// A request that only presents a token; every other field keeps its stored value.
-    package init(token: PushToken, environment: APNsEnvironment = .production) {
+    package init(token: PushToken, environment: APNsEnvironment? = nil) {
         self.token = token
         self.environment = environment
         self.externalID = .keep
@@ -115,7 +117,7 @@ package struct RegisterRequest: Hashable, Sendable {
 
     /// Returns the first field out of bounds, or nil. Does not look at stored state.
     func validationError() -> RegistryRejection? {
-        guard environment.isAllowed(for: platform) else { return .invalidEnvironment }
+        if let environment, !environment.isAllowed(for: platform) { return .invalidEnvironment }
         if let limit = maxDevicesPerPersonOverride, !Limits.maxDevicesPerPersonRange.contains(limit) {
             return .invalidField("max_devices_per_person")
         }

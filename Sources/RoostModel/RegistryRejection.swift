@@ -28,6 +28,10 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// device other than the proven one or of another platform.
     /// 422 `device_identity_conflict`.
     case deviceIdentityConflict(field: String)
+    /// An `installation_id` naming a device that holds an `installation_secret`,
+    /// without that device's `device_id` + `installation_secret` proof (spec §12).
+    /// 409 `installation_proof_required`.
+    case installationProofRequired
     /// 404 `device_not_found`.
     case deviceNotFound
     /// 404 `person_not_found`.
@@ -51,6 +55,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .unknownIdentity: "unknown_identity"
         case .credentialNotFound: "notification_app_not_found"
         case .deviceIdentityConflict: "device_identity_conflict"
+        case .installationProofRequired: "installation_proof_required"
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
         case .tokenRateLimited: "rate_limited"
@@ -64,7 +69,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .invalidField, .invalidTags, .tagsTooLarge:
             400
         case .deviceNotFound, .personNotFound: 404
-        case .unknownIdentity, .credentialNotFound: 409
+        case .unknownIdentity, .credentialNotFound, .installationProofRequired: 409
         case .deviceIdentityConflict: 422
         case .tokenRateLimited: 429
         }
@@ -81,6 +86,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .invalidTags, .tagsTooLarge: "tags"
         case .unknownIdentity: "external_id"
         case .credentialNotFound: "bundle_id"
+        case .installationProofRequired: "installation_id"
         case .deviceNotFound, .personNotFound, .tokenRateLimited: nil
         }
     }
@@ -99,6 +105,9 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .unknownIdentity: "the person is not known"
         case .credentialNotFound: "no APNs credential for this bundle id and environment"
         case .deviceIdentityConflict(let name): "\(name) names a device of another mode, platform or installation"
+        case .installationProofRequired:
+            "this installation_id belongs to a device registered with an installation_secret; send its device_id "
+                + "and installation_secret, or register a new installation_id"
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
         case .tokenRateLimited: "this token is registered too often; retry after Retry-After seconds"

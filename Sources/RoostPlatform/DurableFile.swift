@@ -86,6 +86,23 @@ public enum DurableFile {
         return lstat(path, &info) == 0
     }
 
+    /// Returns the names in `directory` (not `.` and `..`), sorted: the one
+    /// directory listing of the project.
+    public static func names(in directory: String) throws(SystemCallError) -> [String] {
+        guard let stream = opendir(directory) else {
+            throw SystemCallError(call: "opendir", subject: directory, errno: errno)
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
     /// Creates a directory with mode 0700 unless it exists.
     public static func createDirectory(path: String) throws(SystemCallError) {
         if mkdir(path, 0o700) != 0 {

@@ -1,9 +1,10 @@
 import CSystemShims
 import Glibc
 
-/// TCP sockets over IPv4: listening, accepting and (blocking) connecting.
+/// TCP sockets over IPv4 and IPv6: listening, accepting and (blocking) connecting.
 package enum TCPSocket {
-    /// Returns a non-blocking listening socket on host:port (`host` a dotted quad).
+    /// Returns a non-blocking listening socket on host:port (`host` an IPv4 dotted
+    /// quad, or an IPv6 address without brackets, which listens on IPv6 only).
     /// With `reusePort`, several sockets may listen on the same port and the
     /// kernel spreads new connections over them.
     package static func listen(
@@ -35,7 +36,7 @@ package enum TCPSocket {
         }
     }
 
-    /// Returns a blocking connection to host:port with TCP_NODELAY.
+    /// Returns a blocking connection to host:port (IPv4 or IPv6) with TCP_NODELAY.
     package static func connect(host: String, port: UInt16) throws(SystemCallError) -> FileDescriptor {
         let fd = try retryingSyscall("connect", subject: "\(host):\(port)") { roost_tcp_connect(host, port) }
         return FileDescriptor(rawValue: fd)

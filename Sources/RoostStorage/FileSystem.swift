@@ -138,18 +138,7 @@ package struct PosixFileSystem: StorageFileSystem {
     }
 
     package func list(_ directory: String) throws(SystemCallError) -> [String] {
-        guard let stream = opendir(directory) else {
-            throw SystemCallError(call: "opendir", subject: directory, errno: errno)
-        }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
+        try DurableFile.names(in: directory)
     }
 
     package func createDirectory(_ directory: String) throws(SystemCallError) {

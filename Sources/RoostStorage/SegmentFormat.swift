@@ -303,10 +303,16 @@ extension SegmentFormat {
         if length > payloadBytesMax { return .invalid("record length \(length) over the limit \(payloadBytesMax)") }
         let span = recordBytes(payloadBytes: length)
         if span > remaining { return .invalid("record of \(span) bytes extends past the end of the file") }
+        // The writer pads with zeros; anything else there was not written by it.
+        if !Bytes.allZero(bytes[(offset + recordHeaderBytes + length)..<(offset + span)]) {
+            return .invalid("nonzero padding after the record payload")
+        }
         let stored = Bytes.read(UInt32.self, bytes, at: offset + 16)
         if stored != recordChecksum(bytes[offset..<(offset + span)]) { return .invalid("record CRC mismatch") }
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, bytes, at: offset + 8))
         if let expected, lsn != expected { return .invalid("LSN gap: expected \(expected), found \(lsn)") }
+        // No record takes the last LSN, so that the one after a record always exists.
+        if lsn.rawValue == .max { return .invalid("LSN \(lsn) is the largest; no record has it") }
         let payloadStart = offset + recordHeaderBytes
         return .record(lsn: lsn, kind: kind, payload: payloadStart..<(payloadStart + length), span: span)
     }

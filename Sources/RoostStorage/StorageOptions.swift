@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 
 /// Limits and knobs of the storage layer, all in one place.
 package struct StorageOptions: Sendable {
@@ -25,8 +26,9 @@ package struct StorageOptions: Sendable {
     package var zeroFillSegments: Bool?
     /// Where file I/O goes: the real file system, or a fault-injecting one in tests.
     package var fileSystem: any StorageFileSystem = PosixFileSystem()
-    /// Where structured log lines go (`wal.error=…`); stderr by default.
-    package var log: @Sendable (String) -> Void = { line in StandardStreams.error(line) }
+    /// Where log lines go, written as `key=value` pairs (`wal.error=…`): by
+    /// default the process's logger, one JSON object a line on stderr.
+    package var log: @Sendable (String) -> Void = { line in Logger.standard.logKeyValues(line) }
 
     package init() {}
 

@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
 /// The write-ahead log: one shared log for every shard (docs/decisions/0002),
@@ -30,6 +31,14 @@ package final class WriteAheadLog: Sendable {
         package var waitNanoseconds: UInt64 = 0
         /// Loop wake-ups sent because records they wait for became acknowledged.
         package var loopWakeups: UInt64 = 0
+        /// Appends accepted (one per shard turn or tool call, each of one or more records).
+        package var appends: UInt64 = 0
+        /// Bytes written to segments (records with their framing).
+        package var bytesWritten: UInt64 = 0
+        /// Each group-commit fdatasync's duration, in nanoseconds.
+        package var syncLatency = Histogram(.latencyNanoseconds)
+        /// Records each group-commit fdatasync made durable.
+        package var recordsPerSync = Histogram(.recordsPerSync)
     }
 
     struct Shared {
@@ -151,6 +160,7 @@ package final class WriteAheadLog: Sendable {
         let result = shared.withLockSignalling { state in
             let result = state.machine.append(payloads, waiter: completion)
             if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
+            if case .success = result { state.statistics.appends += 1 }
             return result
         }
         return try result.get()
@@ -165,6 +175,7 @@ package final class WriteAheadLog: Sendable {
         let result = shared.withLockSignalling { state in
             let result = state.machine.append(payloads)
             if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
+            if case .success = result { state.statistics.appends += 1 }
             return result
         }
         return try result.get()
@@ -312,11 +323,18 @@ package final class WriteAheadLog: Sendable {
                 if syncNanoseconds > 0 {
                     state.statistics.syncs += 1
                     state.statistics.syncNanoseconds += syncNanoseconds
+                    state.statistics.syncLatency.observe(syncNanoseconds)
                 }
                 let completions: [GroupCommit<Completion?>.Completion]
                 switch outcome {
                 case .success:
+                    for case .write(let bytes, _) in plan.steps { state.statistics.bytesWritten += UInt64(bytes.count) }
+                    let syncedBefore = state.machine.syncedLSN
                     completions = state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
+                    if syncNanoseconds > 0 {
+                        state.statistics.recordsPerSync.observe(
+                            state.machine.syncedLSN.rawValue - syncedBefore.rawValue)
+                    }
                 case .failure(let error):
                     logFailure(&state, cause: error)
                     completions = state.machine.ioFailed(.io(error))

@@ -35,10 +35,10 @@ public final class LoopbackConnection {
     private var buffer: [UInt8] = []
     private var isClosed = false
 
-    /// Connects to 127.0.0.1:`port`.
-    public init(port: UInt16) throws(LoopbackError) {
+    /// Connects to `host`:`port` (an IPv4 or IPv6 address; 127.0.0.1 by default).
+    public init(host: String = "127.0.0.1", port: UInt16) throws(LoopbackError) {
         do {
-            socket = try TCPSocket.connect(host: "127.0.0.1", port: port)
+            socket = try TCPSocket.connect(host: host, port: port)
         } catch {
             throw .system(error)
         }

@@ -1,15 +1,28 @@
 import Glibc
 
-/// A `roost` binary started by a test: spawned with posix_spawn, its stdout
-/// read until the `listening on HOST:PORT` line, stopped by its own PID only.
+/// A `roost serve` started by a test or by the crash harness: spawned with
+/// posix_spawn, its stdout read until the `listening on HOST:PORT` line,
+/// stopped by its own PID only.
 public final class RoostProcess {
     /// How long start-up may take before the test fails.
     public static let startTimeoutMilliseconds = 30_000
+
+    /// Where the child's stderr goes.
+    public enum StandardError: Sendable {
+        /// The parent's own stderr.
+        case inherited
+        /// This file, created or truncated, mode 0600.
+        case file(String)
+        /// This file, created or appended to, mode 0644 (one log across restarts).
+        case appended(String)
+    }
 
     public let pid: pid_t
     public let port: UInt16
     /// Everything the process wrote to stdout before the listening line, and that line.
     public let startupOutput: String
+    /// From the spawn to the listening line (recovery included).
+    public let startupDuration: Duration
     private var reaped = false
 
     /// Returns the path of a product built next to the running test binary.
@@ -26,21 +39,45 @@ public final class RoostProcess {
         return String(directory) + "/" + name
     }
 
-    /// Starts `roost serve` with `arguments` (add `--listen 127.0.0.1:0`) and
-    /// waits for its listening line. `environment` entries are `NAME=value`.
-    public init(arguments: [String], environment: [String] = []) throws {
-        let binary = RoostProcess.builtProduct("roost")
+    /// Starts the `roost` built beside the tests with `arguments` (add
+    /// `--listen 127.0.0.1:0`) and waits for its listening line. The test's
+    /// own `ROOST_ADMIN_KEY` is never passed on. With `standardErrorPath`,
+    /// stderr goes to that file (created, 0600) instead of the test's own.
+    public convenience init(arguments: [String], environment: [String] = [], standardErrorPath: String? = nil) throws {
+        try self.init(
+            binary: RoostProcess.builtProduct("roost"), arguments: arguments, environment: environment,
+            notInherited: ["ROOST_ADMIN_KEY"], standardError: standardErrorPath.map { .file($0) } ?? .inherited)
+    }
+
+    /// Starts `binary` with `arguments` and the environment, where each
+    /// `environment` entry (`NAME=value`) replaces an inherited one of that
+    /// name and `notInherited` names are dropped, and waits up to
+    /// `startTimeoutMilliseconds` for the listening line.
+    public init(
+        binary: String, arguments: [String], environment: [String], notInherited: Set<String> = [],
+        standardError: StandardError, startTimeoutMilliseconds: Int = RoostProcess.startTimeoutMilliseconds
+    ) throws {
+        let clock = ContinuousClock()
+        let started = clock.now
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw RoostProcessError.spawn("pipe: errno \(errno)") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
+        switch standardError {
+        case .inherited: break
+        case .file(let path): posix_spawn_file_actions_addopen(&actions, 2, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        case .appended(let path):
+            posix_spawn_file_actions_addopen(&actions, 2, path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        }
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         let argv = ([binary] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let inherited = environ.pointee == nil ? [] : RoostProcess.currentEnvironment()
-        let envp = (inherited.filter { !$0.hasPrefix("ROOST_ADMIN_KEY=") } + environment).map { strdup($0) } + [nil]
+        let replaced = notInherited.union(environment.map(RoostProcess.name(of:)))
+        let envp =
+            (RoostProcess.inheritedEnvironment().filter { !replaced.contains(RoostProcess.name(of: $0)) }
+            + environment).map { strdup($0) } + [nil]
         defer { envp.forEach { free($0) } }
         var child: pid_t = 0
         let status = posix_spawn(&child, binary, &actions, nil, argv, envp)
@@ -53,12 +90,9 @@ public final class RoostProcess {
         var output: [UInt8] = []
         var parsedPort: UInt16?
         var pollFD = pollfd(fd: pipeFDs[0], events: Int16(POLLIN), revents: 0)
-        var waited = 0
-        while parsedPort == nil && waited < RoostProcess.startTimeoutMilliseconds {
-            let ready = poll(&pollFD, 1, 100)
-            waited += 100
-            guard ready > 0 else { continue }
-            var chunk = [UInt8](repeating: 0, count: 4096)
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while parsedPort == nil && clock.now - started < .milliseconds(startTimeoutMilliseconds) {
+            guard poll(&pollFD, 1, 50) > 0 else { continue }
             let count = read(pipeFDs[0], &chunk, chunk.count)
             if count <= 0 { break }
             output.append(contentsOf: chunk[0..<count])
@@ -66,6 +100,7 @@ public final class RoostProcess {
         }
         close(pipeFDs[0])
         startupOutput = String(decoding: output, as: UTF8.self)
+        startupDuration = clock.now - started
         guard let parsedPort else {
             kill(child, SIGKILL)
             var ignored: Int32 = 0
@@ -109,7 +144,8 @@ public final class RoostProcess {
         return nil
     }
 
-    private static func currentEnvironment() -> [String] {
+    /// This process's environment, `NAME=value` each.
+    public static func inheritedEnvironment() -> [String] {
         var result: [String] = []
         var cursor = environ
         while let entry = cursor.pointee {
@@ -117,6 +153,11 @@ public final class RoostProcess {
             cursor += 1
         }
         return result
+    }
+
+    /// The `NAME` of a `NAME=value` entry.
+    static func name(of entry: String) -> String {
+        String(entry.prefix { $0 != "=" })
     }
 }
 

@@ -1,3 +1,4 @@
+import Glibc
 import RoostAPI
 import RoostHTTP
 import RoostPlatform
@@ -8,6 +9,8 @@ struct ServeOptions {
     /// The most shards a server runs; more than a few per core only adds hops.
     static let shardsMax = 256
 
+    /// The address to listen on, without brackets: `localhost`, an IPv4
+    /// dotted quad or an IPv6 address.
     var host = "127.0.0.1"
     var port: UInt16 = 8080
     var dataDirectory = "./roost-data"
@@ -19,18 +22,70 @@ struct ServeOptions {
     var eventLoops: Int
     /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`, repeatable).
     var trustedProxies: [IPAddress] = []
+    /// One `http.request` log line per answered request (`--access-log`).
+    var accessLog = false
 
     var httpConfiguration: HTTPServerConfiguration {
-        // The listener takes an IPv4 address; `localhost` is the loopback one.
+        // The listener takes a numeric address; `localhost` is the IPv4 loopback one.
         HTTPServerConfiguration(
             host: host == "localhost" ? "127.0.0.1" : host, port: port, eventLoopCount: eventLoops, limits: limits)
+    }
+
+    /// Returns `HOST:PORT` as an operator writes it: an IPv6 host in brackets.
+    func address(port: UInt16) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     struct ParseError: Error, CustomStringConvertible {
         var description: String
     }
 
-    static func parse(_ arguments: [String], coreCount: Int) throws -> ServeOptions {
+    /// What a `roost serve` command line asks for.
+    enum Parsed {
+        case serve(ServeOptions)
+        /// `--help` or `-h`: print the usage to stdout, exit 0.
+        case help
+    }
+
+    /// Returns the host and port of `--listen`: `HOST:PORT` with an IPv4
+    /// address or `localhost`, or `[IPv6]:PORT`.
+    static func parseListen(_ text: String) throws -> (host: String, port: UInt16) {
+        let bad = ParseError(description: "--listen must be HOST:PORT or [IPv6]:PORT, got '\(text)'")
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                throw bad
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+            guard isNumericAddress(host, family: AF_INET6) else {
+                throw ParseError(description: "--listen: '\(host)' is not an IPv6 address")
+            }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw bad }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            if host.contains(":") {
+                throw ParseError(
+                    description: "--listen: an IPv6 address goes in brackets, e.g. [::1]:8080, got '\(text)'")
+            }
+            guard host == "localhost" || isNumericAddress(host, family: AF_INET) else {
+                throw ParseError(
+                    description: "--listen: '\(host)' is not an IPv4 address, [IPv6] address or localhost")
+            }
+        }
+        guard let port = UInt16(portText) else { throw bad }
+        return (String(host), port)
+    }
+
+    /// Returns whether `host` is a numeric address of `family` (inet_pton).
+    static func isNumericAddress(_ host: Substring, family: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16)
+        return inet_pton(family, String(host), &buffer) == 1
+    }
+
+    static func parse(_ arguments: [String], coreCount: Int) throws -> Parsed {
         var options = ServeOptions(shards: max(1, coreCount), eventLoops: max(1, coreCount))
         var index = 0
         func value(_ flag: String) throws -> String {
@@ -48,13 +103,10 @@ struct ServeOptions {
         while index < arguments.count {
             let flag = arguments[index]
             switch flag {
+            case "--help", "-h":
+                return .help
             case "--listen":
-                let text = try value(flag)
-                guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]),
-                    !text[..<colon].isEmpty
-                else { throw ParseError(description: "--listen must be HOST:PORT, got '\(text)'") }
-                options.host = String(text[..<colon])
-                options.port = port
+                (options.host, options.port) = try parseListen(try value(flag))
             case "--data":
                 options.dataDirectory = try value(flag)
             case "--fsync":
@@ -75,6 +127,8 @@ struct ServeOptions {
                 options.limits.headerReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--body-timeout-ms":
                 options.limits.bodyReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
+            case "--access-log":
+                options.accessLog = true
             case "--idle-timeout-ms":
                 options.limits.keepAliveIdleTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--trusted-proxy":
@@ -86,11 +140,13 @@ struct ServeOptions {
                     throw ParseError(description: "at most \(ClientAddressLimiter.trustedProxiesMax) --trusted-proxy")
                 }
                 options.trustedProxies.append(address)
+            case "--first-byte-timeout-ms":
+                options.limits.firstByteTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             default:
                 throw ParseError(description: "unknown flag '\(flag)'")
             }
             index += 1
         }
-        return options
+        return .serve(options)
     }
 }

@@ -1,6 +1,7 @@
 import Glibc
 import RoostEngine
 import RoostPlatform
+import RoostTelemetry
 
 /// Starts a snapshot whenever the log has grown by `logBytesTrigger` bytes of
 /// records since the last one, checking once a second, one snapshot at a time.
@@ -24,13 +25,15 @@ final class SnapshotScheduler: Sendable {
                 let started = clock.now
                 do {
                     if let summary = try await engine.snapshot() {
-                        StandardStreams.error(
-                            "roost: snapshot snapshot.lsn=\(summary.startLSN.rawValue) "
-                                + "snapshot.records=\(summary.recordCount) snapshot.bytes=\(summary.fileBytes) "
-                                + "snapshot.seconds=\(clock.now - started)")
+                        Logger.standard.info("snapshot.done") { line in
+                            line.field("snapshot.lsn", summary.startLSN.rawValue)
+                            line.field("snapshot.records", summary.recordCount)
+                            line.field("snapshot.bytes", summary.fileBytes)
+                            line.field("duration.ms", milliseconds: clock.now - started)
+                        }
                     }
                 } catch {
-                    StandardStreams.error("roost: snapshot failed: \(error)")
+                    Logger.standard.error("snapshot.failed") { $0.field("error", "\(error)") }
                 }
             }
         }

@@ -6,36 +6,45 @@ import RoostHTTP
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTelemetry
 
-/// `roost serve` (spec §1) and `roost wal verify|dump DIR`. `serve` prints
-/// exactly one line to stdout, `listening on HOST:PORT`, once it serves;
-/// everything else goes to stderr.
-
-let usage = """
-    usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
-                       [--event-loops N] [--max-connections N] [--header-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-                       [--snapshot-log-bytes N] [--trusted-proxy ADDRESS]...
-           roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage recovery
-                                    repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
-           roost wal dump DIR       one line per record, payloads cut to 16 bytes
-    """
+/// `roost serve` (spec §1), `roost wal verify|dump DIR`, `roost backup DIR OUT`,
+/// `roost restore BACKUP DIR`, `roost --version`, `roost --help`. `serve`
+/// prints exactly one line to stdout, `listening on HOST:PORT`, once it
+/// serves; everything else goes to stderr (`serve`: one JSON object a line,
+/// `Logger`, docs/metrics-and-logs.md). `--help` (on every command) prints
+/// usage to stdout and exits 0; a command line that cannot be understood
+/// prints the usage to stderr and exits 2.
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
     StandardStreams.error("roost: \(message)")
     exit(code)
 }
 
-// Signals, before any thread exists so that every thread inherits the mask:
-// SIGPIPE is ignored (a peer closing mid-write is an error code, not a death);
-// SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the main
-// thread. The main thread stays synchronous (no top-level await): an async
-// main hands the main thread to Dispatch, which unblocks signals.
-signal(SIGPIPE, SIG_IGN)
-var blockedSignals = sigset_t()
-sigemptyset(&blockedSignals)
-sigaddset(&blockedSignals, SIGTERM)
-sigaddset(&blockedSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
+/// Prints `text` to stdout and exits 0 (`--help`).
+func printUsage(_ text: String) -> Never {
+    StandardStreams.out(text)
+    exit(0)
+}
+
+/// Returns whether a tool's arguments ask for help.
+func asksForHelp(_ arguments: [String]) -> Bool {
+    arguments.contains("--help") || arguments.contains("-h")
+}
+
+/// Exits 2 with the usage when an argument looks like a flag: the tools take
+/// paths only, and a path that starts with `-` is far more likely a typo.
+func refuseFlags(_ arguments: [String], usage: String) {
+    if let flag = arguments.first(where: { $0.hasPrefix("-") }) { fail("unknown flag '\(flag)'\n\(usage)") }
+}
+
+/// Ends a `serve` that cannot start: one error line, exit status 2.
+func refuse(_ message: String) -> Never {
+    let logger = Logger.standard
+    logger.log(.error, "start.refused") { $0.field("message", "cannot start: \(message)") }
+    logger.flush()
+    exit(2)
+}
 
 /// Runs async work to completion from the synchronous main thread.
 func blocking<Value: Sendable>(_ body: @escaping @Sendable () async -> Value) -> Value {
@@ -55,18 +64,38 @@ final class ResultBox<Value: Sendable>: @unchecked Sendable {
     var value: Value?
 }
 
+// SIGPIPE is ignored by every command (a peer or a pipe closing mid-write is
+// an error code, not a death). Only `serve` blocks SIGTERM and SIGINT (it takes
+// them with sigwait); the tools die on Ctrl-C as any tool does, and leave
+// their output marked incomplete (docs/operations.md).
+signal(SIGPIPE, SIG_IGN)
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "serve":
     serve(Array(arguments.dropFirst()))
 case "wal":
     walTool(Array(arguments.dropFirst()))
-default:
-    fail(usage)
+case "backup":
+    backupCommand(Array(arguments.dropFirst()))
+case "restore":
+    restoreCommand(Array(arguments.dropFirst()))
+case "--version", "-V":
+    guard arguments.count == 1 else { fail("--version takes no arguments\n\(Usage.all)") }
+    StandardStreams.out("roost \(RoostVersion.current)")
+    exit(0)
+case "--help", "-h", "help":
+    printUsage(Usage.all)
+case nil:
+    fail("no command given\n\(Usage.all)")
+case let other?:
+    fail("unknown command '\(other)'\n\(Usage.all)")
 }
 
 func walTool(_ arguments: [String]) -> Never {
-    guard arguments.count == 2, ["verify", "dump"].contains(arguments[0]) else { fail(usage) }
+    if asksForHelp(arguments) { printUsage(Usage.wal) }
+    refuseFlags(arguments, usage: Usage.wal)
+    guard arguments.count == 2, ["verify", "dump"].contains(arguments[0]) else { fail(Usage.wal) }
     let directory = arguments[1]
     do {
         if arguments[0] == "verify" {
@@ -84,13 +113,30 @@ func walTool(_ arguments: [String]) -> Never {
 func serve(_ arguments: [String]) -> Never {
     let options: ServeOptions
     do {
-        options = try ServeOptions.parse(arguments, coreCount: PlatformThread.onlineProcessorCount)
+        switch try ServeOptions.parse(arguments, coreCount: PlatformThread.onlineProcessorCount) {
+        case .serve(let parsed): options = parsed
+        case .help: printUsage(Usage.serve)
+        }
     } catch {
-        fail("\(error)\n\(usage)")
+        fail("\(error)\n\(Usage.serve)")
     }
+    let logger = Logger.standard
+    let clock = ContinuousClock()
+    let started = clock.now
+
+    // Before any thread exists, so that every thread inherits the mask:
+    // SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the
+    // main thread. The main thread stays synchronous (no top-level await): an
+    // async main hands the main thread to Dispatch, which unblocks signals.
+    var blockedSignals = sigset_t()
+    sigemptyset(&blockedSignals)
+    sigaddset(&blockedSignals, SIGTERM)
+    sigaddset(&blockedSignals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
     let server: HTTPServer
     let engine: DurableEngine
+    let service: RoostService
     // Held until the process ends: one process per data directory (spec §11).
     let directoryLock: DirectoryLock
     do {
@@ -98,7 +144,7 @@ func serve(_ arguments: [String]) -> Never {
         do {
             directoryLock = try DirectoryLock(directory: options.dataDirectory)
         } catch {
-            fail("cannot start: \(error)")
+            refuse("\(error)")
         }
         // Bound before recovery: an address another process listens on is
         // refused at once, with nothing else done (spec §11).
@@ -107,32 +153,52 @@ func serve(_ arguments: [String]) -> Never {
         case .success(let listener):
             bound = listener
         case .failure(let error):
-            guard error.errno == EADDRINUSE else { fail("cannot start: \(error)") }
-            fail(
-                "cannot start: \(options.host):\(options.port) is already in use by another process; "
+            guard error.errno == EADDRINUSE else { refuse("\(error)") }
+            refuse(
+                "\(options.address(port: options.port)) is already in use by another process; "
                     + "stop it or choose another --listen")
         }
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
-        if let path = admin.filePath { StandardStreams.error("roost: admin key in \(path)") }
+        // The path only: the key itself is never logged.
+        if let path = admin.filePath { logger.info("start.admin_key_file") { $0.field("path", path) } }
+        logger.info("start.recovering") { line in
+            line.field("data", options.dataDirectory)
+            line.field("fsync", options.fsync.rawValue)
+            line.field("shards", options.shards)
+            line.field("event_loops", options.eventLoops)
+        }
         let (opened, report) = try DurableEngine.open(
             directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards,
             loopCount: options.eventLoops)
         engine = opened
-        for note in report.notes { StandardStreams.error("roost: recovery: \(note)") }
-        StandardStreams.error(
-            "roost: recovered recovery.snapshot_records=\(report.snapshotRecords) "
-                + "recovery.log_records=\(report.logRecords)")
+        for note in report.notes { logger.info("recovery.note") { $0.field("note", note) } }
+        for (phase, duration) in [
+            ("files", report.filesDuration), ("snapshot", report.snapshotDuration), ("log", report.logDuration),
+        ] {
+            logger.info("recovery.phase") { line in
+                line.field("phase", phase)
+                line.field("duration.ms", milliseconds: duration)
+            }
+        }
+        logger.info("recovery.done") { line in
+            line.field("recovery.snapshot_records", report.snapshotRecords)
+            line.field("recovery.log_records", report.logRecords)
+            line.field("duration.ms", milliseconds: report.filesDuration + report.snapshotDuration + report.logDuration)
+        }
         // The catalog from its log records (and a migration of an older
         // release's files), then the indexes made to agree with it, before
         // anything is served (docs/recovery.md, "The catalog at start-up").
-        let service = try RoostService(
+        let catalogStarted = clock.now
+        service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
-            catalogRecords: report.catalogRecords, trustedProxies: options.trustedProxies)
+            catalogRecords: report.catalogRecords, logger: logger, accessLog: options.accessLog,
+            trustedProxies: options.trustedProxies)
+        let reconciling = service
         let reconciled = blocking { () async -> String? in
             do {
-                try await service.reconcile(dataDirectory: options.dataDirectory)
+                try await reconciling.reconcile(dataDirectory: options.dataDirectory)
                 return nil
             } catch {
                 return "\(error)"
@@ -140,7 +206,12 @@ func serve(_ arguments: [String]) -> Never {
         }
         if let reconciled {
             engine.close()
-            fail("cannot start: \(reconciled)")
+            refuse(reconciled)
+        }
+        let catalogDuration = clock.now - catalogStarted
+        logger.info("recovery.phase") { line in
+            line.field("phase", "catalog")
+            line.field("duration.ms", milliseconds: catalogDuration)
         }
         // The event loops run the shards from here on: the engine's own
         // threads hand them over (docs/architecture.md, "Threads").
@@ -148,10 +219,25 @@ func serve(_ arguments: [String]) -> Never {
         registry.shardSet.stopOwnThreads()
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
+        service.metrics.attach(server: server)
         let port = try server.start(on: bound)
-        StandardStreams.out("listening on \(options.host):\(port)")
+        let startUp = clock.now - started
+        service.metrics.setRecovery(
+            RecoveryFigures(
+                files: report.filesDuration, snapshot: report.snapshotDuration, log: report.logDuration,
+                catalog: catalogDuration, total: startUp, snapshotRecords: report.snapshotRecords,
+                logRecords: report.logRecords))
+        logger.info("start.listening") { line in
+            line.field("host", options.host)
+            line.field("port", Int(port))
+            line.field("access_log", options.accessLog)
+            line.field("duration.ms", milliseconds: startUp)
+        }
+        // Every start-up line is out before the one line on stdout.
+        logger.flush()
+        StandardStreams.out("listening on \(options.address(port: port))")
     } catch {
-        fail("cannot start: \(error)")
+        refuse("\(error)")
     }
 
     let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes)
@@ -162,7 +248,9 @@ func serve(_ arguments: [String]) -> Never {
     sigaddset(&signals, SIGINT)
     var received: Int32 = 0
     sigwait(&signals, &received)
-    StandardStreams.error("roost: signal \(received), draining")
+    logger.info("shutdown.draining") { $0.field("signal", Int(received)) }
+    // /readyz says so first, for a balancer polling a kept-alive connection.
+    service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
     // The loops are gone: the engine's threads run the shards for the final snapshot.
@@ -178,18 +266,59 @@ func serve(_ arguments: [String]) -> Never {
         }
     }
     if let snapshotError {
-        StandardStreams.error("roost: snapshot at shutdown failed: \(snapshotError); the log still holds every write")
+        logger.error("shutdown.snapshot_failed") { line in
+            line.field("error", snapshotError)
+            line.field("message", "the log still holds every write")
+        }
     }
     engine.close()
     let counts = engine.log.wal.groupCommitCounts
     let io = engine.log.wal.ioStatistics
-    StandardStreams.error(
-        "roost: stopped wal.records_appended=\(counts.records) wal.fdatasyncs=\(counts.syncs)"
-            + " wal.records_per_fdatasync=\(counts.syncs == 0 ? 0 : counts.records / counts.syncs)"
-            + " wal.fdatasync_us_mean=\(io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)"
-            + " wal.io_wait_us_mean=\(io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)"
-            + " wal.loop_wakeups=\(io.loopWakeups) wal.groups=\(io.plans)")
+    logger.info("shutdown.stopped") { line in
+        line.field("wal.records_appended", counts.records)
+        line.field("wal.fdatasyncs", counts.syncs)
+        line.field("wal.records_per_fdatasync", counts.syncs == 0 ? 0 : counts.records / counts.syncs)
+        line.field("wal.fdatasync_us_mean", io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)
+        line.field("wal.io_wait_us_mean", io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)
+        line.field("wal.loop_wakeups", io.loopWakeups)
+        line.field("wal.groups", io.plans)
+        line.field("duration.ms", milliseconds: clock.now - started)
+    }
+    logger.flush()
     // The log is closed: only now may another process take the directory.
     withExtendedLifetime(directoryLock) {}
     exit(0)
+}
+
+func backupCommand(_ arguments: [String]) -> Never {
+    if asksForHelp(arguments) { printUsage(Usage.backup) }
+    refuseFlags(arguments, usage: Usage.backup)
+    guard arguments.count == 2 else { fail("backup needs DIR and OUT\n\(Usage.backup)") }
+    do {
+        let summary = try Backup.run(source: arguments[0], output: arguments[1])
+        for note in summary.notes { StandardStreams.error("roost: backup: \(note)") }
+        let manifest = summary.manifest
+        StandardStreams.out(
+            "backup \(arguments[1]): snapshot LSN \(manifest.snapshotLSN?.rawValue ?? 0), log through LSN "
+                + "\(manifest.endLSN), \(manifest.files.count) files, "
+                + "\(manifest.files.values.reduce(0) { $0 + $1.bytes }) bytes, verified")
+        exit(0)
+    } catch {
+        fail("backup failed: \(error)")
+    }
+}
+
+func restoreCommand(_ arguments: [String]) -> Never {
+    if asksForHelp(arguments) { printUsage(Usage.restore) }
+    refuseFlags(arguments, usage: Usage.restore)
+    guard arguments.count == 2 else { fail("restore needs BACKUP and DIR\n\(Usage.restore)") }
+    do {
+        let manifest = try Restore.run(backup: arguments[0], directory: arguments[1])
+        StandardStreams.out(
+            "restored \(arguments[0]) into \(arguments[1]): snapshot LSN \(manifest.snapshotLSN?.rawValue ?? 0), "
+                + "log through LSN \(manifest.endLSN), made by roost \(manifest.roostVersion) at \(manifest.createdAt)")
+        exit(0)
+    } catch {
+        fail("restore failed: \(error)")
+    }
 }

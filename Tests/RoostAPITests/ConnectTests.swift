@@ -58,7 +58,7 @@ struct ConnectTests {
         #expect(answer.status == 201)
         let principal = try #require(answer.json?["principal"]?.stringValue)
         #expect(principal.hasPrefix("guest:") && principal.utf8.count == 38)
-        #expect(answer.json?["identity_token"]?.stringValue?.hasPrefix("rit1.ik_") == true)
+        #expect(answer.json?["identity_token"]?.stringValue?.hasPrefix("rit2.ik_") == true)
         #expect(answer.json?["expires_at"]?.stringValue == "2026-09-22T14:13:20.000Z")
         let other = try await ConnectTests.guest(harness, app)
         #expect(other.principal != principal)
@@ -202,22 +202,34 @@ struct ConnectTests {
         let app = try await ConnectTests.setUp(harness)
         let token = try await ConnectTests.user(harness, app, "user_42", ttl: 60)
         var parts = token.split(separator: ".").map(String.init)
-        #expect(parts.count == 8)
+        #expect(parts.count == 9)
         // Flip the last signature character.
         var forged = parts
-        forged[7] = String(forged[7].dropLast()) + (forged[7].hasSuffix("A") ? "B" : "A")
-        // Claim another app, another mode, another user, a later expiry.
+        forged[8] = String(forged[8].dropLast()) + (forged[8].hasSuffix("A") ? "B" : "A")
+        // Claim another app, another mode, another minting key, another user, a later expiry.
         var otherApp = parts
         otherApp[2] = "2"
         var otherMode = parts
         otherMode[3] = "test"
+        var otherMinter = parts
+        otherMinter[4] = "key_0000000000000000"
         var otherUser = parts
-        otherUser[5] = Base64URL.encode(Array("user_43".utf8))
+        otherUser[6] = Base64URL.encode(Array("user_43".utf8))
         var later = parts
-        later[6] = String(Int(parts[6])! + 3600)
-        for bad in [forged, otherApp, otherMode, otherUser, later].map({ $0.joined(separator: ".") }) + [
-            "rit1.ik_0000000000000000.1.live.user.dXNlcl80Mg.9999999999.AAAA", "garbage", app.mobile, app.secret,
-        ] {
+        later[7] = String(Int(parts[7])! + 3600)
+        // The retired rit1 layout (no minting key) with a valid signature is refused too.
+        var rit1 = parts
+        rit1.remove(at: 4)
+        rit1[0] = "rit1"
+        let signingKey = try #require(harness.service.identityKeys.currentState().keys.first)
+        let rit1Signed = rit1[0..<7].joined(separator: ".")
+        rit1[7] = Base64URL.encode(Crypto.hmacSHA256(key: signingKey.secret, message: Array(rit1Signed.utf8)))
+        for bad in [forged, otherApp, otherMode, otherMinter, otherUser, later, rit1].map({ $0.joined(separator: ".") })
+            + [
+                "rit2.ik_0000000000000000.1.live.key_0000000000000000.user.dXNlcl80Mg.9999999999.AAAA", "garbage",
+                app.mobile, app.secret,
+            ]
+        {
             let answer = await harness.call(.put, "/v1/me/devices", key: bad, body: ConnectTests.device())
             #expect(answer.status == 401)
             #expect(answer.errorCode == "unauthorized")

@@ -191,10 +191,19 @@ struct HTTPConnectionMachineTests {
         return limits
     }
 
+    /// `limits` with every pipelined request dispatched at once (the default
+    /// dispatches one at a time, `unansweredRequestsMax` 1), so that answers
+    /// can arrive out of order.
+    static func dispatchingAhead(_ limits: HTTPServerLimits = HTTPServerLimits()) -> HTTPServerLimits {
+        var ahead = limits
+        ahead.unansweredRequestsMax = ahead.pipelinedRequestsMax
+        return ahead
+    }
+
     @Test("an answer ready early waits for the one before it")
     func answersInOrder() throws {
         let clock = ManualClock()
-        var machine = HTTPConnectionMachine(limits: HTTPServerLimits(), now: clock.now)
+        var machine = HTTPConnectionMachine(limits: Self.dispatchingAhead(), now: clock.now)
         let requests = "GET /slow HTTP/1.1\r\nHost: a\r\n\r\nGET /fast HTTP/1.1\r\nHost: a\r\n\r\n"
         Array(requests.utf8).withUnsafeBytes { machine.received($0, now: clock.now) }
         var written: [UInt8] = []
@@ -290,7 +299,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("pipelined requests answered out of order are written in request order, in one write")
     func pipelinedOutOfOrder() {
-        var harness = MachineHarness()
+        var harness = MachineHarness(limits: Self.dispatchingAhead())
         harness.receive(get("/a") + get("/b") + get("/c"))
         #expect(
             harness.run() == [
@@ -315,6 +324,7 @@ struct HTTPConnectionMachineTests {
     func pipelineCap() {
         var limits = HTTPServerLimits()
         limits.pipelinedRequestsMax = 2
+        limits.unansweredRequestsMax = 2
         var harness = MachineHarness(limits: limits)
         harness.receive(get("/1") + get("/2") + get("/3"))
         #expect(
@@ -332,7 +342,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("a refusal mid-pipeline waits for the earlier answer, closes after it, and the follower never runs")
     func refusalMidPipeline() {
-        var harness = MachineHarness(limits: Self.shortTimeouts)
+        var harness = MachineHarness(limits: Self.dispatchingAhead(Self.shortTimeouts))
         harness.receive(get("/before") + "GET / HTTP/1.1\r\nHost: a\r\nX: one\r\n two\r\n\r\n" + get("/after"))
         #expect(
             harness.run() == [
@@ -373,7 +383,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("a 100 Continue owed behind an unanswered request waits for it, and is dropped once the body is in")
     func continueOwedBehindAnswer() {
-        var harness = MachineHarness()
+        var harness = MachineHarness(limits: Self.dispatchingAhead())
         let expecting = "POST /p HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
         harness.receive(get("/slow") + expecting)
         #expect(harness.run() == [.dispatch("/slow", sequence: 0), .wait(read: true, write: false)])
@@ -383,7 +393,7 @@ struct HTTPConnectionMachineTests {
         #expect(harness.wireText.hasSuffix("slow" + "HTTP/1.1 100 Continue\r\n\r\n"))
         #expect(harness.state == .readingBody(request: 1, since: harness.now))
 
-        var early = MachineHarness()
+        var early = MachineHarness(limits: Self.dispatchingAhead())
         early.receive(get("/slow") + expecting)
         _ = early.run()
         early.receive("ok")
@@ -426,7 +436,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("a streamed response keeps at most streamBufferBytesMax queued; a blocked socket stalls out")
     func streamQueueLimit() throws {
-        var limits = Self.shortTimeouts
+        var limits = Self.dispatchingAhead(Self.shortTimeouts)
         limits.streamBufferBytesMax = 4096
         var harness = MachineHarness(limits: limits)
         let mailbox = LoopMailbox(executor: try LoopExecutor(index: 0), streamBufferBytesMax: 4096)
@@ -481,7 +491,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("an HTTP/1.0 stream is delimited by the close; the request pipelined behind it is dropped")
     func http10StreamDropsFollower() throws {
-        var harness = MachineHarness()
+        var harness = MachineHarness(limits: Self.dispatchingAhead())
         let mailbox = LoopMailbox(executor: try LoopExecutor(index: 0), streamBufferBytesMax: 4096)
         let stream = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 0, bufferBytesMax: 4096)
         let follower = LoopBodyStream(mailbox: mailbox, connectionKey: 1, sequence: 1, bufferBytesMax: 4096)
@@ -541,7 +551,7 @@ struct HTTPConnectionMachineTests {
 
     @Test("shutdown answers what was dispatched, the last answer with Connection: close, then lingers")
     func drainFinishesDispatched() {
-        var harness = MachineHarness()
+        var harness = MachineHarness(limits: Self.dispatchingAhead())
         harness.receive(get("/a") + get("/b") + "GET /c HT")
         #expect(
             harness.run() == [

@@ -153,7 +153,8 @@ struct HTTPServerTests {
 
     @Test("pipelined answers go out in request order even when a later one is ready first")
     func pipelineOrder() throws {
-        try withServer { port, _, _ in
+        // Every request dispatched at once, so that a later answer can be ready first.
+        try withServer(limits: HTTPConnectionMachineTests.dispatchingAhead()) { port, _, _ in
             let client = try LoopbackConnection(port: port)
             try client.send(get("/defer/80") + get("/now") + get("/defer/10") + get("/last"))
             #expect(try client.readResponse().bodyText == "deferred /defer/80")
@@ -169,6 +170,7 @@ struct HTTPServerTests {
     func pipelineCap() throws {
         var limits = HTTPServerLimits()
         limits.pipelinedRequestsMax = 2
+        limits.unansweredRequestsMax = 2
         try withServer(limits: limits) { port, responder, _ in
             let client = try LoopbackConnection(port: port)
             try client.send(get("/hold") + get("/hold") + get("/third"))
@@ -225,28 +227,84 @@ struct HTTPServerTests {
         }
     }
 
-    @Test("beyond connectionsMax a connection is accepted and closed, and the server keeps serving")
-    func connectionLimit() throws {
+    @Test("at connectionsMax a newcomer takes the place of the idlest connection, silent ones first")
+    func connectionLimitEvictsIdlest() throws {
         var limits = HTTPServerLimits()
-        limits.connectionsMax = 3
+        limits.connectionsMax = 4
         try withServer(limits: limits) { port, _, server in
-            var open: [LoopbackConnection] = []
-            for index in 0..<3 {
+            // Two keep-alive clients, idle between requests (the older first)...
+            var served: [LoopbackConnection] = []
+            for index in 0..<2 {
                 let client = try LoopbackConnection(port: port)
                 try client.send(get("/open\(index)"))
                 #expect(try client.readResponse().status == 200)
-                open.append(client)
+                served.append(client)
             }
-            let extra = try LoopbackConnection(port: port)
-            #expect(extra.isClosedByPeer(timeout: .seconds(2)))
-            try open[0].send(get("/still"))
-            #expect(try open[0].readResponse().bodyText == "GET /still 0")
-            open[2].close()
-            let deadline = ContinuousClock.now + .seconds(2)
-            while server.openConnections > 2 && ContinuousClock.now < deadline { sleepBriefly() }
-            let replacement = try LoopbackConnection(port: port)
-            try replacement.send(get("/new"))
-            #expect(try replacement.readResponse().bodyText == "GET /new 0")
+            // ...then two that never send a byte: they go first although younger.
+            var silent: [LoopbackConnection] = []
+            for _ in 0..<2 { silent.append(try LoopbackConnection(port: port)) }
+            #expect(eventually { server.openConnections == 4 })
+            var newcomers: [LoopbackConnection] = []
+            for index in 0..<2 {
+                let newcomer = try LoopbackConnection(port: port)
+                try newcomer.send(get("/new\(index)"))
+                #expect(try newcomer.readResponse().bodyText == "GET /new\(index) 0")
+                newcomers.append(newcomer)
+            }
+            // Each took the place of a silent connection; the clients that spoke stay.
+            #expect(silent[0].isClosedByPeer(timeout: .seconds(2)))
+            #expect(silent[1].isClosedByPeer(timeout: .seconds(2)))
+            #expect(server.openConnections == 4)
+            for client in served + newcomers {
+                try client.send(get("/still"))
+                #expect(try client.readResponse().bodyText == "GET /still 0")
+            }
+            // With only clients that spoke left, one of them (idle longest on
+            // the accepting loop) makes room.
+            let last = try LoopbackConnection(port: port)
+            try last.send(get("/last"))
+            #expect(try last.readResponse().bodyText == "GET /last 0")
+            #expect(eventually { server.openConnections == 4 })
+        }
+    }
+
+    @Test("at connectionsMax with nothing idle, a probe is served from the reserve, anything else is closed")
+    func connectionLimitReserve() throws {
+        var limits = HTTPServerLimits()
+        limits.connectionsMax = 2
+        limits.reservedConnections = 1
+        try withServer(limits: limits) { port, responder, server in
+            // Both places busy: each waits for a held answer.
+            var busy: [LoopbackConnection] = []
+            for _ in 0..<2 {
+                let client = try LoopbackConnection(port: port)
+                try client.send(get("/hold"))
+                busy.append(client)
+            }
+            #expect(eventually { responder.heldCount == 2 })
+            let other = try LoopbackConnection(port: port)
+            try other.send(get("/work"))
+            #expect(other.isClosedByPeer(timeout: .seconds(2)), "a non-probe was served beyond the cap")
+            #expect(!responder.seenTargets.contains("/work"))
+            for _ in 0..<3 {
+                let probe = try LoopbackConnection(port: port)
+                try probe.send(get("/healthz"))
+                let answer = try probe.readResponse()
+                #expect(answer.bodyText == "GET /healthz 0")
+                #expect(answer.header("Connection") == "close")
+                #expect(probe.isClosedByPeer())
+            }
+            // The reserve holds one: while a reserved connection waits, another probe is refused.
+            let waiting = try LoopbackConnection(port: port)
+            #expect(eventually { server.openConnections == 3 })
+            let refused = try LoopbackConnection(port: port)
+            try refused.send(get("/healthz"))
+            #expect(refused.isClosedByPeer(timeout: .seconds(2)))
+            try waiting.send(get("/readyz"))
+            #expect(try waiting.readResponse().bodyText == "GET /readyz 0")
+            responder.releaseHeld()
+            for client in busy { #expect(try client.readResponse().bodyText == "held") }
+            #expect(eventually { server.openConnections == 2 })
         }
     }
 

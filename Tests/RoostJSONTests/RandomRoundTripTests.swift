@@ -37,8 +37,15 @@ struct DocumentGenerator {
         case 5:
             return .array((0..<Int.random(in: 0...4, using: &random)).map { _ in value(depth: depth - 1) })
         default:
-            return .object(
-                (0..<Int.random(in: 0...4, using: &random)).map { _ in (string(), value(depth: depth - 1)) })
+            // Distinct names: the reader refuses a name twice (I-JSON).
+            var names = Set<String>()
+            var members: [(key: String, value: JSONValue)] = []
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                let name = string()
+                guard names.insert(name).inserted else { continue }
+                members.append((name, value(depth: depth - 1)))
+            }
+            return .object(members)
         }
     }
 }

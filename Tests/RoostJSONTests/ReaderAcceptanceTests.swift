@@ -53,8 +53,15 @@ struct ReaderAcceptanceTests {
             name: "nested objects keep member order", text: #"{"z":{"y":[null]},"a":1}"#,
             expected: .object([("z", .object([("y", .array([.null]))])), ("a", .number("1"))])),
         AcceptedCase(
-            name: "duplicate keys are all kept in order", text: #"{"a":1,"a":2}"#,
-            expected: .object([("a", .number("1")), ("a", .number("2"))])),
+            name: "the same name in sibling and nested objects is not a duplicate",
+            text: #"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#,
+            expected: .object([
+                ("a", .object([("a", .number("1"))])),
+                ("b", .array([.object([("a", .number("2"))]), .object([("a", .number("3"))])])),
+            ])),
+        AcceptedCase(
+            name: "names differing only in case are different names", text: #"{"a":1,"A":2}"#,
+            expected: .object([("a", .number("1")), ("A", .number("2"))])),
         AcceptedCase(name: "key with escapes", text: #"{"a\"b":true}"#, expected: .object([("a\"b", .bool(true))])),
         AcceptedCase(
             name: "realistic registration body",

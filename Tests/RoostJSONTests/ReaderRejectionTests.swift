@@ -159,6 +159,42 @@ struct ReaderRejectionTests {
             "number longer than maxStringBytes", "[12345]", .tooLarge, at: 1, limits: JSONLimits(maxStringBytes: 4)),
     ]
 
+    /// I-JSON (RFC 7493 §2.3): one name once per object; the offset is the second name's quote.
+    static let duplicates: [RejectedCase] = [
+        RejectedCase("the same name twice", #"{"a":1,"a":2}"#, .duplicateKey, at: 7),
+        RejectedCase("the same name with the same value", #"{"a":1,"a":1}"#, .duplicateKey, at: 7),
+        RejectedCase("the same name after others", #"{"a":1,"b":2,"c":3,"b":4}"#, .duplicateKey, at: 19),
+        RejectedCase("an escaped spelling of the same name", #"{"ab":1,"\u0061b":2}"#, .duplicateKey, at: 8),
+        RejectedCase("the empty name twice", #"{"":1,"":2}"#, .duplicateKey, at: 6),
+        RejectedCase("in a nested object", #"{"t":{"x":1,"x":2}}"#, .duplicateKey, at: 12),
+        RejectedCase("in an object inside an array", #"[{},{"k":null,"k":[]}]"#, .duplicateKey, at: 14),
+        RejectedCase(
+            "canonically equivalent names (a lookup cannot tell them apart)", "{\"\u{E9}\":1,\"e\u{301}\":2}",
+            .duplicateKey, at: 8),
+    ]
+
+    @Test("an object naming a member twice is rejected as duplicateKey at the second name", arguments: duplicates)
+    func rejectsDuplicates(_ testCase: RejectedCase) { expectRejected(testCase) }
+
+    @Test("duplicate detection in a 20,000-member object finds the one repeat, first or last, in linear time")
+    func largeObjectDuplicates() throws {
+        let names = (0..<20_000).map { "\"member\($0)\":\($0)" }
+        let distinct = Array(("{" + names.joined(separator: ",") + "}").utf8)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let parsed = try JSONReader.parse(distinct)
+        #expect(parsed.objectMembers?.count == 20_000)
+        for repeated in ["member0", "member19999"] {
+            let text = "{" + names.joined(separator: ",") + ",\"\(repeated)\":0}"
+            let bytes = Array(text.utf8)
+            #expect(throws: JSONError(kind: .duplicateKey, offset: bytes.count - repeated.utf8.count - 5)) {
+                try JSONReader.parse(bytes)
+            }
+        }
+        // Pairwise this would be 2 × 10^8 comparisons; a set makes it milliseconds.
+        #expect(clock.now - started < .seconds(5))
+    }
+
     @Test("malformed structure is rejected with its kind and offset", arguments: structure)
     func rejectsStructure(_ testCase: RejectedCase) { expectRejected(testCase) }
 

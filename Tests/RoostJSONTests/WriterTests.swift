@@ -101,12 +101,20 @@ struct WriterTests {
             .string("non-ASCII é ß 日本語 and emoji 😀👍🏽🇫🇷"),
             .array([.string("\u{1}\u{1E}"), .array([]), .object([])]),
             .object([("", .null), ("a\"b\\c", .string("\n")), ("😀", .array([.number("1")])), ("a", .bool(false))]),
-            .object([("dup", .number("1")), ("dup", .number("2"))]),
+            .object([("dup", .number("1")), ("Dup", .number("2"))]),
         ])
     func roundTrip(_ value: JSONValue) throws {
         var writer = JSONWriter()
         writer.value(value)
         #expect(try JSONReader.parse(writer.bytes) == value)
+    }
+
+    @Test("a value naming a member twice is written as it is, and the reader refuses it (I-JSON)")
+    func duplicateNamesWrittenThenRefused() {
+        var writer = JSONWriter()
+        writer.value(.object([("dup", .number("1")), ("dup", .number("2"))]))
+        #expect(writer.bytes == Array(#"{"dup":1,"dup":2}"#.utf8))
+        #expect(throws: JSONError(kind: .duplicateKey, offset: 9)) { try JSONReader.parse(writer.bytes) }
     }
 
     @Test("structural misuse stops the process")

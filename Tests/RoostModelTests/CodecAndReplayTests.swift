@@ -148,7 +148,7 @@ struct MutationCodecTests {
             .personErase(person("p")),
             .credentialUpsert(try APNsCredential(key: key, teamID: "ABCDE12345", keyID: "KEY")),
             .credentialDelete(key), .settings(AppSettings(maxDevicesPerPerson: 1_000, requireKnownPerson: true)),
-            .deviceSequenceFloor(UInt64.max),
+            .deviceSequenceFloor(UInt64.max - 1),  // the largest floor: its sequence must have a successor
         ]
     }
 

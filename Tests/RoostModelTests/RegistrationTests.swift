@@ -355,6 +355,112 @@ struct InstallationRuleTests {
         try harness.verify()
     }
 
+    enum MissingProof: String, CaseIterable, Sendable {
+        case none, secretOnly, deviceIDOnly, wrongSecret, otherDevicesProof
+    }
+
+    @Test(
+        "an installation whose device holds a secret is reached only with its proof: 409, nothing changes",
+        arguments: MissingProof.allCases)
+    func installationProofRequired(missing: MissingProof) throws {
+        var harness = Harness()
+        let secured = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.installationID = installation("A")
+                $0.installationSecretDigest = digest(1)
+            })
+        let other = try harness.mustRegister(request(apnsToken(9)) { $0.installationSecretDigest = digest(9) })
+        let result = harness.register(
+            request(apnsToken(2)) {
+                $0.installationID = installation("A")
+                $0.externalID = .set(person("intruder"))
+                switch missing {
+                case .none: break
+                case .secretOnly: $0.installationSecretDigest = digest(1)
+                case .deviceIDOnly: $0.deviceID = secured.device.id
+                case .wrongSecret:
+                    $0.deviceID = secured.device.id
+                    $0.installationSecretDigest = digest(2)
+                case .otherDevicesProof:
+                    $0.deviceID = other.device.id
+                    $0.installationSecretDigest = digest(9)
+                }
+            })
+        #expect(result.rejection == .installationProofRequired)
+        #expect(result.rejection?.httpStatus == 409)
+        #expect(result.rejection?.code == "installation_proof_required")
+        #expect(result.rejection?.field == "installation_id")
+        #expect(harness.index.device(secured.device.id)?.token == apnsToken(1))
+        // With the proof the same request goes through, on the same device.
+        let proven = try harness.mustRegister(
+            request(apnsToken(2)) {
+                $0.installationID = installation("A")
+                $0.deviceID = secured.device.id
+                $0.installationSecretDigest = digest(1)
+            })
+        #expect(proven.device.id == secured.device.id)
+        #expect(proven.tokenChange == .refreshed)
+        try harness.verify()
+    }
+
+    @Test("a secured installation's own token re-registers without the proof (rule 1 reaches it)")
+    func securedInstallationOwnToken() throws {
+        var harness = Harness()
+        let secured = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.installationID = installation("A")
+                $0.installationSecretDigest = digest(1)
+            })
+        let again = try harness.mustRegister(request(apnsToken(1)) { $0.installationID = installation("A") })
+        #expect(again.device.id == secured.device.id)
+        #expect(!again.created)
+        try harness.verify()
+    }
+
+    @Test("a reinstall (new installation id, no secret) takes the token to a new device; the old one is Reassigned")
+    func reinstall() throws {
+        var harness = Harness()
+        let old = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.installationID = installation("A")
+                $0.installationSecretDigest = digest(1)
+            })
+        let fresh = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.installationID = installation("B")
+                $0.installationSecretDigest = digest(2)
+            })
+        #expect(fresh.created)
+        #expect(fresh.displaced == old.device.id)
+        let left = try #require(harness.index.device(old.device.id))
+        #expect(left.invalidationReason == .reassigned)
+        #expect(left.installationID == installation("A"))
+        #expect(left.token == nil)
+        try harness.verify()
+    }
+
+    @Test("an existing device keeps its environment when a registration omits it; a new device gets production")
+    func environmentKept() throws {
+        var harness = Harness()
+        let sandbox = try harness.mustRegister(
+            RegisterRequest(token: apnsToken(1), environment: .sandbox))
+        #expect(sandbox.device.environment == .sandbox)
+        #expect(try harness.mustRegister(request(apnsToken(1))).device.environment == .sandbox)
+        let named = try harness.mustRegister(
+            request(apnsToken(2)) {
+                $0.environment = .sandbox
+                $0.installationID = installation("A")
+            })
+        let rotated = try harness.mustRegister(request(apnsToken(3)) { $0.installationID = installation("A") })
+        #expect(rotated.device.id == named.device.id)
+        #expect(rotated.device.environment == .sandbox)
+        #expect(try harness.mustRegister(request(apnsToken(4))).device.environment == .production)
+        #expect(
+            try harness.mustRegister(RegisterRequest(token: apnsToken(1), environment: .production)).device.environment
+                == .production)
+        try harness.verify()
+    }
+
     @Test("an installation id of another platform is 422 device_identity_conflict")
     func installationOtherPlatform() throws {
         var harness = Harness()
@@ -429,23 +535,72 @@ struct ProofRuleTests {
             })
         let holder = try harness.mustRegister(request(apnsToken(2)) { $0.appVersion = .set("9") })
         harness.record(try #require(harness.index.recordStrike(holder.device.id).value).mutations)
+        // No installation id named: rule 5 decides.
         let result = try harness.mustRegister(
             request(apnsToken(2)) {
                 $0.deviceID = proven.device.id
                 $0.installationSecretDigest = digest(7)
-                $0.installationID = installation("I")
             })
         #expect(!result.created)
         #expect(result.device.id == holder.device.id)
         #expect(result.displaced == proven.device.id)
-        #expect(result.device.installationID == installation("I"), "the installation follows the winner")
+        #expect(result.device.installationID == nil)
         #expect(result.device.installationSecretDigest == digest(7))
         #expect(result.device.strikes == 1, "the token did not move: the winner keeps its strikes")
         let loser = try #require(harness.index.device(proven.device.id))
         #expect(loser.invalidationReason == .superseded)
         #expect(loser.invalidatedAt == harness.now)
-        #expect(loser.installationID == nil)
+        #expect(loser.installationID == installation("I"), "no installation id is overwritten silently")
         #expect(loser.installationSecretDigest == nil, "the old id no longer proves anything")
+        #expect(loser.token == apnsToken(1))
+        try harness.verify()
+    }
+
+    @Test("proof + installation_id + another installation's token: rule 4 decides; the holder keeps its installation")
+    func proofInstallationAndForeignToken() throws {
+        var harness = Harness()
+        let proven = try harness.mustRegister(
+            request(apnsToken(1)) {
+                $0.installationSecretDigest = digest(7)
+                $0.installationID = installation("P")
+            })
+        let holder = try harness.mustRegister(request(apnsToken(2)) { $0.installationID = installation("H") })
+        harness.record(try #require(harness.index.recordStrike(holder.device.id).value).mutations)
+        let result = try harness.mustRegister(
+            request(apnsToken(2)) {
+                $0.deviceID = proven.device.id
+                $0.installationSecretDigest = digest(7)
+                $0.installationID = installation("P")
+            })
+        #expect(!result.created)
+        #expect(result.device.id == proven.device.id)
+        #expect(result.device.token == apnsToken(2))
+        #expect(result.device.installationID == installation("P"))
+        #expect(result.tokenChange == .reassigned)
+        #expect(result.displaced == holder.device.id)
+        #expect(result.device.strikes == 0, "rule 6: the token moved")
+        let left = try #require(harness.index.device(holder.device.id))
+        #expect(left.invalidationReason == .reassigned)
+        #expect(left.token == nil)
+        #expect(left.installationID == installation("H"))
+        #expect(harness.index.device(token: apnsToken(1)) == nil, "the proven device's old token is dropped")
+        try harness.verify()
+    }
+
+    @Test("a proof and an installation id naming two devices is 422, even when the named one holds the token")
+    func proofAndInstallationNameTwoDevices() throws {
+        var harness = Harness()
+        let proven = try harness.mustRegister(request(apnsToken(1)) { $0.installationSecretDigest = digest(7) })
+        _ = try harness.mustRegister(request(apnsToken(2)) { $0.installationID = installation("H") })
+        for token in [apnsToken(2), apnsToken(3)] {
+            let result = harness.register(
+                request(token) {
+                    $0.deviceID = proven.device.id
+                    $0.installationSecretDigest = digest(7)
+                    $0.installationID = installation("H")
+                })
+            #expect(result.rejection == .deviceIdentityConflict(field: "installation_id"))
+        }
         try harness.verify()
     }
 

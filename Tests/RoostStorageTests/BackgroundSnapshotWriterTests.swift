@@ -13,7 +13,13 @@ struct BackgroundSnapshotWriterTests {
     {
         for batch in batches {
             while !writer.offer(batch) {
-                if let failure = writer.failure { throw failure }
+                if let failure = writer.failure {
+                    // As DurableEngine does: stop the thread, remove the temporary file.
+                    writer.close()
+                    while !writer.isDone { usleep(100) }
+                    writer.abandon()
+                    throw failure
+                }
                 usleep(100)
             }
         }

@@ -195,13 +195,9 @@ struct DamageTests {
         }
         // Attached once every thread of the server has a tracer.
         func attached() -> Bool {
-            guard let tasks = opendir("/proc/\(process.pid)/task") else { return false }
-            defer { closedir(tasks) }
+            guard let tasks = try? DurableFile.names(in: "/proc/\(process.pid)/task") else { return false }
             var all = true
-            while let entry = readdir(tasks) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-                }
+            for name in tasks {
                 guard name.first?.isNumber == true else { continue }
                 let status =
                     (try? DurableFile.readIfExists(

@@ -42,8 +42,9 @@ int roost_eventfd_create(void);
 int roost_eventfd_signal(int fd);
 int roost_eventfd_drain(int fd);
 
-/// A TCP listening socket on host:port (IPv4 dotted quad), SO_REUSEADDR and,
-/// when reuse_port != 0, SO_REUSEPORT. Non-blocking. Returns fd or -1.
+/// A TCP listening socket on host:port (an IPv4 dotted quad, or an IPv6 address
+/// without brackets: then IPV6_V6ONLY), SO_REUSEADDR and, when reuse_port != 0,
+/// SO_REUSEPORT. Non-blocking. Returns fd or -1 (EINVAL for a host that is neither).
 int roost_tcp_listen(const char *host, uint16_t port, int backlog, int reuse_port);
 /// The bound port of a socket, or -1.
 int roost_socket_port(int fd);
@@ -58,7 +59,8 @@ int roost_parse_ip_address(const char *text, uint8_t out[16]);
 /// Writes the text form of 16 address bytes (dotted quad for an IPv4-mapped
 /// one) into out (at least 46 bytes). Returns 0, or -1.
 int roost_format_ip_address(const uint8_t address[16], char *out, size_t capacity);
-/// A blocking TCP client connection to host:port, TCP_NODELAY. Returns fd or -1.
+/// A blocking TCP client connection to host:port (IPv4 or IPv6, as for
+/// roost_tcp_listen), TCP_NODELAY. Returns fd or -1.
 int roost_tcp_connect(const char *host, uint16_t port);
 
 /// Sets SO_RCVTIMEO on a blocking socket (0 clears it). Returns 0 or -1 with errno.
@@ -67,6 +69,16 @@ int roost_set_receive_timeout(int fd, int timeout_ms);
 /// CRC-32C (Castagnoli), continuing from crc (pass 0 to start).
 /// Uses the SSE4.2 crc32 instruction when the CPU has it, else a table.
 uint32_t roost_crc32c(uint32_t crc, const void *data, size_t length);
+
+/// glibc malloc_trim(0): gives the kernel back the free memory at the top of
+/// every arena and the free whole pages inside them. Returns 1 if any was
+/// released. O(heap): walks every arena's free chunks.
+int roost_malloc_trim(void);
+/// glibc mallopt(M_MMAP_THRESHOLD, bytes): allocations of at least `bytes`
+/// are mapped on their own and unmapped when freed. Setting it also turns
+/// off glibc's dynamic threshold, which otherwise rises to the largest block
+/// freed (up to 32 MiB) and keeps such blocks in the heap. Returns 1 on success.
+int roost_malloc_set_mmap_threshold(int bytes);
 
 #ifdef __cplusplus
 }

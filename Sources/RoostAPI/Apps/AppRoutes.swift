@@ -7,25 +7,23 @@ import RoostModel
 /// `setup:write` manages its own app (settings and keys).
 package struct AppRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
     let registry: Registry
 
     package var routes: [Route] {
         [
-            Route(.post, "/v1/apps", outcome: createApp),
-            Route(.get, "/v1/apps", listApps),
-            Route(.get, "/v1/apps/{app}", outcome: getApp),
-            Route(.patch, "/v1/apps/{app}", outcome: updateApp),
-            Route(.delete, "/v1/apps/{app}", outcome: deleteApp),
-            Route(.post, "/v1/apps/{app}/keys", outcome: createKey),
-            Route(.delete, "/v1/apps/{app}/keys/{key_id}", outcome: revokeKey),
+            Route(.post, "/v1/apps", access: .operatorKey, outcome: createApp),
+            Route(.get, "/v1/apps", access: .operatorKey, listApps),
+            Route(.get, "/v1/apps/{app}", access: .setup, outcome: getApp),
+            Route(.patch, "/v1/apps/{app}", access: .setup, outcome: updateApp),
+            Route(.delete, "/v1/apps/{app}", access: .operatorKey, outcome: deleteApp),
+            Route(.post, "/v1/apps/{app}/keys", access: .setup, outcome: createKey),
+            Route(.delete, "/v1/apps/{app}/keys/{key_id}", access: .setup, outcome: revokeKey),
         ]
     }
 
     // MARK: - Handlers
 
     func createApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        try authenticator.authenticate(context.request.head).requireOperator()
         let body = try JSONBody(context.request)
         let name = try AppRoutes.appName(body.requiredString("name"))
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
@@ -40,7 +38,6 @@ package struct AppRoutes: Sendable {
     }
 
     func listApps(_ context: RequestContext) throws(APIError) -> HTTPResponse {
-        try authenticator.authenticate(context.request.head).requireOperator()
         var writer = JSONWriter(reservingCapacity: 1024)
         writer.beginObject()
         writer.key("apps")
@@ -53,14 +50,14 @@ package struct AppRoutes: Sendable {
 
     func getApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
-        try authenticator.authenticate(context.request.head).requireSetup(of: app)
+        try context.principal.requireSetup(of: app)
         guard let record = catalog.acknowledgedApp(app) else { throw APIError.appNotFound }
         return withCounts(record)
     }
 
     func updateApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
-        try authenticator.authenticate(context.request.head).requireSetup(of: app)
+        try context.principal.requireSetup(of: app)
         let body = try JSONBody(context.request)
         let name = try body.optionalString("name").map { (name) throws(APIError) in try AppRoutes.appName(name) }
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
@@ -80,7 +77,6 @@ package struct AppRoutes: Sendable {
 
     func deleteApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
-        try authenticator.authenticate(context.request.head).requireOperator()
         // The catalog first (logged before the shard's removal record): from
         // here on the app's keys answer 401, so no new device can arrive while
         // its data is dropped. A crash between the two records leaves data of
@@ -158,15 +154,21 @@ package struct AppRoutes: Sendable {
 
     func createKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
-        try authenticator.authenticate(context.request.head).requireSetup(of: app)
+        try context.principal.requireSetup(of: app)
         let body = try JSONBody(context.request)
         let kindName = try body.requiredString("kind")
         guard let kind = KeyKind(rawValue: kindName) else {
             throw APIError.invalidField("kind", "kind must be \"secret\" or \"mobile\"")
         }
-        let modeName = try body.optionalString("mode") ?? AppMode.live.name
+        // A test key stays in test mode (spec §4: the modes live apart): it makes
+        // test keys only, and an omitted mode is its own.
+        let callerMode = context.principal.keyMode
+        let modeName = try body.optionalString("mode") ?? (callerMode ?? .live).name
         guard let mode = AppMode(name: modeName) else {
             throw APIError.invalidField("mode", "mode must be \"live\" or \"test\"")
+        }
+        if callerMode == .test && mode == .live {
+            throw APIError(status: 403, code: "forbidden", message: "a test key makes test keys only")
         }
         var capabilities = Set<Capability>()
         for name in try body.optionalStringArray("capabilities") ?? [] {
@@ -213,9 +215,11 @@ package struct AppRoutes: Sendable {
 
     func revokeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
-        try authenticator.authenticate(context.request.head).requireSetup(of: app)
+        try context.principal.requireSetup(of: app)
         guard catalog.app(app) != nil else { throw APIError.appNotFound }
-        let ticket = try catalog.revokeKey(app: app, keyID: context.parameters[1])
+        // A test key sees no live key: revoking one answers as for an unknown id.
+        let ticket = try catalog.revokeKey(
+            app: app, keyID: context.parameters[1], onlyMode: context.principal.keyMode == .test ? .test : nil)
         return .afterCommit(ticket) { DeviceRoutes.flag("revoked", true) }
     }
 

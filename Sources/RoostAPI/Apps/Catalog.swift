@@ -19,6 +19,8 @@ package final class Catalog: Sendable {
 
     private let state: LoggedState<CatalogState>
     private let rateLimits: Mutex<[String: TokenBucket]>
+    /// Requests refused by a key's rate limit, per app (metrics); touched only on a refusal.
+    private let rateLimitHits = Mutex<[AppID: UInt64]>([:])
     private let clock: any APIClock
 
     /// Creates a catalog from a recovered state whose changes go to `log`
@@ -38,6 +40,13 @@ package final class Catalog: Sendable {
     /// Returns the key whose SHA-256 digest is `digest`, if it is live.
     package func key(withDigest digest: KeyDigest) -> KeyRecord? {
         state.read { $0.keysByDigest[digest] }
+    }
+
+    /// Returns the live key with public id `id` (`key_…`), nil once it is
+    /// revoked or its app deleted. Every applied change counts, as for
+    /// authentication. O(1) expected.
+    package func liveKey(id: String) -> KeyRecord? {
+        state.read { state in state.keyDigestByID[id].flatMap { state.keysByDigest[$0] } }
     }
 
     /// Returns the whole state (a copy), every applied change included.
@@ -112,10 +121,12 @@ package final class Catalog: Sendable {
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        try state.change { state throws(APIError) in
+        let ticket = try state.change { state throws(APIError) in
             guard state.apps[id] != nil else { throw APIError.appNotFound }
             return ([.appDeleted(id)], ())
         }.1
+        _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
+        return ticket
     }
 
     /// Mints a key. Returns its record and the key itself, which is shown once
@@ -147,10 +158,13 @@ package final class Catalog: Sendable {
         return (record, secret, ticket)
     }
 
-    /// Revokes a key of `app`. A key of another app answers as unknown.
-    package func revokeKey(app: AppID, keyID: String) throws(APIError) -> CommitTicket {
+    /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
+    /// or of the other mode, answers as unknown.
+    package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
         let ticket = try state.change { state throws(APIError) in
-            guard let digest = state.keyDigestByID[keyID], state.keysByDigest[digest]?.appID == app else {
+            guard let digest = state.keyDigestByID[keyID], let key = state.keysByDigest[digest], key.appID == app,
+                onlyMode == nil || key.mode == onlyMode
+            else {
                 throw APIError(status: 404, code: "key_not_found", message: "no such key")
             }
             return ([.keyRevoked(id: keyID)], ())
@@ -170,11 +184,18 @@ package final class Catalog: Sendable {
     /// Returns the key with this SHA-256 digest, after its rate limit.
     package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
         guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
-        if let retryAfter = admit(key) { throw APIError.rateLimited(.key, retryAfterSeconds: retryAfter) }
+        RequestAttribution.note(key.appID)
+        if let retryAfter = admit(key) {
+            rateLimitHits.withLock { $0[key.appID, default: 0] += 1 }
+            throw APIError.rateLimited(.key, retryAfterSeconds: retryAfter)
+        }
         return key
     }
 
     // MARK: - Rate limits
+
+    /// Requests refused by a rate limit since start, per app (deleted apps dropped).
+    package var rateLimitHitsByApp: [AppID: UInt64] { rateLimitHits.withLock { $0 } }
 
     /// Takes one request from the key's bucket. Returns nil when allowed, or
     /// the whole seconds after which a retry can succeed.

@@ -15,14 +15,19 @@ package struct Authenticator: Sendable {
     package static let presentedKeyBytesMax = 512
 
     private let adminDigest: [UInt8]
-    private let catalog: Catalog
-    /// Counts the requests a mobile key authorizes per client address.
+    let catalog: Catalog
+    /// The signing keys of identity tokens (`RouteAccess.identityToken`).
+    let identityKeys: IdentityKeyStore
+    /// Counts the requests a mobile key or an identity token authorizes per client address.
     package let clientLimiter: ClientAddressLimiter
 
-    package init(adminKey: String, catalog: Catalog, clientLimiter: ClientAddressLimiter) {
+    package init(
+        adminKey: String, catalog: Catalog, identityKeys: IdentityKeyStore, clientLimiter: ClientAddressLimiter
+    ) {
         precondition(!adminKey.isEmpty, "the admin key must not be empty")
         self.adminDigest = Crypto.sha256(adminKey.utf8)
         self.catalog = catalog
+        self.identityKeys = identityKeys
         self.clientLimiter = clientLimiter
     }
 
@@ -76,6 +81,14 @@ extension Principal {
         case .appKey(let key):
             guard key.allows(.setupWrite) else { throw APIError.forbidden }
             guard key.appID == app else { throw APIError.appNotFound }
+        }
+    }
+
+    /// The mode of an app key; nil for the operator (who acts in both).
+    package var keyMode: AppMode? {
+        switch self {
+        case .operator: nil
+        case .appKey(let key): key.mode
         }
     }
 

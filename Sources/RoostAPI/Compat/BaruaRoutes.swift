@@ -19,12 +19,11 @@ struct BaruaRoutes: Sendable {
     static let fieldNames = ["bundle_id": "app"]
 
     let catalog: Catalog
-    let authenticator: Authenticator
 
     var routes: [Route] {
         [
-            Route(.put, BaruaRoutes.path, outcome: register),
-            Route(.delete, BaruaRoutes.path, outcome: forget),
+            Route(.put, BaruaRoutes.path, access: .liveSecretKey(.devicesWrite), outcome: register),
+            Route(.delete, BaruaRoutes.path, access: .liveSecretKey(.devicesWrite), outcome: forget),
         ]
     }
 
@@ -68,13 +67,10 @@ struct BaruaRoutes: Sendable {
         }
     }
 
-    /// Barua's key rule: a live secret key with `devices:write` ("Test keys
-    /// can't register devices"); 401 without a key, 403 for any other key.
+    /// The admitted key (Barua's key rule, `RouteAccess.liveSecretKey`: a live
+    /// secret key with `devices:write`) and its app; 401 when the app is gone.
     private func authorize(_ context: RequestContext) throws(APIError) -> (KeyRecord, AppRecord) {
-        let key = try authenticator.authenticate(context.request.head).requireAppKey(.devicesWrite)
-        guard key.mode == .live else {
-            throw APIError(status: 403, code: "forbidden", message: "test keys can't register devices; use a live key")
-        }
+        let key = context.appKey()
         guard let app = catalog.app(key.appID) else { throw APIError.unauthorized }
         return (key, app)
     }

@@ -13,19 +13,17 @@ import RoostModel
 /// Connect's `deviceId` is our `installation_id`; the answer is the device JSON
 /// of spec §4, without its token.
 struct ConnectRoutes: Sendable {
-    let catalog: Catalog
-    let authenticator: Authenticator
     let keys: IdentityKeyStore
 
     var routes: [Route] {
         [
-            Route(.post, "/v1/identities/guest", mintGuest),
-            Route(.post, "/v1/identities/authenticated", mintUser),
-            Route(.put, "/v1/me/devices", outcome: registerDevice),
-            Route(.delete, "/v1/me/devices/{installation_id}", outcome: deleteDevice),
-            Route(.get, "/v1/identity-keys", listKeys),
-            Route(.post, "/v1/identity-keys", outcome: rotateKey),
-            Route(.delete, "/v1/identity-keys/{key_id}", outcome: removeKey),
+            Route(.post, "/v1/identities/guest", access: .mobileKey, mintGuest),
+            Route(.post, "/v1/identities/authenticated", access: .secretKey(.peopleWrite), mintUser),
+            Route(.put, "/v1/me/devices", access: .identityToken, outcome: registerDevice),
+            Route(.delete, "/v1/me/devices/{installation_id}", access: .identityToken, outcome: deleteDevice),
+            Route(.get, "/v1/identity-keys", access: .operatorKey, listKeys),
+            Route(.post, "/v1/identity-keys", access: .operatorKey, outcome: rotateKey),
+            Route(.delete, "/v1/identity-keys/{key_id}", access: .operatorKey, outcome: removeKey),
         ]
     }
 
@@ -33,23 +31,15 @@ struct ConnectRoutes: Sendable {
 
     /// `POST /v1/identities/guest` (mobile key) → 201 with a new guest principal.
     func mintGuest(_ context: RequestContext) throws(APIError) -> HTTPResponse {
-        let key: KeyRecord
-        switch try authenticator.authenticate(context.request.head) {
-        case .operator: throw APIError.forbidden
-        case .appKey(let record):
-            guard record.kind == .mobile else {
-                throw APIError(status: 403, code: "forbidden", message: "guest identities are minted with a mobile key")
-            }
-            key = record
-        }
+        let key = context.appKey()
         let lifetime = try ConnectRoutes.lifetime(context.request)
-        return mint(.guest(IdentityToken.newGuestID()), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+        return try mint(.guest(IdentityToken.newGuestID()), key: key, lifetime: lifetime, now: context.nowMilliseconds)
     }
 
     /// `POST /v1/identities/authenticated` (secret key, `people:write`)
     /// `{"external_id":"user_42"}` → 201 with `user:user_42`.
     func mintUser(_ context: RequestContext) throws(APIError) -> HTTPResponse {
-        let key = try authenticator.authenticate(context.request.head).requireAppKey(.peopleWrite)
+        let key = context.appKey()
         let body = try JSONBody(context.request)
         let text = try body.requiredString("external_id")
         let externalID = try checked { () throws(RegistryRejection) in try ExternalID(text) }
@@ -57,12 +47,23 @@ struct ConnectRoutes: Sendable {
             throw APIError.invalidField("external_id", "external_id must not start with \"guest:\"")
         }
         let lifetime = try ConnectRoutes.lifetime(context.request)
-        return mint(.user(externalID), key: key, lifetime: lifetime, now: context.nowMilliseconds)
+        return try mint(.user(externalID), key: key, lifetime: lifetime, now: context.nowMilliseconds)
     }
 
-    private func mint(_ principal: IdentityPrincipal, key: KeyRecord, lifetime: Int64, now: Int64) -> HTTPResponse {
+    /// Signs a token naming the minting `key`, so that revoking the key
+    /// revokes the token (spec §12).
+    private func mint(
+        _ principal: IdentityPrincipal, key: KeyRecord, lifetime: Int64, now: Int64
+    ) throws(APIError) -> HTTPResponse {
+        guard IdentityToken.isMintingKeyID(key.id[...]) else {
+            // Every key id this server made is `key_` + 16 hex; one that is not
+            // cannot be named in a token, so its tokens could not be revoked.
+            throw APIError(
+                status: 403, code: "forbidden", message: "this key cannot mint identity tokens; make a new key")
+        }
         let expiresAt = now / 1000 + lifetime
-        let claims = IdentityClaims(app: key.appID, mode: key.mode, principal: principal, expiresAtSeconds: expiresAt)
+        let claims = IdentityClaims(
+            app: key.appID, mode: key.mode, mintingKeyID: key.id, principal: principal, expiresAtSeconds: expiresAt)
         let token = IdentityToken.sign(claims, with: keys.currentKey())
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
@@ -92,7 +93,7 @@ struct ConnectRoutes: Sendable {
     /// `PUT /v1/me/devices` (Bearer identity token): registers the installation
     /// for the token's principal; 201 for a new device, else 200.
     func registerDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let (claims, app) = try principal(context)
+        let (claims, app) = context.identity()
         let body = try JSONBody(context.request)
         let owner = claims.principal.externalID
         let registration = try ConnectRoutes.registration(body)
@@ -107,7 +108,7 @@ struct ConnectRoutes: Sendable {
     /// the installation's device only when it belongs to the token's principal
     /// (a guest left without devices is forgotten).
     func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let (claims, app) = try principal(context)
+        let (claims, app) = context.identity()
         let text = context.parameters[0]
         let installation = try checked { () throws(RegistryRejection) in try InstallationID(text) }
         let owner = claims.principal.externalID
@@ -116,31 +117,6 @@ struct ConnectRoutes: Sendable {
             guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
             return DeviceRoutes.flag("deleted", deleted)
         }
-    }
-
-    /// Returns the verified claims of the request's `Authorization: Bearer
-    /// <identity_token>` and its app: 401 for a missing, forged, altered,
-    /// expired token, one signed by a removed key, or one of a deleted app;
-    /// 429 over the client address's limit (identity tokens live on devices,
-    /// as mobile keys do: `ClientAddressLimiter`).
-    private func principal(_ context: RequestContext) throws(APIError) -> (IdentityClaims, AppRecord) {
-        guard let token = ConnectRoutes.bearer(context.request.head.headers["Authorization"]),
-            let claims = IdentityToken.verify(token, keys: keys, nowSeconds: context.nowMilliseconds / 1000),
-            let app = catalog.app(claims.app)
-        else {
-            throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
-        }
-        try authenticator.clientLimiter.admit(app: app.id, context.request.head)
-        return (claims, app)
-    }
-
-    /// The credentials of a `Bearer` value up to `IdentityToken.bytesMax`, or nil.
-    static func bearer(_ value: String?) -> Substring? {
-        guard let value, value.utf8.count > 7, value.utf8.count <= IdentityToken.bytesMax + 7 else { return nil }
-        let scheme = value.prefix(7)
-        guard scheme.lowercased() == "bearer " else { return nil }
-        let token = value.dropFirst(7).drop { $0 == " " }
-        return token.isEmpty ? nil : token
     }
 
     /// The registration fields of `PUT /v1/me/devices`: `installation_id`,
@@ -158,7 +134,8 @@ struct ConnectRoutes: Sendable {
         let tokenText = try body.requiredString("token")
         let token = try checked { () throws(RegistryRejection) in try PushToken(parsing: tokenText, platform: platform)
         }
-        var environment = APNsEnvironment.production
+        // Omitted: a new device gets production, an existing one keeps its own (spec §12).
+        var environment: APNsEnvironment?
         if let name = try body.optionalString("environment") {
             guard let parsed = APNsEnvironment(name: name) else { throw APIError(RegistryRejection.invalidEnvironment) }
             environment = parsed
@@ -187,7 +164,6 @@ struct ConnectRoutes: Sendable {
 
     /// `GET /v1/identity-keys` → the key ids (never the secrets) and the current one.
     func listKeys(_ context: RequestContext) throws(APIError) -> HTTPResponse {
-        try authenticator.authenticate(context.request.head).requireOperator()
         let (currentID, list) = keys.list()
         var writer = JSONWriter()
         writer.beginObject()
@@ -206,7 +182,6 @@ struct ConnectRoutes: Sendable {
     /// `POST /v1/identity-keys` → 201: a new current signing key; tokens signed
     /// by older keys keep verifying until those keys are removed.
     func rotateKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        try authenticator.authenticate(context.request.head).requireOperator()
         let (key, ticket) = try keys.rotate(now: context.nowMilliseconds)
         return .afterCommit(ticket) {
             var writer = JSONWriter()
@@ -218,7 +193,6 @@ struct ConnectRoutes: Sendable {
     /// `DELETE /v1/identity-keys/{key_id}` → `{"deleted":true}`: the tokens it
     /// signed answer 401 from now on. The current key cannot be removed (409).
     func removeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        try authenticator.authenticate(context.request.head).requireOperator()
         let ticket = try keys.remove(id: context.parameters[0])
         return .afterCommit(ticket) { DeviceRoutes.flag("deleted", true) }
     }

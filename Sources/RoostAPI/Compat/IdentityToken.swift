@@ -45,64 +45,83 @@ enum IdentityPrincipal: Sendable, Equatable {
 struct IdentityClaims: Sendable, Equatable {
     var app: AppID
     var mode: AppMode
+    /// The id (`key_…`) of the API key that minted the token: revoking that key
+    /// revokes the token (spec §12), so whoever verifies a token must also find
+    /// this key live, of `app` and `mode` (`Authenticator.identity`).
+    var mintingKeyID: String
     var principal: IdentityPrincipal
     /// Unix seconds after which the token no longer verifies.
     var expiresAtSeconds: Int64
 }
 
-/// Identity tokens: `rit1.<key id>.<app>.<mode>.<kind>.<subject>.<expiry>.<signature>`
+/// Identity tokens:
+/// `rit2.<signing key id>.<app>.<mode>.<minting key id>.<kind>.<subject>.<expiry>.<signature>`
 ///
-/// - `key id`: the signing key (`ik_` + 16 hex), so keys can rotate;
+/// - `signing key id`: the server's signing key (`ik_` + 16 hex), so keys can rotate;
 /// - `app`: the app id in decimal; `mode`: `live` or `test` (the minting key's);
+/// - `minting key id`: the API key that minted it (`key_` + 16 hex): revoking
+///   that key revokes the token without touching the signing key;
 /// - `kind`: `guest` or `user`; `subject`: base64url (no padding) of the guest
 ///   id or the user's `external_id`;
 /// - `expiry`: Unix seconds;
-/// - `signature`: base64url of HMAC-SHA-256 under the key's secret over every
-///   byte before the last `.`.
+/// - `signature`: base64url of HMAC-SHA-256 under the signing key's secret over
+///   every byte before the last `.`.
 ///
-/// A token verifies when it has this shape, its key is still kept, the
-/// signature matches (constant-time compare) and the expiry is in the future.
+/// A token verifies when it has this shape, its signing key is still kept,
+/// the signature matches (constant-time compare) and the expiry is in the
+/// future. `rit1` tokens (no minting key) are refused: nothing could revoke
+/// them (docs/decisions/0012-identity-tokens-name-their-minting-key.md).
+/// `verify` checks only what the token itself proves; the minting key and the
+/// app must still be live in the catalog, which `Authenticator.identity` checks.
 enum IdentityToken {
-    static let version = "rit1"
+    static let version = "rit2"
     /// The longest token considered (a 256-character `external_id` of 4-byte
     /// scalars is 1,366 base64url characters).
     static let bytesMax = 2048
+    /// The longest minting key id a token may carry (ours are 20 bytes).
+    static let mintingKeyIDBytesMax = 64
     /// Lifetimes a caller may ask for with `ttl_seconds`, and the default.
     static let lifetimeSecondsDefault: Int64 = 86_400
     static let lifetimeSecondsRange: ClosedRange<Int64> = 60...2_592_000
 
     /// Returns a signed token for `claims` under `key`.
     static func sign(_ claims: IdentityClaims, with key: IdentitySigningKey) -> String {
+        precondition(
+            isMintingKeyID(claims.mintingKeyID[...]), "minting key id of \(claims.mintingKeyID.utf8.count) bytes")
         let (kind, subject): (String, String) =
             switch claims.principal {
             case .guest(let id): ("guest", id)
             case .user(let externalID): ("user", externalID.rawValue)
             }
         let signed = [
-            version, key.id, String(claims.app.rawValue), claims.mode.name, kind, Base64URL.encode(Array(subject.utf8)),
-            String(claims.expiresAtSeconds),
+            version, key.id, String(claims.app.rawValue), claims.mode.name, claims.mintingKeyID, kind,
+            Base64URL.encode(Array(subject.utf8)), String(claims.expiresAtSeconds),
         ].joined(separator: ".")
         return signed + "." + Base64URL.encode(Crypto.hmacSHA256(key: key.secret, message: Array(signed.utf8)))
     }
 
     /// Returns the claims of a token that verifies at `nowSeconds`, or nil
-    /// (forged, altered, unknown or removed key, expired, malformed).
+    /// (forged, altered, unknown or removed signing key, expired, malformed,
+    /// or of the retired `rit1` format). Does not consult the catalog: the
+    /// caller checks that the minting key and the app are still live.
     static func verify(_ token: Substring, keys: IdentityKeyStore, nowSeconds: Int64) -> IdentityClaims? {
         guard token.utf8.count <= bytesMax, let lastDot = token.lastIndex(of: ".") else { return nil }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 8, parts[0] == version, let key = keys.key(id: parts[1]),
-            let signature = Base64URL.decode(parts[7]), signature.count == Crypto.sha256DigestBytes
+        guard parts.count == 9, parts[0] == version, let key = keys.key(id: parts[1]),
+            let signature = Base64URL.decode(parts[8]), signature.count == Crypto.sha256DigestBytes
         else { return nil }
         let expected = Crypto.hmacSHA256(key: key.secret, message: Array(token[..<lastDot].utf8))
         guard Crypto.constantTimeEqual(signature, expected) else { return nil }
         // Signed by us: the fields below were written by `sign`; still checked.
-        guard let appNumber = UInt32(parts[2]), appNumber > 0, let mode = AppMode(name: parts[3]),
-            let subjectBytes = Base64URL.decode(parts[5]),
+        // Numbers only as `sign` writes them (no `+`, no leading zeros): one text per claim set.
+        guard let appNumber = UInt32(parts[2]), appNumber > 0, String(appNumber) == parts[2],
+            let mode = AppMode(name: parts[3]), isMintingKeyID(parts[4]),
+            let subjectBytes = Base64URL.decode(parts[6]),
             let subject = String(validating: subjectBytes, as: UTF8.self),
-            let expiresAt = Int64(parts[6])
+            let expiresAt = Int64(parts[7]), String(expiresAt) == parts[7]
         else { return nil }
         let principal: IdentityPrincipal
-        switch parts[4] {
+        switch parts[5] {
         case "guest":
             guard subject.utf8.count == 32, subject.utf8.allSatisfy({ Hex.digitValue($0) != nil }) else { return nil }
             principal = .guest(subject)
@@ -113,7 +132,27 @@ enum IdentityToken {
             return nil
         }
         guard nowSeconds < expiresAt else { return nil }
-        return IdentityClaims(app: AppID(appNumber), mode: mode, principal: principal, expiresAtSeconds: expiresAt)
+        return IdentityClaims(
+            app: AppID(appNumber), mode: mode, mintingKeyID: String(parts[4]), principal: principal,
+            expiresAtSeconds: expiresAt)
+    }
+
+    /// Returns whether `text` can be a minting key id in a token: 1 to
+    /// `mintingKeyIDBytesMax` bytes of `A-Za-z0-9_` (no `.`, the separator).
+    static func isMintingKeyID(_ text: Substring) -> Bool {
+        !text.utf8.isEmpty && text.utf8.count <= mintingKeyIDBytesMax
+            && text.utf8.allSatisfy { byte in
+                byte == UInt8(ascii: "_") || (byte >= 48 && byte <= 57) || ((byte | 0x20) >= 97 && (byte | 0x20) <= 122)
+            }
+    }
+
+    /// The credentials of a `Bearer` value up to `bytesMax`, or nil.
+    static func bearer(_ value: String?) -> Substring? {
+        guard let value, value.utf8.count > 7, value.utf8.count <= bytesMax + 7 else { return nil }
+        let scheme = value.prefix(7)
+        guard scheme.lowercased() == "bearer " else { return nil }
+        let token = value.dropFirst(7).drop { $0 == " " }
+        return token.isEmpty ? nil : token
     }
 
     /// Returns whether `text` has the shape of a signing key id.

@@ -20,9 +20,12 @@ struct NativeNotifyRoutes: Sendable {
 
     var routes: [Route] {
         [
-            Route(.post, NativeNotifyRoutes.prefix + "/device/register", outcome: register),
-            Route(.post, NativeNotifyRoutes.prefix + "/device/deregister", outcome: deregister),
-            Route(.get, NativeNotifyRoutes.prefix + "/health", outcome: health),
+            Route(
+                .post, NativeNotifyRoutes.prefix + "/device/register", access: .nativeNotifyAppToken, outcome: register),
+            Route(
+                .post, NativeNotifyRoutes.prefix + "/device/deregister", access: .nativeNotifyAppToken,
+                outcome: deregister),
+            Route(.get, NativeNotifyRoutes.prefix + "/health", access: .nativeNotifyAppToken, outcome: health),
         ]
     }
 
@@ -69,7 +72,7 @@ struct NativeNotifyRoutes: Sendable {
         let installation = try NativeNotifyRegistration.deviceID(body.value["deviceId"])
         return Compat.command(app: app, mode: .live, .deregisterInstallation(installation)) { outcome in
             guard case .deregistered(let removed, let tokensRemoved) = outcome else {
-                return Compat.refusalOrUnexpected(outcome)
+                return Compat.refusalOrUnexpected(outcome, fields: ["installation_id": "deviceId"])
             }
             var writer = JSONWriter()
             writer.beginObject()

@@ -7,19 +7,22 @@ import RoostModel
 /// credentials are the test mode's, as its devices are).
 struct CredentialRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
 
     var routes: [Route] {
         [
-            Route(.put, "/v1/credentials/apns/{bundle_id}/{environment}", outcome: putCredential),
-            Route(.delete, "/v1/credentials/apns/{bundle_id}/{environment}", outcome: deleteCredential),
+            Route(
+                .put, "/v1/credentials/apns/{bundle_id}/{environment}", access: .secretKey(.setupWrite),
+                outcome: putCredential),
+            Route(
+                .delete, "/v1/credentials/apns/{bundle_id}/{environment}", access: .secretKey(.setupWrite),
+                outcome: deleteCredential),
         ]
     }
 
     /// `PUT …` `{"team_id":"…","key_id":"…"}` → 200
     /// `{"bundle_id","environment","team_id","key_id"}`. Replaces what was stored.
     func putCredential(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .setupWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let key = try CredentialRoutes.credentialKey(context.parameters)
         let body = try JSONBody(context.request)
         let teamID = try body.requiredString("team_id")
@@ -47,7 +50,7 @@ struct CredentialRoutes: Sendable {
     /// credential and the ios devices registered for that bundle id and
     /// environment (also when no credential was stored: `deleted` is then false).
     func deleteCredential(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .setupWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let key = try CredentialRoutes.credentialKey(context.parameters)
         return scope.command(.deleteCredential(key)) { outcome in
             guard case .removed(let deleted, let devicesRemoved) = outcome else {

@@ -30,7 +30,8 @@ struct CSVReader: Sendable {
     /// Returns the next record, or nil at the end. Empty lines are skipped.
     /// O(bytes of the record).
     mutating func next() -> Record? {
-        while position < bytes.count, bytes[position] == lf || bytes[position] == cr {
+        // Only line breaks: a lone CR here is data, as it is inside a line.
+        while position < bytes.count, isLineBreak(at: position) {
             consumeLineBreak()
         }
         guard position < bytes.count else { return nil }

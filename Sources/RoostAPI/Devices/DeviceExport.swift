@@ -18,7 +18,7 @@ extension DeviceRoutes {
     /// one deleted before its slice is read is not either, and no device
     /// appears twice.
     func export(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         let export = DeviceExport(scope: scope)
         return .engine([export.slice(after: 0)], answer: export.answer(stream: nil))
     }

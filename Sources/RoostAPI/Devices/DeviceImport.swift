@@ -17,7 +17,7 @@ extension DeviceRoutes {
     /// the answer is 503: the rows before were applied (importing the file
     /// again is safe: known tokens answer as `updated`).
     func importDevices(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         guard DeviceImport.isCSV(context.request.head.headers["Content-Type"]) else {
             throw DeviceImport.unsupportedMediaType
         }

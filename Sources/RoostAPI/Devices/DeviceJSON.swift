@@ -39,6 +39,13 @@ enum DeviceJSON {
         writer.endObject()
     }
 
+    /// Bytes a device's JSON with its token takes, about: the fixed members
+    /// (~720 bytes with every field set) plus its tags' keys and values and
+    /// their punctuation (escapes aside). O(tags).
+    static func estimatedBytes(_ device: Device) -> Int {
+        720 + device.tags.byteCount + 6 * device.tags.count
+    }
+
     /// Writes tags as an object with keys in sorted order (a stable rendering).
     static func writeTags(_ tags: Tags, into writer: inout JSONWriter) {
         writer.beginObject()

@@ -6,7 +6,7 @@ extension DeviceRoutes {
     /// `GET /v1/devices?external_id=&platform=&tag.KEY=VALUE&state=&limit=&cursor=`
     /// (`devices:read`): a page in creation order with devices and their tokens.
     func list(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         let query = try DeviceListing.query(context.request.head.query)
         return scope.command(.listDevices(query)) { outcome in
             guard case .devicePage(let page) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
@@ -72,9 +72,16 @@ enum DeviceListing {
         return query
     }
 
-    /// `{"devices":[device with token…],"next_cursor":"…"|null}`.
+    /// `{"devices":[device with token…],"next_cursor":"…"|null}`. The buffer
+    /// is sized for the page's tags up front: a page of large devices (up to
+    /// ~4.5 MB) is then written without growing it three or four times
+    /// (each growth a copy and fresh pages), which is most of what one round
+    /// spends beyond its budget (`LoopRequests.renderingPerRoundMax`).
+    /// O(devices × tags) for the estimate.
     static func render(_ page: DevicePage) -> HTTPResponse {
-        var writer = JSONWriter(reservingCapacity: 64 + page.devices.count * 720)
+        var estimate = 64
+        for device in page.devices { estimate += DeviceJSON.estimatedBytes(device) }
+        var writer = JSONWriter(reservingCapacity: estimate)
         writer.beginObject()
         writer.key("devices")
         writer.beginArray()

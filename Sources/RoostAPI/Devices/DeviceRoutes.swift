@@ -10,34 +10,27 @@ import RoostModel
 /// did not exist.
 struct DeviceRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
     let registry: Registry
 
     var routes: [Route] {
         [
-            Route(.post, "/v1/devices", outcome: register),
-            Route(.get, "/v1/devices", outcome: list),
+            Route(.post, "/v1/devices", access: .deviceRegistrar, outcome: register),
+            Route(.get, "/v1/devices", access: .secretKey(.devicesRead), outcome: list),
             // Before `/v1/devices/{id}`: the router takes the first match.
-            Route(.get, "/v1/devices/export", outcome: export),
+            Route(.get, "/v1/devices/export", access: .secretKey(.devicesRead), outcome: export),
             Route(
-                .post, "/v1/devices/import", bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),
-            Route(.get, "/v1/devices/{id}", outcome: getDevice),
-            Route(.patch, "/v1/devices/{id}", outcome: patchDevice),
-            Route(.delete, "/v1/devices/{id}", outcome: deleteDevice),
+                .post, "/v1/devices/import", access: .secretKey(.devicesWrite),
+                bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),
+            Route(.get, "/v1/devices/{id}", access: .secretKey(.devicesRead), outcome: getDevice),
+            Route(.patch, "/v1/devices/{id}", access: .secretKey(.devicesWrite), outcome: patchDevice),
+            Route(.delete, "/v1/devices/{id}", access: .secretKey(.devicesDelete), outcome: deleteDevice),
         ]
     }
 
     /// `POST /v1/devices`: a mobile key, or a secret key with `devices:write`.
     /// 201 for a new device, 200 for an existing one; never the token.
     func register(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let key: KeyRecord
-        switch try authenticator.authenticate(context.request.head) {
-        case .operator: throw APIError.forbidden
-        case .appKey(let record):
-            guard record.kind == .mobile || record.allows(.devicesWrite) else { throw APIError.forbidden }
-            key = record
-        }
-        let scope = try IndexScope(key, catalog: catalog)
+        let scope = try context.scope(catalog)
         let request = try RegisterBody.parse(JSONBody(context.request).value)
         let now = requestTime(context)
         return scope.command(.register(request, at: now)) { outcome in
@@ -51,7 +44,7 @@ struct DeviceRoutes: Sendable {
 
     /// `GET /v1/devices/{id}` (`devices:read`): the device with its token.
     func getDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
         return scope.command(.getDevice(id)) { outcome in
             switch outcome {
@@ -67,7 +60,7 @@ struct DeviceRoutes: Sendable {
     /// are ignored. Answers the device without its token (a write capability
     /// does not grant reading tokens).
     func patchDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let body = try JSONBody(context.request)
         let tags = try RegisterBody.tagsChange(body.value["tags"])
         let optedIn = try body.optionalBool("opted_in")
@@ -83,7 +76,7 @@ struct DeviceRoutes: Sendable {
     /// `DELETE /v1/devices/{id}` (secret, `devices:delete`): `{"deleted":true}`,
     /// or `false` for an id that names no device of this app and mode.
     func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesDelete, catalog: catalog)
+        let scope = try context.scope(catalog)
         guard let id = DeviceID(rendered: context.parameters[0]) else {
             return .response(DeviceRoutes.flag("deleted", false))
         }
@@ -132,20 +125,16 @@ struct DeviceRoutes: Sendable {
 /// Every route of the native API (spec §4), for the service's router.
 package struct NativeRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
     let registry: Registry
 
-    package init(catalog: Catalog, authenticator: Authenticator, registry: Registry) {
+    package init(catalog: Catalog, registry: Registry) {
         self.catalog = catalog
-        self.authenticator = authenticator
         self.registry = registry
     }
 
     package var routes: [Route] {
-        DeviceRoutes(catalog: catalog, authenticator: authenticator, registry: registry).routes
-            + PeopleRoutes(catalog: catalog, authenticator: authenticator).routes
-            + CredentialRoutes(catalog: catalog, authenticator: authenticator).routes
-            + FeedbackRoutes(catalog: catalog, authenticator: authenticator).routes
-            + StatsRoutes(catalog: catalog, authenticator: authenticator).routes
+        DeviceRoutes(catalog: catalog, registry: registry).routes + PeopleRoutes(catalog: catalog).routes
+            + CredentialRoutes(catalog: catalog).routes + FeedbackRoutes(catalog: catalog).routes
+            + StatsRoutes(catalog: catalog).routes
     }
 }

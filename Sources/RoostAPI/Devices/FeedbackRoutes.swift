@@ -6,9 +6,8 @@ import RoostModel
 /// token dead.
 struct FeedbackRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
 
-    var routes: [Route] { [Route(.post, "/v1/feedback", outcome: feedback)] }
+    var routes: [Route] { [Route(.post, "/v1/feedback", access: .secretKey(.devicesWrite), outcome: feedback)] }
 
     /// `{"provider":"apns"|"fcm","token":"…","reason":"Unregistered","timestamp":"…"}`
     /// → 200 `{"invalidated":true|false}`.
@@ -21,7 +20,7 @@ struct FeedbackRoutes: Sendable {
     /// invalidated after the call (by this report or an earlier one), false for
     /// an unknown token or ignored feedback.
     func feedback(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let body = try JSONBody(context.request)
         let platform: Platform
         switch try body.requiredString("provider") {

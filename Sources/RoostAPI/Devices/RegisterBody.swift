@@ -5,7 +5,7 @@ import RoostModel
 /// into the same shape, into a `RegisterRequest`.
 ///
 /// Rules: `platform` and `token` are required; `environment` defaults to
-/// `production`; an omitted optional member keeps the stored value and `null`
+/// `production` for a new device and keeps an existing device's (spec §12); an omitted optional member keeps the stored value and `null`
 /// clears it (`external_id`, `bundle_id`, `app_version`, `timezone`, `locale`,
 /// `push_permission`; an empty string clears the three free-text fields too);
 /// `tags` merge (a `null` value removes a key) and `tags: null` clears them all;
@@ -36,7 +36,9 @@ enum RegisterBody {
         case _?: throw APIError(RegistryRejection.invalidTokenFormat)
         }
         var request = RegisterRequest(token: token, environment: try parseEnvironment(body["environment"]))
-        if !request.environment.isAllowed(for: platform) { throw APIError(RegistryRejection.invalidEnvironment) }
+        if let environment = request.environment, !environment.isAllowed(for: platform) {
+            throw APIError(RegistryRejection.invalidEnvironment)
+        }
         request.bundleID = try change(body, "bundle_id") { (text) throws(RegistryRejection) in try BundleID(text) }
         request.externalID = try change(body, "external_id") { (text) throws(RegistryRejection) in
             try ExternalID(text)
@@ -81,10 +83,11 @@ enum RegisterBody {
         }
     }
 
-    /// `environment`: `production` (the default) or `sandbox`.
-    static func parseEnvironment(_ value: JSONValue?) throws(APIError) -> APNsEnvironment {
+    /// `environment`: `production` or `sandbox`; omitted or `null` is nil: an
+    /// existing device keeps its stored one, a new one gets `production`.
+    static func parseEnvironment(_ value: JSONValue?) throws(APIError) -> APNsEnvironment? {
         switch value {
-        case nil, .null?: return .production
+        case nil, .null?: return nil
         case .string(let name)?:
             guard let environment = APNsEnvironment(name: name) else {
                 throw APIError(RegistryRejection.invalidEnvironment)

@@ -5,13 +5,12 @@ import RoostModel
 /// Spec §4 `GET /v1/stats` (`devices:read`): counts of the key's app and mode.
 struct StatsRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
 
-    var routes: [Route] { [Route(.get, "/v1/stats", outcome: stats)] }
+    var routes: [Route] { [Route(.get, "/v1/stats", access: .secretKey(.devicesRead), outcome: stats)] }
 
     /// `{"devices":N,"active":N,"invalidated":N,"people":N,"by_platform":{"android":N,"ios":N}}`. O(1).
     func stats(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         return scope.command(.stats) { outcome in
             guard case .stats(let stats) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
             var writer = JSONWriter(reservingCapacity: 128)

@@ -6,20 +6,19 @@ import RoostModel
 /// them with their devices. The key's app and mode select the index.
 struct PeopleRoutes: Sendable {
     let catalog: Catalog
-    let authenticator: Authenticator
 
     var routes: [Route] {
         [
-            Route(.put, "/v1/people/{external_id}", outcome: putPerson),
-            Route(.get, "/v1/people/{external_id}", outcome: getPerson),
-            Route(.delete, "/v1/people/{external_id}", outcome: erasePerson),
+            Route(.put, "/v1/people/{external_id}", access: .secretKey(.peopleWrite), outcome: putPerson),
+            Route(.get, "/v1/people/{external_id}", access: .secretKey(.devicesRead), outcome: getPerson),
+            Route(.delete, "/v1/people/{external_id}", access: .secretKey(.peopleWrite), outcome: erasePerson),
         ]
     }
 
     /// `PUT /v1/people/{external_id}` (`people:write`): 201 when the person is
     /// new, 200 when already known; `{"external_id","created_at"}`. No body needed.
     func putPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .peopleWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
         let now = requestTime(context)
         return scope.command(.putPerson(externalID, at: now)) { outcome in
@@ -35,7 +34,7 @@ struct PeopleRoutes: Sendable {
     /// `GET /v1/people/{external_id}` (`devices:read`): the person and their
     /// devices (with tokens, in creation order); 404 `person_not_found`.
     func getPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .devicesRead, catalog: catalog)
+        let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
         return scope.command(.getPerson(externalID)) { outcome in
             guard case .person(let found) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
@@ -55,7 +54,7 @@ struct PeopleRoutes: Sendable {
     /// answers 200 `{"erased":false,"devices_removed":0}` (like a device delete:
     /// a retried erasure is not an error, and the outcome is the same).
     func erasePerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let scope = try authenticator.scope(context.request.head, .peopleWrite, catalog: catalog)
+        let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
         return scope.command(.erasePerson(externalID)) { outcome in
             guard case .removed(let erased, let removed) = outcome else {

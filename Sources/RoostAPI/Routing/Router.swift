@@ -10,12 +10,15 @@ package enum PathPattern: Sendable, Equatable {
     case parameter
 }
 
-/// What a handler receives: the request and its captured path parameters.
+/// What a handler receives: the request, its captured path parameters and
+/// who its route's `RouteAccess` admitted.
 package struct RequestContext: Sendable {
     package var request: HTTPRequest
     package var parameters: [String]
     /// One wall-clock read per request, taken when it was routed.
     package var nowMilliseconds: Int64
+    /// Set by `RoostService` from `Authenticator.authorize` before the handler runs.
+    var caller: Caller
 }
 
 /// How a handler answers: now, or from the outcomes of work for the shard
@@ -83,32 +86,51 @@ package protocol EngineReply: Sendable {
 /// A handler answers one request or throws an API error.
 package typealias RouteHandler = @Sendable (RequestContext) throws(APIError) -> RouteOutcome
 
-/// A method, a path pattern and its handler.
+/// A method, a path pattern, who may call it, and its handler.
 package struct Route: Sendable {
     package var method: HTTPMethod
+    /// The pattern as declared, e.g. `/v1/devices/{id}` (tests, docs, labels).
+    package var path: String
     package var pattern: [PathPattern]
+    /// Who may call the route; `RoostService` checks it before `handler` runs,
+    /// and the isolation matrix test reads the same declaration.
+    package var access: RouteAccess
     package var handler: RouteHandler
     /// The largest body the route accepts; nil takes the JSON default (64 KiB).
     package var bodyLimitBytes: Int?
+    /// The route's position in the router's table (set by `Router`): its metrics slot.
+    package var index = -1
 
     /// A route whose handler may defer its answer to the engine.
     package init(
-        _ method: HTTPMethod, _ path: String, bodyLimitBytes: Int? = nil, outcome handler: @escaping RouteHandler
+        _ method: HTTPMethod, _ path: String, access: RouteAccess, bodyLimitBytes: Int? = nil,
+        outcome handler: @escaping RouteHandler
     ) {
         self.method = method
+        self.path = path
         self.pattern = path.split(separator: "/").map { segment in
             segment.hasPrefix("{") ? .parameter : .literal(Array(segment.utf8))
         }
+        self.access = access
         self.handler = handler
         self.bodyLimitBytes = bodyLimitBytes
     }
 
     /// A route that always answers at once.
     package init(
-        _ method: HTTPMethod, _ path: String,
+        _ method: HTTPMethod, _ path: String, access: RouteAccess,
         _ handler: @escaping @Sendable (RequestContext) throws(APIError) -> HTTPResponse
     ) {
-        self.init(method, path) { (context) throws(APIError) -> RouteOutcome in .response(try handler(context)) }
+        self.init(method, path, access: access) { (context) throws(APIError) -> RouteOutcome in
+            .response(try handler(context))
+        }
+    }
+
+    /// The names of the path parameters, in order (`{id}` → `id`).
+    package var parameterNames: [String] {
+        path.split(separator: "/").filter { $0.hasPrefix("{") && $0.hasSuffix("}") }.map {
+            String($0.dropFirst().dropLast())
+        }
     }
 }
 
@@ -118,13 +140,20 @@ package struct Router: Sendable {
     /// The most path segments a request may have; a longer path matches nothing.
     package static let pathSegmentsMax = 16
 
+    /// Every route, in declaration order (`Route.index` is the position): the
+    /// route table the service serves, the isolation matrix test walks and
+    /// the request metrics label.
+    package let routes: [Route]
     /// Routes by their number of path segments: a request is compared only
     /// with the routes of its own depth.
     private let routesBySegmentCount: [[Route]]
     /// Body limits of the routes that raise the default, by literal path.
     private let bodyLimits: [Substring: Int]
 
-    package init(_ routes: [Route]) {
+    package init(_ declared: [Route]) {
+        var routes = declared
+        for index in routes.indices { routes[index].index = index }
+        self.routes = routes
         for (index, route) in routes.enumerated() {
             for other in routes[..<index] {
                 precondition(

@@ -198,14 +198,17 @@ struct EncodedPerson {
 }
 
 extension LittleEndianReader {
-    /// A device id: app `u32` (> 0), mode `u8`, platform `u8`, sequence `u64` (> 0).
+    /// A device id: app `u32` (> 0), mode `u8`, platform `u8`, sequence `u64`
+    /// (> 0, and below `UInt64.max`: every id handed out has a successor).
     mutating func deviceID() throws(ByteDecodingError) -> DeviceID {
         let start = offset
         let app = try u32()
         let mode = AppMode(rawValue: try u8())
         let platform = Platform(rawValue: try u8())
         let sequence = try u64()
-        guard app > 0, let mode, let platform, sequence > 0 else { throw .invalidValue(field: "id", offset: start) }
+        guard app > 0, let mode, let platform, sequence > 0, sequence < .max else {
+            throw .invalidValue(field: "id", offset: start)
+        }
         return DeviceID(appID: AppID(app), mode: mode, platform: platform, sequence: sequence)
     }
 

@@ -118,7 +118,11 @@ package enum MutationCodec {
             guard settings.validationError() == nil else { throw .invalidValue(field: "settings", offset: offset) }
             mutation = .settings(settings)
         case .deviceSequenceFloor:
-            mutation = .deviceSequenceFloor(try reader.u64())
+            // The next sequence to hand out: an id, so below `UInt64.max` (see `deviceID()`).
+            let offset = reader.offset
+            let floor = try reader.u64()
+            guard floor < .max else { throw .invalidValue(field: "sequence_floor", offset: offset) }
+            mutation = .deviceSequenceFloor(floor)
         }
         guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
         return mutation

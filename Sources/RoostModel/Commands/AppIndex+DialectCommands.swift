@@ -11,8 +11,13 @@ extension ExternalID {
 extension AppIndex {
     /// Native Notify's deregister: a hard delete of the installation's
     /// device, whoever owns it; `tokensRemoved` is 1 when the device held a token.
+    /// A device holding an installation secret is not reached by its
+    /// installation id without the proof (spec §12), which this route cannot
+    /// carry: 409 `installation_proof_required`, nothing changes.
     mutating func deregisterInstallation(_ installation: InstallationID) -> (outcome: Outcome, mutations: [Mutation]) {
-        let hadToken = device(installation: installation)?.token != nil
+        let found = device(installation: installation)
+        if found?.installationSecretDigest != nil { return (.rejected(.installationProofRequired), []) }
+        let hadToken = found?.token != nil
         let removal = deleteDevice(installation: installation)
         let tokensRemoved = removal.deleted && hadToken ? 1 : 0
         return (.deregistered(removed: removal.deleted, tokensRemoved: tokensRemoved), removal.mutations)

@@ -4,21 +4,27 @@
 // mutations. `AppIndex.register` calls in with the app's settings and credentials.
 
 extension DeviceStore {
-    /// Registers a device: spec §5 rules 1 to 7 in one step.
+    /// Registers a device: spec §5 rules 1 to 7, as amended by spec §12, in one step.
     ///
-    /// Resolution, all before any write:
+    /// Resolution, all before any write (the full decision table is in
+    /// docs/model.md, "Resolution order inside `register`"):
     /// 1. Rule 5: a `device_id` of this app minted for another mode or platform is
     ///    422 `device_identity_conflict` (`device_id`). An id of this index with a
     ///    matching secret digest is the *proven* device; anything else is ignored.
     /// 2. Rule 4: the device holding `installation_id`, if any, must be of the same
-    ///    platform and, with a proof, be the proven device or the token's holder
-    ///    (else 422 on `installation_id`).
-    /// 3. The target: the proven or installation device, else the token's holder,
-    ///    else a new device. When the token is held by another device: with a
-    ///    proof the holder wins and the proven device is `Superseded`; with an
-    ///    installation the token moves and the holder is `Reassigned` (keeps its id,
-    ///    loses its token); a holder with another installation than the one named
-    ///    is `Reassigned` to a new device.
+    ///    platform (else 422 on `installation_id`). Unless it is the proven device:
+    ///    when it holds a secret, it is reached only with its proof (spec §12: 409
+    ///    `installation_proof_required`) — or by its own token, which rule 1
+    ///    reaches anyway; and a proof naming another device is 422 on
+    ///    `installation_id` (the proof and the installation name two devices).
+    /// 3. The target. With an `installation_id`, rule 4 decides (spec §12): the
+    ///    installation's device (the proven one, or the one holding the id, or —
+    ///    for a new id — the token's holder when it has no installation id, else a
+    ///    new device); a holder of the token of another installation is
+    ///    `Reassigned`: it keeps its id and its own installation id, loses its
+    ///    token. Without one: the proven device, unless another device holds the
+    ///    token, which then wins and the proven one is `Superseded` (rule 5); else
+    ///    the token's holder (rule 1); else a new device.
     /// 4. Rule 2/3: binding to another person needs that person known when
     ///    `require_known_person` (409 `unknown_identity`); tags must fit after the merge.
     ///
@@ -54,36 +60,49 @@ extension DeviceStore {
             guard records[Int(installationSlot)].platform == platform else {
                 return .failure(.deviceIdentityConflict(field: "installation_id"))
             }
-            if let proven, installationSlot != proven, installationSlot != tokenSlot {
-                return .failure(.deviceIdentityConflict(field: "installation_id"))
+            if installationSlot != proven {
+                if storedDigest(at: installationSlot) != nil && installationSlot != tokenSlot {
+                    return .failure(.installationProofRequired)
+                }
+                if proven != nil { return .failure(.deviceIdentityConflict(field: "installation_id")) }
             }
         }
 
         var target: UInt32?
         var loser: (slot: UInt32, kind: Displacement)?
         var tokenChange = TokenChange.unchanged
-        if let named = proven ?? installationSlot {
-            if let holder = tokenSlot, holder != named {
-                if proven != nil {
+        if request.installationID != nil {
+            // Rule 4 decides. After the checks above, proven and installation
+            // device are the same device when both exist.
+            if let named = proven ?? installationSlot {
+                target = named
+                if let holder = tokenSlot, holder != named {
+                    loser = (holder, .reassigned)
+                    tokenChange = .reassigned
+                } else if tokenSlot == nil {
+                    tokenChange = .refreshed
+                }
+            } else if let holder = tokenSlot {
+                // A new installation id: the holder adopts it when it has none;
+                // a holder of another installation loses the token to a new device.
+                if records[Int(holder)].installation.isNone {
                     target = holder
-                    loser = (named, .superseded)
                 } else {
-                    target = named
                     loser = (holder, .reassigned)
                     tokenChange = .reassigned
                 }
+            }
+        } else if let proven {
+            if let holder = tokenSlot, holder != proven {
+                // Rule 5: that device wins; the proven one is Superseded.
+                target = holder
+                loser = (proven, .superseded)
             } else {
-                target = named
+                target = proven
                 tokenChange = tokenSlot == nil ? .refreshed : .unchanged
             }
-        } else if let holder = tokenSlot {
-            let held = records[Int(holder)].installation
-            if let wanted = request.installationID, !held.isNone, blobs.string(held) != wanted.rawValue {
-                loser = (holder, .reassigned)
-                tokenChange = .reassigned
-            } else {
-                target = holder
-            }
+        } else {
+            target = tokenSlot
         }
 
         // Checks that read the target's stored fields, without materializing it.
@@ -114,8 +133,9 @@ extension DeviceStore {
         }
         if request.requireCredential {
             let stored = target.flatMap { strings.string(records[Int($0)].bundleID) }.map(BundleID.init(unchecked:))
+            let environment = request.environment ?? target.map { records[Int($0)].environment } ?? .production
             guard let bundleID = request.bundleID.applied(to: stored),
-                credentials[CredentialKey(bundleID: bundleID, environment: request.environment)] != nil
+                credentials[CredentialKey(bundleID: bundleID, environment: environment)] != nil
             else { return .failure(.credentialNotFound) }
         }
 
@@ -129,8 +149,10 @@ extension DeviceStore {
                 lost.token = nil
                 lost.invalidationReason = .reassigned
             case .superseded:
+                // Only without an installation id (rule 4 decides otherwise):
+                // the loser keeps its own installation id.
+                precondition(request.installationID == nil, "a Superseded device with an installation id named")
                 lost.installationSecretDigest = nil
-                if let wanted = request.installationID, lost.installationID == wanted { lost.installationID = nil }
                 lost.invalidationReason = .superseded
             }
             lost.invalidatedAt = now
@@ -191,7 +213,8 @@ extension DeviceStore {
         with request: RegisterRequest, person: PersonChange, tags: Tags, at now: Timestamp
     ) -> Device {
         let id = DeviceID(appID: appID, mode: mode, platform: request.platform, sequence: nextDeviceSequence)
-        var device = Device(id: id, environment: request.environment, token: request.token, createdAt: now)
+        var device = Device(
+            id: id, environment: request.environment ?? .production, token: request.token, createdAt: now)
         var personSlot: UInt32?
         if case .bind(let slot) = person, case .set(let externalID) = request.externalID {
             device.externalID = externalID
@@ -260,7 +283,7 @@ extension DeviceStore {
         records[index].locale = interned(records[index].locale, changedBy: request.locale)
         let record = records[index]
         records[index].flags = DeviceRecord.flags(
-            platform: record.platform, environment: request.environment,
+            platform: record.platform, environment: request.environment ?? record.environment,
             pushPermission: request.pushPermission.applied(to: record.pushPermission),
             optedIn: request.optedIn ?? record.optedIn)
         if let tags {

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The standard benchmark suite (`make bench`), peers side by side in one run:
+#
+#   Benchmarks/bench.sh [SECONDS]          (make bench BENCH_SECONDS=10)
+#
+# Every load is `roost-bench load` (every answer's status checked), closed
+# loop over 64 keep-alive connections unless said otherwise, SECONDS each:
+#
+#   peers    the same registrations (register only, 1M tokens, 200k people,
+#            iOS, no tags) against nginx answering a fixed 201 device body
+#            (the HTTP ceiling of this machine) and roost --fsync always,
+#            everysec and never;
+#   dialects the standard mix (register=80,refresh=10,rotate=4,move=3,
+#            delete=1,feedback=1,read=1; 40 % Android, 2 tags) in each dialect
+#            (native, barua, nativenotify, connect) on roost --fsync always,
+#            each on a fresh app made by --setup (exact expectations);
+#   latency  open loop at 25, 50 and 75 % of the `always` peer rate, native
+#            registrations, latency from the intended send time.
+#
+# It writes the result files to $BENCH_OUT (.build/bench), the plots to
+# docs/img/bench-*.svg, and replaces the block between the `bench:begin` and
+# `bench:end` markers of docs/performance.md with the tables (machine,
+# commit, command). Exits 1 when a run failed (its row says FAILED).
+# Environment: ROOST_BIN, ROOST_BENCH_BIN (default: the release build),
+# BENCH_OUT, BENCH_DOC (docs/performance.md), BENCH_TOKENS, BENCH_PEOPLE,
+# BENCH_DIALECT_TOKENS (200000), BENCH_DIALECT_PEOPLE (40000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. Benchmarks/lib.sh
+SECONDS_PER_RUN=${1:-10}
+OUT=${BENCH_OUT:-.build/bench}
+DOC=${BENCH_DOC:-docs/performance.md}
+IMG=docs/img
+TOKENS=${BENCH_TOKENS:-1000000}
+PEOPLE=${BENCH_PEOPLE:-200000}
+DIALECT_TOKENS=${BENCH_DIALECT_TOKENS:-200000}
+DIALECT_PEOPLE=${BENCH_DIALECT_PEOPLE:-40000}
+CONNECTIONS=64
+bench_require nginx curl python3 git
+bench_binaries
+bench_init suite
+mkdir -p "$OUT" "$IMG"
+rm -f "$OUT"/*.json
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources Benchmarks Package.swift || echo " + uncommitted changes")
+started=$(date +%s)
+
+for check in selftest-histogram selftest-load selftest-crash; do
+  "$ROOST_BENCH_BIN" $check > "$work/selftest" || { cat "$work/selftest"; echo "roost-bench $check failed"; exit 1; }
+done
+
+failed=0
+# One `roost-bench load` run into $OUT/NAME.json: NAME LABEL ARGS…
+load() {
+  local name=$1 label=$2
+  shift 2
+  if timeout $((SECONDS_PER_RUN + 180)) "$ROOST_BENCH_BIN" load --url "http://127.0.0.1:$port" --label "$label" \
+    --connections $CONNECTIONS --seconds "$SECONDS_PER_RUN" --quiet --out "$OUT/$name.json" "$@" \
+    > "$work/$name.out" 2> "$work/$name.err"; then
+    echo "  $label: $(sed -n 's/^achieved: //p' "$work/$name.out")"
+  else
+    failed=1
+    echo "  $label: FAILED"; sed 's/^/    /' "$work/$name.out" "$work/$name.err" | head -20
+  fi
+}
+SPINE_SHAPE=(--mix register=1 --android 0 --tags 0 --tokens "$TOKENS" --people "$PEOPLE")
+# A 201 body the size of roost's device answer (456 bytes).
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+
+echo "bench: ${SECONDS_PER_RUN} s per run, roost $ROOST_BIN, commit $COMMIT, load $LOAD_AT_START"
+echo "peers (registrations, the same load):"
+start_nginx 1 201 "$NGINX_BODY"
+# nginx knows no key and answers 201 to everything: only a non-2xx answer would be wrong.
+load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "${SPINE_SHAPE[@]}"
+stop_server
+for policy in always everysec never; do
+  start_roost "$ROOST_BIN" "$policy"
+  load "peer-roost-$policy" "roost --fsync $policy" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" \
+    "${SPINE_SHAPE[@]}"
+  stop_server
+done
+
+echo "dialects (standard mix, --fsync always, fresh app each):"
+for dialect in native barua nativenotify connect; do
+  start_roost "$ROOST_BIN" always
+  load "mix-$dialect" "$dialect, standard mix" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" \
+    --dialect "$dialect" --tokens "$DIALECT_TOKENS" --people "$DIALECT_PEOPLE" \
+    --plot "$IMG/bench-mix-$dialect.svg"
+  stop_server
+done
+
+echo "latency against offered rate (open loop, --fsync always):"
+peak=$(python3 -c "import json; print(int(json.load(open('$OUT/peer-roost-always.json'))['summary']['rate']))" 2>/dev/null || echo 0)
+if [ "$peak" -gt 0 ]; then
+  for percent in 25 50 75; do
+    rate=$((peak * percent / 100))
+    start_roost "$ROOST_BIN" always
+    load "open-$percent" "open loop at $percent % of peak ($rate/s)" --setup --admin-key "$ROOST_ADMIN_KEY" \
+      --rate "$rate" "${SPINE_SHAPE[@]}"
+    stop_server
+  done
+else
+  failed=1
+  echo "  not run: no rate from the always run"
+fi
+
+compare() { # roost-bench compare arguments…
+  "$ROOST_BENCH_BIN" compare "$@" 2> "$work/compare.err" || { cat "$work/compare.err" >&2; return 1; }
+}
+peers=$(compare "$OUT"/peer-nginx.json "$OUT"/peer-roost-{always,everysec,never}.json \
+  --plot "$IMG/bench-peers.svg" --title "registrations/s, the same load (roost-bench load, $CONNECTIONS connections)") \
+  || failed=1
+dialects=$(compare "$OUT"/mix-{native,barua,nativenotify,connect}.json) || failed=1
+latency=$(compare "$OUT"/peer-roost-always.json "$OUT"/open-{25,50,75}.json --latency-plot "$IMG/bench-latency.svg") \
+  || failed=1
+elapsed=$(( $(date +%s) - started ))
+machine=$(python3 -c "
+import json; m = json.load(open('$OUT/peer-nginx.json'))['machine']
+print(f\"{m['cores']} cores ({m['cpu']}), {m['memory_kib'] // 1048576} GiB, {m['kernel']}\")" 2>/dev/null || echo unknown)
+version=$(python3 -c "import json; print(json.load(open('$OUT/peer-roost-always.json'))['roost']['version'])" 2>/dev/null || echo unknown)
+
+report="$OUT/report.md"
+{
+  echo "<!-- bench:begin — written by \`make bench\` (Benchmarks/bench.sh); do not edit by hand -->"
+  echo "Last \`make bench BENCH_SECONDS=$SECONDS_PER_RUN\`: $(date -u +%Y-%m-%d), commit \`$COMMIT\`, roost version $version;"
+  echo "machine: $machine; load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; niceness $(nice); $elapsed s in all."
+  echo "Every run \`roost-bench load\`, $CONNECTIONS keep-alive connections, one thread, $SECONDS_PER_RUN s; the result files are in \`$OUT/\`."
+  echo
+  echo "**Peers** (the same registrations: register only, $TOKENS tokens, $PEOPLE people, iOS, no tags; closed loop):"
+  echo
+  echo "$peers"
+  echo
+  echo "![registrations/s per peer](img/bench-peers.svg)"
+  echo
+  echo "**Dialects** (the standard mix, 40 % Android, 2 tags where the dialect has tags, $DIALECT_TOKENS tokens, $DIALECT_PEOPLE people; \`--fsync always\`, a fresh app each):"
+  echo
+  echo "$dialects"
+  echo
+  echo "![native mix over time](img/bench-mix-native.svg)"
+  echo
+  echo "**Latency against offered rate** (open loop from the intended send time, registrations, \`--fsync always\`; the first row is the closed-loop peak):"
+  echo
+  echo "$latency"
+  echo
+  echo "![latency against offered rate](img/bench-latency.svg)"
+  echo "<!-- bench:end -->"
+} > "$report"
+python3 - "$DOC" "$report" <<'PY'
+import sys
+doc, report = sys.argv[1], sys.argv[2]
+text = open(doc).read()
+block = open(report).read().rstrip("\n")
+begin = text.find("<!-- bench:begin")
+end = text.find("<!-- bench:end -->")
+if begin < 0 or end < 0:
+    sys.exit(f"{doc}: no bench:begin / bench:end markers")
+end += len("<!-- bench:end -->")
+open(doc, "w").write(text[:begin] + block + text[end:])
+PY
+cat "$report"
+echo
+echo "(written to $report and $DOC; plots in $IMG/bench-*.svg)"
+exit $failed

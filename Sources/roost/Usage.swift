@@ -1,0 +1,51 @@
+/// The usage text of every command. `--help` prints it to stdout and exits 0;
+/// a command line that cannot be understood prints it to stderr and exits 2.
+enum Usage {
+    static let serve = """
+        usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
+                           [--event-loops N] [--max-connections N] [--header-timeout-ms N]
+                           [--body-timeout-ms N] [--idle-timeout-ms N] [--first-byte-timeout-ms N]
+                           [--snapshot-log-bytes N] [--access-log] [--trusted-proxy ADDRESS]...
+          --listen HOST:PORT        default 127.0.0.1:8080; port 0 picks a free one; IPv6 in brackets: [::1]:8080
+          --data DIR                default ./roost-data (created if missing; one server per directory)
+          --fsync POLICY            always (default): answer a write once it is on disk; everysec: lose at most
+                                    about 1 s of writes on power loss; never: leave it to the OS
+          --shards N                default: the number of CPU cores (at most \(ServeOptions.shardsMax))
+          --event-loops N           default: the number of CPU cores
+          --max-connections N       default 10000
+          --header-timeout-ms N     default 10000; --body-timeout-ms N default 30000; --idle-timeout-ms N default 60000
+          --first-byte-timeout-ms N  a connection that has sent nothing is closed after N ms (default 5000)
+          --snapshot-log-bytes N    write a snapshot once the log grew by N bytes (default 268435456)
+          --access-log              one http.request JSON line on stderr per answered request
+          --trusted-proxy ADDRESS   a proxy whose X-Forwarded-For names the client for the per-address limit
+                                    of the mobile routes (repeatable, at most 16; default none)
+          The operator key is ROOST_ADMIN_KEY, else DIR/admin.key (created on first start).
+        """
+
+    static let wal = """
+        usage: roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage
+                                        recovery repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
+               roost wal dump DIR       one line per record, payloads cut to 16 bytes
+        """
+
+    static let backup = """
+        usage: roost backup DIR OUT     copy the data directory DIR (a server may be running on it) into OUT, which
+                                        must be missing or empty: the newest snapshot and the log after it, cut at a
+                                        record boundary, verified; every write acknowledged before the command
+                                        started is in it. Exit 0 done, 2 refused or failed (OUT is then incomplete).
+        """
+
+    static let restore = """
+        usage: roost restore BACKUP DIR  verify a backup made by `roost backup`, then put it into DIR, which must be
+                                        missing or empty (and not in use). Exit 0 done, 2 refused or failed.
+        """
+
+    static let all = """
+        usage: roost serve [flags]              serve the HTTP API (roost serve --help lists the flags)
+               roost wal verify|dump DIR        check or list the log
+               roost backup DIR OUT             consistent copy of a (running) data directory
+               roost restore BACKUP DIR         put a backup back into an empty directory
+               roost --version | --help         (every command also takes --help)
+
+        """ + [serve, wal, backup, restore].joined(separator: "\n")
+}

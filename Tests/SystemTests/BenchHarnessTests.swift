@@ -1,0 +1,164 @@
+import Glibc
+import RoostPlatform
+import RoostTesting
+import Testing
+
+/// The `roost-bench` binary as a user meets it: exit codes and usage, the
+/// self-checks, and the crash harness passing on the real server and failing
+/// on one that loses acknowledged writes (docs/benchmarking.md, docs/crash-testing.md).
+@Suite("roost-bench command line and harnesses (system)", .serialized)
+struct BenchHarnessTests {
+    /// What a finished `roost-bench` run printed and how it ended.
+    struct Finished {
+        var status: Int32
+        var output: String
+        var errors: String
+    }
+
+    /// Runs the built roost-bench with `arguments`, killing it after `timeoutSeconds`.
+    static func run(_ arguments: [String], timeoutSeconds: Int = 120, stopAfterFirstLine: Bool = false) throws
+        -> Finished
+    {
+        let directory = try TemporaryDirectory.make(prefix: "roost-bench-cli")
+        defer { TemporaryDirectory.remove(directory) }
+        let binary = RoostProcess.builtProduct("roost-bench")
+        let outPath = directory + "/stdout"
+        let errPath = directory + "/stderr"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ([binary] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, binary, &actions, nil, argv, environ)
+        #expect(spawned == 0, "cannot start \(binary)")
+        var status: Int32 = 0
+        var waited = 0
+        while waitpid(child, &status, WNOHANG) == 0 {
+            if waited >= timeoutSeconds * 100
+                || (stopAfterFirstLine && (read(outPath).contains("\n") || !read(errPath).isEmpty))
+            {
+                kill(child, SIGKILL)
+                waitpid(child, &status, 0)
+                break
+            }
+            usleep(10_000)
+            waited += 1
+        }
+        let signal = status & 0x7F
+        return Finished(
+            status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, output: read(outPath), errors: read(errPath))
+    }
+
+    static func read(_ path: String) -> String {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return "" }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = Glibc.read(descriptor, &chunk, chunk.count)
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    @Test("no arguments prints the usage to stderr and exits 2; --help prints it to stdout and exits 0")
+    func usageAndExitCodes() throws {
+        let bare = try Self.run([])
+        #expect(bare.status == 2)
+        #expect(bare.errors.contains("usage: roost-bench COMMAND"))
+        let help = try Self.run(["--help"])
+        #expect(help.status == 0)
+        for command in ["load", "crash", "compare", "registry", "selftest-crash"] {
+            #expect(help.output.contains("  \(command) "), "--help does not list \(command)")
+        }
+        #expect(try Self.run(["no-such-command"]).status == 2)
+    }
+
+    @Test(
+        "every subcommand answers --help with exit 0",
+        arguments: ["load", "crash", "compare", "registry", "api-micro", "snapshot", "recover", "http-serve"])
+    func subcommandHelp(_ command: String) throws {
+        let help = try Self.run([command, "--help"])
+        #expect(help.status == 0)
+        #expect(help.output.hasPrefix("usage: roost-bench \(command)"))
+    }
+
+    @Test(
+        "misuse exits 2 and names the fault",
+        arguments: [
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--secnds", "3"], "unknown option --secnds"),
+            (["load", "--url", "http://127.0.0.1:1", "--key"], "--key needs a value"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--seconds", "1", "--requests", "5"], "exclude"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--mix", "register=1,fly=2"], "unknown operation"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--android", "5"], "APNs"),
+            (["load", "--url", "http://127.0.0.1:1", "--setup"], "--admin-key"),
+            (["registry", "--devices", "1000", "--shards", "1000"], "--shards 1000"),
+            (["registry", "--devices", "10", "20"], "both by name and by position"),
+            (["crash"], "--bin PATH is required"),
+            (["crash", "--bin", "/no/such/roost"], "not an executable"),
+            (["compare"], "at least one result file"),
+            (["selftest-load", "extra"], "unexpected argument"),
+        ])
+    func misuse(_ arguments: [String], _ message: String) throws {
+        let finished = try Self.run(arguments)
+        #expect(finished.status == 2, "\(arguments): exit \(finished.status)")
+        #expect(finished.errors.contains(message), "\(arguments): \(finished.errors)")
+    }
+
+    @Test("registry --devices 1000 populates 1000 devices (the value is the device count, not the shard count)")
+    func registryDevicesFlag() throws {
+        let finished = try Self.run(["registry", "--devices", "1000"], stopAfterFirstLine: true)
+        #expect(finished.output.hasPrefix("populate (new devices): 1000 in"), "\(finished.output)\(finished.errors)")
+        #expect(!finished.errors.contains("precondition"), "\(finished.errors)")
+    }
+
+    @Test("the self-checks pass", arguments: ["selftest-histogram", "selftest-load", "selftest-crash"])
+    func selfChecks(_ command: String) throws {
+        let finished = try Self.run([command])
+        #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
+        #expect(finished.output.contains(": ok"))
+    }
+
+    @Test("roost-bench crash passes on the real binary and prints what it checked")
+    func crashHarnessPasses() throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-bench-crash", under: "/var/tmp")
+        defer { TemporaryDirectory.remove(directory) }
+        let finished = try Self.run([
+            "crash", "--bin", RoostProcess.builtProduct("roost"), "--data", directory + "/data", "--cycles", "3",
+            "--populate", "2000", "--clients", "3", "--slots", "100", "--snapshot-kill-every", "3", "--seed", "11",
+        ])
+        #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
+        #expect(finished.output.contains("lost 0, extra 0, half-applied 0"))
+        #expect(finished.output.contains(": PASS"))
+        let totals = finished.output.split(separator: "\n").first { $0.hasPrefix("crash total:") } ?? ""
+        #expect(!totals.contains("acknowledged 0 "), "\(totals)")
+    }
+
+    @Test("roost-bench crash fails (exit 1) on a server that loses acknowledged writes")
+    func crashHarnessCatchesLoss() throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-bench-crash", under: "/var/tmp")
+        defer { TemporaryDirectory.remove(directory) }
+        // A roost that serves from a new directory at every start: each restart forgets everything.
+        let wrapper = directory + "/forgetful-roost"
+        let script =
+            "#!/bin/sh\nexec \(RoostProcess.builtProduct("roost")) \"$@\" --data \"$(mktemp -d \(directory)/fresh.XXXXXX)\"\n"
+        let descriptor = open(wrapper, O_WRONLY | O_CREAT | O_TRUNC, 0o700)
+        #expect(descriptor >= 0)
+        _ = script.withCString { write(descriptor, $0, strlen($0)) }
+        close(descriptor)
+        let finished = try Self.run([
+            "crash", "--bin", wrapper, "--data", directory + "/data", "--cycles", "1", "--populate", "50",
+            "--clients", "2", "--slots", "20", "--snapshot-kill-every", "0", "--kill-after-ms", "300-300",
+        ])
+        // Each start's fresh directory (under the test's own) goes with it.
+        #expect(finished.status == 1, "\(finished.output)\(finished.errors)")
+        #expect(finished.output.contains(": FAIL"))
+        #expect(finished.output.contains("PROBLEM: the key made at the start answers 401 after the restart"))
+        #expect(!finished.output.contains(" lost 0,"), "\(finished.output)")
+    }
+}
