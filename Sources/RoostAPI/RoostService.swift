@@ -114,7 +114,8 @@ public final class RoostService: HTTPResponder {
         let readiness = Readiness(registry: registry)
         self.readiness = readiness
         let compat =
-            BaruaRoutes(catalog: catalog).routes + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
+            BaruaRoutes(catalog: catalog).routes
+            + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
             + ConnectRoutes(keys: keys).routes
         let routes =
             [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + apps.routes
