@@ -118,6 +118,8 @@ struct NativeNotifyRoutes: Sendable {
         guard let presented = credentials.appToken, let key = try catalog.liveKey(presented: presented),
             key.appID == app.id, key.mode == .live, key.kind == .mobile || key.allows(.devicesWrite)
         else { throw NativeNotifyError.unauthorized }
+        // Whose remembered answers an Idempotency-Key names (spec §7).
+        IdempotencyKeyNote.note(key.id)
         return app
     }
 
