@@ -249,6 +249,14 @@ package struct RememberedAnswers: Sendable {
             throw .incompleteAnswer
         }
         pending = nil
+        // The same answer again: a fuzzy snapshot's header and the log after
+        // its start LSN both hold it. Keeping its place keeps the queue, and
+        // so every later eviction, exactly as it was.
+        if let existing = entries[name], existing.digest == seal.digest, existing.at == seal.at,
+            existing.encoded == current.bytes
+        {
+            return
+        }
         remember(name, digest: seal.digest, at: seal.at, encoded: current.bytes)
     }
 }

@@ -104,6 +104,24 @@ struct IdempotencyModelTests {
         #expect(restored.remembered.count == 1)
     }
 
+    @Test("an answer both in a fuzzy snapshot's header and in the log after it keeps its place in the queue")
+    func fuzzySnapshotDuplicate() throws {
+        var live = AppIndex(appID: testApp, mode: .live)
+        var logged: [[Mutation]] = []
+        for n in 0..<3 {
+            let (_, mutations) = live.execute(
+                .idempotent(
+                    IdempotencyModelTests.tag("f\(n)"),
+                    .putPerson(try ExternalID("p\(n)"), at: Timestamp(millisecondsSinceEpoch: 1_789_912_931_000))))
+            logged.append(mutations)
+        }
+        // The header was taken after the first answer's record, which the log replays again.
+        var restored = AppIndex(appID: testApp, mode: .live)
+        try restored.apply(live.snapshotMutations())
+        try restored.apply(logged[0])
+        #expect(restored.snapshotMutations() == live.snapshotMutations())
+    }
+
     @Test("a seal without its parts is damage, not a silent loss")
     func sealWithoutParts() throws {
         var index = AppIndex(appID: testApp, mode: .live)
