@@ -17,6 +17,8 @@ package struct AppIndex: Sendable {
     package internal(set) var credentials: [CredentialKey: APNsCredential]
     /// The devices, people and their indexes.
     var store: DeviceStore
+    /// The answers remembered for idempotency keys (spec §7).
+    package internal(set) var remembered = RememberedAnswers()
 
     /// An empty index with default settings.
     package init(appID: AppID, mode: AppMode, settings: AppSettings = .defaults) {
@@ -147,6 +149,9 @@ package struct AppIndex: Sendable {
             guard newSettings.validationError() == nil else { throw .invalidSettings }
             settings = newSettings
         case .deviceSequenceFloor(let floor): store.applySequenceFloor(floor)
+        case .rememberedAnswerPart(let owner, let key, let bytes):
+            try remembered.applyPart(RememberedAnswers.Name(owner: owner, key: key), bytes: bytes)
+        case .rememberedAnswer(let seal): try remembered.applySeal(seal)
         }
     }
 
@@ -188,14 +193,16 @@ package struct AppIndex: Sendable {
         snapshotSettingsAndCredentials() + store.allPeople().map { .personUpsert($0) }
     }
 
-    /// The small, non-sliced part of a snapshot: settings and credentials.
-    /// O(credentials log credentials).
+    /// The non-sliced part of a snapshot: settings, credentials and the
+    /// remembered answers of idempotency keys, oldest first (bounded by
+    /// `IdempotencyLimits.bytesPerIndexMax`). O(credentials log credentials
+    /// + remembered bytes).
     package func snapshotSettingsAndCredentials() -> [Mutation] {
         var result: [Mutation] = [.settings(settings)]
         for key in credentials.keys.sorted() {
             if let credential = credentials[key] { result.append(.credentialUpsert(credential)) }
         }
-        return result
+        return result + remembered.snapshotMutations()
     }
 
     /// One bounded slice of a snapshot's devices (`DeviceStore.snapshotDevices`).

@@ -24,6 +24,9 @@ package enum Command: Sendable {
     /// `POST /v1/devices/import`: one batch of CSV rows, registered in order
     /// as `register` would (`Outcome.imported`).
     case importRows([ImportRow], at: Timestamp)
+    /// `POST /v1/devices/batch`: registrations applied in order in one turn,
+    /// each as `register` would apply it alone (`Outcome.batch`).
+    case registerBatch([RegisterRequest], at: Timestamp)
     /// `POST /v1/feedback`: a provider reports `token` dead (`Outcome.feedback`).
     case reportFeedback(token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at: Timestamp)
     /// `GET /v1/stats`, the counts of `GET /v1/apps/{app}` and Native Notify's
@@ -57,6 +60,20 @@ package enum Command: Sendable {
     /// installation's device only when it belongs to `owner`, then forgets a
     /// guest owner left without devices (`Outcome.deleted`).
     case deletePrincipalDevice(InstallationID, owner: ExternalID)
+    /// A write sent with an `Idempotency-Key` (spec §7): the answer
+    /// remembered for the tag's owner and key is given again
+    /// (`Outcome.replayed`, nothing applied), or `idempotencyKeyReused` for
+    /// another request's digest; else `command` runs and its outcome is
+    /// remembered in the same append as its mutations (`RememberedAnswers`).
+    indirect case idempotent(IdempotencyTag, Command)
+    /// An answer a route made without the engine (an identity token it
+    /// minted, an import's summary), sent inside `idempotent` to be
+    /// remembered: changes nothing (`Outcome.answered`).
+    case answer(status: Int, body: [UInt8])
+    /// Looks up the answer remembered for the tag without running anything:
+    /// `replayed`, `idempotencyKeyReused` or `notRemembered` (a CSV import
+    /// asks before it starts; decision 0050).
+    case lookUpAnswer(IdempotencyTag)
     /// A function run in the shard's turn: tools and tests only
     /// (`Registry.perform`), never a route. The request path asserts that no
     /// route emits it (`RoostService`), so what crosses from a loop to a shard
@@ -65,8 +82,11 @@ package enum Command: Sendable {
 
     /// True for `custom`: work that is a closure, not a value.
     package var isCustom: Bool {
-        if case .custom = self { return true }
-        return false
+        switch self {
+        case .custom: true
+        case .idempotent(_, let inner): inner.isCustom
+        default: false
+        }
     }
 }
 
@@ -101,6 +121,8 @@ package indirect enum Outcome: Sendable {
     case deviceSlice(devices: [Device], next: UInt64?)
     /// One import batch: what its rows did.
     case imported(ImportBatch)
+    /// A registration batch: one `registered` or `rejected` per request, in order.
+    case batch([Outcome])
     /// What provider feedback did.
     case feedback(FeedbackResult)
     /// The counts of the index.
@@ -118,6 +140,15 @@ package indirect enum Outcome: Sendable {
     case deregistered(removed: Bool, tokensRemoved: Int)
     /// A rule of the model refused the command; nothing changed.
     case rejected(RegistryRejection)
+    /// The remembered first answer to an `Idempotency-Key`; nothing was applied.
+    case replayed(Outcome)
+    /// The `Idempotency-Key` was first used for another request (method,
+    /// path or body); nothing was applied (422 `idempotency_key_reused`).
+    case idempotencyKeyReused
+    /// No answer is remembered for the key (`Command.lookUpAnswer`).
+    case notRemembered
+    /// A route's own answer (`Command.answer`): its status and JSON body.
+    case answered(status: Int, body: [UInt8])
     /// The value a `Command.custom` returned (tools and tests only).
     case custom(any Sendable)
     /// Records the caller appended itself (a catalog change) are acknowledged.
@@ -159,6 +190,8 @@ extension AppIndex {
         case .importRows(let rows, let now):
             let (batch, mutations) = importRows(rows, at: now)
             return (.imported(batch), mutations)
+        case .registerBatch(let requests, let now):
+            return registerBatch(requests, at: now)
         case .reportFeedback(let token, let reason, let reportedAt, let now):
             let (result, mutations) = invalidate(token: token, reason: reason, reportedAt: reportedAt, at: now)
             return (.feedback(result), mutations)
@@ -196,9 +229,59 @@ extension AppIndex {
             return registerForPrincipal(request, owner: owner, at: now)
         case .deletePrincipalDevice(let installation, let owner):
             return deletePrincipalDevice(installation, owner: owner)
+        case .idempotent(let tag, let inner):
+            return executeIdempotent(tag, inner)
+        case .answer(let status, let body):
+            return (.answered(status: status, body: body), [])
+        case .lookUpAnswer(let tag):
+            return (lookUpAnswer(tag), [])
         case .custom(let work):
             let (value, mutations) = work.run(&self)
             return (.custom(value), mutations)
         }
+    }
+}
+
+extension AppIndex {
+    /// `Command.idempotent`: replays, refuses or runs and remembers (spec §7).
+    /// A command whose outcome no write has (a read) runs unremembered.
+    /// O(1) plus the command and the bytes of its encoded outcome.
+    mutating func executeIdempotent(_ tag: IdempotencyTag, _ command: Command) -> (Outcome, [Mutation]) {
+        precondition(!command.isIdempotent, "an idempotent command inside another")
+        let name = tag.name
+        switch lookUpAnswer(tag) {
+        case .notRemembered: break
+        case let found: return (found, [])
+        }
+        let (outcome, mutations) = execute(command)
+        guard let encoded = OutcomeCodec.encode(outcome) else { return (outcome, mutations) }
+        remembered.remember(name, digest: tag.digest, at: tag.at, encoded: encoded)
+        return (
+            outcome, mutations + RememberedAnswers.mutations(name, digest: tag.digest, at: tag.at, encoded: encoded)
+        )
+    }
+}
+
+extension AppIndex {
+    /// `replayed` with the outcome remembered for the tag's (owner, key)
+    /// within its 24 hours, `idempotencyKeyReused` when it answered another
+    /// request's digest, else `notRemembered`. O(1) plus decoding.
+    func lookUpAnswer(_ tag: IdempotencyTag) -> Outcome {
+        guard let entry = remembered.lookup(tag.name, at: tag.at) else { return .notRemembered }
+        guard entry.digest == tag.digest else { return .idempotencyKeyReused }
+        do throws(ByteDecodingError) {
+            return .replayed(try OutcomeCodec.decode(entry.encoded))
+        } catch {
+            // Encoded here, or read back from a log record whose checksum held.
+            preconditionFailure("a remembered answer does not decode: \(error)")
+        }
+    }
+}
+
+extension Command {
+    /// True for `idempotent`.
+    package var isIdempotent: Bool {
+        if case .idempotent = self { return true }
+        return false
     }
 }

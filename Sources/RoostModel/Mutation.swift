@@ -23,4 +23,10 @@ package enum Mutation: Hashable, Sendable {
     /// Device sequences below this value are used: a snapshot carries it so that a
     /// restored index never hands out the id of a deleted device again.
     case deviceSequenceFloor(UInt64)
+    /// Part of a remembered answer's encoded outcome (`OutcomeCodec`); the
+    /// parts of one answer are consecutive and its seal follows them.
+    case rememberedAnswerPart(owner: IdempotencyOwner, key: IdempotencyKey, bytes: [UInt8])
+    /// The remembered answer whose parts came just before is complete: an
+    /// `Idempotency-Key`'s first answer (spec §7).
+    case rememberedAnswer(RememberedAnswerSeal)
 }

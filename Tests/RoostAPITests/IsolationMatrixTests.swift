@@ -270,6 +270,8 @@ struct IsolationMatrixTests {
                 #""appId":\#(victim),"deviceId":"\#(Fixture.installation)","subscriberId":"\#(Fixture.person)""#,
                 #""tokens":{"apnsToken":"\#(token)"}"#,
             ]
+            // The batch's items name the victim's installation and person too.
+            members.append(#""devices":[{"# + members[0] + "," + members[1] + "," + members[2] + "}]")
             if let credential { members.append(#""appToken":"\#(credential)""#) }
             return "{" + members.joined(separator: ",") + "}"
         }

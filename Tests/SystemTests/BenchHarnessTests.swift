@@ -1,4 +1,5 @@
 import Glibc
+import RoostJSON
 import RoostPlatform
 import RoostTesting
 import Testing
@@ -88,6 +89,26 @@ struct BenchHarnessTests {
         #expect(help.output.hasPrefix("usage: roost-bench \(command)"))
     }
 
+    @Test("load --batch N registers through POST /v1/devices/batch, checking each item's status")
+    func batchLoad() throws {
+        let (server, directory) = try ServeTests.start(extra: ["--fsync", "always"])
+        defer {
+            _ = server.stop(signal: SIGTERM)
+            TemporaryDirectory.remove(directory)
+        }
+        let finished = try Self.run([
+            "load", "--url", "http://127.0.0.1:\(server.port)", "--setup", "--admin-key", ServeTests.adminKey,
+            "--batch", "50", "--mix", "register=1", "--tokens", "2000", "--people", "500", "--connections", "4",
+            "--requests", "60", "--quiet",
+        ])
+        #expect(finished.status == 0, "\(finished.output)\n\(finished.errors)")
+        #expect(finished.output.contains("register-batch"), "\(finished.output)")
+        // The setup's app is 1; its key is not printed, so count through the operator.
+        let app = try ServeTests.request(server.port, "GET", "/v1/apps/1", key: ServeTests.adminKey)
+        let devices = try #require(try JSONReader.parse(app.body)["counts"]?["devices"]?.intValue)
+        #expect(devices > 50 && devices <= 2000, "\(devices) devices after 60 batches of 50")
+    }
+
     @Test(
         "misuse exits 2 and names the fault",
         arguments: [
@@ -97,6 +118,8 @@ struct BenchHarnessTests {
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--mix", "register=1,fly=2"], "unknown operation"),
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--android", "5"], "APNs"),
             (["load", "--url", "http://127.0.0.1:1", "--setup"], "--admin-key"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--batch", "1001"], "--batch"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--batch", "5"], "native"),
             (["registry", "--devices", "1000", "--shards", "1000"], "--shards 1000"),
             (["registry", "--devices", "10", "20"], "both by name and by position"),
             (["crash"], "--bin PATH is required"),

@@ -223,6 +223,10 @@ struct MetricsSystemTests {
                 + #""installation_id":"inst-1","installation_secret":"\#(installationSecret)"}"#)
         #expect(registered.status == 201)
         let deviceID = try #require(try json(registered)["id"]?.stringValue)
+        let batch = try call(
+            "POST", "/v1/devices/batch", key: secretKey,
+            body: #"{"devices":[{"platform":"ios","token":"\#(tokens[0])"}]}"#)
+        #expect(try json(batch)["results"]?.arrayValue?.first?["status"]?.intValue == 200)
         #expect(try call("GET", "/v1/devices/\(deviceID)", key: secretKey).status == 200)
         #expect(
             try call("PATCH", "/v1/devices/\(deviceID)", key: secretKey, body: #"{"tags":{"plan":"pro"}}"#).status

@@ -21,6 +21,9 @@ struct DeviceRoutes: Sendable {
             Route(
                 .post, "/v1/devices/import", access: .secretKey(.devicesWrite),
                 bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),
+            Route(
+                .post, "/v1/devices/batch", access: .secretKey(.devicesWrite),
+                bodyLimitBytes: DeviceRoutes.batchBodyBytesMax, outcome: registerBatch),
             Route(.get, "/v1/devices/{id}", access: .secretKey(.devicesRead), outcome: getDevice),
             Route(.patch, "/v1/devices/{id}", access: .secretKey(.devicesWrite), outcome: patchDevice),
             Route(.delete, "/v1/devices/{id}", access: .secretKey(.devicesDelete), outcome: deleteDevice),

@@ -9,7 +9,8 @@
 /// bad input and never traps. The storage layer adds its own framing and CRC.
 ///
 /// Kinds: 1 device upsert, 2 device tombstone, 3 person upsert, 4 person erase,
-/// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor.
+/// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor,
+/// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7).
 package enum MutationCodec {
     package static let formatVersion: UInt8 = 1
 
@@ -22,6 +23,8 @@ package enum MutationCodec {
         case credentialDelete = 6
         case settings = 7
         case deviceSequenceFloor = 8
+        case rememberedAnswerPart = 9
+        case rememberedAnswer = 10
     }
 
     /// Returns the bytes of `mutation`.
@@ -57,6 +60,18 @@ package enum MutationCodec {
         case .deviceSequenceFloor(let floor):
             writer.u8(Kind.deviceSequenceFloor.rawValue)
             writer.u64(floor)
+        case .rememberedAnswerPart(let owner, let key, let bytes):
+            writer.u8(Kind.rememberedAnswerPart.rawValue)
+            writer.string(owner.rawValue)
+            writer.string(key.rawValue)
+            writer.field(bytes)
+        case .rememberedAnswer(let seal):
+            writer.u8(Kind.rememberedAnswer.rawValue)
+            writer.string(seal.owner.rawValue)
+            writer.string(seal.key.rawValue)
+            writer.bytes.append(contentsOf: seal.digest.bytes)
+            writer.i64(seal.at.millisecondsSinceEpoch)
+            writer.u32(UInt32(seal.byteCount))
         }
         precondition(writer.bytes.count <= Limits.mutationBytesMax, "mutation of \(writer.bytes.count) bytes")
         return writer.bytes
@@ -123,6 +138,25 @@ package enum MutationCodec {
             let floor = try reader.u64()
             guard floor < .max else { throw .invalidValue(field: "sequence_floor", offset: offset) }
             mutation = .deviceSequenceFloor(floor)
+        case .rememberedAnswerPart:
+            let owner = try decodeOwner(&reader)
+            let key = try decodeIdempotencyKey(&reader)
+            let partOffset = reader.offset
+            let part = try reader.rawField("answer_part", max: IdempotencyLimits.partBytesMax)
+            guard !part.isEmpty else { throw .invalidValue(field: "answer_part", offset: partOffset) }
+            mutation = .rememberedAnswerPart(owner: owner, key: key, bytes: Array(part))
+        case .rememberedAnswer:
+            let owner = try decodeOwner(&reader)
+            let key = try decodeIdempotencyKey(&reader)
+            let digest = RequestDigest(Array(try reader.raw(RequestDigest.byteCount)))
+            let at = try reader.timestamp("remembered_at")
+            let countOffset = reader.offset
+            let byteCount = Int(try reader.u32())
+            guard byteCount <= IdempotencyLimits.answerBytesMax else {
+                throw .invalidValue(field: "answer_bytes", offset: countOffset)
+            }
+            mutation = .rememberedAnswer(
+                RememberedAnswerSeal(owner: owner, key: key, digest: digest, at: at, byteCount: byteCount))
         }
         guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
         return mutation
@@ -162,6 +196,24 @@ package enum MutationCodec {
         writer.optionalTimestamp(device.invalidatedAt)
         writer.optionalString(device.invalidationReason?.rawValue)
         writer.u32(device.strikes)
+    }
+
+    // MARK: Remembered answers
+
+    private static func decodeOwner(_ reader: inout LittleEndianReader) throws(ByteDecodingError) -> IdempotencyOwner {
+        let offset = reader.offset
+        let text = try reader.string("owner", max: IdempotencyLimits.ownerBytesMax)
+        guard !text.isEmpty else { throw .invalidValue(field: "owner", offset: offset) }
+        return IdempotencyOwner(text)
+    }
+
+    private static func decodeIdempotencyKey(_ reader: inout LittleEndianReader) throws(ByteDecodingError)
+        -> IdempotencyKey
+    {
+        let offset = reader.offset
+        let text = try reader.string("idempotency_key", max: IdempotencyLimits.keyCharactersMax)
+        guard let key = IdempotencyKey(text[...]) else { throw .invalidValue(field: "idempotency_key", offset: offset) }
+        return key
     }
 
     // MARK: Credentials
