@@ -45,8 +45,8 @@ package enum Limits {
     /// `inactive_after_days` and `older_than_days` (spec §8): 1 day to 10 years.
     package static let inactiveAfterDaysRange = 1...3_650
     /// Devices one inactivity step (sweep, preview or invalidation) examines in
-    /// one shard turn; reading a packed record's `last_seen_at` costs a few
-    /// nanoseconds, so a full step is well under a millisecond.
+    /// one shard turn: it reads each packed record's `last_seen_at` and
+    /// invalidation flag only (docs/performance.md has the measured cost).
     package static let inactiveScanDevicesPerTurnMax = 16_384
     /// Devices one inactivity step invalidates in one shard turn (each is a
     /// device upsert of up to ~4.5 KB in that turn's one log append).

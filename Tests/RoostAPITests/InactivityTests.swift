@@ -300,6 +300,45 @@ struct InactivityTests {
         #expect(active.json?["devices"]?.arrayValue?.count == steps)
     }
 
+    @Test("once the log has failed, a sweep stops at its first step, changes nothing and says so; invalidate is 503")
+    func sweepWhenTheLogFails() async throws {
+        let log = SwitchableLog()
+        let harness = Harness(log: log)
+        let app = try await DeviceApp.make(harness, settings: #"{"inactive_after_days":1}"#)
+        let id = try await app.registerID(1)
+        harness.clock.advance(milliseconds: 2 * Self.day)
+        log.failing.withLock { $0 = true }
+        let summary = await harness.service.inactivity.sweep()
+        #expect(!summary.complete)
+        #expect(summary.invalidated == 0)
+        #expect(harness.service.inactivity.sweepTotals.incomplete == 1)
+        let device = await app.device(id)
+        #expect(device.status == 200)
+        #expect(device.json?["invalidated_at"]?.isNull == true)
+        let invalidate = await app.call(.post, "/v1/devices/inactive/invalidate", body: #"{"older_than_days":1}"#)
+        #expect(invalidate.status == 503)
+        #expect(invalidate.errorCode == "unavailable")
+        let preview = await app.call(.get, "/v1/devices/inactive?older_than_days=1")
+        #expect(preview.status == 200, "a read goes on")
+        #expect(preview.json?["count"]?.intValue == 1)
+    }
+
+    @Test("an operator sees the sweep in /metrics: sweeps, steps and devices invalidated")
+    func sweepMetrics() async throws {
+        let app = try await DeviceApp.make(settings: #"{"inactive_after_days":1}"#)
+        _ = try await app.registerID(1)
+        _ = try await app.registerID(2)
+        app.harness.clock.advance(milliseconds: 2 * Self.day)
+        await app.harness.service.inactivity.sweep()
+        let text = String(decoding: await app.harness.service.metrics.render(), as: UTF8.self)
+        #expect(text.contains(#"roost_inactivity_sweeps_total{result="complete"} 1"#))
+        #expect(text.contains(#"roost_inactivity_sweeps_total{result="incomplete"} 0"#))
+        // One step per mode: the settings change made both indexes.
+        #expect(text.contains("roost_inactivity_sweep_steps_total 2"))
+        #expect(text.contains("roost_inactivity_invalidated_total 2"))
+        #expect(text.contains("roost_inactivity_last_sweep_duration_seconds "))
+    }
+
     // MARK: - Preview
 
     /// A registration body for ios token `n`.
