@@ -332,6 +332,11 @@ struct MetricsSystemTests {
         #expect(lines.contains { $0.contains(#""event":"http.refusal""#) && $0.contains("bad_request") })
         #expect(lines.contains { $0.contains(#""event":"recovery.done""#) })
         #expect(lines.contains { $0.contains(#""event":"shutdown.stopped""#) })
+        // roost serve runs the inactivity sweep (spec §8) every 5 minutes.
+        #expect(
+            lines.contains {
+                $0.contains(#""event":"inactivity.started""#) && $0.contains(#""inactivity.interval_s":300"#)
+            })
     }
 }
 

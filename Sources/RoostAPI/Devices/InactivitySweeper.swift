@@ -140,6 +140,7 @@ package final class InactivitySweeper: Sendable {
     /// until `stop`. Once.
     package func start(interval: Duration = InactivitySweeper.intervalDefault) {
         precondition(interval > .zero && interval <= Self.intervalMax, "sweep interval \(interval) out of range")
+        logger.info("inactivity.started") { $0.field("inactivity.interval_s", Int(interval.components.seconds)) }
         task.withLock { task in
             precondition(task == nil, "the inactivity sweeper started twice")
             task = Task.detached { [self] in
