@@ -300,6 +300,33 @@ struct InactivityTests {
         #expect(active.json?["devices"]?.arrayValue?.count == steps)
     }
 
+    @Test("a pass leaves an index whose app is deleted or whose setting changes mid-sweep, and recreates nothing")
+    func sweepFollowsTheCatalog() async throws {
+        let harness = try Harness()
+        let kept = try await DeviceApp.make(harness, settings: #"{"inactive_after_days":1}"#)
+        let deleted = try await DeviceApp.make(harness, settings: #"{"inactive_after_days":1}"#)
+        let changed = try await DeviceApp.make(harness, settings: #"{"inactive_after_days":1}"#)
+        let keptID = try await kept.registerID(1)
+        _ = try await deleted.registerID(2)
+        let changedID = try await changed.registerID(3)
+        harness.clock.advance(milliseconds: 2 * Self.day)
+        let sweeper = harness.service.inactivity
+        var pass = await sweeper.beginPass()
+        #expect(pass.summary.indexes == 6)
+        #expect(await harness.call(.delete, "/v1/apps/\(deleted.app)", key: Harness.adminKey).status == 200)
+        let patched = await harness.call(
+            .patch, "/v1/apps/\(changed.app)", key: Harness.adminKey, body: #"{"settings":{"inactive_after_days":5}}"#)
+        #expect(patched.status == 200)
+        while await sweeper.step(&pass) {}
+        let summary = sweeper.finish(pass)
+        #expect(summary.invalidated == 1)
+        #expect(await kept.device(keptID).json?["invalidation_reason"]?.stringValue == "Inactive")
+        #expect(await changed.device(changedID).json?["invalidated_at"]?.isNull == true)
+        var indexes: [IndexKey] = []
+        for shard in harness.service.registry.shardSet.shards { indexes += await shard.keys() }
+        #expect(!indexes.contains { $0.app == AppID(UInt32(deleted.app)) }, "the deleted app's index came back")
+    }
+
     @Test("once the log has failed, a sweep stops at its first step, changes nothing and says so; invalidate is 503")
     func sweepWhenTheLogFails() async throws {
         let log = SwitchableLog()

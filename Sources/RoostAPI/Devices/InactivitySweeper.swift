@@ -83,9 +83,16 @@ package final class InactivitySweeper: Sendable {
 
     /// Runs the pass's next step: one command in one turn of the index's
     /// shard, answered once its records are durable. Returns false when the
-    /// pass is over (done, refused by the log, or cancelled).
+    /// pass is over (done, refused by the log, or cancelled). An index whose
+    /// app was deleted or whose `inactive_after_days` changed since the pass
+    /// began is left for the next sweep (a step would recreate a deleted
+    /// app's index).
     package func step(_ pass: inout InactivitySweepPass) async -> Bool {
         guard let (key, settings, step) = pass.pending.last else { return false }
+        guard catalog.app(key.app)?.settings.inactiveAfterDays == settings.inactiveAfterDays else {
+            pass.pending.removeLast()
+            return !pass.pending.isEmpty
+        }
         guard !Task.isCancelled else {
             pass.summary.complete = false
             pass.pending.removeAll()
