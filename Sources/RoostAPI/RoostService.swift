@@ -29,6 +29,8 @@ public final class RoostService: HTTPResponder {
     package let metrics: MetricsExporter
     /// Requests with an `Idempotency-Key` not yet answered (spec §7: 409).
     let idempotencyInFlight = IdempotencyInFlight()
+    /// The inactivity sweep (spec §8); `roost serve` starts it once it serves.
+    package let inactivity: InactivitySweeper
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -129,8 +131,11 @@ public final class RoostService: HTTPResponder {
             metrics: RequestMetrics(routes: labels + [MetricsRoutes.label], loops: registry.shardSet.loops.count),
             clock: clock,
             logger: logger, accessLog: accessLog)
+        let inactivity = InactivitySweeper(catalog: catalog, registry: registry, clock: clock, logger: logger)
+        self.inactivity = inactivity
         let metrics = MetricsExporter(
-            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock)
+            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock,
+            inactivity: inactivity)
         self.router = Router(routes + MetricsRoutes(exporter: metrics).routes)
         precondition(
             router.routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }

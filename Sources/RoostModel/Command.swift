@@ -32,6 +32,12 @@ package enum Command: Sendable {
     /// `GET /v1/stats`, the counts of `GET /v1/apps/{app}` and Native Notify's
     /// health (`Outcome.stats`).
     case stats
+    /// `GET /v1/devices/inactive`: one bounded preview step, changing nothing;
+    /// at most `keep` of the oldest matches come back (`Outcome.inactivePreview`).
+    case previewInactive(InactivityStep, keep: Int)
+    /// The sweep and `POST /v1/devices/inactive/invalidate`: one bounded step
+    /// that invalidates with reason `Inactive` at `at` (`Outcome.inactiveInvalidated`).
+    case invalidateInactive(InactivityStep, at: Timestamp)
     /// `PATCH /v1/apps/{app}` settings, sent to each mode (`Outcome.settings`).
     case updateSettings(AppSettings)
     /// `PUT /v1/people/{external_id}` (`Outcome.personPut`).
@@ -127,6 +133,10 @@ package indirect enum Outcome: Sendable {
     case feedback(FeedbackResult)
     /// The counts of the index.
     case stats(RegistryStats)
+    /// One inactivity preview step.
+    case inactivePreview(InactivePreviewSlice)
+    /// One inactivity invalidation step.
+    case inactiveInvalidated(InactiveInvalidationSlice)
     /// The index now holds these settings.
     case settings(AppSettings)
     /// A person made known (`created`) or already known.
@@ -197,6 +207,11 @@ extension AppIndex {
             return (.feedback(result), mutations)
         case .stats:
             return (.stats(stats()), [])
+        case .previewInactive(let step, let keep):
+            return (.inactivePreview(previewInactive(step, keep: keep)), [])
+        case .invalidateInactive(let step, let now):
+            let (slice, mutations) = invalidateInactive(step, at: now)
+            return (.inactiveInvalidated(slice), mutations)
         case .updateSettings(let newSettings):
             switch updateSettings(newSettings) {
             case .success(let mutations): return (.settings(settings), mutations)

@@ -73,23 +73,33 @@ package struct Device: Hashable, Sendable {
     }
 }
 
-/// Per-app settings (spec §3). Both modes of an app carry the same settings; the
-/// engine applies a settings change to both of its indexes.
+/// Per-app settings (spec §3, §8). Both modes of an app carry the same settings;
+/// the engine applies a settings change to both of its indexes.
 package struct AppSettings: Hashable, Sendable {
     package var maxDevicesPerPerson: Int
     package var requireKnownPerson: Bool
+    /// `inactive_after_days` (spec §8): a device not seen for this many days is
+    /// invalidated with reason `Inactive` by the server's sweep; nil: off.
+    package var inactiveAfterDays: Int?
 
     package static let defaults = AppSettings(
         maxDevicesPerPerson: Limits.maxDevicesPerPersonDefault, requireKnownPerson: false)
 
-    package init(maxDevicesPerPerson: Int, requireKnownPerson: Bool) {
+    package init(maxDevicesPerPerson: Int, requireKnownPerson: Bool, inactiveAfterDays: Int? = nil) {
         self.maxDevicesPerPerson = maxDevicesPerPerson
         self.requireKnownPerson = requireKnownPerson
+        self.inactiveAfterDays = inactiveAfterDays
     }
 
     /// Returns the first field out of range, as a rejection, or nil.
     package func validationError() -> RegistryRejection? {
-        Limits.maxDevicesPerPersonRange.contains(maxDevicesPerPerson) ? nil : .invalidField("max_devices_per_person")
+        guard Limits.maxDevicesPerPersonRange.contains(maxDevicesPerPerson) else {
+            return .invalidField("max_devices_per_person")
+        }
+        if let days = inactiveAfterDays, !Limits.inactiveAfterDaysRange.contains(days) {
+            return .invalidField("inactive_after_days")
+        }
+        return nil
     }
 }
 

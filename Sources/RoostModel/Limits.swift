@@ -42,4 +42,18 @@ package enum Limits {
     package static let devicesPerIndexMax = Int(UInt32.max - 2)
     /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
     package static let mutationBytesMax = 16_384
+    /// `inactive_after_days` and `older_than_days` (spec §8): 1 day to 10 years.
+    package static let inactiveAfterDaysRange = 1...3_650
+    /// Devices one inactivity step (sweep, preview or invalidation) examines in
+    /// one shard turn: it reads each packed record's `last_seen_at` and
+    /// invalidation flag only (docs/performance.md has the measured cost).
+    package static let inactiveScanDevicesPerTurnMax = 16_384
+    /// Devices one inactivity step invalidates in one shard turn (each is a
+    /// device upsert of up to ~4.5 KB in that turn's one log append).
+    package static let inactiveInvalidationsPerTurnMax = 256
+    /// `GET /v1/devices/inactive` `limit`: default 100, at most 1,000 (as a list page).
+    package static let inactivePreviewLimitDefault = 100
+    package static let inactivePreviewLimitMax = 1_000
+    /// Milliseconds in the days of `older_than_days`.
+    package static let millisecondsPerDay: Int64 = 86_400_000
 }

@@ -29,7 +29,7 @@ package struct AppRoutes: Sendable {
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
         let (record, ticket) = try catalog.createApp(
             name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
-            requireKnownPerson: patch?.requireKnownPerson)
+            requireKnownPerson: patch?.requireKnownPerson, inactiveAfterDays: patch?.inactiveAfterDays)
         return .afterCommit(ticket) {
             var writer = JSONWriter()
             AppRoutes.writeApp(record, counts: nil, into: &writer)
@@ -64,7 +64,7 @@ package struct AppRoutes: Sendable {
         let before = catalog.app(app)
         let (record, ticket) = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
-            requireKnownPerson: patch?.requireKnownPerson)
+            requireKnownPerson: patch?.requireKnownPerson, inactiveAfterDays: patch?.inactiveAfterDays)
         guard before?.settings != record.settings else {
             return .afterCommit(ticket) {
                 var writer = JSONWriter()
@@ -237,6 +237,12 @@ package struct AppRoutes: Sendable {
         writer.beginObject()
         writer.member("max_devices_per_person", app.settings.maxDevicesPerPerson)
         writer.member("require_known_person", app.settings.requireKnownPerson)
+        if let days = app.settings.inactiveAfterDays {
+            writer.member("inactive_after_days", days)
+        } else {
+            writer.key("inactive_after_days")
+            writer.null()
+        }
         writer.endObject()
         if let counts {
             writer.key("counts")
@@ -282,6 +288,8 @@ package struct AppRoutes: Sendable {
 struct SettingsPatch {
     var maxDevicesPerPerson: Int?
     var requireKnownPerson: Bool?
+    /// nil: not in the patch; `.some(nil)`: `null`, the sweep is off (spec §8).
+    var inactiveAfterDays: Int??
 
     init(_ members: [(key: String, value: JSONValue)]) throws(APIError) {
         for (key, value) in members {
@@ -299,6 +307,18 @@ struct SettingsPatch {
                         "settings.require_known_person", "require_known_person must be a boolean")
                 }
                 requireKnownPerson = flag
+            case "inactive_after_days":
+                if value.isNull {
+                    inactiveAfterDays = .some(nil)
+                    continue
+                }
+                guard let days = value.intValue, Limits.inactiveAfterDaysRange.contains(days) else {
+                    throw APIError.invalidField(
+                        "settings.inactive_after_days",
+                        "inactive_after_days must be null or an integer from \(Limits.inactiveAfterDaysRange.lowerBound)"
+                            + " to \(Limits.inactiveAfterDaysRange.upperBound)")
+                }
+                inactiveAfterDays = .some(days)
             default:
                 throw APIError.invalidField("settings.\(key.prefix(64))", "unknown setting \"\(key.prefix(64))\"")
             }

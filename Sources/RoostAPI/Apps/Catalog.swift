@@ -84,8 +84,10 @@ package final class Catalog: Sendable {
 
     /// Creates an app with the next id from the logged counter, so an id is
     /// never given twice (also after deletions and restarts).
+    /// `inactiveAfterDays`: nil leaves the default (off); `.some(nil)` is off.
     package func createApp(
-        name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil
+        name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil,
+        inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
         let now = clock.wallMilliseconds()
         return try state.change { state throws(APIError) in
@@ -98,16 +100,19 @@ package final class Catalog: Sendable {
             var settings = AppSettings.defaults
             if let maxDevicesPerPerson { settings.maxDevicesPerPerson = maxDevicesPerPerson }
             if let requireKnownPerson { settings.requireKnownPerson = requireKnownPerson }
+            if let inactiveAfterDays { settings.inactiveAfterDays = inactiveAfterDays }
             let record = AppRecord(
                 id: AppID(state.nextAppID), name: name, createdAtMilliseconds: now, settings: settings)
             return ([.app(record)], record)
         }
     }
 
-    /// Applies a partial update: nil leaves a value as it is. A patch that
-    /// changes nothing logs nothing.
+    /// Applies a partial update: nil leaves a value as it is (for
+    /// `inactiveAfterDays`, `.some(nil)` turns it off). A patch that changes
+    /// nothing logs nothing.
     package func updateApp(
-        _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?
+        _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?,
+        inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
         try state.change { state throws(APIError) in
             guard let record = state.apps[id] else { throw APIError.appNotFound }
@@ -115,6 +120,7 @@ package final class Catalog: Sendable {
             if let name { next.name = name }
             if let maxDevicesPerPerson { next.settings.maxDevicesPerPerson = maxDevicesPerPerson }
             if let requireKnownPerson { next.settings.requireKnownPerson = requireKnownPerson }
+            if let inactiveAfterDays { next.settings.inactiveAfterDays = inactiveAfterDays }
             return (next == record ? [] : [.app(next)], next)
         }
     }

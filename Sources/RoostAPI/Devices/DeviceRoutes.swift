@@ -18,6 +18,10 @@ struct DeviceRoutes: Sendable {
             Route(.get, "/v1/devices", access: .secretKey(.devicesRead), outcome: list),
             // Before `/v1/devices/{id}`: the router takes the first match.
             Route(.get, "/v1/devices/export", access: .secretKey(.devicesRead), outcome: export),
+            Route(.get, "/v1/devices/inactive", access: .secretKey(.devicesRead), outcome: previewInactive),
+            Route(
+                .post, "/v1/devices/inactive/invalidate", access: .secretKey(.devicesWrite),
+                outcome: invalidateInactive),
             Route(
                 .post, "/v1/devices/import", access: .secretKey(.devicesWrite),
                 bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),

@@ -11,6 +11,10 @@
 /// Kinds: 1 device upsert, 2 device tombstone, 3 person upsert, 4 person erase,
 /// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor,
 /// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7).
+/// 13 settings with `inactive_after_days` (spec §8). Settings without that value
+/// are written as kind 7, byte for byte as before it existed, so a log or
+/// snapshot that does not use it stays readable by the previous release
+/// (decision 0052).
 package enum MutationCodec {
     package static let formatVersion: UInt8 = 1
 
@@ -25,6 +29,7 @@ package enum MutationCodec {
         case deviceSequenceFloor = 8
         case rememberedAnswerPart = 9
         case rememberedAnswer = 10
+        case settingsWithInactivity = 13
     }
 
     /// Returns the bytes of `mutation`.
@@ -54,9 +59,13 @@ package enum MutationCodec {
             writer.u8(Kind.credentialDelete.rawValue)
             encode(key, into: &writer)
         case .settings(let settings):
-            writer.u8(Kind.settings.rawValue)
+            writer.u8((settings.inactiveAfterDays == nil ? Kind.settings : Kind.settingsWithInactivity).rawValue)
             writer.u32(UInt32(settings.maxDevicesPerPerson))
             writer.u8(settings.requireKnownPerson ? 1 : 0)
+            if let days = settings.inactiveAfterDays {
+                precondition(Limits.inactiveAfterDaysRange.contains(days), "inactive_after_days \(days)")
+                writer.u16(UInt16(days))
+            }
         case .deviceSequenceFloor(let floor):
             writer.u8(Kind.deviceSequenceFloor.rawValue)
             writer.u64(floor)
@@ -126,10 +135,12 @@ package enum MutationCodec {
             }
         case .credentialDelete:
             mutation = .credentialDelete(try decodeCredentialKey(&reader))
-        case .settings:
+        case .settings, .settingsWithInactivity:
             let offset = reader.offset
             let maxDevices = Int(try reader.u32())
-            let settings = AppSettings(maxDevicesPerPerson: maxDevices, requireKnownPerson: try reader.bool("settings"))
+            var settings = AppSettings(maxDevicesPerPerson: maxDevices, requireKnownPerson: try reader.bool("settings"))
+            // Kind 13 always holds a value: "off" is written as kind 7.
+            if kind == .settingsWithInactivity { settings.inactiveAfterDays = Int(try reader.u16()) }
             guard settings.validationError() == nil else { throw .invalidValue(field: "settings", offset: offset) }
             mutation = .settings(settings)
         case .deviceSequenceFloor:

@@ -48,18 +48,25 @@ package struct DeviceQuery: Hashable, Sendable {
     /// `tag.KEY=VALUE`: every pair must match (see `TagValue.matches(filterText:)`).
     package var tags: [String: String]
     package var state: DeviceState
+    /// `last_seen_before` (spec §8): only devices whose `last_seen_at` is strictly earlier.
+    package var lastSeenBefore: Timestamp?
+    /// `last_seen_after` (spec §8): only devices whose `last_seen_at` is strictly later.
+    package var lastSeenAfter: Timestamp?
     /// 1 to 1,000; default 100.
     package var limit: Int
     package var cursor: DeviceCursor?
 
     package init(
         externalID: ExternalID? = nil, platform: Platform? = nil, tags: [String: String] = [:],
-        state: DeviceState = .all, limit: Int = Limits.listLimitDefault, cursor: DeviceCursor? = nil
+        state: DeviceState = .all, lastSeenBefore: Timestamp? = nil, lastSeenAfter: Timestamp? = nil,
+        limit: Int = Limits.listLimitDefault, cursor: DeviceCursor? = nil
     ) {
         self.externalID = externalID
         self.platform = platform
         self.tags = tags
         self.state = state
+        self.lastSeenBefore = lastSeenBefore
+        self.lastSeenAfter = lastSeenAfter
         self.limit = limit
         self.cursor = cursor
     }
@@ -131,6 +138,8 @@ extension DeviceStore {
             case .active: if record.isInvalidated { return false }
             case .invalidated: if !record.isInvalidated { return false }
             }
+            if let before = query.lastSeenBefore, record.lastSeenAt >= before.millisecondsSinceEpoch { return false }
+            if let after = query.lastSeenAfter, record.lastSeenAt <= after.millisecondsSinceEpoch { return false }
             return true
         }
         func accept(_ slot: UInt32) -> Bool {
