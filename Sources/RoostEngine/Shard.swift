@@ -166,9 +166,16 @@ package actor Shard {
         let token: PushToken
         switch command {
         case .register(let request, _), .registerForPrincipal(let request, _, _): token = request.token
-        case .getDevice, .patchDevice, .deleteDevice, .listDevices, .exportSlice, .importRows, .reportFeedback,
-            .stats, .updateSettings, .putPerson, .getPerson, .erasePerson, .putCredential, .deleteCredential,
-            .deleteDeviceByToken, .deregisterInstallation, .deletePrincipalDevice, .custom:
+        case .idempotent(_, let inner):
+            // A keyed registration counts as one; so does a retry that will be
+            // answered from memory (the budget's burst absorbs retries).
+            return tokenRefusal(inner, on: key, now: &now)
+        case .getDevice, .patchDevice, .deleteDevice, .listDevices, .exportSlice, .importRows, .registerBatch,
+            .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
+            .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
+            .deletePrincipalDevice, .answer, .lookUpAnswer, .custom:
+            // A batch is a secret key's bulk write, as the CSV import: bounded by
+            // the key's rate limit, not per token (docs/api.md, "Rate limits").
             return nil
         }
         var hasher = Hasher()

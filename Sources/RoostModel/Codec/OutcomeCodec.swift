@@ -90,6 +90,8 @@ package enum OutcomeCodec {
             writer.u8(removed ? 1 : 0)
             writer.u64(UInt64(tokensRemoved))
         case .rejected(let rejection):
+            // A 429 is never remembered (decision 0050): the retry must be tried again.
+            if case .tokenRateLimited = rejection { return false }
             writer.u8(Tag.rejected.rawValue)
             writer.string(rejection.code)
             writer.optionalString(rejection.associatedField)
@@ -116,7 +118,7 @@ package enum OutcomeCodec {
             writer.u32(UInt32(body.count))
             writer.append(contentsOf: body)
         case .devicePage, .deviceSlice, .stats, .settings, .person, .custom, .logAcknowledged, .appRemoved,
-            .replayed, .idempotencyKeyReused, .notRemembered:
+            .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated:
             return false
         }
         return true
@@ -275,7 +277,7 @@ extension RegistryRejection {
         case .deviceIdentityConflict(let name): name
         case .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
-            .personNotFound:
+            .personNotFound, .tokenRateLimited:
             nil
         }
     }
