@@ -17,7 +17,7 @@ FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTT
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
 .PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-registry \
-  bench-deps bench-memory release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
+  bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -100,6 +100,11 @@ bench-deps:
 ## the bench and peers-memory blocks of docs/performance.md and docs/img/bench-*.svg.
 bench: release-harness bench-deps
 	Benchmarks/bench.sh $(BENCH_SECONDS)
+
+## The peers table alone, BENCH_ROUNDS rounds of BENCH_SECONDS per run, medians
+## and per-round ratios to roost --fsync always (Benchmarks/peers/run.sh).
+bench-peers: release-harness bench-deps
+	nice -n 10 Benchmarks/peers/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
 
 ## Issue 12's side by side alone: BENCH_DEVICES devices in Roost and Redis,
 ## RSS per device, restart from snapshot/RDB and log/AOF (prints the table).

@@ -387,8 +387,8 @@ def markdown(f, command):
          ratio(med("roost_from_log", "own_s"), med("redis_from_aof", "own_s"))),
     ]
     lines = [
-        f"Command: `{command}` ({time.strftime('%Y-%m-%d', time.gmtime())}; roost {f['roost_version']}, "
-        f"redis {f['redis_version']}; {n:,} devices, {f['people']:,} people; medians of {f['restarts']} restarts each; "
+        f"Command: `{command}` ({time.strftime('%Y-%m-%d', time.gmtime())}; {f['roost_version']}, "
+        f"redis-server {f['redis_version']}; {n:,} devices, {f['people']:,} people; medians of {f['restarts']} restarts each; "
         f"load average {' '.join(open('/proc/loadavg').read().split()[:3])} at the end)",
         "",
         "| figure | Roost | Redis 7 | Roost ÷ Redis |",
