@@ -17,7 +17,7 @@ FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTT
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
 .PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
-  release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
+  bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -88,18 +88,39 @@ crash-short: release-harness
 	$(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $(CRASH_FSYNC) --cycles $(CRASH_CYCLES) \
 	  --seed $(CRASH_SEED)
 
+## What the benchmarks need beyond `deps` (never part of `make test`): the
+## peers nginx, Redis 7 and PostgreSQL 15 (docs/benchmarking.md, "Peers"), wrk.
+BENCH_DEPS := $(SYSTEM_DEPS) curl nginx-light redis-server redis-tools postgresql-15 postgresql-client-15 wrk
+bench-deps:
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(BENCH_DEPS)"
+
 ## The standard suite (docs/benchmarking.md): peers side by side (nginx, roost
-## always/everysec/never), the mix in every dialect, latency against offered
-## rate; regenerates the bench block of docs/performance.md and docs/img/bench-*.svg.
-bench: release-harness
+## always/everysec/never, Redis 7, PostgreSQL 15), the mix in every dialect,
+## latency against offered rate, memory and restart next to Redis; regenerates
+## the bench and peers-memory blocks of docs/performance.md and docs/img/bench-*.svg.
+bench: release-harness bench-deps
 	Benchmarks/bench.sh $(BENCH_SECONDS)
+
+## The peers table alone, BENCH_ROUNDS rounds of BENCH_SECONDS per run, medians
+## and per-round ratios to roost --fsync always (Benchmarks/peers/run.sh).
+bench-peers: release-harness bench-deps
+	nice -n 10 Benchmarks/peers/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
+
+## Issue 12's side by side alone: BENCH_DEVICES devices in Roost and Redis,
+## RSS per device, restart from snapshot/RDB and log/AOF (prints the table).
+BENCH_RESTARTS ?= 3
+bench-memory: bench-deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	nice -n 10 python3 Benchmarks/peers/memory.py --roost-bin "$(RELEASE_DIR)/roost" --devices $(BENCH_DEVICES) \
+	  --restarts $(BENCH_RESTARTS)
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
 	Benchmarks/http/run.sh $(BENCH_SECONDS)
 
-## Registrations/s through HTTP per --fsync policy, records per fdatasync. Needs wrk.
-bench-durability: release
+## Registrations/s through HTTP per --fsync policy (`roost-bench load`, every
+## status checked), records per fdatasync.
+bench-durability: release-harness
 	Benchmarks/durability/run.sh $(BENCH_SECONDS)
 
 ## Spine (issue 8): registrations over HTTP against nginx, --fsync always/never,

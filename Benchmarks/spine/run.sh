@@ -149,7 +149,8 @@ for round in $(seq "$ROUNDS"); do
     measure "$variant" "$round"
     stop_server
     if [[ "$variant" == *-always ]]; then
-      per_sync=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p' "$work/roost.err")
+      per_sync=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p; s/.*"wal.records_per_fdatasync":\([0-9]*\).*/\1/p' \
+        "$work/roost.err" | tail -1)
       echo "  ($variant: ${per_sync:-?} records per fdatasync at stop)"
     fi
   done
