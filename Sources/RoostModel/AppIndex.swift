@@ -55,10 +55,11 @@ package struct AppIndex: Sendable {
     }
 
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`; never touches `last_seen_at`.
+    /// With `ifMatch`, 412 unless the device's version satisfies it (spec §7).
     package mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil
     ) -> Result<DeviceChange, RegistryRejection> {
-        store.patchDevice(id, tags: change, optedIn: optedIn)
+        store.patchDevice(id, tags: change, optedIn: optedIn, ifMatch: ifMatch)
     }
 
     /// Adds one strike to a device (rule 6).
@@ -75,7 +76,18 @@ package struct AppIndex: Sendable {
 
     /// `DELETE /v1/devices/{id}`.
     package mutating func deleteDevice(_ id: DeviceID) -> Removal {
-        store.deleteDevice(id)
+        switch store.deleteDevice(id, ifMatch: nil) {
+        case .success(let removal): return removal
+        case .failure(let rejection): preconditionFailure("an unconditional delete was rejected: \(rejection)")
+        }
+    }
+
+    /// `DELETE /v1/devices/{id}` with `If-Match` (spec §7): 412 unless the
+    /// device's version satisfies it; an unknown id is `deleted: false`.
+    package mutating func deleteDevice(
+        _ id: DeviceID, ifMatch: VersionCondition?
+    ) -> Result<Removal, RegistryRejection> {
+        store.deleteDevice(id, ifMatch: ifMatch)
     }
 
     /// Deletes the device of an installation, when `owner` (if given) holds it.

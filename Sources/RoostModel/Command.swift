@@ -12,10 +12,10 @@ package enum Command: Sendable {
     case register(RegisterRequest, at: Timestamp)
     /// `GET /v1/devices/{id}`.
     case getDevice(DeviceID)
-    /// `PATCH /v1/devices/{id}`.
-    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?)
-    /// `DELETE /v1/devices/{id}`.
-    case deleteDevice(DeviceID)
+    /// `PATCH /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
+    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil)
+    /// `DELETE /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
+    case deleteDevice(DeviceID, ifMatch: VersionCondition? = nil)
     /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
     case listDevices(DeviceQuery)
     /// `GET /v1/devices/export`: up to `limit` devices created after
@@ -182,14 +182,16 @@ extension AppIndex {
         case .getDevice(let id):
             guard let found = device(id) else { return (.rejected(.deviceNotFound), []) }
             return (.device(found), [])
-        case .patchDevice(let id, let tags, let optedIn):
-            switch patchDevice(id, tags: tags, optedIn: optedIn) {
+        case .patchDevice(let id, let tags, let optedIn, let ifMatch):
+            switch patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: ifMatch) {
             case .success(let change): return (.device(change.device), change.mutations)
             case .failure(let rejection): return (.rejected(rejection), [])
             }
-        case .deleteDevice(let id):
-            let removal = deleteDevice(id)
-            return (.deleted(removal.deleted), removal.mutations)
+        case .deleteDevice(let id, let ifMatch):
+            switch deleteDevice(id, ifMatch: ifMatch) {
+            case .success(let removal): return (.deleted(removal.deleted), removal.mutations)
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
         case .listDevices(let query):
             switch listDevices(query) {
             case .success(let page): return (.devicePage(page), [])

@@ -40,6 +40,13 @@ package enum Limits {
     package static let listScanMax = 100_000
     /// Devices in one `AppIndex` (slots are `UInt32`, one value is reserved).
     package static let devicesPerIndexMax = Int(UInt32.max - 2)
+    /// `client_sequence` (spec §7 ordered registration): an integer from 0 to
+    /// 2^53 − 1, the largest integer every JSON reader holds exactly.
+    package static let clientSequenceMax: UInt64 = (1 << 53) - 1
+    /// A device's `version` (spec §7) counts changes from 1; after this value
+    /// the next change wraps to 1 again (4.29 billion changes of one device;
+    /// see docs/decisions/0051-ordered-writes-and-versions.md).
+    package static let deviceVersionMax = UInt32.max
     /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
     package static let mutationBytesMax = 16_384
     /// `inactive_after_days` and `older_than_days` (spec §8): 1 day to 10 years.

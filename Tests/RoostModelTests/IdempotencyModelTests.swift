@@ -57,11 +57,17 @@ struct IdempotencyModelTests {
             .missingField("a"), .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType,
             .invalidField("b"), .invalidTags, .tagsTooLarge, .unknownIdentity, .credentialNotFound,
             .deviceIdentityConflict(field: "c"), .installationProofRequired, .deviceNotFound, .personNotFound,
+            .staleRegistration(stored: 0), .staleRegistration(stored: Limits.clientSequenceMax),
+            .preconditionFailed(currentVersion: 1), .preconditionFailed(currentVersion: UInt32.max),
         ]
         for rejection in all {
             #expect(RegistryRejection(code: rejection.code, associatedField: rejection.associatedField) == rejection)
         }
         #expect(RegistryRejection(code: "no_such_code", associatedField: nil) == nil)
+        #expect(RegistryRejection(code: "stale_registration", associatedField: "x") == nil)
+        #expect(RegistryRejection(code: "precondition_failed", associatedField: "0") == nil)
+        // A 429 is never remembered: the retry is tried again.
+        #expect(OutcomeCodec.encode(.rejected(.tokenRateLimited(retryAfterSeconds: 3))) == nil)
     }
 
     @Test("damaged outcome bytes throw, never trap", arguments: [[], [2], [1, 99], [1, 3, 2], [1, 3, 1, 0]])

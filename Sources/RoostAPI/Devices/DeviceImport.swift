@@ -157,6 +157,9 @@ struct DeviceImport: Sendable {
                 } else {
                     return .failure(APIError.invalidField(name, "\(name) must be true or false"))
                 }
+            case "client_sequence":
+                // The cell's text as a number literal; `RegisterBody` checks it as in JSON.
+                members.append((name, .number(text)))
             case "tags":
                 guard let tags = try? JSONReader.parse(Array(text.utf8), limits: JSONBody.limits),
                     tags.objectMembers != nil

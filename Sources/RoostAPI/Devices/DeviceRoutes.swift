@@ -65,14 +65,17 @@ struct DeviceRoutes: Sendable {
     /// (`tags: null` clears them, as on registration) and sets `opted_in`.
     /// Leaves `last_seen_at` and registration metadata alone; other members
     /// are ignored. Answers the device without its token (a write capability
-    /// does not grant reading tokens).
+    /// does not grant reading tokens). With `If-Match` (spec §7), a device whose
+    /// version does not satisfy it is 412 and unchanged; a malformed body is
+    /// 400 and an unknown device 404 before the condition is looked at.
     func patchDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let body = try JSONBody(context.request)
         let tags = try RegisterBody.tagsChange(body.value["tags"])
         let optedIn = try body.optionalBool("opted_in")
+        let condition = try IfMatch.parse(context.request.head.headers)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
-        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn)) { outcome in
+        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition)) { outcome in
             switch outcome {
             case .device(let device): DeviceJSON.response(200, device, includeToken: false)
             default: DeviceRoutes.unexpectedOrRejected(outcome)
@@ -81,13 +84,16 @@ struct DeviceRoutes: Sendable {
     }
 
     /// `DELETE /v1/devices/{id}` (secret, `devices:delete`): `{"deleted":true}`,
-    /// or `false` for an id that names no device of this app and mode.
+    /// or `false` for an id that names no device of this app and mode (also
+    /// under `If-Match`: RFC 9110 lets a request that appears already applied
+    /// succeed). `If-Match` the device's version does not satisfy: 412.
     func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
+        let condition = try IfMatch.parse(context.request.head.headers)
         guard let id = DeviceID(rendered: context.parameters[0]) else {
             return .response(DeviceRoutes.flag("deleted", false))
         }
-        return scope.command(.deleteDevice(id)) { outcome in
+        return scope.command(.deleteDevice(id, ifMatch: condition)) { outcome in
             switch outcome {
             case .deleted(let deleted): DeviceRoutes.flag("deleted", deleted)
             default: DeviceRoutes.unexpectedOrRejected(outcome)

@@ -1,6 +1,6 @@
 /// The binary form of a `Mutation`, for the write-ahead log and snapshots.
 ///
-/// Format version 1: byte 0 is the version, byte 1 the kind, then the fields,
+/// Format version 2 (written) and 1 (still read): byte 0 is the version, byte 1 the kind, then the fields,
 /// little-endian, strings and byte strings prefixed by a `u16` length. Every
 /// length is bounded by `Limits`, every value is re-validated on decode (a token
 /// must fit its platform's shape, a device must be self-consistent), and the
@@ -15,8 +15,16 @@
 /// are written as kind 7, byte for byte as before it existed, so a log or
 /// snapshot that does not use it stays readable by the previous release
 /// (decision 0052).
+///
+/// Version 2 differs from version 1 only in the device upsert, which ends
+/// with spec §7's `version` and `client_sequence`; a version 1 device upsert
+/// (logs and snapshots written before) reads as version 1 without a client
+/// sequence. Every other kind reads the same under both.
 package enum MutationCodec {
-    package static let formatVersion: UInt8 = 1
+    /// The version `encode` writes.
+    package static let formatVersion: UInt8 = 2
+    /// The versions `decode` reads.
+    package static let readableFormatVersions: ClosedRange<UInt8> = 1...2
 
     enum Kind: UInt8 {
         case deviceUpsert = 1
@@ -89,7 +97,7 @@ package enum MutationCodec {
     /// Whether `bytes` start as a device or person upsert of this format version
     /// (what replay's fast path takes); the rest is not checked.
     package static func isUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.count >= 2 && bytes[0] == formatVersion
+        bytes.count >= 2 && readableFormatVersions.contains(bytes[0])
             && (bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.personUpsert.rawValue)
     }
 
@@ -109,14 +117,14 @@ package enum MutationCodec {
         }
         var reader = LittleEndianReader(bytes)
         let version = try reader.u8()
-        guard version == formatVersion else { throw .unsupportedVersion(version) }
+        guard readableFormatVersions.contains(version) else { throw .unsupportedVersion(version) }
         let kindOffset = reader.offset
         let rawKind = try reader.u8()
         guard let kind = Kind(rawValue: rawKind) else { throw .unknownKind(rawKind, offset: kindOffset) }
         let mutation: Mutation
         switch kind {
         case .deviceUpsert:
-            mutation = .deviceUpsert(try EncodedDevice(reading: &reader).device())
+            mutation = .deviceUpsert(try EncodedDevice(reading: &reader, formatVersion: version).device())
         case .deviceTombstone:
             mutation = .deviceTombstone(try reader.deviceID())
         case .personUpsert:
@@ -207,6 +215,14 @@ package enum MutationCodec {
         writer.optionalTimestamp(device.invalidatedAt)
         writer.optionalString(device.invalidationReason?.rawValue)
         writer.u32(device.strikes)
+        // Format version 2.
+        writer.u32(device.version)
+        if let clientSequence = device.clientSequence {
+            writer.u8(1)
+            writer.u64(clientSequence)
+        } else {
+            writer.u8(0)
+        }
     }
 
     // MARK: Remembered answers

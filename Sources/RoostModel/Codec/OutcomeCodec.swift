@@ -270,11 +270,14 @@ package enum OutcomeCodec {
 }
 
 extension RegistryRejection {
-    /// The string a case carries, where it carries one (a field name).
+    /// The string a case carries, where it carries one (a field name, or the
+    /// decimal number of `staleRegistration` and `preconditionFailed`).
     var associatedField: String? {
         switch self {
         case .missingField(let name), .invalidField(let name): name
         case .deviceIdentityConflict(let name): name
+        case .staleRegistration(let stored): String(stored)
+        case .preconditionFailed(let version): String(version)
         case .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
             .personNotFound, .tokenRateLimited:
@@ -296,6 +299,12 @@ extension RegistryRejection {
             case "missing_field": self = .missingField(field)
             case "invalid_field": self = .invalidField(field)
             case "device_identity_conflict": self = .deviceIdentityConflict(field: field)
+            case "stale_registration":
+                guard let stored = UInt64(field), stored <= Limits.clientSequenceMax else { return nil }
+                self = .staleRegistration(stored: stored)
+            case "precondition_failed":
+                guard let version = UInt32(field), version >= 1 else { return nil }
+                self = .preconditionFailed(currentVersion: version)
             default: return nil
             }
         } else {

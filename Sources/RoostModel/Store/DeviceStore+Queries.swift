@@ -204,11 +204,17 @@ package struct MemoryEstimate: Hashable, Sendable {
     package var digests: Int
     package var order: Int
     package var people: Int
+    /// The side table of spec §7 client sequences (only devices that carry one).
+    package var clientSequences: Int
 
-    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people }
+    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people + clientSequences }
 }
 
 extension DeviceStore {
+    /// What one bucket of `clientSequences` costs: the dictionary keeps keys
+    /// (4 bytes) and values (8) in separate arrays, plus a metadata bit.
+    static let clientSequenceEntryBytes = 13
+
     /// Returns the approximate heap bytes held by this index (interned strings and
     /// credentials, a few kilobytes per app, are left out). Chunked storage counts
     /// what is filled; arrays and hash tables count their capacity.
@@ -219,6 +225,7 @@ extension DeviceStore {
             blobs: blobs.reservedBytes,
             digests: digests.usedBytes + freeDigestSlots.capacity * 4,
             order: order.capacity * 8 + orderSlots.capacity * 4,
-            people: people.usedBytes + freePersonSlots.capacity * 4)
+            people: people.usedBytes + freePersonSlots.capacity * 4,
+            clientSequences: clientSequences.capacity * Self.clientSequenceEntryBytes)
     }
 }

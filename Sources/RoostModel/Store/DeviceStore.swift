@@ -27,6 +27,9 @@ struct DeviceStore: Sendable {
     var blobs = BlobStore()
     var digests = ChunkedArray<SecretDigest>(chunkBytes: 64 << 10)
     var freeDigestSlots: [UInt32] = []
+    /// Spec §7 client sequences by device slot, only for devices that carry
+    /// one (`DeviceRecord.hasClientSequence`): most never do, and pay nothing.
+    var clientSequences: [UInt32: UInt64] = [:]
     /// Device sequences in ascending order, including deleted ones until compaction:
     /// the stable list order behind cursors, and the device id index (binary
     /// search; 12 bytes a device instead of a third hash table).
@@ -225,7 +228,25 @@ struct DeviceStore: Sendable {
                 InvalidationReason.init(unchecked:))
         }
         device.strikes = record.strikes
+        device.version = record.version
+        if record.hasClientSequence { device.clientSequence = clientSequence(at: slot) }
         return device
+    }
+
+    /// Returns the client sequence a live slot stores, or nil. O(1) expected.
+    func clientSequence(at slot: UInt32) -> UInt64? {
+        guard records[Int(slot)].hasClientSequence else { return nil }
+        guard let stored = clientSequences[slot] else {
+            preconditionFailure("slot \(slot) flags a client sequence that is not stored")
+        }
+        return stored
+    }
+
+    /// Stores a live slot's client sequence (spec §7; the caller checked it is new).
+    mutating func setClientSequence(_ sequence: UInt64, at slot: UInt32) {
+        precondition(sequence <= Limits.clientSequenceMax, "client sequence \(sequence) over the limit")
+        clientSequences[slot] = sequence
+        records[Int(slot)].hasClientSequence = true
     }
 
     /// Returns the tags in a blob, as stored (one copy, no decoding).
@@ -364,8 +385,10 @@ struct DeviceStore: Sendable {
             invalidatedCount += 1
         }
         record.strikes = device.strikes
+        record.version = device.version
         if let boundAt = device.boundAt { record.boundAt = boundAt.millisecondsSinceEpoch }
         records[Int(slot)] = record
+        if let clientSequence = device.clientSequence { setClientSequence(clientSequence, at: slot) }
         if let token = device.token {
             if let tokenHash { setFreeToken(token, at: slot, hash: tokenHash) } else { setToken(token, at: slot) }
         }
@@ -405,6 +428,10 @@ struct DeviceStore: Sendable {
             invalidatedCount -= 1
         }
         if record.person != DeviceRecord.noSlot { unlink(slot: slot, fromPerson: record.person) }
+        if record.hasClientSequence {
+            let removed = clientSequences.removeValue(forKey: slot)
+            precondition(removed != nil, "client sequence of slot \(slot) missing")
+        }
         var cleared = DeviceRecord.free
         cleared.sequence = record.sequence
         cleared.flags = record.flags & 1  // keep the platform: the id index checks it
