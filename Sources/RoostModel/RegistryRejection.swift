@@ -36,6 +36,13 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     case deviceNotFound
     /// 404 `person_not_found`.
     case personNotFound
+    /// An NDJSON import line names something this index already holds: its
+    /// `id` (`device_id_taken`), `token` (`token_taken`) or `installation_id`
+    /// (`installation_id_taken`). 409.
+    case alreadyTaken(field: String)
+    /// An NDJSON import line would give its person more devices than
+    /// `max_devices_per_person` (an import never evicts). 409 `person_device_limit`.
+    case personDeviceLimit
 
     /// The stable error code of the API envelope.
     package var code: String {
@@ -54,6 +61,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .installationProofRequired: "installation_proof_required"
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
+        case .alreadyTaken(let field): field == "id" ? "device_id_taken" : field + "_taken"
+        case .personDeviceLimit: "person_device_limit"
         }
     }
 
@@ -64,7 +73,7 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .invalidField, .invalidTags, .tagsTooLarge:
             400
         case .deviceNotFound, .personNotFound: 404
-        case .unknownIdentity, .credentialNotFound, .installationProofRequired: 409
+        case .unknownIdentity, .credentialNotFound, .installationProofRequired, .alreadyTaken, .personDeviceLimit: 409
         case .deviceIdentityConflict: 422
         }
     }
@@ -73,7 +82,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     package var field: String? {
         switch self {
         case .missingField(let name), .invalidField(let name): name
-        case .deviceIdentityConflict(let name): name
+        case .deviceIdentityConflict(let name), .alreadyTaken(let name): name
+        case .personDeviceLimit: "external_id"
         case .invalidPlatform: "platform"
         case .invalidEnvironment: "environment"
         case .invalidTokenFormat, .unsupportedTokenType: "token"
@@ -104,6 +114,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
                 + "and installation_secret, or register a new installation_id"
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
+        case .alreadyTaken(let name): "\(name) is already held in this app and mode"
+        case .personDeviceLimit: "the person already holds max_devices_per_person devices"
         }
     }
 
