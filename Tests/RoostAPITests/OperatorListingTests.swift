@@ -100,6 +100,7 @@ struct OperatorListingTests {
         let harness = try Harness()
         let app = try await harness.createApp()
         let live = try await harness.createKey(app: app, #"{"kind":"secret","capabilities":["setup:write"]}"#)
+        harness.clock.advance(milliseconds: 1)  // oldest first: the order is by created_at, then id
         let test = try await harness.createKey(
             app: app, #"{"kind":"secret","mode":"test","capabilities":["setup:write"]}"#)
         let gone = try await harness.createKey(app: app, #"{"kind":"mobile"}"#)

@@ -140,11 +140,14 @@ package final class Catalog: Sendable {
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        let ticket = try state.change { state throws(APIError) in
+        let (keyIDs, ticket) = try state.change { state throws(APIError) in
             guard state.apps[id] != nil else { throw APIError.appNotFound }
-            return ([.appDeleted(id)], ())
-        }.1
+            return ([.appDeleted(id)], state.keysByDigest.values.filter { $0.appID == id }.map(\.id))
+        }
         _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
+        usage.withLock { uses in
+            for keyID in keyIDs { uses[keyID] = nil }
+        }
         return ticket
     }
 
