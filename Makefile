@@ -11,7 +11,7 @@ DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := .build/fuzz
-FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection
+FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 # The parser and what it needs, nothing that touches sockets (no RoostPlatform).
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
@@ -63,16 +63,22 @@ test: deps lint test-venv
 	$(MAKE) --no-print-directory crash-short
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
-## (Tests/SystemTests/MetricsSystemTests.swift); made only when missing or stale.
+## (Tests/SystemTests/MetricsSystemTests.swift) and whose openapi-spec-validator
+## checks docs/openapi.yaml (Tests/RoostAPITests/OpenAPITests.swift); made only
+## when missing or stale.
 VENV_TEST := .venv-test
 PROMETHEUS_CLIENT_VERSION := 0.26.0
+OPENAPI_SPEC_VALIDATOR_VERSION := 0.9.0
 test-venv:
 	@if ! $(VENV_TEST)/bin/python -c 'import importlib.metadata as m, sys; \
-	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)")' 2>/dev/null; then \
-	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)"; \
+	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)" or \
+	  m.version("openapi-spec-validator") != "$(OPENAPI_SPEC_VALIDATOR_VERSION)")' 2>/dev/null; then \
+	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)" \
+	    "openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION)"; \
 	  rm -rf $(VENV_TEST) && python3 -m venv $(VENV_TEST) && \
 	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
-	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION); \
+	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION) \
+	    openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION); \
 	fi
 
 ## The release binaries the harnesses run (roost-bench load/crash, make bench).
@@ -223,6 +229,7 @@ endef
 ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
 $(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
 $(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
+$(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/ndjson,8192))
 $(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
 $(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
 $(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))

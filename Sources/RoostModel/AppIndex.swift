@@ -135,6 +135,10 @@ package struct AppIndex: Sendable {
     package func listDevices(_ query: DeviceQuery) -> Result<DevicePage, RegistryRejection> {
         store.listDevices(query)
     }
+    /// `GET /v1/people` (see `DeviceStore.listPeople`).
+    package func listPeople(fromSlot: UInt32, limit: Int) -> Result<PeoplePage, RegistryRejection> {
+        store.listPeople(fromSlot: fromSlot, limit: limit)
+    }
     /// Calls `body` with every device in creation order. O(devices).
     package func forEachDevice(_ body: (Device) -> Void) { store.forEachDevice(body) }
     /// Returns every known person, by external id.

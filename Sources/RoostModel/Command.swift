@@ -44,6 +44,8 @@ package enum Command: Sendable {
     case putPerson(ExternalID, at: Timestamp)
     /// `GET /v1/people/{external_id}` (`Outcome.person`).
     case getPerson(ExternalID)
+    /// `GET /v1/people`: one page from a slot on (`Outcome.peoplePage`).
+    case listPeople(fromSlot: UInt32, limit: Int)
     /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
     /// person is `removed(deleted: false, devicesRemoved: 0)`).
     case erasePerson(ExternalID)
@@ -143,6 +145,8 @@ package indirect enum Outcome: Sendable {
     case personPut(Person, created: Bool)
     /// A person and their devices.
     case person(PersonDevices)
+    /// A page of the people listing.
+    case peoplePage(PeoplePage)
     /// A credential as it is stored now.
     case credential(APNsCredential)
     /// Native Notify's deregister: whether the device was removed, and how
@@ -225,6 +229,11 @@ extension AppIndex {
         case .getPerson(let externalID):
             guard let found = person(externalID) else { return (.rejected(.personNotFound), []) }
             return (.person(found), [])
+        case .listPeople(let fromSlot, let limit):
+            switch listPeople(fromSlot: fromSlot, limit: limit) {
+            case .success(let page): return (.peoplePage(page), [])
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
         case .erasePerson(let externalID):
             switch erasePerson(externalID) {
             case .success(let removal):

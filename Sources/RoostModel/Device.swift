@@ -74,7 +74,7 @@ package struct Device: Hashable, Sendable {
     }
 
     /// Returns the first broken invariant of a stored device, or nil (used by `apply` and the codec).
-    func violation() -> String? {
+    package func violation() -> String? {
         if let token, token.platform != platform { return "token platform differs from the device's" }
         if !environment.isAllowed(for: platform) { return "android device with sandbox environment" }
         if (invalidatedAt == nil) != (invalidationReason == nil) { return "invalidated_at and reason disagree" }

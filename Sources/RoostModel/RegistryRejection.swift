@@ -46,6 +46,13 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// rate (a client looping on registration); nothing changed.
     /// 429 `rate_limited` with `Retry-After: retryAfterSeconds` (≥ 1).
     case tokenRateLimited(retryAfterSeconds: Int)
+    /// An NDJSON import line names something this index already holds: its
+    /// `id` (`device_id_taken`), `token` (`token_taken`) or `installation_id`
+    /// (`installation_id_taken`). 409.
+    case alreadyTaken(field: String)
+    /// An NDJSON import line would give its person more devices than
+    /// `max_devices_per_person` (an import never evicts). 409 `person_device_limit`.
+    case personDeviceLimit
 
     /// The stable error code of the API envelope.
     package var code: String {
@@ -67,6 +74,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
         case .tokenRateLimited: "rate_limited"
+        case .alreadyTaken(let field): field == "id" ? "device_id_taken" : field + "_taken"
+        case .personDeviceLimit: "person_device_limit"
         }
     }
 
@@ -77,7 +86,9 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .invalidField, .invalidTags, .tagsTooLarge:
             400
         case .deviceNotFound, .personNotFound: 404
-        case .unknownIdentity, .credentialNotFound, .installationProofRequired, .staleRegistration: 409
+        case .unknownIdentity, .credentialNotFound, .installationProofRequired, .staleRegistration, .alreadyTaken,
+            .personDeviceLimit:
+            409
         case .preconditionFailed: 412
         case .deviceIdentityConflict: 422
         case .tokenRateLimited: 429
@@ -88,7 +99,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     package var field: String? {
         switch self {
         case .missingField(let name), .invalidField(let name): name
-        case .deviceIdentityConflict(let name): name
+        case .deviceIdentityConflict(let name), .alreadyTaken(let name): name
+        case .personDeviceLimit: "external_id"
         case .invalidPlatform: "platform"
         case .invalidEnvironment: "environment"
         case .invalidTokenFormat, .unsupportedTokenType: "token"
@@ -124,6 +136,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
         case .tokenRateLimited: "this token is registered too often; retry after Retry-After seconds"
+        case .alreadyTaken(let name): "\(name) is already held in this app and mode"
+        case .personDeviceLimit: "the person already holds max_devices_per_person devices"
         }
     }
 

@@ -258,6 +258,9 @@ func serve(_ arguments: [String]) -> Never {
     service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
+    // Every key's last use of this run reaches the log (decision 0053: the hot
+    // path logs it at most once a minute); the final snapshot and close flush it.
+    _ = service.catalog.flushKeyUsage()
     // The loops are gone: the engine's threads run the shards for the final snapshot.
     engine.registry.shardSet.startOwnThreads()
     let finalEngine = engine

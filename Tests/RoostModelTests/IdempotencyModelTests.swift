@@ -59,6 +59,7 @@ struct IdempotencyModelTests {
             .deviceIdentityConflict(field: "c"), .installationProofRequired, .deviceNotFound, .personNotFound,
             .staleRegistration(stored: 0), .staleRegistration(stored: Limits.clientSequenceMax),
             .preconditionFailed(currentVersion: 1), .preconditionFailed(currentVersion: UInt32.max),
+            .alreadyTaken(field: "id"), .alreadyTaken(field: "token"), .personDeviceLimit,
         ]
         for rejection in all {
             #expect(RegistryRejection(code: rejection.code, associatedField: rejection.associatedField) == rejection)

@@ -11,12 +11,15 @@ struct InactivityModelTests {
     @Test("settings without inactive_after_days keep the old kind-7 bytes; with it they are kind 13 and round-trip")
     func settingsCodec() throws {
         // Kind 7 as the previous release wrote it: max 10, require_known_person false.
+        // Format 2 (spec §7's device fields) changed only the device upsert, so
+        // the settings record is the same after its format byte.
         let old: [UInt8] = [1, 7, 10, 0, 0, 0, 0]
         #expect(try MutationCodec.decode(old) == .settings(.defaults))
-        #expect(MutationCodec.encode(.settings(.defaults)) == old)
+        #expect(MutationCodec.encode(.settings(.defaults)) == [MutationCodec.formatVersion] + old.dropFirst())
         let on = AppSettings(maxDevicesPerPerson: 10, requireKnownPerson: false, inactiveAfterDays: 270)
         let encoded = MutationCodec.encode(.settings(on))
-        #expect(encoded == [1, 13, 10, 0, 0, 0, 0, 0x0E, 0x01])
+        #expect(encoded == [MutationCodec.formatVersion, 13, 10, 0, 0, 0, 0, 0x0E, 0x01])
+        #expect(try MutationCodec.decode([1] + encoded.dropFirst()) == .settings(on))
         #expect(try MutationCodec.decode(encoded) == .settings(on))
         for bad: [UInt8] in [[0, 0], [0x43, 0x0E], [0xFF, 0xFF]] {
             #expect(throws: ByteDecodingError.invalidValue(field: "settings", offset: 2)) {

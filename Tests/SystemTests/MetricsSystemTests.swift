@@ -211,6 +211,8 @@ struct MetricsSystemTests {
                 body: #"{"team_id":"TEAM1","key_id":"KEY1"}"#
             ).status == 200)
         #expect(try call("PUT", "/v1/people/user_42", key: secretKey).status == 201)
+        #expect(try call("GET", "/v1/apps/1/keys", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/people?limit=10", key: secretKey).status == 200)
 
         let tokens = (1...5).map { index in String(repeating: String(format2(index)), count: 32) }
         let fcmToken = "fcm-token_" + String(repeating: "Q7x", count: 12)

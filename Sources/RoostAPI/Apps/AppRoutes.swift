@@ -17,6 +17,7 @@ package struct AppRoutes: Sendable {
             Route(.patch, "/v1/apps/{app}", access: .setup, outcome: updateApp),
             Route(.delete, "/v1/apps/{app}", access: .operatorKey, outcome: deleteApp),
             Route(.post, "/v1/apps/{app}/keys", access: .setup, outcome: createKey),
+            Route(.get, "/v1/apps/{app}/keys", access: .setup, outcome: listKeys),
             Route(.delete, "/v1/apps/{app}/keys/{key_id}", access: .setup, outcome: revokeKey),
         ]
     }
@@ -198,8 +199,41 @@ package struct AppRoutes: Sendable {
     private static func renderNewKey(_ record: KeyRecord, key: String) -> HTTPResponse {
         var writer = JSONWriter()
         writer.beginObject()
+        writeKeyMembers(record, key: key, into: &writer)
+        writer.endObject()
+        return jsonResponse(201, writer)
+    }
+
+    /// `GET /v1/apps/{app}/keys` (spec §11): the app's live keys, oldest
+    /// first, without the key or its digest; `last_used_at` null for a key
+    /// never used. A test key sees test keys only (as for revocation); revoked
+    /// keys are not listed (decision 0053). At most `Catalog.keysPerAppMax`.
+    func listKeys(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let app = try AppRoutes.appID(context.parameters[0])
+        try context.principal.requireSetup(of: app)
+        guard catalog.acknowledgedApp(app) != nil else { throw APIError.appNotFound }
+        let keys = catalog.keys(of: app, onlyMode: context.principal.keyMode == .test ? .test : nil)
+        var writer = JSONWriter(reservingCapacity: 64 + keys.count * 256)
+        writer.beginObject()
+        writer.key("keys")
+        writer.beginArray()
+        for (record, lastUsed) in keys {
+            writer.beginObject()
+            AppRoutes.writeKeyMembers(record, into: &writer)
+            writer.member("last_used_at", lastUsed.map { Timestamp(millisecondsSinceEpoch: $0).rfc3339 })
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .response(jsonResponse(200, writer))
+    }
+
+    /// Writes a key's public members: `id`, `kind`, `mode`, `capabilities`,
+    /// `label`, `rate_limit_per_second` (when set), `created_at`; the key
+    /// itself after `id` only when given (its creation). Never the digest.
+    private static func writeKeyMembers(_ record: KeyRecord, key: String? = nil, into writer: inout JSONWriter) {
         writer.member("id", record.id)
-        writer.member("key", key)
+        if let key { writer.member("key", key) }
         writer.member("kind", record.kind.rawValue)
         writer.member("mode", record.mode.name)
         writer.key("capabilities")
@@ -209,8 +243,6 @@ package struct AppRoutes: Sendable {
         writer.member("label", record.label)
         if let rate = record.rateLimitPerSecond { writer.member("rate_limit_per_second", rate) }
         writer.member("created_at", Timestamp(millisecondsSinceEpoch: record.createdAtMilliseconds).rfc3339)
-        writer.endObject()
-        return jsonResponse(201, writer)
     }
 
     func revokeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {

@@ -21,6 +21,9 @@ package enum CatalogRecord: Equatable, Sendable {
     case identityKey(IdentitySigningKey, current: Bool)
     /// An identity signing key removed: its tokens stop verifying.
     case identityKeyRemoved(id: String)
+    /// A key was last used at this time, at the latest (written coarsely:
+    /// `KeyUsage.persistIntervalMilliseconds`; kind 15, decision 0053).
+    case keyUsed(id: String, atMilliseconds: Int64)
 
     /// The catalog's own format version (byte 0 of the payload).
     package static let formatVersion: UInt8 = 1
@@ -79,6 +82,10 @@ package enum CatalogRecord: Equatable, Sendable {
         case .identityKeyRemoved(let id):
             out.u8(7)
             out.string(id)
+        case .keyUsed(let id, let at):
+            out.u8(15)
+            out.string(id)
+            out.i64(at)
         }
         return out.bytes
     }
@@ -152,6 +159,8 @@ package enum CatalogRecord: Equatable, Sendable {
                 IdentitySigningKey(id: id, secret: secret, createdAtMilliseconds: created), current: current)
         case 7:
             record = .identityKeyRemoved(id: try input.string())
+        case 15:
+            record = .keyUsed(id: try input.string(), atMilliseconds: try input.i64())
         case let other:
             throw CatalogRecordError("unknown catalog record kind \(other)")
         }

@@ -12,9 +12,8 @@
 /// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor,
 /// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7).
 /// 13 settings with `inactive_after_days` (spec §8). Settings without that value
-/// are written as kind 7, byte for byte as before it existed, so a log or
-/// snapshot that does not use it stays readable by the previous release
-/// (decision 0052).
+/// are written as kind 7, byte for byte as before it existed after the
+/// format byte (decision 0052).
 ///
 /// Version 2 differs from version 1 only in the device upsert, which ends
 /// with spec §7's `version` and `client_sequence`; a version 1 device upsert

@@ -275,12 +275,12 @@ extension RegistryRejection {
     var associatedField: String? {
         switch self {
         case .missingField(let name), .invalidField(let name): name
-        case .deviceIdentityConflict(let name): name
+        case .deviceIdentityConflict(let name), .alreadyTaken(let name): name
         case .staleRegistration(let stored): String(stored)
         case .preconditionFailed(let version): String(version)
         case .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
-            .personNotFound, .tokenRateLimited:
+            .personNotFound, .tokenRateLimited, .personDeviceLimit:
             nil
         }
     }
@@ -292,13 +292,14 @@ extension RegistryRejection {
         let candidates: [RegistryRejection] = [
             .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
-            .personNotFound,
+            .personNotFound, .personDeviceLimit,
         ]
         if let field {
             switch code {
             case "missing_field": self = .missingField(field)
             case "invalid_field": self = .invalidField(field)
             case "device_identity_conflict": self = .deviceIdentityConflict(field: field)
+            case RegistryRejection.alreadyTaken(field: field).code: self = .alreadyTaken(field: field)
             case "stale_registration":
                 guard let stored = UInt64(field), stored <= Limits.clientSequenceMax else { return nil }
                 self = .staleRegistration(stored: stored)

@@ -78,6 +78,20 @@ package struct DevicePage: Hashable, Sendable {
     package var nextCursor: DeviceCursor?
 }
 
+/// `GET /v1/people` (spec §11): a page of people in the store's slot order,
+/// from `fromSlot` on. The slot is the position a person keeps for as long
+/// as they exist; `nextSlot` nil at the end.
+package struct PeoplePage: Hashable, Sendable {
+    package var people: [PersonSummary]
+    package var nextSlot: UInt32?
+}
+
+/// A person and how many devices they hold now.
+package struct PersonSummary: Hashable, Sendable {
+    package var person: Person
+    package var devices: Int
+}
+
 /// A person with their devices (`GET /v1/people/{external_id}`).
 package struct PersonDevices: Hashable, Sendable {
     package var person: Person
@@ -186,6 +200,31 @@ extension DeviceStore {
     /// Calls `body` with every device in creation order (export, snapshots). O(devices).
     func forEachDevice(_ body: (Device) -> Void) {
         for slot in orderSlots where slot != DeviceRecord.noSlot { body(device(at: slot)) }
+    }
+
+    /// `GET /v1/people`: up to `limit` people from slot `fromSlot` on, in slot
+    /// order, each with their device count. A person keeps their slot while
+    /// they exist, so a walk by `nextSlot` returns every person who exists
+    /// throughout it exactly once; one created or erased during it may or may
+    /// not appear. Examines at most `Limits.listScanMax` slots (erased
+    /// people leave free slots), then returns a shorter page with a cursor.
+    /// `nextSlot` is nil when no person is left after the page.
+    /// O(limit + free slots examined).
+    func listPeople(fromSlot: UInt32, limit: Int) -> Result<PeoplePage, RegistryRejection> {
+        guard limit >= 1 && limit <= Limits.listLimitMax else { return .failure(.invalidField("limit")) }
+        var page: [PersonSummary] = []
+        var slot = Int(fromSlot)
+        var scanned = 0
+        while slot < people.count && scanned < Limits.listScanMax {
+            let record = people[slot]
+            if !record.isFree {
+                guard page.count < limit else { break }
+                page.append(PersonSummary(person: person(at: UInt32(slot)), devices: Int(record.deviceCount)))
+            }
+            slot += 1
+            scanned += 1
+        }
+        return .success(PeoplePage(people: page, nextSlot: slot < people.count ? UInt32(slot) : nil))
     }
 
     /// Every known person, sorted by external id. O(people log people).
