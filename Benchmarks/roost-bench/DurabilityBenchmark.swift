@@ -46,7 +46,10 @@ enum DurabilityBenchmark {
         if let summary {
             print(
                 "snapshot: \(summary.recordCount) records in \(RegistryBenchmark.format3(snapshotSeconds)) s, "
-                    + "\(summary.fileBytes) bytes = \(Int(summary.fileBytes) / max(1, devices)) bytes/device on disk")
+                    + "\(summary.fileBytes) bytes = \(Int(summary.fileBytes) / max(1, devices)) bytes/device on disk, "
+                    + "\(Int(Double(devices) / max(snapshotSeconds, 1e-9))) devices/s, "
+                    + "pinned \((engine.snapshotFigures.lastPinnedBytesMax ?? 0) >> 20) MiB at most, "
+                    + "\(engine.snapshotFigures.pinLimitStops) views stopped at the pinned limit")
         }
 
         await RegistryBenchmark.measure(

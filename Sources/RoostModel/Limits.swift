@@ -40,6 +40,14 @@ package enum Limits {
     package static let listScanMax = 100_000
     /// Devices in one `AppIndex` (slots are `UInt32`, one value is reserved).
     package static let devicesPerIndexMax = Int(UInt32.max - 2)
+    /// The most memory one index's snapshot view may pin (decision 0054): the
+    /// bytes of the chunks writers copied because the frozen view still shared
+    /// them. Past it the snapshot thread drops the view (the old chunks are
+    /// freed) and the engine writes the rest of that index in bounded slices in
+    /// the shard's turns, as before views existed: writers then pay latency
+    /// instead of memory. Without the limit a view pins at most one copy of
+    /// the index's chunks (about its own size); one index is frozen at a time.
+    package static let snapshotPinnedBytesMax = 1 << 30
     /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
     package static let mutationBytesMax = 16_384
 }
