@@ -260,8 +260,12 @@ package final class DurableEngine: Sendable {
             }
             while true {
                 if let returned = background.takeReturnedSource() {
-                    guard let drained = returned as? IndexSnapshotSource, drained.key == key, drained.view == nil
-                    else { preconditionFailure("snapshot thread returned another source than \(key)'s") }
+                    guard let drained = returned as? IndexSnapshotSource, drained.key == key else {
+                        preconditionFailure("snapshot thread returned another source than \(key)'s")
+                    }
+                    // After a failed write the thread hands the source back undrained, view and all.
+                    if let failure = background.failure { throw failure }
+                    precondition(drained.view == nil, "snapshot source of \(key) returned holding its view")
                     position = drained.position
                     if drained.stoppedAtPinLimit {
                         snapshotFiguresState.withLock { $0.pinLimitStops += 1 }

@@ -1,3 +1,4 @@
+import Glibc
 import RoostModel
 import RoostStorage
 import RoostTesting
@@ -48,6 +49,23 @@ struct SnapshotViewEngineTests {
             }
         }
         reopened.close()
+    }
+
+    @Test("a snapshot file write that fails while an index view is being encoded fails the snapshot, not the process")
+    func failedWriteDuringView() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = DurableEngineTests.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .never, shardCount: 1, options: options)
+        // Enough random tokens that zstd writes the file while the view is encoded, not only at the end.
+        for seed in 0..<30_000 { _ = try await register(engine.registry, try apnsToken(seed)) }
+        // The first write is the header (before any view); the second is compressed records.
+        fileSystem.inject(.init(operation: .write, nth: 2, errno: ENOSPC, pathContains: "snap", sticky: true))
+        await #expect(throws: StorageError.self) { _ = try await engine.snapshot() }
+        #expect(engine.snapshotFigures.failed == 1)
+        fileSystem.clearFaults()
+        #expect(try await register(engine.registry, try apnsToken(30_001)) != nil, "writers go on")
+        #expect(try await engine.snapshot() != nil, "the next snapshot succeeds")
+        engine.close()
     }
 
     @Test("a source whose pin is past its limit drops its view and stops where it was, having produced nothing")
