@@ -47,6 +47,14 @@ package enum Limits {
     /// the next change wraps to 1 again (4.29 billion changes of one device;
     /// see docs/decisions/0051-ordered-writes-and-versions.md).
     package static let deviceVersionMax = UInt32.max
+    /// The most memory one index's snapshot view may pin (decision 0054): the
+    /// bytes of the chunks writers copied because the frozen view still shared
+    /// them. Past it the snapshot thread drops the view (the old chunks are
+    /// freed) and the engine writes the rest of that index in bounded slices in
+    /// the shard's turns, as before views existed: writers then pay latency
+    /// instead of memory. Without the limit a view pins at most one copy of
+    /// the index's chunks (about its own size); one index is frozen at a time.
+    package static let snapshotPinnedBytesMax = 1 << 30
     /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
     package static let mutationBytesMax = 16_384
     /// `inactive_after_days` and `older_than_days` (spec §8): 1 day to 10 years.

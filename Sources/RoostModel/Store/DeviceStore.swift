@@ -32,10 +32,12 @@ struct DeviceStore: Sendable {
     var clientSequences: [UInt32: UInt64] = [:]
     /// Device sequences in ascending order, including deleted ones until compaction:
     /// the stable list order behind cursors, and the device id index (binary
-    /// search; 12 bytes a device instead of a third hash table).
-    var order: [UInt64] = []
+    /// search; 12 bytes a device instead of a third hash table). Chunked, so
+    /// that a snapshot's frozen copy shares it and an append or delete during
+    /// a snapshot copies one chunk, not the whole list (decision 0054).
+    var order = ChunkedArray<UInt64>()
     /// The slot of `order[i]`'s device, or `DeviceRecord.noSlot` once deleted.
-    var orderSlots: [UInt32] = []
+    var orderSlots = ChunkedArray<UInt32>()
     var orderDeadCount = 0
     var deviceCount = 0
     var invalidatedCount = 0
@@ -60,9 +62,7 @@ struct DeviceStore: Sendable {
 
     /// Reserves room for `deviceCount` devices (before a bulk replay).
     mutating func reserveCapacity(devices deviceCount: Int) {
-        tokenSlots.reserveCapacity(deviceCount)
-        order.reserveCapacity(deviceCount)
-        orderSlots.reserveCapacity(deviceCount)
+        tokenSlots.reserveCapacity(deviceCount)  // `order` and `orderSlots` grow by chunks: nothing to reserve
     }
 
     /// Reserves room for `deviceCount` devices and `personCount` people (before
@@ -70,6 +70,51 @@ struct DeviceStore: Sendable {
     mutating func reserveCapacity(devices deviceCount: Int, people personCount: Int) {
         reserveCapacity(devices: deviceCount)
         personSlots.reserveCapacity(personCount)
+    }
+
+    // MARK: A frozen copy for a snapshot (decision 0054)
+
+    /// Returns a read-only copy of this store's devices and people for a
+    /// snapshot encoded outside the shard's turn, and marks every chunk it
+    /// shares: a later write copies the chunk it touches (once) and counts
+    /// the bytes in `pin`. The copy drops what a reader does not need (the
+    /// hash tables, free lists, the interner's lookup table), so writes to
+    /// those copy nothing. O(chunks) reference counts; no element is copied.
+    /// Call `endSnapshotSharing()` once the copy is dropped.
+    mutating func freezeForSnapshot(pin: SnapshotPin) -> DeviceStore {
+        records.shareChunks(pin: pin)
+        people.shareChunks(pin: pin)
+        digests.shareChunks(pin: pin)
+        order.shareChunks(pin: pin)
+        orderSlots.shareChunks(pin: pin)
+        strings.shareChunks(pin: pin)
+        blobs.shareChunks(pin: pin)
+        var copy = self
+        copy.records = records.frozenCopy()
+        copy.people = people.frozenCopy()
+        copy.digests = digests.frozenCopy()
+        copy.order = order.frozenCopy()
+        copy.orderSlots = orderSlots.frozenCopy()
+        copy.strings = strings.frozenCopy()
+        copy.blobs = blobs.frozenCopy()
+        copy.tokenSlots = SlotTable()
+        copy.installationSlots = SlotTable()
+        copy.personSlots = SlotTable()
+        copy.freeDeviceSlots = []
+        copy.freePersonSlots = []
+        copy.freeDigestSlots = []
+        return copy
+    }
+
+    /// Forgets the sharing marks of `freezeForSnapshot` (its copy is gone). O(blob classes).
+    mutating func endSnapshotSharing() {
+        records.endSharing()
+        people.endSharing()
+        digests.endSharing()
+        order.endSharing()
+        orderSlots.endSharing()
+        strings.endSharing()
+        blobs.endSharing()
     }
 
     // MARK: Lookups
@@ -588,8 +633,9 @@ func withUTF8Bytes<Result>(of text: String, _ body: (UnsafeRawBufferPointer) -> 
     return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
 }
 
-/// Returns the first index of a sorted array whose element is not less than `value`.
-func lowerBound(in sorted: [UInt64], _ value: UInt64) -> Int {
+/// Returns the first index of a sorted array whose element is not less than `value`. O(log count).
+func lowerBound<Sorted: RandomAccessCollection<UInt64>>(in sorted: Sorted, _ value: UInt64) -> Int
+where Sorted.Index == Int {
     var low = 0
     var high = sorted.count
     while low < high {
