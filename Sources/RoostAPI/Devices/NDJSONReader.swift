@@ -166,7 +166,8 @@ enum ExportedDevice {
         case nil, .null?: device.version = 1
         case let number?:
             guard let version = number.intValue, version >= 1, let stored = UInt32(exactly: version) else {
-                throw APIError.invalidField("version", "version must be an integer from 1 to \(Limits.deviceVersionMax)")
+                throw APIError.invalidField(
+                    "version", "version must be an integer from 1 to \(Limits.deviceVersionMax)")
             }
             device.version = stored
         }

@@ -118,7 +118,7 @@ package enum OutcomeCodec {
             writer.u32(UInt32(body.count))
             writer.append(contentsOf: body)
         case .devicePage, .deviceSlice, .stats, .settings, .person, .custom, .logAcknowledged, .appRemoved,
-            .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated:
+            .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated, .peoplePage:
             return false
         }
         return true
