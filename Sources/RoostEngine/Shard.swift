@@ -166,7 +166,8 @@ package actor Shard {
         let token: PushToken
         switch command {
         case .register(let request, _), .registerForPrincipal(let request, _, _): token = request.token
-        case .getDevice, .patchDevice, .deleteDevice, .listDevices, .exportSlice, .importRows, .reportFeedback,
+        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .exportSlice,
+            .importRows, .reportFeedback,
             .stats, .updateSettings, .putPerson, .getPerson, .erasePerson, .putCredential, .deleteCredential,
             .deleteDeviceByToken, .deregisterInstallation, .deletePrincipalDevice, .custom:
             return nil

@@ -13,7 +13,9 @@ package enum Command: Sendable {
     /// `GET /v1/devices/{id}`.
     case getDevice(DeviceID)
     /// `PATCH /v1/devices/{id}`.
-    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?)
+    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, at: Timestamp)
+    /// `GET /v1/devices/{id}/history` (`Outcome.history`).
+    case deviceHistory(DeviceID)
     /// `DELETE /v1/devices/{id}`.
     case deleteDevice(DeviceID)
     /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
@@ -35,6 +37,8 @@ package enum Command: Sendable {
     case putPerson(ExternalID, at: Timestamp)
     /// `GET /v1/people/{external_id}` (`Outcome.person`).
     case getPerson(ExternalID)
+    /// `GET /v1/people/{external_id}/export` (`Outcome.personExport`).
+    case exportPerson(ExternalID)
     /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
     /// person is `removed(deleted: false, devicesRemoved: 0)`).
     case erasePerson(ExternalID)
@@ -111,6 +115,10 @@ package indirect enum Outcome: Sendable {
     case personPut(Person, created: Bool)
     /// A person and their devices.
     case person(PersonDevices)
+    /// A device's history, newest first.
+    case history([HistoryEvent])
+    /// A person's devices, each with its history (spec §10).
+    case personExport(PersonExport)
     /// A credential as it is stored now.
     case credential(APNsCredential)
     /// Native Notify's deregister: whether the device was removed, and how
@@ -141,11 +149,14 @@ extension AppIndex {
         case .getDevice(let id):
             guard let found = device(id) else { return (.rejected(.deviceNotFound), []) }
             return (.device(found), [])
-        case .patchDevice(let id, let tags, let optedIn):
-            switch patchDevice(id, tags: tags, optedIn: optedIn) {
+        case .patchDevice(let id, let tags, let optedIn, let now):
+            switch patchDevice(id, tags: tags, optedIn: optedIn, at: now) {
             case .success(let change): return (.device(change.device), change.mutations)
             case .failure(let rejection): return (.rejected(rejection), [])
             }
+        case .deviceHistory(let id):
+            guard let events = history(id) else { return (.rejected(.deviceNotFound), []) }
+            return (.history(events), [])
         case .deleteDevice(let id):
             let removal = deleteDevice(id)
             return (.deleted(removal.deleted), removal.mutations)
@@ -175,6 +186,9 @@ extension AppIndex {
         case .getPerson(let externalID):
             guard let found = person(externalID) else { return (.rejected(.personNotFound), []) }
             return (.person(found), [])
+        case .exportPerson(let externalID):
+            guard let found = exportPerson(externalID) else { return (.rejected(.personNotFound), []) }
+            return (.personExport(found), [])
         case .erasePerson(let externalID):
             switch erasePerson(externalID) {
             case .success(let removal):

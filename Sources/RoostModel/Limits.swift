@@ -42,4 +42,11 @@ package enum Limits {
     package static let devicesPerIndexMax = Int(UInt32.max - 2)
     /// A codec record never exceeds this many bytes (a device with 4 KiB of tags fits).
     package static let mutationBytesMax = 16_384
+    /// Events a device's history keeps (spec §9: "at most the last 100"); older ones are dropped.
+    package static let historyEventsPerDeviceMax = 100
+    /// Events in one `deviceHistory` record: a snapshot writes a full history in
+    /// records of this many, so that one stays under `mutationBytesMax` even with
+    /// two 256-scalar (1,024-byte) external ids and a reason per event (≤ 2,150
+    /// bytes each). One change makes at most 6 (`created` and five more).
+    package static let historyEventsPerRecordMax = 6
 }

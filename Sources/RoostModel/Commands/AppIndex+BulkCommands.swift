@@ -35,11 +35,14 @@ extension AppIndex {
     /// O(limit + log devices).
     func exportSlice(afterSequence: UInt64, limit: Int) -> Outcome {
         let slice = snapshotDevices(afterSequence: afterSequence, limit: limit)
-        let devices = slice.mutations.map { mutation -> Device in
-            guard case .deviceUpsert(let device) = mutation else {
+        let devices = slice.mutations.compactMap { mutation -> Device? in
+            switch mutation {
+            case .deviceUpsert(let device): return device
+            case .deviceHistory: return nil
+            case .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings,
+                .deviceSequenceFloor:
                 preconditionFailure("a device slice held \(mutation)")
             }
-            return device
         }
         return .deviceSlice(devices: devices, next: slice.next)
     }

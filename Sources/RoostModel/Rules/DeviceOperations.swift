@@ -40,8 +40,9 @@ package enum FeedbackResult: Hashable, Sendable {
 extension DeviceStore {
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`. Never touches
     /// `last_seen_at` or registration metadata. Rejected merges change nothing.
+    /// Its history events (`tags_changed`, `opted_in`/`opted_out`) are at `now`.
     mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
         var device = device(at: slot)
@@ -50,7 +51,7 @@ extension DeviceStore {
         case .failure(let rejection): return .failure(rejection)
         }
         if let optedIn { device.optedIn = optedIn }
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: now))
     }
 
     /// Adds one failed-delivery strike to a device (saturating); Native Notify's
@@ -59,7 +60,7 @@ extension DeviceStore {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
         var device = device(at: slot)
         device.strikes = device.strikes == UInt32.max ? device.strikes : device.strikes + 1
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: nil))
     }
 
     /// Invalidates a device by id (a dead flag, an operator action) with `reason` at `now`.
@@ -71,13 +72,22 @@ extension DeviceStore {
         if device.invalidatedAt != nil { return .success(DeviceChange(device: device, mutations: [])) }
         device.invalidatedAt = now
         device.invalidationReason = reason
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: now))
     }
 
-    private mutating func write(_ device: Device, unlessEqualTo slot: UInt32) -> DeviceChange {
-        if device == self.device(at: slot) { return DeviceChange(device: device, mutations: []) }
+    /// Stores `device` over the one at `slot` unless they are equal, with the
+    /// history events of the change at `now` (nil only for a change no event
+    /// shows: a strike).
+    private mutating func write(_ device: Device, unlessEqualTo slot: UInt32, at now: Timestamp?) -> DeviceChange {
+        let before = self.device(at: slot)
+        if device == before { return DeviceChange(device: device, mutations: []) }
         storeDevice(device)
-        return DeviceChange(device: device, mutations: [.deviceUpsert(device)])
+        var mutations: [Mutation] = [.deviceUpsert(device)]
+        let events = HistoryEvent.events(from: before, to: device, registration: false, at: now ?? before.lastSeenAt)
+        precondition(now != nil || events.isEmpty, "a change with history events but no time: \(events)")
+        let created = needsCreatedEvent(device.id, events: events) ? HistoryEvent.created(before) : nil
+        recordHistory(of: device.id, created: created, events: events, into: &mutations)
+        return DeviceChange(device: device, mutations: mutations)
     }
 
     /// `DELETE /v1/devices/{id}`.
@@ -149,13 +159,18 @@ extension DeviceStore {
         token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at now: Timestamp
     ) -> (result: FeedbackResult, mutations: [Mutation]) {
         guard let slot = slot(ofToken: token) else { return (.unknownToken, []) }
-        var device = device(at: slot)
+        let before = device(at: slot)
+        var device = before
         if token.platform == .ios, let reportedAt, reportedAt <= device.lastSeenAt { return (.stale(device.id), []) }
         if device.invalidatedAt != nil { return (.alreadyInvalidated(device.id), []) }
         device.invalidatedAt = max(reportedAt ?? now, device.lastSeenAt)
         device.invalidationReason = reason
         storeDevice(device)
-        return (.invalidated(device.id), [.deviceUpsert(device)])
+        var mutations: [Mutation] = [.deviceUpsert(device)]
+        let events = HistoryEvent.events(from: before, to: device, registration: false, at: now)
+        let created = needsCreatedEvent(device.id, events: events) ? HistoryEvent.created(before) : nil
+        recordHistory(of: device.id, created: created, events: events, into: &mutations)
+        return (.invalidated(device.id), mutations)
     }
 
     /// Removes the ios devices registered for `key`'s bundle id and environment

@@ -143,7 +143,8 @@ extension DeviceStore {
         var mutations: [Mutation] = []
         var displaced: DeviceID?
         if let loser {
-            var lost = self.device(at: loser.slot)
+            let lostBefore = self.device(at: loser.slot)
+            var lost = lostBefore
             switch loser.kind {
             case .reassigned:
                 lost.token = nil
@@ -158,6 +159,9 @@ extension DeviceStore {
             lost.invalidatedAt = now
             storeDevice(lost)
             mutations.append(.deviceUpsert(lost))
+            let events = HistoryEvent.events(from: lostBefore, to: lost, registration: false, at: now)
+            let created = needsCreatedEvent(lost.id, events: events) ? HistoryEvent.created(lostBefore) : nil
+            recordHistory(of: lost.id, created: created, events: events, into: &mutations)
             displaced = lost.id
         }
 
@@ -180,7 +184,10 @@ extension DeviceStore {
         }
 
         let device: Device
+        var historyMutations: [Mutation] = []
         if let target {
+            let recordBefore = records[Int(target)]
+            let tagsBefore = recordBefore.tags.isNone ? nil : blobs.bytes(recordBefore.tags)
             updateRegistered(
                 target, with: request, tokenHeld: tokenSlot == target, resetStrikes: tokenChange == .reassigned,
                 person: personChange, tags: newTags, at: now)
@@ -190,14 +197,68 @@ extension DeviceStore {
             if let violation = device.violation() {
                 preconditionFailure("registration left device \(device.id) invalid: \(violation)")
             }
+            let events = registrationEvents(
+                before: recordBefore, tagsBefore: tagsBefore, personSlotAfter: records[Int(target)].person,
+                after: device, tokenKept: tokenSlot == target, at: now)
+            let created =
+                needsCreatedEvent(device.id, events: events)
+                ? HistoryEvent.created(self.device(before: recordBefore, id: device.id)) : nil
+            recordHistory(of: device.id, created: created, events: events, into: &historyMutations)
         } else {
             device = createRegistered(with: request, person: personChange, tags: newTags ?? .empty, at: now)
         }
         mutations.append(.deviceUpsert(device))
+        mutations += historyMutations
         return .success(
             RegisterOutcome(
                 created: target == nil, device: device, tokenChange: tokenChange, displaced: displaced,
                 evicted: evicted, mutations: mutations))
+    }
+
+    /// Returns the history events of a registration of an existing device,
+    /// read from its record before (tags bytes `tagsBefore`) and the device
+    /// after (its record's person slot `personSlotAfter`): `registered` (or
+    /// `token_replaced`), then what else changed, in `HistoryEvent.events`
+    /// order. A person slot stays live when its devices leave, so the
+    /// previous person's name is still readable. O(tags).
+    private func registrationEvents(
+        before: DeviceRecord, tagsBefore: [UInt8]?, personSlotAfter: UInt32, after: Device, tokenKept: Bool,
+        at now: Timestamp
+    ) -> [HistoryEvent] {
+        let fingerprint = after.token.map(TokenFingerprint.init)
+        func event(_ kind: HistoryEventKind, previous: ExternalID? = nil) -> HistoryEvent {
+            HistoryEvent(
+                at: now, kind: kind, externalID: after.externalID, previousExternalID: previous,
+                tokenFingerprint: fingerprint)
+        }
+        var result = [event(tokenKept ? .registered : .tokenReplaced)]
+        if personSlotAfter != before.person {
+            result.append(event(after.externalID == nil ? .unbound : .moved, previous: personName(before.person)))
+        }
+        if before.isInvalidated { result.append(event(.revalidated)) }
+        let tagsAfter = after.tags.isEmpty ? nil : after.tags.encoded
+        if tagsAfter != tagsBefore { result.append(event(.tagsChanged)) }
+        if after.optedIn != before.optedIn { result.append(event(after.optedIn ? .optedIn : .optedOut)) }
+        return result
+    }
+
+    /// Returns the external id of the person at `slot` (nil for none).
+    private func personName(_ slot: UInt32) -> ExternalID? {
+        slot == DeviceRecord.noSlot ? nil : ExternalID(unchecked: blobs.string(people[Int(slot)].name))
+    }
+
+    /// The device as it was before a registration changed it, for its
+    /// synthesized `created` event (only its creation time, person and token
+    /// are read): built from the record kept before the change.
+    private func device(before record: DeviceRecord, id: DeviceID) -> Device {
+        let token: PushToken? =
+            record.tokenLength == 0
+            ? nil : PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: record.platform)
+        var device = Device(
+            id: id, environment: record.environment, token: token,
+            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))
+        device.externalID = personName(record.person)
+        return device
     }
 
     /// What a registration does to its device's person.

@@ -195,8 +195,10 @@ package struct MemoryEstimate: Hashable, Sendable {
     package var digests: Int
     package var order: Int
     package var people: Int
+    /// Device histories (spec §9): nothing for devices that never changed.
+    package var history: Int = 0
 
-    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people }
+    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people + history }
 }
 
 extension DeviceStore {
@@ -210,6 +212,7 @@ extension DeviceStore {
             blobs: blobs.reservedBytes,
             digests: digests.usedBytes + freeDigestSlots.capacity * 4,
             order: order.capacity * 8 + orderSlots.capacity * 4,
-            people: people.usedBytes + freePersonSlots.capacity * 4)
+            people: people.usedBytes + freePersonSlots.capacity * 4,
+            history: history.memoryBytes)
     }
 }

@@ -34,6 +34,8 @@ struct DeviceStore: Sendable {
     /// The slot of `order[i]`'s device, or `DeviceRecord.noSlot` once deleted.
     var orderSlots: [UInt32] = []
     var orderDeadCount = 0
+    /// The histories of devices that changed (spec §9).
+    var history = DeviceHistoryStore()
     var deviceCount = 0
     var invalidatedCount = 0
     var iosCount = 0
@@ -276,6 +278,7 @@ struct DeviceStore: Sendable {
         let sequence = records[Int(slot)].sequence
         precondition(sequence != 0, "removing free device slot \(slot)")
         unindex(slot: slot)
+        history.remove(sequence)
         guard let position = orderPosition(of: sequence), orderSlots[position] == slot else {
             preconditionFailure("device slot \(slot) missing from the id index")
         }
