@@ -91,12 +91,25 @@ package struct HistoryEvent: Hashable, Sendable {
         self.reason = reason
     }
 
-    /// The `created` event a device that never changed shows: its creation
-    /// time, person and token (nothing that makes an event has touched them).
-    package static func created(_ device: Device) -> HistoryEvent {
-        HistoryEvent(
-            at: device.createdAt, kind: .created, externalID: device.externalID,
-            tokenFingerprint: device.token.map(TokenFingerprint.init))
+    /// The history of a device none is stored for, oldest first: `created`
+    /// (its creation time, person and token: nothing that makes another kind
+    /// of event has touched them), then `registered` at `last_seen_at` when
+    /// it was registered again since (re-registrations with nothing new, the
+    /// common case of an app registering at every launch, store nothing;
+    /// coalesced, they are one `registered` at the latest time).
+    package static func synthesized(_ device: Device) -> [HistoryEvent] {
+        let fingerprint = device.token.map(TokenFingerprint.init)
+        var result = [
+            HistoryEvent(
+                at: device.createdAt, kind: .created, externalID: device.externalID, tokenFingerprint: fingerprint)
+        ]
+        if device.lastSeenAt > device.createdAt {
+            result.append(
+                HistoryEvent(
+                    at: device.lastSeenAt, kind: .registered, externalID: device.externalID,
+                    tokenFingerprint: fingerprint))
+        }
+        return result
     }
 
     /// Returns the events of one change of a device from `old` to `new` at

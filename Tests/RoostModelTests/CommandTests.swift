@@ -112,7 +112,12 @@ struct NativeCommandTests {
             .reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
         guard case .feedback(.invalidated(let id)) = first.outcome else { Issue.record("\(first.outcome)"); return }
         #expect(id == device.id)
-        #expect(first.mutations.count == 1)
+        #expect(first.mutations.count == 2, "the device's upsert and its history's invalidated event")
+        guard case .deviceHistory(_, _, let events) = first.mutations.last else {
+            Issue.record("\(first.mutations)")
+            return
+        }
+        #expect(events.map(\.kind) == [.created, .invalidated])
         let second = harness.execute(
             .reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
         guard case .feedback(.alreadyInvalidated) = second.outcome else { Issue.record("\(second.outcome)"); return }

@@ -136,6 +136,11 @@ struct HistoryTests {
         var history = try #require(harness.index.history(device.id))
         #expect(Self.kinds(history) == [.registered, .created])
         #expect(history[0].at == harness.now)
+        #expect(history[0].tokenFingerprint == TokenFingerprint(apnsToken(1)))
+        #expect(
+            !harness.log.contains { if case .deviceHistory = $0 { true } else { false } },
+            "re-registrations with nothing new store and log nothing: registered is synthesized from last_seen_at")
+        #expect(harness.index.memoryEstimate().history == 0)
         _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .bool(true)]) })
         _ = try harness.mustRegister(request(apnsToken(1)))
         history = try #require(harness.index.history(device.id))

@@ -243,6 +243,8 @@ struct MetricsSystemTests {
             ).status == 200)
         #expect(try call("GET", "/v1/stats", key: secretKey).status == 200)
         #expect(try call("GET", "/v1/people/user_42", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/people/user_42/export", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/devices/\(deviceID)/history", key: secretKey).status == 200)
 
         let guest = try #require(
             try json(call("POST", "/v1/identities/guest", key: mobileKey))["identity_token"]?.stringValue)

@@ -85,8 +85,9 @@ extension DeviceStore {
         var mutations: [Mutation] = [.deviceUpsert(device)]
         let events = HistoryEvent.events(from: before, to: device, registration: false, at: now ?? before.lastSeenAt)
         precondition(now != nil || events.isEmpty, "a change with history events but no time: \(events)")
-        let created = needsCreatedEvent(device.id, events: events) ? HistoryEvent.created(before) : nil
-        recordHistory(of: device.id, created: created, events: events, into: &mutations)
+        let synthesized =
+            needsSynthesizedHistory(device.id, events: events) ? HistoryEvent.synthesized(before) : nil
+        recordHistory(of: device.id, synthesized: synthesized, events: events, into: &mutations)
         return DeviceChange(device: device, mutations: mutations)
     }
 
@@ -168,8 +169,9 @@ extension DeviceStore {
         storeDevice(device)
         var mutations: [Mutation] = [.deviceUpsert(device)]
         let events = HistoryEvent.events(from: before, to: device, registration: false, at: now)
-        let created = needsCreatedEvent(device.id, events: events) ? HistoryEvent.created(before) : nil
-        recordHistory(of: device.id, created: created, events: events, into: &mutations)
+        let synthesized =
+            needsSynthesizedHistory(device.id, events: events) ? HistoryEvent.synthesized(before) : nil
+        recordHistory(of: device.id, synthesized: synthesized, events: events, into: &mutations)
         return (.invalidated(device.id), mutations)
     }
 

@@ -160,8 +160,9 @@ extension DeviceStore {
             storeDevice(lost)
             mutations.append(.deviceUpsert(lost))
             let events = HistoryEvent.events(from: lostBefore, to: lost, registration: false, at: now)
-            let created = needsCreatedEvent(lost.id, events: events) ? HistoryEvent.created(lostBefore) : nil
-            recordHistory(of: lost.id, created: created, events: events, into: &mutations)
+            let synthesized =
+                needsSynthesizedHistory(lost.id, events: events) ? HistoryEvent.synthesized(lostBefore) : nil
+            recordHistory(of: lost.id, synthesized: synthesized, events: events, into: &mutations)
             displaced = lost.id
         }
 
@@ -199,11 +200,17 @@ extension DeviceStore {
             }
             let events = registrationEvents(
                 before: recordBefore, tagsBefore: tagsBefore, personSlotAfter: records[Int(target)].person,
-                after: device, tokenKept: tokenSlot == target, at: now)
-            let created =
-                needsCreatedEvent(device.id, events: events)
-                ? HistoryEvent.created(self.device(before: recordBefore, id: device.id)) : nil
-            recordHistory(of: device.id, created: created, events: events, into: &historyMutations)
+                after: device, tokenKept: tokenSlot == target)
+            // A re-registration with nothing new on a device with no stored
+            // history stores nothing: its `registered` is synthesized from
+            // `last_seen_at` (`HistoryEvent.synthesized`).
+            let onlyRegistered = events.count == 1 && events[0].kind == .registered
+            if !(onlyRegistered && history.newestOrdinal(device.id.sequence) == 0) {
+                let synthesized =
+                    needsSynthesizedHistory(device.id, events: events)
+                    ? HistoryEvent.synthesized(self.device(before: recordBefore, id: device.id)) : nil
+                recordHistory(of: device.id, synthesized: synthesized, events: events, into: &historyMutations)
+            }
         } else {
             device = createRegistered(with: request, person: personChange, tags: newTags ?? .empty, at: now)
         }
@@ -219,16 +226,17 @@ extension DeviceStore {
     /// read from its record before (tags bytes `tagsBefore`) and the device
     /// after (its record's person slot `personSlotAfter`): `registered` (or
     /// `token_replaced`), then what else changed, in `HistoryEvent.events`
-    /// order. A person slot stays live when its devices leave, so the
-    /// previous person's name is still readable. O(tags).
+    /// order, all at the device's new `last_seen_at` (the request's time,
+    /// unless the clock stepped back: then the time a synthesized
+    /// `registered` shows too). A person slot stays live when its devices
+    /// leave, so the previous person's name is still readable. O(tags).
     private func registrationEvents(
-        before: DeviceRecord, tagsBefore: [UInt8]?, personSlotAfter: UInt32, after: Device, tokenKept: Bool,
-        at now: Timestamp
+        before: DeviceRecord, tagsBefore: [UInt8]?, personSlotAfter: UInt32, after: Device, tokenKept: Bool
     ) -> [HistoryEvent] {
         let fingerprint = after.token.map(TokenFingerprint.init)
         func event(_ kind: HistoryEventKind, previous: ExternalID? = nil) -> HistoryEvent {
             HistoryEvent(
-                at: now, kind: kind, externalID: after.externalID, previousExternalID: previous,
+                at: after.lastSeenAt, kind: kind, externalID: after.externalID, previousExternalID: previous,
                 tokenFingerprint: fingerprint)
         }
         var result = [event(tokenKept ? .registered : .tokenReplaced)]
@@ -248,8 +256,8 @@ extension DeviceStore {
     }
 
     /// The device as it was before a registration changed it, for its
-    /// synthesized `created` event (only its creation time, person and token
-    /// are read): built from the record kept before the change.
+    /// synthesized history (only its creation and last-seen times, person and
+    /// token are read): built from the record kept before the change.
     private func device(before record: DeviceRecord, id: DeviceID) -> Device {
         let token: PushToken? =
             record.tokenLength == 0
@@ -257,6 +265,7 @@ extension DeviceStore {
         var device = Device(
             id: id, environment: record.environment, token: token,
             createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))
+        device.lastSeenAt = Timestamp(millisecondsSinceEpoch: record.lastSeenAt)
         device.externalID = personName(record.person)
         return device
     }

@@ -2,30 +2,34 @@
 // replaying them, reading them and cutting them into snapshot records.
 extension DeviceStore {
     /// Whether a change of `id` with `events` must first record the device's
-    /// `created` event (its first change: nothing is stored yet).
-    func needsCreatedEvent(_ id: DeviceID, events: [HistoryEvent]) -> Bool {
+    /// synthesized history (its first change: nothing is stored yet).
+    func needsSynthesizedHistory(_ id: DeviceID, events: [HistoryEvent]) -> Bool {
         !events.isEmpty && history.newestOrdinal(id.sequence) == 0
     }
 
     /// Records the events of one change of the device `id` (already stored)
     /// and appends the `deviceHistory` mutation that replays them. A device's
-    /// first recorded change is preceded by `created`, its `created` event
-    /// (`HistoryEvent.created` of the device as it was until now, so also at
-    /// creation), given exactly when `needsCreatedEvent`. A `registered`
-    /// event right after a stored `registered` one replaces it (consecutive
-    /// re-registrations coalesce into the newest). Nothing for an empty
-    /// `events`. O(events).
+    /// first recorded change is preceded by `synthesized`, the history it
+    /// showed until now (`HistoryEvent.synthesized` of the device before the
+    /// change: `created`, and `registered` if it was registered again),
+    /// given exactly when `needsSynthesizedHistory`. A `registered` event
+    /// right after a stored (or synthesized) `registered` one replaces it
+    /// (consecutive re-registrations coalesce into the newest). Nothing for
+    /// an empty `events`. O(events).
     mutating func recordHistory(
-        of id: DeviceID, created: HistoryEvent?, events: [HistoryEvent], into mutations: inout [Mutation]
+        of id: DeviceID, synthesized: [HistoryEvent]?, events: [HistoryEvent], into mutations: inout [Mutation]
     ) {
         precondition(
-            (created != nil) == needsCreatedEvent(id, events: events), "created event given wrongly for \(id)")
+            (synthesized != nil) == needsSynthesizedHistory(id, events: events),
+            "synthesized history given wrongly for \(id)")
         guard let firstEvent = events.first else { return }
         let newest = history.newestOrdinal(id.sequence)
         var recorded = events
         let firstOrdinal: UInt64
-        if let created {
-            recorded.insert(created, at: 0)
+        if var prefix = synthesized {
+            if firstEvent.kind == .registered && prefix.last?.kind == .registered { prefix.removeLast() }
+            recorded = prefix + events
+            precondition(recorded.count <= Limits.historyEventsPerRecordMax, "\(recorded.count) events in one change")
             firstOrdinal = 1
         } else if firstEvent.kind == .registered && history.newestKind(id.sequence) == .registered {
             firstOrdinal = newest
@@ -48,11 +52,13 @@ extension DeviceStore {
     }
 
     /// Returns the device's history, newest first: the stored events, or the
-    /// `created` event alone for a device that never changed; nil for no such
-    /// device. O(events).
+    /// synthesized ones (`created`, and `registered` if re-registered) for a
+    /// device that never changed otherwise; nil for no such device. O(events).
     func history(_ id: DeviceID) -> [HistoryEvent]? {
         guard let slot = slot(of: id) else { return nil }
-        guard let stored = history.events(id.sequence) else { return [.created(device(at: slot))] }
+        guard let stored = history.events(id.sequence) else {
+            return HistoryEvent.synthesized(device(at: slot)).reversed()
+        }
         return stored.reversed()
     }
 
