@@ -34,13 +34,12 @@ extension AppIndex {
     /// devices in creation order and where the next slice starts (nil: done).
     /// O(limit + log devices).
     func exportSlice(afterSequence: UInt64, limit: Int) -> Outcome {
-        let slice = snapshotDevices(afterSequence: afterSequence, limit: limit)
-        let devices = slice.mutations.compactMap { mutation -> Device? in
+        let slice = store.snapshotDevices(afterSequence: afterSequence, limit: limit, includingHistory: false)
+        let devices = slice.mutations.map { mutation -> Device in
             switch mutation {
             case .deviceUpsert(let device): return device
-            case .deviceHistory: return nil
-            case .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings,
-                .deviceSequenceFloor:
+            case .deviceHistory, .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete,
+                .settings, .deviceSequenceFloor:
                 preconditionFailure("a device slice held \(mutation)")
             }
         }
