@@ -147,6 +147,12 @@ struct HistoryTests {
         #expect(
             Self.kinds(history) == [.registered, .tagsChanged, .registered, .created],
             "the tags registration's own registered event coalesced with the one before")
+        for _ in 0..<5 { _ = try harness.mustRegister(request(apnsToken(1))) }
+        history = try #require(harness.index.history(device.id))
+        #expect(
+            Self.kinds(history) == [.registered, .tagsChanged, .registered, .created],
+            "stored registered events coalesce too")
+        #expect(history[0].at == harness.now)
         try harness.verify()
     }
 
