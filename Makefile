@@ -11,13 +11,13 @@ DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := .build/fuzz
-FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection
+FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 # The parser and what it needs, nothing that touches sockets (no RoostPlatform).
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
 .PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
-  release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
+  bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
 deps:
@@ -63,16 +63,22 @@ test: deps lint test-venv
 	$(MAKE) --no-print-directory crash-short
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
-## (Tests/SystemTests/MetricsSystemTests.swift); made only when missing or stale.
+## (Tests/SystemTests/MetricsSystemTests.swift) and whose openapi-spec-validator
+## checks docs/openapi.yaml (Tests/RoostAPITests/OpenAPITests.swift); made only
+## when missing or stale.
 VENV_TEST := .venv-test
 PROMETHEUS_CLIENT_VERSION := 0.26.0
+OPENAPI_SPEC_VALIDATOR_VERSION := 0.9.0
 test-venv:
 	@if ! $(VENV_TEST)/bin/python -c 'import importlib.metadata as m, sys; \
-	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)")' 2>/dev/null; then \
-	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)"; \
+	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)" or \
+	  m.version("openapi-spec-validator") != "$(OPENAPI_SPEC_VALIDATOR_VERSION)")' 2>/dev/null; then \
+	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)" \
+	    "openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION)"; \
 	  rm -rf $(VENV_TEST) && python3 -m venv $(VENV_TEST) && \
 	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
-	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION); \
+	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION) \
+	    openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION); \
 	fi
 
 ## The release binaries the harnesses run (roost-bench load/crash, make bench).
@@ -88,18 +94,39 @@ crash-short: release-harness
 	$(RELEASE_DIR)/roost-bench crash --bin $(RELEASE_DIR)/roost --fsync $(CRASH_FSYNC) --cycles $(CRASH_CYCLES) \
 	  --seed $(CRASH_SEED)
 
+## What the benchmarks need beyond `deps` (never part of `make test`): the
+## peers nginx, Redis 7 and PostgreSQL 15 (docs/benchmarking.md, "Peers"), wrk.
+BENCH_DEPS := $(SYSTEM_DEPS) curl nginx-light redis-server redis-tools postgresql-15 postgresql-client-15 wrk
+bench-deps:
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(BENCH_DEPS)"
+
 ## The standard suite (docs/benchmarking.md): peers side by side (nginx, roost
-## always/everysec/never), the mix in every dialect, latency against offered
-## rate; regenerates the bench block of docs/performance.md and docs/img/bench-*.svg.
-bench: release-harness
+## always/everysec/never, Redis 7, PostgreSQL 15), the mix in every dialect,
+## latency against offered rate, memory and restart next to Redis; regenerates
+## the bench and peers-memory blocks of docs/performance.md and docs/img/bench-*.svg.
+bench: release-harness bench-deps
 	Benchmarks/bench.sh $(BENCH_SECONDS)
+
+## The peers table alone, BENCH_ROUNDS rounds of BENCH_SECONDS per run, medians
+## and per-round ratios to roost --fsync always (Benchmarks/peers/run.sh).
+bench-peers: release-harness bench-deps
+	nice -n 10 Benchmarks/peers/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
+
+## Issue 12's side by side alone: BENCH_DEVICES devices in Roost and Redis,
+## RSS per device, restart from snapshot/RDB and log/AOF (prints the table).
+BENCH_RESTARTS ?= 3
+bench-memory: bench-deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	nice -n 10 python3 Benchmarks/peers/memory.py --roost-bin "$(RELEASE_DIR)/roost" --devices $(BENCH_DEVICES) \
+	  --restarts $(BENCH_RESTARTS)
 
 ## HTTP benchmark against nginx (see docs/performance.md). Needs wrk and nginx.
 bench-http: release
 	Benchmarks/http/run.sh $(BENCH_SECONDS)
 
-## Registrations/s through HTTP per --fsync policy, records per fdatasync. Needs wrk.
-bench-durability: release
+## Registrations/s through HTTP per --fsync policy (`roost-bench load`, every
+## status checked), records per fdatasync.
+bench-durability: release-harness
 	Benchmarks/durability/run.sh $(BENCH_SECONDS)
 
 ## Spine (issue 8): registrations over HTTP against nginx, --fsync always/never,
@@ -202,6 +229,7 @@ endef
 ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
 $(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
 $(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
+$(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/ndjson,8192))
 $(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
 $(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
 $(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))

@@ -8,25 +8,36 @@
 #
 #   peers    the same registrations (register only, 1M tokens, 200k people,
 #            iOS, no tags) against nginx answering a fixed 201 device body
-#            (the HTTP ceiling of this machine) and roost --fsync always,
-#            everysec and never;
+#            (the HTTP ceiling of this machine), roost --fsync always,
+#            everysec and never, and the same work in Redis 7 (a Lua script:
+#            device hash, person set, the per-person cap; appendfsync always
+#            and everysec, over redis-benchmark) and PostgreSQL 15 (an INSERT …
+#            ON CONFLICT upsert, synchronous_commit on and off, over pgbench),
+#            each with the same connections (Benchmarks/peers/peers.sh);
 #   dialects the standard mix (register=80,refresh=10,rotate=4,move=3,
 #            delete=1,feedback=1,read=1; 40 % Android, 2 tags) in each dialect
 #            (native, barua, nativenotify, connect) on roost --fsync always,
 #            each on a fresh app made by --setup (exact expectations);
 #   latency  open loop at 25, 50 and 75 % of the `always` peer rate, native
-#            registrations, latency from the intended send time.
+#            registrations, latency from the intended send time;
+#   memory   1M devices in Roost (CSV import) and in Redis (hash + set):
+#            RSS per device, restart from snapshot/RDB and from log/AOF
+#            (Benchmarks/peers/memory.py).
 #
 # It writes the result files to $BENCH_OUT (.build/bench), the plots to
 # docs/img/bench-*.svg, and replaces the block between the `bench:begin` and
 # `bench:end` markers of docs/performance.md with the tables (machine,
-# commit, command). Exits 1 when a run failed (its row says FAILED).
+# commit, command), and the block between `peers-memory:begin` and
+# `peers-memory:end` with the memory and restart table. Exits 1 when a run
+# failed (its row says FAILED).
 # Environment: ROOST_BIN, ROOST_BENCH_BIN (default: the release build),
 # BENCH_OUT, BENCH_DOC (docs/performance.md), BENCH_TOKENS, BENCH_PEOPLE,
-# BENCH_DIALECT_TOKENS (200000), BENCH_DIALECT_PEOPLE (40000).
+# BENCH_DIALECT_TOKENS (200000), BENCH_DIALECT_PEOPLE (40000),
+# BENCH_MEMORY_DEVICES (1000000; 0 skips the memory part), BENCH_MEMORY_RESTARTS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/lib.sh
+. Benchmarks/peers/peers.sh
 SECONDS_PER_RUN=${1:-10}
 OUT=${BENCH_OUT:-.build/bench}
 DOC=${BENCH_DOC:-docs/performance.md}
@@ -35,8 +46,11 @@ TOKENS=${BENCH_TOKENS:-1000000}
 PEOPLE=${BENCH_PEOPLE:-200000}
 DIALECT_TOKENS=${BENCH_DIALECT_TOKENS:-200000}
 DIALECT_PEOPLE=${BENCH_DIALECT_PEOPLE:-40000}
+MEMORY_DEVICES=${BENCH_MEMORY_DEVICES:-1000000}
+MEMORY_RESTARTS=${BENCH_MEMORY_RESTARTS:-3}
 CONNECTIONS=64
 bench_require nginx curl python3 git
+peers_require
 bench_binaries
 bench_init suite
 mkdir -p "$OUT" "$IMG"
@@ -65,7 +79,7 @@ load() {
 }
 SPINE_SHAPE=(--mix register=1 --android 0 --tags 0 --tokens "$TOKENS" --people "$PEOPLE")
 # A 201 body the size of roost's device answer (456 bytes).
-NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
 
 echo "bench: ${SECONDS_PER_RUN} s per run, roost $ROOST_BIN, commit $COMMIT, load $LOAD_AT_START"
 echo "peers (registrations, the same load):"
@@ -79,6 +93,9 @@ for policy in always everysec never; do
     "${SPINE_SHAPE[@]}"
   stop_server
 done
+# The same registrations in Redis and PostgreSQL (Benchmarks/peers/peers.sh).
+for policy in always everysec; do peer_redis "peer-redis-$policy" "redis appendfsync $policy" "$policy"; done
+for sync in on off; do peer_postgres "peer-postgres-$sync" "postgres synchronous_commit $sync" "$sync"; done
 
 echo "dialects (standard mix, --fsync always, fresh app each):"
 for dialect in native barua nativenotify connect; do
@@ -107,12 +124,31 @@ fi
 compare() { # roost-bench compare arguments…
   "$ROOST_BENCH_BIN" compare "$@" 2> "$work/compare.err" || { cat "$work/compare.err" >&2; return 1; }
 }
-peers=$(compare "$OUT"/peer-nginx.json "$OUT"/peer-roost-{always,everysec,never}.json \
-  --plot "$IMG/bench-peers.svg" --title "registrations/s, the same load (roost-bench load, $CONNECTIONS connections)") \
+# A peer whose run failed before writing its file is left out (its FAILED line is above).
+other_peers=()
+for name in peer-redis-always peer-redis-everysec peer-postgres-on peer-postgres-off; do
+  [ -f "$OUT/$name.json" ] && other_peers+=("$OUT/$name.json")
+done
+peers=$(compare "$OUT"/peer-nginx.json "$OUT"/peer-roost-{always,everysec,never}.json "${other_peers[@]}" \
+  --baseline 2 --plot "$IMG/bench-peers.svg" --title "registrations/s, the same load ($CONNECTIONS connections each)") \
   || failed=1
 dialects=$(compare "$OUT"/mix-{native,barua,nativenotify,connect}.json) || failed=1
 latency=$(compare "$OUT"/peer-roost-always.json "$OUT"/open-{25,50,75}.json --latency-plot "$IMG/bench-latency.svg") \
   || failed=1
+echo "memory and restart, Roost next to Redis ($MEMORY_DEVICES devices):"
+memory="(not run: BENCH_MEMORY_DEVICES=0)"
+if [ "$MEMORY_DEVICES" -gt 0 ]; then
+  if timeout 1800 python3 "$PEERS_DIR/memory.py" --roost-bin "$ROOST_BIN" --devices "$MEMORY_DEVICES" \
+    --restarts "$MEMORY_RESTARTS" --markdown "$OUT/memory.md" --json "$OUT/memory.json" \
+    > "$work/memory.out" 2> "$work/memory.err"; then
+    memory=$(cat "$OUT/memory.md")
+    echo "  done"
+  else
+    failed=1
+    memory="FAILED: $(tail -3 "$work/memory.err" | tr '\n' ' ')"
+    echo "  FAILED"; tail -20 "$work/memory.err" | sed 's/^/    /'
+  fi
+fi
 elapsed=$(( $(date +%s) - started ))
 machine=$(python3 -c "
 import json; m = json.load(open('$OUT/peer-nginx.json'))['machine']
@@ -124,9 +160,9 @@ report="$OUT/report.md"
   echo "<!-- bench:begin — written by \`make bench\` (Benchmarks/bench.sh); do not edit by hand -->"
   echo "Last \`make bench BENCH_SECONDS=$SECONDS_PER_RUN\`: $(date -u +%Y-%m-%d), commit \`$COMMIT\`, roost version $version;"
   echo "machine: $machine; load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; niceness $(nice); $elapsed s in all."
-  echo "Every run \`roost-bench load\`, $CONNECTIONS keep-alive connections, one thread, $SECONDS_PER_RUN s; the result files are in \`$OUT/\`."
+  echo "Every Roost and nginx run \`roost-bench load\`, Redis \`redis-benchmark\`, PostgreSQL \`pgbench\`; $CONNECTIONS keep-alive connections, one client thread, $SECONDS_PER_RUN s; the result files are in \`$OUT/\`."
   echo
-  echo "**Peers** (the same registrations: register only, $TOKENS tokens, $PEOPLE people, iOS, no tags; closed loop):"
+  echo "**Peers** (the same registrations: register only, $TOKENS tokens, $PEOPLE people, iOS, no tags; closed loop, $CONNECTIONS connections each; ratios against roost \`--fsync always\`; Redis and PostgreSQL as in docs/benchmarking.md, \"Peers\", with the exact commands in their result files):"
   echo
   echo "$peers"
   echo
@@ -145,19 +181,27 @@ report="$OUT/report.md"
   echo "![latency against offered rate](img/bench-latency.svg)"
   echo "<!-- bench:end -->"
 } > "$report"
-python3 - "$DOC" "$report" <<'PY'
+memory_report="$OUT/memory-report.md"
+{
+  echo "<!-- peers-memory:begin — written by \`make bench\` (Benchmarks/peers/memory.py); do not edit by hand -->"
+  echo "$memory"
+  echo "<!-- peers-memory:end -->"
+} > "$memory_report"
+python3 - "$DOC" "$report" bench "$memory_report" peers-memory <<'PY'
 import sys
-doc, report = sys.argv[1], sys.argv[2]
+doc = sys.argv[1]
 text = open(doc).read()
-block = open(report).read().rstrip("\n")
-begin = text.find("<!-- bench:begin")
-end = text.find("<!-- bench:end -->")
-if begin < 0 or end < 0:
-    sys.exit(f"{doc}: no bench:begin / bench:end markers")
-end += len("<!-- bench:end -->")
-open(doc, "w").write(text[:begin] + block + text[end:])
+for report, name in zip(sys.argv[2::2], sys.argv[3::2]):
+    block = open(report).read().rstrip("\n")
+    begin = text.find(f"<!-- {name}:begin")
+    end = text.find(f"<!-- {name}:end -->")
+    if begin < 0 or end < 0:
+        sys.exit(f"{doc}: no {name}:begin / {name}:end markers")
+    end += len(f"<!-- {name}:end -->")
+    text = text[:begin] + block + text[end:]
+open(doc, "w").write(text)
 PY
-cat "$report"
+cat "$report" "$memory_report"
 echo
 echo "(written to $report and $DOC; plots in $IMG/bench-*.svg)"
 exit $failed

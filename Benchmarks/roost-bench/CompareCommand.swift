@@ -4,6 +4,8 @@ import RoostPlatform
 /// `roost-bench compare A.json B.json …`: a table of the runs' figures and
 /// their ratios to the first (or `--baseline N`), as markdown; optionally a
 /// bar chart of throughput and a plot of latency against offered rate.
+/// A file is a `roost-bench load --out` result or a peer's result (Redis,
+/// PostgreSQL: Benchmarks/peers/result.py), whose missing percentiles show as `-`.
 enum CompareCommand {
     /// The largest result file read.
     static let fileBytesMax = 64 << 20
@@ -13,13 +15,15 @@ enum CompareCommand {
     static let usage = """
         usage: roost-bench compare A.json B.json … [--baseline N] [--plot bars.svg] [--latency-plot rates.svg]
                                                   [--title TEXT]
-          A.json …            result files of `roost-bench load --out`
+          A.json …            result files of `roost-bench load --out`, or peer result files
+                              (`"roost_bench": "peer"`, Benchmarks/peers/result.py)
           --baseline N        the run the ratios are against (1: the first)
           --plot FILE         a bar chart of answers/s per run
           --latency-plot FILE p50/p99/max latency against the offered rate (open-loop runs)
         """
 
-    /// The figures of one result file.
+    /// The figures of one result file; a percentile a peer's tool does not
+    /// report is NaN (printed `-`).
     struct Run {
         var name: String
         var rate: Double
@@ -79,10 +83,13 @@ enum CompareCommand {
             throw LoadError("cannot read \(path) (missing, or over \(fileBytesMax) bytes)")
         }
         let value = try JSONReader.parse(bytes)
-        guard value["roost_bench"]?.stringValue == "load", let summary = value["summary"],
+        let kind = value["roost_bench"]?.stringValue
+        guard kind == "load" || kind == "peer", let summary = value["summary"],
             let latency = summary["latency_us"], let rate = summary["rate"]?.doubleValue
-        else { throw LoadError("\(path) is not a `roost-bench load --out` result") }
-        func ms(_ key: String) -> Double { (latency[key]?.doubleValue ?? 0) / 1000 }
+        else { throw LoadError("\(path) is not a `roost-bench load --out` result or a peer result file") }
+        // A load result has every percentile; a peer's tool may not (redis-benchmark: no p90, p99.9).
+        let missing = kind == "peer" ? Double.nan : 0
+        func ms(_ key: String) -> Double { (latency[key]?.doubleValue ?? missing) / 1000 }
         let errors =
             (summary["unexpected"]?.intValue ?? 0) + (summary["connection_failures"]?.intValue ?? 0)
             + (summary["unanswered"]?.intValue ?? 0) + (summary["malformed"]?.intValue ?? 0)
@@ -101,7 +108,7 @@ enum CompareCommand {
     static func table(_ runs: [Run], baseline: Int) -> String {
         let base = runs[baseline]
         func ratio(_ value: Double, _ reference: Double) -> String {
-            reference > 0 ? Format.fixed(value / reference, 2) + "×" : "-"
+            value.isFinite && reference > 0 ? Format.fixed(value / reference, 2) + "×" : "-"
         }
         var lines = [
             "| run | load | answers/s | × \(base.name) | p50 ms | p90 ms | p99 ms | p99 × | p99.9 ms | max ms | errors | generator CPU |",

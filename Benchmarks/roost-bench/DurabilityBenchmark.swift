@@ -11,6 +11,7 @@ import Synchronization
 /// 2. latency of single re-registrations (one in flight, like one client)
 ///    for 3 s without a snapshot, then while a snapshot of everything runs:
 ///    p50/p99 of each, and the snapshot's seconds and bytes per device;
+///    then the same probe again, as long as the snapshot took, without one;
 /// 3. `log-records` more registrations after the snapshot, then close;
 /// 4. reopen (recovery: checkpoint → snapshot → replay) and time it.
 enum DurabilityBenchmark {
@@ -46,8 +47,17 @@ enum DurabilityBenchmark {
         if let summary {
             print(
                 "snapshot: \(summary.recordCount) records in \(RegistryBenchmark.format3(snapshotSeconds)) s, "
-                    + "\(summary.fileBytes) bytes = \(Int(summary.fileBytes) / max(1, devices)) bytes/device on disk")
+                    + "\(summary.fileBytes) bytes = \(Int(summary.fileBytes) / max(1, devices)) bytes/device on disk, "
+                    + "\(Int(Double(devices) / max(snapshotSeconds, 1e-9))) devices/s, "
+                    + "pinned \((engine.snapshotFigures.lastPinnedBytesMax ?? 0) >> 20) MiB at most, "
+                    + "\(engine.snapshotFigures.pinLimitStops) views stopped at the pinned limit")
         }
+
+        // The same probe for as long as the snapshot took (at most 60 s), after it: the
+        // 3 s window before is short for a p99 on a machine that other work shares.
+        let afterSeconds = min(60, max(3, Int(snapshotSeconds.rounded(.up))))
+        let after = await probeLatency(engine.registry, devices: devices, for: .seconds(afterSeconds))
+        print("latency after snapshot (\(afterSeconds) s, no snapshot): \(after)")
 
         await RegistryBenchmark.measure(
             "log records after the snapshot", count: logRecords, registry: engine.registry

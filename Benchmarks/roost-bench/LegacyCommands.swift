@@ -23,6 +23,16 @@ enum LegacyCommands {
         }
     }
 
+    static func inactivity(_ arguments: ArraySlice<String>) -> Int32 {
+        let usage = "usage: roost-bench inactivity [--devices N (1000000)]"
+        return guardedSync(arguments, usage) { () throws(UsageError) in
+            let flags = try Arguments(arguments, valued: ["--devices"], positionalAllowed: 0)
+            let devices = try value(flags, "--devices", position: 0, in: 1...devicesMax) ?? 1_000_000
+            InactivityBenchmark.run(devices: devices)
+            return 0
+        }
+    }
+
     static func apiMicro(_ arguments: ArraySlice<String>) async -> Int32 {
         let usage = "usage: roost-bench api-micro [--iterations N (200000)]   (or: api-micro ITERATIONS)"
         return await guarded(arguments, usage) { () async throws(UsageError) in

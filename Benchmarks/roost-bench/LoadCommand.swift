@@ -61,6 +61,8 @@ struct LoadOptions {
           --android P                  percent of devices on FCM (40; barua: 0)
           --tags N                     tags per registration (2; barua, nativenotify: 0)
           --dialect D                  native | barua | nativenotify | connect (native)
+          --batch N                    register operations sent N per POST /v1/devices/batch (1: one
+                                       POST /v1/devices each); each item's status is checked (native)
           --app ID                     the app id (nativenotify without --setup)
           --bundle-id B                the APNs bundle id (barua; com.example.roostbench)
           --out FILE.json              config, machine, Roost version, per-second series, histogram
@@ -76,7 +78,7 @@ struct LoadOptions {
             valued: [
                 "--url", "--key", "--admin-key", "--connections", "--threads", "--seconds", "--requests", "--rate",
                 "--mix", "--tokens", "--people", "--android", "--tags", "--dialect", "--app", "--bundle-id", "--out",
-                "--plot", "--seed", "--drain", "--tick-us", "--roost-bin", "--label",
+                "--plot", "--seed", "--drain", "--tick-us", "--roost-bin", "--label", "--batch",
             ],
             switches: ["--setup", "--quiet", "--any-2xx"])
         var options = LoadOptions()
@@ -146,6 +148,10 @@ struct LoadOptions {
                 throw UsageError("--bundle-id \(bundle): expected a bundle id such as com.example.app")
             }
             options.shape.bundleID = bundle
+        }
+        if let batch = try flags.int("--batch", in: 1...WorkloadShape.batchMax) {
+            guard dialect == .native || batch == 1 else { throw UsageError("--batch is for --dialect native") }
+            options.shape.batch = batch
         }
         if let seed = try flags.int("--seed", in: 0...Int.max) { options.seed = UInt64(seed) }
         options.drainSeconds = try flags.double("--drain", in: 0.1...3600) ?? 5

@@ -248,6 +248,33 @@ enum RequestBytes {
         firstStringMember(needle: Array("\"\(name)\":\"".utf8), in: body)
     }
 
+    /// The status of the next `"status":N` member at or after `from`, and
+    /// the offset after it; nil when there is none (a batch answer's results).
+    static func nextStatus(in body: UnsafeRawBufferPointer, from: Int) -> (status: Int, end: Int)? {
+        let needle = statusNeedle
+        var index = from
+        while index + needle.count + 3 <= body.count {
+            var matched = true
+            for offset in 0..<needle.count where body[index + offset] != needle[offset] {
+                matched = false
+                break
+            }
+            if matched {
+                var status = 0
+                var end = index + needle.count
+                while end < body.count, body[end] >= UInt8(ascii: "0"), body[end] <= UInt8(ascii: "9"), status < 1000 {
+                    status = status * 10 + Int(body[end] - UInt8(ascii: "0"))
+                    end += 1
+                }
+                return (status, end)
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    static let statusNeedle = Array(#""status":"#.utf8)
+
     /// The needle of `"id":"`, built once (every registration answer is searched for it).
     static let idNeedle = Array(#""id":""#.utf8)
 

@@ -31,6 +31,12 @@ struct WorkloadShape: Sendable {
     /// Connect: the identity token of each person, by index.
     var identityTokens: [String] = []
     var threads = 1
+    /// Registrations per `POST /v1/devices/batch` request (`--batch`); 1:
+    /// each registration is its own `POST /v1/devices` (native dialect only).
+    var batch = 1
+
+    /// The most registrations per batch request (spec §7: 1,000).
+    static let batchMax = 1_000
 
     /// The most tags a registration carries (`--tags`).
     static let tagsMax = 16
@@ -98,7 +104,23 @@ struct MixedWorkload: LoadSource {
     private let hostLine: [UInt8]
     private let keyLine: [UInt8]
 
-    var operationNames: [String] { LoadOperation.allCases.map(\.name) }
+    /// The registrations of each batch request in flight, by slot (the
+    /// ticket's subject is `-1 - slot`), and the free slots.
+    private var batches: [[BatchItem]] = []
+    private var freeBatchSlots: [Int] = []
+
+    /// One registration of a batch request: its device and what it sets.
+    private struct BatchItem {
+        var device: Int32
+        var side: UInt8
+        var generation: UInt32
+        var expected: ExpectedStatuses
+    }
+
+    /// The operation index of a batch request (after `LoadOperation`'s).
+    static let batchOperation = LoadOperation.allCases.count
+
+    var operationNames: [String] { LoadOperation.allCases.map(\.name) + ["register-batch"] }
     var exhausted: Bool { false }
 
     init(shape: WorkloadShape, thread: Int) {
@@ -136,6 +158,9 @@ struct MixedWorkload: LoadSource {
             device = drawRegistered(&random)
             if device < 0 { operation = .register }
         }
+        if operation == .register && shape.batch > 1 {
+            return nextBatch(into: &request, random: &random)
+        }
         if operation == .register {
             device = drawAny(&random)
             guard device >= 0 else { return nil }
@@ -154,7 +179,91 @@ struct MixedWorkload: LoadSource {
         return ticket
     }
 
+    /// A batch of up to `shape.batch` registrations of free devices (new or
+    /// known), each expected to answer as `POST /v1/devices` would.
+    private mutating func nextBatch(into request: inout [UInt8], random: inout SeededRandom) -> LoadTicket? {
+        var items: [BatchItem] = []
+        items.reserveCapacity(shape.batch)
+        body.removeAll(keepingCapacity: true)
+        body += #"{"devices":["#.utf8
+        for _ in 0..<shape.batch {
+            let device = drawAny(&random)
+            guard device >= 0 else { break }
+            busy[device] = true
+            let item = BatchItem(
+                device: Int32(device), side: sides[device], generation: generations[device],
+                expected: expected(.register, device))
+            if !items.isEmpty { body.append(UInt8(ascii: ",")) }
+            appendNativeBody(index(of: device), side: item.side, generation: item.generation)
+            items.append(item)
+        }
+        guard !items.isEmpty else { return nil }
+        body += "]}".utf8
+        head("POST", Self.batchPath, auth: keyLine, into: &request)
+        let slot: Int
+        if let free = freeBatchSlots.popLast() {
+            slot = free
+            batches[slot] = items
+        } else {
+            slot = batches.count
+            batches.append(items)
+        }
+        return LoadTicket(
+            operation: Self.batchOperation, subject: Int32(-1 - slot),
+            expected: shape.acceptAnySuccess ? .anySuccess : ExpectedStatuses(200))
+    }
+
+    /// Takes a batch answer: each item's status against its expectation, in
+    /// order (`{"status":N` of each result; a device's id follows its status).
+    private mutating func answeredBatch(_ ticket: LoadTicket, status: Int, body: UnsafeRawBufferPointer) -> Bool {
+        let slot = Int(-1 - ticket.subject)
+        let items = batches[slot]
+        batches[slot] = []
+        freeBatchSlots.append(slot)
+        guard ticket.expected.contains(status) else {
+            for item in items { abandonDevice(Int(item.device)) }
+            return false
+        }
+        var cursor = 0
+        var allExpected = true
+        for item in items {
+            let device = Int(item.device)
+            busy[device] = false
+            guard let (itemStatus, after) = RequestBytes.nextStatus(in: body, from: cursor) else {
+                setState(.unknown, device)
+                allExpected = false
+                continue
+            }
+            cursor = after
+            guard item.expected.contains(itemStatus) else {
+                setState(.unknown, device)
+                allExpected = false
+                continue
+            }
+            sides[device] = item.side
+            generations[device] = item.generation
+            let rest = UnsafeRawBufferPointer(rebasing: body[cursor...])
+            guard let id = RequestBytes.firstStringMember(needle: RequestBytes.idNeedle, in: rest),
+                id.count <= Self.idBytesMax
+            else {
+                setState(.unknown, device)
+                continue
+            }
+            idLengths[device] = UInt8(id.count)
+            for (offset, byte) in id.enumerated() { ids[device * Self.idBytesMax + offset] = byte }
+            setState(.registered, device)
+        }
+        return allExpected
+    }
+
+    private mutating func abandonDevice(_ device: Int) {
+        precondition(busy[device], "device \(device) abandoned with nothing in flight")
+        busy[device] = false
+        setState(.unknown, device)
+    }
+
     mutating func answered(_ ticket: LoadTicket, status: Int, body: UnsafeRawBufferPointer) -> Bool {
+        if ticket.subject < 0 { return answeredBatch(ticket, status: status, body: body) }
         let device = Int(ticket.subject)
         precondition(busy[device], "an answer for device \(device), which has nothing in flight")
         busy[device] = false
@@ -185,10 +294,14 @@ struct MixedWorkload: LoadSource {
     }
 
     mutating func abandoned(_ ticket: LoadTicket) {
-        let device = Int(ticket.subject)
-        precondition(busy[device], "device \(device) abandoned with nothing in flight")
-        busy[device] = false
-        setState(.unknown, device)
+        if ticket.subject < 0 {
+            let slot = Int(-1 - ticket.subject)
+            for item in batches[slot] { abandonDevice(Int(item.device)) }
+            batches[slot] = []
+            freeBatchSlots.append(slot)
+            return
+        }
+        abandonDevice(Int(ticket.subject))
     }
 
     /// Writes the request `operation` would send for local `device` as it
@@ -323,6 +436,7 @@ struct MixedWorkload: LoadSource {
     }
 
     private static let devicesPath = Array("/v1/devices".utf8)
+    private static let batchPath = Array("/v1/devices/batch".utf8)
     private static let feedbackPath = Array("/v1/feedback".utf8)
     private static let baruaPath = Array("/api/integrations/v1/devices".utf8)
     private static let nativeNotifyRegisterPath = Array("/api/universal/device/register".utf8)

@@ -51,6 +51,9 @@ enum Subcommands {
         Subcommand(name: "api-micro", summary: "in-process cost of the request path behind HTTP") {
             await LegacyCommands.apiMicro($0)
         },
+        Subcommand(name: "inactivity", summary: "cost of one inactivity step (spec §8) on an index of N devices") {
+            LegacyCommands.inactivity($0)
+        },
         Subcommand(name: "snapshot", summary: "populate, snapshot and time one open of a data directory") {
             await LegacyCommands.snapshot($0)
         },

@@ -64,7 +64,7 @@ done
 CLOCK_TICKS=$(getconf CLK_TCK)
 
 # A 201 body the size of roost's device answer (456 bytes).
-NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
 start_spine_roost() { # binary policy -> server_pid, port, ROOST_KEY
   start_roost "$1" "$2"
   roost_app_key 1000
@@ -149,7 +149,8 @@ for round in $(seq "$ROUNDS"); do
     measure "$variant" "$round"
     stop_server
     if [[ "$variant" == *-always ]]; then
-      per_sync=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p' "$work/roost.err")
+      per_sync=$(sed -n 's/.*wal.records_per_fdatasync=\([0-9]*\).*/\1/p; s/.*"wal.records_per_fdatasync":\([0-9]*\).*/\1/p' \
+        "$work/roost.err" | tail -1)
       echo "  ($variant: ${per_sync:-?} records per fdatasync at stop)"
     fi
   done

@@ -27,6 +27,10 @@ public final class RoostService: HTTPResponder {
     package let observer: RequestObserver
     /// `GET /metrics`, and where start-up hands it the server and recovery figures.
     package let metrics: MetricsExporter
+    /// Requests with an `Idempotency-Key` not yet answered (spec §7: 409).
+    let idempotencyInFlight = IdempotencyInFlight()
+    /// The inactivity sweep (spec §8); `roost serve` starts it once it serves.
+    package let inactivity: InactivitySweeper
 
     /// Opens the service over a recovered engine: rebuilds the catalog (apps,
     /// keys, settings, counters, identity signing keys) from the catalog
@@ -127,8 +131,11 @@ public final class RoostService: HTTPResponder {
             metrics: RequestMetrics(routes: labels + [MetricsRoutes.label], loops: registry.shardSet.loops.count),
             clock: clock,
             logger: logger, accessLog: accessLog)
+        let inactivity = InactivitySweeper(catalog: catalog, registry: registry, clock: clock, logger: logger)
+        self.inactivity = inactivity
         let metrics = MetricsExporter(
-            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock)
+            observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock,
+            inactivity: inactivity)
         self.router = Router(routes + MetricsRoutes(exporter: metrics).routes)
         precondition(
             router.routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
@@ -203,14 +210,31 @@ public final class RoostService: HTTPResponder {
     /// `exchange`.
     private func route(_ request: HTTPRequest, exchange: inout Exchange) -> RouteOutcome {
         _ = RequestAttribution.take()
+        _ = IdempotencyKeyNote.take()
         defer { exchange.app = RequestAttribution.take() }
-        do {
+        do throws(APIError) {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
             exchange.route = route.index
             let now = exchange.wallMilliseconds
             let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)
+            let idempotencyKey = Idempotency.applies(to: route) ? try Idempotency.key(request.head) : nil
             let context = RequestContext(request: request, parameters: parameters, nowMilliseconds: now, caller: caller)
-            return try route.handler(context)
+            let outcome: RouteOutcome
+            do throws(APIError) {
+                outcome = try route.handler(context)
+            } catch {
+                // With a key, a refusal of the route's own checks still meets the key's first use (422).
+                guard idempotencyKey != nil else { throw error }
+                outcome = .response(error.response)
+            }
+            // The handler only decoded: nothing is applied before the work is wrapped.
+            guard let idempotencyKey, let owner = Idempotency.owner(caller) else { return outcome }
+            let tag = IdempotencyTag(
+                owner: owner, key: idempotencyKey, digest: Idempotency.digest(request),
+                at: Timestamp(millisecondsSinceEpoch: now))
+            return Idempotency.wrap(
+                outcome, tag: tag, caller: caller,
+                gate: IdempotencyGate(inFlight: idempotencyInFlight, catalog: catalog, registry: registry))
         } catch {
             return .response(error.response)
         }

@@ -29,6 +29,10 @@ package final class DurableEngine: Sendable {
         /// since the Unix epoch: the file's modification time at start-up,
         /// then the end of each snapshot written here. Nil while there is none.
         package var lastCompletedWallMilliseconds: Int64?
+        /// Index views that passed the pinned-memory limit and were finished in shard turns.
+        package var pinLimitStops: UInt64 = 0
+        /// The most bytes one index's view pinned in the last completed snapshot.
+        package var lastPinnedBytesMax: Int?
     }
 
     /// What recovery found, for the operator (one line each).
@@ -155,15 +159,19 @@ package final class DurableEngine: Sendable {
 
     /// Writes a fuzzy snapshot: the catalog's records first (read after the
     /// start LSN is taken, so every catalog change below it is in them), then
-    /// every shard in bounded slices while writers continue, then checkpoints it (temp → fsync → rename → fsync dir →
-    /// checkpoint slot → old segments deleted). Replay from the snapshot's
-    /// start LSN makes it exact. Returns nil when nothing was appended since
-    /// the last snapshot. Counted in `snapshotFigures`.
-    package func snapshot() async throws -> SnapshotSummary? {
+    /// every index from a frozen view taken in one shard turn and encoded on
+    /// the snapshot thread while writers continue (decision 0054), then
+    /// checkpoints it (temp → fsync → rename → fsync dir → checkpoint slot →
+    /// old segments deleted). Replay from the snapshot's start LSN makes it
+    /// exact. An index whose view pins more than `pinnedBytesMax` of copied
+    /// chunks is finished in bounded slices in shard turns instead. Returns
+    /// nil when nothing was appended since the last snapshot. Counted in
+    /// `snapshotFigures`.
+    package func snapshot(pinnedBytesMax: Int = Limits.snapshotPinnedBytesMax) async throws -> SnapshotSummary? {
         let clock = ContinuousClock()
         let started = clock.now
         do {
-            guard let summary = try await writeSnapshot() else { return nil }
+            guard let (summary, pinned) = try await writeSnapshot(pinnedBytesMax: pinnedBytesMax) else { return nil }
             let duration = clock.now - started
             var now = timespec()
             clock_gettime(CLOCK_REALTIME, &now)
@@ -172,6 +180,7 @@ package final class DurableEngine: Sendable {
                 figures.lastDuration = duration
                 figures.lastBytes = summary.fileBytes
                 figures.lastRecords = summary.recordCount
+                figures.lastPinnedBytesMax = pinned
                 figures.lastCompletedWallMilliseconds = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
             }
             return summary
@@ -181,7 +190,8 @@ package final class DurableEngine: Sendable {
         }
     }
 
-    private func writeSnapshot() async throws -> SnapshotSummary? {
+    /// Returns the summary and the most bytes one index's view pinned, or nil (nothing to snapshot).
+    private func writeSnapshot(pinnedBytesMax: Int) async throws -> (SnapshotSummary, pinned: Int)? {
         var devices = 0
         for shard in registry.shardSet.shards { devices += await shard.deviceCount() }
         log.resetSnapshotTrigger()
@@ -192,10 +202,11 @@ package final class DurableEngine: Sendable {
         } catch StorageError.invalidUse {
             return nil
         }
-        // Records are encoded in the shards' turns; zstd and the file writes run
-        // on a low-priority thread so that they yield the cores to requests.
+        // Records are encoded and compressed on a low-priority thread so that
+        // they yield the cores to requests; the shards' turns only freeze views.
         let background = BackgroundSnapshotWriter(writer)
         let catalogRecords = catalogSnapshotRecords()
+        var pinnedMost = 0
         func push(_ records: [[UInt8]]) async throws {
             while !background.offer(records) {
                 if let failure = background.failure { throw failure }
@@ -206,28 +217,9 @@ package final class DurableEngine: Sendable {
             try await push(catalogRecords)
             for shard in registry.shardSet.shards {
                 for key in await shard.keys() {
-                    if let size = await shard.read(key, { (devices: $0.count, people: $0.stats().people) }) {
-                        try await push([
-                            EngineRecord.indexSize(key, devices: UInt64(size.devices), people: UInt64(size.people))
-                                .encoded()
-                        ])
-                    }
-                    try await push(await shard.snapshotHeader(key))
-                    var personSlot: UInt32 = 0
-                    while true {
-                        let slice = await shard.snapshotPeople(key, fromSlot: personSlot)
-                        try await push(slice.records)
-                        guard let next = slice.next else { break }
-                        personSlot = next
-                    }
-                    var after: UInt64 = 0
-                    while true {
-                        let slice = await shard.snapshotDevices(key, afterSequence: after)
-                        try await push(slice.records)
-                        guard let next = slice.next else { break }
-                        after = next
-                    }
-                    try await push(await shard.snapshotSequenceFloor(key))
+                    let pinned = try await writeIndex(
+                        key, of: shard, to: background, pinnedBytesMax: pinnedBytesMax, push: push)
+                    pinnedMost = max(pinnedMost, pinned)
                 }
             }
         } catch {
@@ -240,7 +232,77 @@ package final class DurableEngine: Sendable {
         while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
         let summary = try background.finish()
         try log.wal.checkpoint(summary)
-        return summary
+        return (summary, pinnedMost)
+    }
+
+    /// Writes one index: its size hint, settings and credentials, its people
+    /// and devices from a frozen view drained on the snapshot thread (the rest
+    /// in shard-turn slices if the view stopped at the pinned-memory limit),
+    /// and its sequence floor. Returns the bytes its view pinned.
+    private func writeIndex(
+        _ key: IndexKey, of shard: Shard, to background: BackgroundSnapshotWriter, pinnedBytesMax: Int,
+        push: ([[UInt8]]) async throws -> Void
+    ) async throws -> Int {
+        if let size = await shard.read(key, { (devices: $0.count, people: $0.stats().people) }) {
+            try await push([
+                EngineRecord.indexSize(key, devices: UInt64(size.devices), people: UInt64(size.people)).encoded()
+            ])
+        }
+        try await push(await shard.snapshotHeader(key))
+        let pin = SnapshotPin()
+        guard let view = await shard.freezeForSnapshot(key, pin: pin) else { return 0 }  // the app is gone
+        var position = IndexSnapshotSource.Position.people(fromSlot: 0)
+        do {
+            let source = IndexSnapshotSource(key: key, view: view, pin: pin, pinnedBytesMax: pinnedBytesMax)
+            while !background.offer(source: source) {
+                if let failure = background.failure { throw failure }
+                try? await Task.sleep(for: .microseconds(200))
+            }
+            while true {
+                if let returned = background.takeReturnedSource() {
+                    guard let drained = returned as? IndexSnapshotSource, drained.key == key else {
+                        preconditionFailure("snapshot thread returned another source than \(key)'s")
+                    }
+                    // After a failed write the thread hands the source back undrained, view and all.
+                    if let failure = background.failure { throw failure }
+                    precondition(drained.view == nil, "snapshot source of \(key) returned holding its view")
+                    position = drained.position
+                    if drained.stoppedAtPinLimit {
+                        snapshotFiguresState.withLock { $0.pinLimitStops += 1 }
+                        log.wal.options.log(
+                            "snapshot.warning=pinned-limit snapshot.index=\(key.app.rawValue)/\(key.mode)"
+                                + " snapshot.pinned_bytes=\(pin.pinnedBytes) snapshot.pinned_bytes_max=\(pinnedBytesMax)"
+                        )
+                    }
+                    break
+                }
+                if let failure = background.failure { throw failure }
+                try? await Task.sleep(for: .microseconds(500))
+            }
+        } catch {
+            await shard.endSnapshotSharing(key)
+            throw error
+        }
+        await shard.endSnapshotSharing(key)
+        if case .people(var personSlot) = position {
+            while true {
+                let slice = await shard.snapshotPeople(key, fromSlot: personSlot)
+                try await push(slice.records)
+                guard let next = slice.next else { break }
+                personSlot = next
+            }
+            position = .devices(afterSequence: 0)
+        }
+        if case .devices(var after) = position {
+            while true {
+                let slice = await shard.snapshotDevices(key, afterSequence: after)
+                try await push(slice.records)
+                guard let next = slice.next else { break }
+                after = next
+            }
+        }
+        try await push(await shard.snapshotSequenceFloor(key))
+        return pin.pinnedBytes
     }
 
     /// Returns the catalog's records framed as `EngineRecord.catalog` (none

@@ -6,8 +6,9 @@ import RoostStorage
 /// of this actor, so each identity rule is checked and applied with no lock
 /// and no other shard involved.
 package actor Shard {
-    /// Devices (or people) per snapshot slice: one slice is one short actor
-    /// turn (about a millisecond), so requests keep flowing between slices.
+    /// Devices (or people) per snapshot slice: one batch the snapshot thread
+    /// encodes from a frozen view, or, past the pinned-memory limit, one short
+    /// actor turn (about a millisecond), so requests keep flowing between slices.
     package static let snapshotSliceDevices = 256
     /// Registrations of one token (per app, mode and platform) a shard
     /// admits: a burst of 10, then one every 6 s. An app re-registers at
@@ -166,10 +167,18 @@ package actor Shard {
         let token: PushToken
         switch command {
         case .register(let request, _), .registerForPrincipal(let request, _, _): token = request.token
-        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .exportSlice,
-            .importRows, .reportFeedback,
-            .stats, .updateSettings, .putPerson, .getPerson, .erasePerson, .putCredential, .deleteCredential,
-            .deleteDeviceByToken, .deregisterInstallation, .deletePrincipalDevice, .custom:
+        case .idempotent(_, let inner):
+            // A keyed registration counts as one; so does a retry that will be
+            // answered from memory (the budget's burst absorbs retries).
+            return tokenRefusal(inner, on: key, now: &now)
+        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
+            .exportSlice, .importRows,
+            .registerBatch,
+            .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
+            .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
+            .deletePrincipalDevice, .answer, .lookUpAnswer, .custom:
+            // A batch is a secret key's bulk write, as the CSV import: bounded by
+            // the key's rate limit, not per token (docs/api.md, "Rate limits").
             return nil
         }
         var hasher = Hasher()
@@ -243,6 +252,18 @@ package actor Shard {
             let slice = index.snapshotDevices(afterSequence: afterSequence, limit: Shard.snapshotSliceDevices)
             return (slice.mutations.map { EngineRecord.mutation(key, $0).encoded() }, slice.next)
         } ?? ([], nil)
+    }
+
+    /// Returns a frozen view of one index for a snapshot encoded off this
+    /// shard's turns (nil when the app is gone); writes then count the
+    /// chunks they copy in `pin`. One turn, O(chunks). Decision 0054.
+    package func freezeForSnapshot(_ key: IndexKey, pin: SnapshotPin) -> IndexSnapshotView? {
+        table.withIndex(key) { $0.freezeForSnapshot(pin: pin) }
+    }
+
+    /// Forgets an index's snapshot sharing marks once its view is dropped.
+    package func endSnapshotSharing(_ key: IndexKey) {
+        _ = table.withIndex(key) { $0.endSnapshotSharing() }
     }
 
     /// Returns the record that keeps deleted device ids from being reused.

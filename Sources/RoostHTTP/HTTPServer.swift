@@ -89,6 +89,14 @@ public final class HTTPServer: Sendable {
     /// Open connections across all loops (for tests and metrics).
     public var openConnections: Int { shared.openConnections }
 
+    /// Connections registered on their loops that have not sent a byte yet,
+    /// summed over the loops (for tests). A connection accepted by one loop
+    /// and handed to another is counted in `openConnections` at once but here
+    /// only once its loop has taken it.
+    package var silentConnections: Int {
+        state.withLock { $0.mailboxes }.reduce(0) { $0 + $1.silentConnections.load(ordering: .relaxed) }
+    }
+
     /// Connections and refusals since start, summed over the loops (a scrape).
     public var statistics: HTTPServerStatistics { shared.statistics }
 

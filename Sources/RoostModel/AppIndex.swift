@@ -17,6 +17,8 @@ package struct AppIndex: Sendable {
     package internal(set) var credentials: [CredentialKey: APNsCredential]
     /// The devices, people and their indexes.
     var store: DeviceStore
+    /// The answers remembered for idempotency keys (spec §7).
+    package internal(set) var remembered = RememberedAnswers()
 
     /// An empty index with default settings.
     package init(appID: AppID, mode: AppMode, settings: AppSettings = .defaults) {
@@ -53,11 +55,12 @@ package struct AppIndex: Sendable {
     }
 
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`; never touches `last_seen_at`.
+    /// With `ifMatch`, 412 unless the device's version satisfies it (spec §7).
     /// Its history events are at `now`.
     package mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, at now: Timestamp
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
-        store.patchDevice(id, tags: change, optedIn: optedIn, at: now)
+        store.patchDevice(id, tags: change, optedIn: optedIn, ifMatch: ifMatch, at: now)
     }
 
     /// Adds one strike to a device (rule 6).
@@ -74,7 +77,18 @@ package struct AppIndex: Sendable {
 
     /// `DELETE /v1/devices/{id}`.
     package mutating func deleteDevice(_ id: DeviceID) -> Removal {
-        store.deleteDevice(id)
+        switch store.deleteDevice(id, ifMatch: nil) {
+        case .success(let removal): return removal
+        case .failure(let rejection): preconditionFailure("an unconditional delete was rejected: \(rejection)")
+        }
+    }
+
+    /// `DELETE /v1/devices/{id}` with `If-Match` (spec §7): 412 unless the
+    /// device's version satisfies it; an unknown id is `deleted: false`.
+    package mutating func deleteDevice(
+        _ id: DeviceID, ifMatch: VersionCondition?
+    ) -> Result<Removal, RegistryRejection> {
+        store.deleteDevice(id, ifMatch: ifMatch)
     }
 
     /// Deletes the device of an installation, when `owner` (if given) holds it.
@@ -133,6 +147,10 @@ package struct AppIndex: Sendable {
     package func listDevices(_ query: DeviceQuery) -> Result<DevicePage, RegistryRejection> {
         store.listDevices(query)
     }
+    /// `GET /v1/people` (see `DeviceStore.listPeople`).
+    package func listPeople(fromSlot: UInt32, limit: Int) -> Result<PeoplePage, RegistryRejection> {
+        store.listPeople(fromSlot: fromSlot, limit: limit)
+    }
     /// Calls `body` with every device in creation order. O(devices).
     package func forEachDevice(_ body: (Device) -> Void) { store.forEachDevice(body) }
     /// Returns every known person, by external id.
@@ -161,6 +179,9 @@ package struct AppIndex: Sendable {
         case .deviceSequenceFloor(let floor): store.applySequenceFloor(floor)
         case .deviceHistory(let id, let firstOrdinal, let events):
             try store.applyDeviceHistory(id, firstOrdinal: firstOrdinal, events: events)
+        case .rememberedAnswerPart(let owner, let key, let bytes):
+            try remembered.applyPart(RememberedAnswers.Name(owner: owner, key: key), bytes: bytes)
+        case .rememberedAnswer(let seal): try remembered.applySeal(seal)
         }
     }
 
@@ -205,14 +226,16 @@ package struct AppIndex: Sendable {
         snapshotSettingsAndCredentials() + store.allPeople().map { .personUpsert($0) }
     }
 
-    /// The small, non-sliced part of a snapshot: settings and credentials.
-    /// O(credentials log credentials).
+    /// The non-sliced part of a snapshot: settings, credentials and the
+    /// remembered answers of idempotency keys, oldest first (bounded by
+    /// `IdempotencyLimits.bytesPerIndexMax`). O(credentials log credentials
+    /// + remembered bytes).
     package func snapshotSettingsAndCredentials() -> [Mutation] {
         var result: [Mutation] = [.settings(settings)]
         for key in credentials.keys.sorted() {
             if let credential = credentials[key] { result.append(.credentialUpsert(credential)) }
         }
-        return result
+        return result + remembered.snapshotMutations()
     }
 
     /// One bounded slice of a snapshot's devices (`DeviceStore.snapshotDevices`).

@@ -12,12 +12,12 @@ package enum Command: Sendable {
     case register(RegisterRequest, at: Timestamp)
     /// `GET /v1/devices/{id}`.
     case getDevice(DeviceID)
-    /// `PATCH /v1/devices/{id}`.
-    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, at: Timestamp)
+    /// `PATCH /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
+    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, ifMatch: VersionCondition?, at: Timestamp)
     /// `GET /v1/devices/{id}/history` (`Outcome.history`).
     case deviceHistory(DeviceID)
-    /// `DELETE /v1/devices/{id}`.
-    case deleteDevice(DeviceID)
+    /// `DELETE /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
+    case deleteDevice(DeviceID, ifMatch: VersionCondition? = nil)
     /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
     case listDevices(DeviceQuery)
     /// `GET /v1/devices/export`: up to `limit` devices created after
@@ -26,11 +26,20 @@ package enum Command: Sendable {
     /// `POST /v1/devices/import`: one batch of CSV rows, registered in order
     /// as `register` would (`Outcome.imported`).
     case importRows([ImportRow], at: Timestamp)
+    /// `POST /v1/devices/batch`: registrations applied in order in one turn,
+    /// each as `register` would apply it alone (`Outcome.batch`).
+    case registerBatch([RegisterRequest], at: Timestamp)
     /// `POST /v1/feedback`: a provider reports `token` dead (`Outcome.feedback`).
     case reportFeedback(token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at: Timestamp)
     /// `GET /v1/stats`, the counts of `GET /v1/apps/{app}` and Native Notify's
     /// health (`Outcome.stats`).
     case stats
+    /// `GET /v1/devices/inactive`: one bounded preview step, changing nothing;
+    /// at most `keep` of the oldest matches come back (`Outcome.inactivePreview`).
+    case previewInactive(InactivityStep, keep: Int)
+    /// The sweep and `POST /v1/devices/inactive/invalidate`: one bounded step
+    /// that invalidates with reason `Inactive` at `at` (`Outcome.inactiveInvalidated`).
+    case invalidateInactive(InactivityStep, at: Timestamp)
     /// `PATCH /v1/apps/{app}` settings, sent to each mode (`Outcome.settings`).
     case updateSettings(AppSettings)
     /// `PUT /v1/people/{external_id}` (`Outcome.personPut`).
@@ -39,6 +48,8 @@ package enum Command: Sendable {
     case getPerson(ExternalID)
     /// `GET /v1/people/{external_id}/export` (`Outcome.personExport`).
     case exportPerson(ExternalID)
+    /// `GET /v1/people`: one page from a slot on (`Outcome.peoplePage`).
+    case listPeople(fromSlot: UInt32, limit: Int)
     /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
     /// person is `removed(deleted: false, devicesRemoved: 0)`).
     case erasePerson(ExternalID)
@@ -61,6 +72,20 @@ package enum Command: Sendable {
     /// installation's device only when it belongs to `owner`, then forgets a
     /// guest owner left without devices (`Outcome.deleted`).
     case deletePrincipalDevice(InstallationID, owner: ExternalID)
+    /// A write sent with an `Idempotency-Key` (spec §7): the answer
+    /// remembered for the tag's owner and key is given again
+    /// (`Outcome.replayed`, nothing applied), or `idempotencyKeyReused` for
+    /// another request's digest; else `command` runs and its outcome is
+    /// remembered in the same append as its mutations (`RememberedAnswers`).
+    indirect case idempotent(IdempotencyTag, Command)
+    /// An answer a route made without the engine (an identity token it
+    /// minted, an import's summary), sent inside `idempotent` to be
+    /// remembered: changes nothing (`Outcome.answered`).
+    case answer(status: Int, body: [UInt8])
+    /// Looks up the answer remembered for the tag without running anything:
+    /// `replayed`, `idempotencyKeyReused` or `notRemembered` (a CSV import
+    /// asks before it starts; decision 0050).
+    case lookUpAnswer(IdempotencyTag)
     /// A function run in the shard's turn: tools and tests only
     /// (`Registry.perform`), never a route. The request path asserts that no
     /// route emits it (`RoostService`), so what crosses from a loop to a shard
@@ -69,8 +94,11 @@ package enum Command: Sendable {
 
     /// True for `custom`: work that is a closure, not a value.
     package var isCustom: Bool {
-        if case .custom = self { return true }
-        return false
+        switch self {
+        case .custom: true
+        case .idempotent(_, let inner): inner.isCustom
+        default: false
+        }
     }
 }
 
@@ -105,10 +133,16 @@ package indirect enum Outcome: Sendable {
     case deviceSlice(devices: [Device], next: UInt64?)
     /// One import batch: what its rows did.
     case imported(ImportBatch)
+    /// A registration batch: one `registered` or `rejected` per request, in order.
+    case batch([Outcome])
     /// What provider feedback did.
     case feedback(FeedbackResult)
     /// The counts of the index.
     case stats(RegistryStats)
+    /// One inactivity preview step.
+    case inactivePreview(InactivePreviewSlice)
+    /// One inactivity invalidation step.
+    case inactiveInvalidated(InactiveInvalidationSlice)
     /// The index now holds these settings.
     case settings(AppSettings)
     /// A person made known (`created`) or already known.
@@ -119,6 +153,8 @@ package indirect enum Outcome: Sendable {
     case history([HistoryEvent])
     /// A person's devices, each with its history (spec §10).
     case personExport(PersonExport)
+    /// A page of the people listing.
+    case peoplePage(PeoplePage)
     /// A credential as it is stored now.
     case credential(APNsCredential)
     /// Native Notify's deregister: whether the device was removed, and how
@@ -126,6 +162,15 @@ package indirect enum Outcome: Sendable {
     case deregistered(removed: Bool, tokensRemoved: Int)
     /// A rule of the model refused the command; nothing changed.
     case rejected(RegistryRejection)
+    /// The remembered first answer to an `Idempotency-Key`; nothing was applied.
+    case replayed(Outcome)
+    /// The `Idempotency-Key` was first used for another request (method,
+    /// path or body); nothing was applied (422 `idempotency_key_reused`).
+    case idempotencyKeyReused
+    /// No answer is remembered for the key (`Command.lookUpAnswer`).
+    case notRemembered
+    /// A route's own answer (`Command.answer`): its status and JSON body.
+    case answered(status: Int, body: [UInt8])
     /// The value a `Command.custom` returned (tools and tests only).
     case custom(any Sendable)
     /// Records the caller appended itself (a catalog change) are acknowledged.
@@ -149,17 +194,19 @@ extension AppIndex {
         case .getDevice(let id):
             guard let found = device(id) else { return (.rejected(.deviceNotFound), []) }
             return (.device(found), [])
-        case .patchDevice(let id, let tags, let optedIn, let now):
-            switch patchDevice(id, tags: tags, optedIn: optedIn, at: now) {
+        case .patchDevice(let id, let tags, let optedIn, let ifMatch, let now):
+            switch patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: ifMatch, at: now) {
             case .success(let change): return (.device(change.device), change.mutations)
             case .failure(let rejection): return (.rejected(rejection), [])
             }
         case .deviceHistory(let id):
             guard let events = history(id) else { return (.rejected(.deviceNotFound), []) }
             return (.history(events), [])
-        case .deleteDevice(let id):
-            let removal = deleteDevice(id)
-            return (.deleted(removal.deleted), removal.mutations)
+        case .deleteDevice(let id, let ifMatch):
+            switch deleteDevice(id, ifMatch: ifMatch) {
+            case .success(let removal): return (.deleted(removal.deleted), removal.mutations)
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
         case .listDevices(let query):
             switch listDevices(query) {
             case .success(let page): return (.devicePage(page), [])
@@ -170,11 +217,18 @@ extension AppIndex {
         case .importRows(let rows, let now):
             let (batch, mutations) = importRows(rows, at: now)
             return (.imported(batch), mutations)
+        case .registerBatch(let requests, let now):
+            return registerBatch(requests, at: now)
         case .reportFeedback(let token, let reason, let reportedAt, let now):
             let (result, mutations) = invalidate(token: token, reason: reason, reportedAt: reportedAt, at: now)
             return (.feedback(result), mutations)
         case .stats:
             return (.stats(stats()), [])
+        case .previewInactive(let step, let keep):
+            return (.inactivePreview(previewInactive(step, keep: keep)), [])
+        case .invalidateInactive(let step, let now):
+            let (slice, mutations) = invalidateInactive(step, at: now)
+            return (.inactiveInvalidated(slice), mutations)
         case .updateSettings(let newSettings):
             switch updateSettings(newSettings) {
             case .success(let mutations): return (.settings(settings), mutations)
@@ -189,6 +243,11 @@ extension AppIndex {
         case .exportPerson(let externalID):
             guard let found = exportPerson(externalID) else { return (.rejected(.personNotFound), []) }
             return (.personExport(found), [])
+        case .listPeople(let fromSlot, let limit):
+            switch listPeople(fromSlot: fromSlot, limit: limit) {
+            case .success(let page): return (.peoplePage(page), [])
+            case .failure(let rejection): return (.rejected(rejection), [])
+            }
         case .erasePerson(let externalID):
             switch erasePerson(externalID) {
             case .success(let removal):
@@ -210,9 +269,59 @@ extension AppIndex {
             return registerForPrincipal(request, owner: owner, at: now)
         case .deletePrincipalDevice(let installation, let owner):
             return deletePrincipalDevice(installation, owner: owner)
+        case .idempotent(let tag, let inner):
+            return executeIdempotent(tag, inner)
+        case .answer(let status, let body):
+            return (.answered(status: status, body: body), [])
+        case .lookUpAnswer(let tag):
+            return (lookUpAnswer(tag), [])
         case .custom(let work):
             let (value, mutations) = work.run(&self)
             return (.custom(value), mutations)
         }
+    }
+}
+
+extension AppIndex {
+    /// `Command.idempotent`: replays, refuses or runs and remembers (spec §7).
+    /// A command whose outcome no write has (a read) runs unremembered.
+    /// O(1) plus the command and the bytes of its encoded outcome.
+    mutating func executeIdempotent(_ tag: IdempotencyTag, _ command: Command) -> (Outcome, [Mutation]) {
+        precondition(!command.isIdempotent, "an idempotent command inside another")
+        let name = tag.name
+        switch lookUpAnswer(tag) {
+        case .notRemembered: break
+        case let found: return (found, [])
+        }
+        let (outcome, mutations) = execute(command)
+        guard let encoded = OutcomeCodec.encode(outcome) else { return (outcome, mutations) }
+        remembered.remember(name, digest: tag.digest, at: tag.at, encoded: encoded)
+        return (
+            outcome, mutations + RememberedAnswers.mutations(name, digest: tag.digest, at: tag.at, encoded: encoded)
+        )
+    }
+}
+
+extension AppIndex {
+    /// `replayed` with the outcome remembered for the tag's (owner, key)
+    /// within its 24 hours, `idempotencyKeyReused` when it answered another
+    /// request's digest, else `notRemembered`. O(1) plus decoding.
+    func lookUpAnswer(_ tag: IdempotencyTag) -> Outcome {
+        guard let entry = remembered.lookup(tag.name, at: tag.at) else { return .notRemembered }
+        guard entry.digest == tag.digest else { return .idempotencyKeyReused }
+        do throws(ByteDecodingError) {
+            return .replayed(try OutcomeCodec.decode(entry.encoded))
+        } catch {
+            // Encoded here, or read back from a log record whose checksum held.
+            preconditionFailure("a remembered answer does not decode: \(error)")
+        }
+    }
+}
+
+extension Command {
+    /// True for `idempotent`.
+    package var isIdempotent: Bool {
+        if case .idempotent = self { return true }
+        return false
     }
 }

@@ -28,6 +28,12 @@ package struct Device: Hashable, Sendable {
     package var invalidatedAt: Timestamp?
     package var invalidationReason: InvalidationReason?
     package var strikes: UInt32
+    /// Spec §7: 1 at creation, +1 on every change of any other stored field
+    /// (`DeviceVersion.next`); the API's `ETag` and `If-Match` compare it.
+    package var version: UInt32
+    /// Spec §7: the highest `client_sequence` a registration of this device
+    /// carried and that was accepted; nil until one carries one.
+    package var clientSequence: UInt64?
 
     package var platform: Platform { id.platform }
     package var mode: AppMode { id.mode }
@@ -55,10 +61,20 @@ package struct Device: Hashable, Sendable {
         self.invalidatedAt = nil
         self.invalidationReason = nil
         self.strikes = 0
+        self.version = 1
+        self.clientSequence = nil
+    }
+
+    /// Whether `other` holds the same stored fields as this device, whatever
+    /// either's `version` (the test of "a change" that bumps the version).
+    package func hasSameFields(as other: Device) -> Bool {
+        var other = other
+        other.version = version
+        return self == other
     }
 
     /// Returns the first broken invariant of a stored device, or nil (used by `apply` and the codec).
-    func violation() -> String? {
+    package func violation() -> String? {
         if let token, token.platform != platform { return "token platform differs from the device's" }
         if !environment.isAllowed(for: platform) { return "android device with sandbox environment" }
         if (invalidatedAt == nil) != (invalidationReason == nil) { return "invalidated_at and reason disagree" }
@@ -69,27 +85,67 @@ package struct Device: Hashable, Sendable {
         if let value = timezone, value.utf8.count > Limits.timezoneBytesMax { return "timezone too long" }
         if let value = locale, value.utf8.count > Limits.localeBytesMax { return "locale too long" }
         if tags.count > Limits.tagKeysMax || tags.byteCount > Limits.tagBytesMax { return "tags over limits" }
+        if version == 0 { return "version 0" }
+        if let clientSequence, clientSequence > Limits.clientSequenceMax { return "client_sequence over 2^53 - 1" }
         return nil
     }
 }
 
-/// Per-app settings (spec §3). Both modes of an app carry the same settings; the
-/// engine applies a settings change to both of its indexes.
+/// Spec §7 device versions: how a change moves the number on.
+package enum DeviceVersion {
+    /// The version after `version`: +1, and from `Limits.deviceVersionMax` back to 1 (never 0).
+    package static func next(_ version: UInt32) -> UInt32 {
+        precondition(version >= 1, "device version 0")
+        return version == Limits.deviceVersionMax ? 1 : version + 1
+    }
+}
+
+/// The `If-Match` condition of `PATCH` and `DELETE /v1/devices/{id}` (spec §7,
+/// RFC 9110 §13.1.1), parsed by the API: the device's current version must be
+/// one of `versions`, or, for `*`, the device must merely exist.
+package enum VersionCondition: Hashable, Sendable {
+    /// `If-Match: *`.
+    case anyVersion
+    /// A list of strong entity tags that spell versions; a list whose tags
+    /// all spell no version (weak, not a canonical number) is empty and never matches.
+    case oneOf([UInt32])
+
+    /// Whether a device at `version` satisfies the condition.
+    package func isMet(byVersion version: UInt32) -> Bool {
+        switch self {
+        case .anyVersion: true
+        case .oneOf(let versions): versions.contains(version)
+        }
+    }
+}
+
+/// Per-app settings (spec §3, §8). Both modes of an app carry the same settings;
+/// the engine applies a settings change to both of its indexes.
 package struct AppSettings: Hashable, Sendable {
     package var maxDevicesPerPerson: Int
     package var requireKnownPerson: Bool
+    /// `inactive_after_days` (spec §8): a device not seen for this many days is
+    /// invalidated with reason `Inactive` by the server's sweep; nil: off.
+    package var inactiveAfterDays: Int?
 
     package static let defaults = AppSettings(
         maxDevicesPerPerson: Limits.maxDevicesPerPersonDefault, requireKnownPerson: false)
 
-    package init(maxDevicesPerPerson: Int, requireKnownPerson: Bool) {
+    package init(maxDevicesPerPerson: Int, requireKnownPerson: Bool, inactiveAfterDays: Int? = nil) {
         self.maxDevicesPerPerson = maxDevicesPerPerson
         self.requireKnownPerson = requireKnownPerson
+        self.inactiveAfterDays = inactiveAfterDays
     }
 
     /// Returns the first field out of range, as a rejection, or nil.
     package func validationError() -> RegistryRejection? {
-        Limits.maxDevicesPerPersonRange.contains(maxDevicesPerPerson) ? nil : .invalidField("max_devices_per_person")
+        guard Limits.maxDevicesPerPersonRange.contains(maxDevicesPerPerson) else {
+            return .invalidField("max_devices_per_person")
+        }
+        if let days = inactiveAfterDays, !Limits.inactiveAfterDaysRange.contains(days) {
+            return .invalidField("inactive_after_days")
+        }
+        return nil
     }
 }
 

@@ -113,6 +113,9 @@ package struct InvalidationReason: Hashable, Sendable, CustomStringConvertible {
     package static let superseded = InvalidationReason(unchecked: "Superseded")
     /// A device evicted for failing too often (Native Notify's dead flag), set by `recordStrike`'s caller.
     package static let dead = InvalidationReason(unchecked: "Dead")
+    /// Not seen for longer than the app's `inactive_after_days`, or an operator's
+    /// `older_than_days` (spec §8). Cleared by a registration like any reason.
+    package static let inactive = InvalidationReason(unchecked: "Inactive")
 
     /// Validates 1 to 64 bytes of printable ASCII; 400 `invalid_field` (`reason`) otherwise.
     package init(_ rawValue: String) throws(RegistryRejection) {

@@ -27,4 +27,10 @@ package enum Mutation: Hashable, Sendable {
     /// `firstOrdinal + 1`, …: what one change of the device added, or part of a
     /// snapshot's copy. Replay is idempotent by ordinal (`DeviceHistoryStore`).
     case deviceHistory(DeviceID, firstOrdinal: UInt64, events: [HistoryEvent])
+    /// Part of a remembered answer's encoded outcome (`OutcomeCodec`); the
+    /// parts of one answer are consecutive and its seal follows them.
+    case rememberedAnswerPart(owner: IdempotencyOwner, key: IdempotencyKey, bytes: [UInt8])
+    /// The remembered answer whose parts came just before is complete: an
+    /// `Idempotency-Key`'s first answer (spec §7).
+    case rememberedAnswer(RememberedAnswerSeal)
 }

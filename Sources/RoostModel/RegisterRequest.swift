@@ -65,6 +65,13 @@ package struct RegisterRequest: Hashable, Sendable {
         get { extras.value.maxDevicesPerPersonOverride }
         set { updateExtras { $0.maxDevicesPerPersonOverride = newValue } }
     }
+    /// Spec §7 ordered registration: nil skips the check; a value must be
+    /// above the stored one of every device the request names (docs/model.md).
+    /// 0 to `Limits.clientSequenceMax`.
+    package var clientSequence: UInt64? {
+        get { extras.value.clientSequence }
+        set { updateExtras { $0.clientSequence = newValue } }
+    }
 
     package var platform: Platform { token.platform }
 
@@ -99,6 +106,7 @@ package struct RegisterRequest: Hashable, Sendable {
         var pushPermission: FieldChange<Bool> = .keep
         var requireCredential = false
         var maxDevicesPerPersonOverride: Int?
+        var clientSequence: UInt64?
     }
 
     /// `Extras` behind one reference; compared and hashed by value. Sendable as an
@@ -118,6 +126,9 @@ package struct RegisterRequest: Hashable, Sendable {
     /// Returns the first field out of bounds, or nil. Does not look at stored state.
     func validationError() -> RegistryRejection? {
         if let environment, !environment.isAllowed(for: platform) { return .invalidEnvironment }
+        if let sequence = clientSequence, sequence > Limits.clientSequenceMax {
+            return .invalidField("client_sequence")
+        }
         if let limit = maxDevicesPerPersonOverride, !Limits.maxDevicesPerPersonRange.contains(limit) {
             return .invalidField("max_devices_per_person")
         }

@@ -32,6 +32,12 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// without that device's `device_id` + `installation_secret` proof (spec §12).
     /// 409 `installation_proof_required`.
     case installationProofRequired
+    /// A registration whose `client_sequence` is not above the stored one of a
+    /// device it names (spec §7). 409 `stale_registration`.
+    case staleRegistration(stored: UInt64)
+    /// An `If-Match` that the device's current version does not satisfy
+    /// (spec §7). 412 `precondition_failed`; the message holds the version.
+    case preconditionFailed(currentVersion: UInt32)
     /// 404 `device_not_found`.
     case deviceNotFound
     /// 404 `person_not_found`.
@@ -40,6 +46,13 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// rate (a client looping on registration); nothing changed.
     /// 429 `rate_limited` with `Retry-After: retryAfterSeconds` (≥ 1).
     case tokenRateLimited(retryAfterSeconds: Int)
+    /// An NDJSON import line names something this index already holds: its
+    /// `id` (`device_id_taken`), `token` (`token_taken`) or `installation_id`
+    /// (`installation_id_taken`). 409.
+    case alreadyTaken(field: String)
+    /// An NDJSON import line would give its person more devices than
+    /// `max_devices_per_person` (an import never evicts). 409 `person_device_limit`.
+    case personDeviceLimit
 
     /// The stable error code of the API envelope.
     package var code: String {
@@ -56,9 +69,13 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .credentialNotFound: "notification_app_not_found"
         case .deviceIdentityConflict: "device_identity_conflict"
         case .installationProofRequired: "installation_proof_required"
+        case .staleRegistration: "stale_registration"
+        case .preconditionFailed: "precondition_failed"
         case .deviceNotFound: "device_not_found"
         case .personNotFound: "person_not_found"
         case .tokenRateLimited: "rate_limited"
+        case .alreadyTaken(let field): field == "id" ? "device_id_taken" : field + "_taken"
+        case .personDeviceLimit: "person_device_limit"
         }
     }
 
@@ -69,7 +86,10 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .invalidField, .invalidTags, .tagsTooLarge:
             400
         case .deviceNotFound, .personNotFound: 404
-        case .unknownIdentity, .credentialNotFound, .installationProofRequired: 409
+        case .unknownIdentity, .credentialNotFound, .installationProofRequired, .staleRegistration, .alreadyTaken,
+            .personDeviceLimit:
+            409
+        case .preconditionFailed: 412
         case .deviceIdentityConflict: 422
         case .tokenRateLimited: 429
         }
@@ -79,7 +99,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     package var field: String? {
         switch self {
         case .missingField(let name), .invalidField(let name): name
-        case .deviceIdentityConflict(let name): name
+        case .deviceIdentityConflict(let name), .alreadyTaken(let name): name
+        case .personDeviceLimit: "external_id"
         case .invalidPlatform: "platform"
         case .invalidEnvironment: "environment"
         case .invalidTokenFormat, .unsupportedTokenType: "token"
@@ -87,7 +108,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .unknownIdentity: "external_id"
         case .credentialNotFound: "bundle_id"
         case .installationProofRequired: "installation_id"
-        case .deviceNotFound, .personNotFound, .tokenRateLimited: nil
+        case .staleRegistration: "client_sequence"
+        case .deviceNotFound, .personNotFound, .preconditionFailed, .tokenRateLimited: nil
         }
     }
 
@@ -108,9 +130,14 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .installationProofRequired:
             "this installation_id belongs to a device registered with an installation_secret; send its device_id "
                 + "and installation_secret, or register a new installation_id"
+        case .staleRegistration(let stored):
+            "client_sequence must be greater than \(stored), the highest this device has accepted"
+        case .preconditionFailed(let version): "If-Match does not match: the device is at version \(version)"
         case .deviceNotFound: "device not found"
         case .personNotFound: "person not found"
         case .tokenRateLimited: "this token is registered too often; retry after Retry-After seconds"
+        case .alreadyTaken(let name): "\(name) is already held in this app and mode"
+        case .personDeviceLimit: "the person already holds max_devices_per_person devices"
         }
     }
 

@@ -1,19 +1,38 @@
 import Glibc
 import RoostPlatform
 
+/// A value that produces a snapshot's encoded records in bounded batches on
+/// the snapshot thread (decision 0054): a frozen view of one index and where
+/// its encoding has got to. A value, not a closure: it crosses to the
+/// snapshot thread and comes back (`BackgroundSnapshotWriter.takeReturnedSource`)
+/// telling the engine whether it finished or stopped early.
+package protocol SnapshotRecordSource: Sendable {
+    /// Returns the next batch of encoded records, or nil when the source is
+    /// exhausted or must stop (the engine reads which from the returned value).
+    mutating func nextBatch() -> [[UInt8]]?
+}
+
 /// Compresses and writes a snapshot's records on a thread of its own at the
 /// lowest scheduling priority (nice 19), so that zstd does not take the cores
 /// from requests while a snapshot runs. The engine offers batches of encoded
-/// records; a bounded queue gives backpressure.
+/// records, or sources that encode their records on this thread too (frozen
+/// index views, decision 0054); a bounded queue gives backpressure.
 package final class BackgroundSnapshotWriter: Sendable {
-    /// Batches queued before `offer` refuses (about 256 records each).
+    /// Items (batches of about 256 records, or sources) queued before `offer` refuses.
     package static let queuedBatchesMax = 2
 
+    private enum Item: Sendable {
+        case records([[UInt8]])
+        case source(any SnapshotRecordSource)
+    }
+
     private struct State {
-        var batches: [[[UInt8]]] = []
+        var items: [Item] = []
         var closed = false
         var done = false
         var failure: StorageError?
+        /// Sources the thread has drained (or stopped), in order, until taken.
+        var returned: [any SnapshotRecordSource] = []
     }
 
     /// The writer is touched only by the background thread until it has
@@ -36,23 +55,37 @@ package final class BackgroundSnapshotWriter: Sendable {
             // Linux keeps the nice value per thread: this lowers only this one.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             while true {
-                let batches = state.waitFor { state -> (result: [[[UInt8]]]?, deadline: UInt64?) in
-                    if !state.batches.isEmpty {
-                        defer { state.batches.removeAll(keepingCapacity: true) }
-                        return (state.batches, nil)
+                let items = state.waitFor { state -> (result: [Item]?, deadline: UInt64?) in
+                    if !state.items.isEmpty {
+                        defer { state.items.removeAll(keepingCapacity: true) }
+                        return (state.items, nil)
                     }
                     return (state.closed ? [] : nil, nil)
                 }
-                if batches.isEmpty { break }
-                do throws(StorageError) {
-                    for batch in batches {
-                        for record in batch { try box.writer.append(record) }
+                if items.isEmpty { break }
+                for item in items {
+                    switch item {
+                    case .records(let batch):
+                        Self.write(batch, box.writer, state)
+                    case .source(var source):
+                        while state.withLock({ $0.failure == nil }), let batch = source.nextBatch() {
+                            Self.write(batch, box.writer, state)
+                        }
+                        state.withLockSignalling { $0.returned.append(source) }
                     }
-                } catch {
-                    state.withLockSignalling { $0.failure = $0.failure ?? error }
                 }
             }
             state.withLockSignalling { $0.done = true }
+        }
+    }
+
+    /// Appends a batch unless a write already failed; records the first failure.
+    private static func write(_ batch: [[UInt8]], _ writer: SnapshotWriter, _ state: ConditionLock<State>) {
+        guard state.withLock({ $0.failure == nil }) else { return }
+        do throws(StorageError) {
+            for record in batch { try writer.append(record) }
+        } catch {
+            state.withLockSignalling { $0.failure = $0.failure ?? error }
         }
     }
 
@@ -60,12 +93,29 @@ package final class BackgroundSnapshotWriter: Sendable {
     /// a write already failed.
     package func offer(_ records: [[UInt8]]) -> Bool {
         if records.isEmpty { return true }
-        return state.withLockSignalling { state in
-            guard state.failure == nil, state.batches.count < Self.queuedBatchesMax else { return false }
+        return enqueue(.records(records))
+    }
+
+    /// Queues a source, drained on the snapshot thread after what is queued
+    /// before it; false when the queue is full or a write already failed. The
+    /// source comes back through `takeReturnedSource` once drained or stopped
+    /// (also after a failed write).
+    package func offer(source: any SnapshotRecordSource) -> Bool {
+        enqueue(.source(source))
+    }
+
+    private func enqueue(_ item: Item) -> Bool {
+        state.withLockSignalling { state in
+            guard state.failure == nil, state.items.count < Self.queuedBatchesMax else { return false }
             precondition(!state.closed, "offer after close")
-            state.batches.append(records)
+            state.items.append(item)
             return true
         }
+    }
+
+    /// The oldest source the snapshot thread has finished with, or nil.
+    package func takeReturnedSource() -> (any SnapshotRecordSource)? {
+        state.withLock { $0.returned.isEmpty ? nil : $0.returned.removeFirst() }
     }
 
     /// The first write error, if any (the engine stops offering then).

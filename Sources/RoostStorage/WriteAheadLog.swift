@@ -60,7 +60,7 @@ package final class WriteAheadLog: Sendable {
 
     package let layout: StorageLayout
     package let policy: FsyncPolicy
-    let options: StorageOptions
+    package let options: StorageOptions
     let shared: ConditionLock<Shared>
     let catalog: Mutex<Catalog>
     let segment: Mutex<OpenSegment>

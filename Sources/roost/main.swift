@@ -241,6 +241,8 @@ func serve(_ arguments: [String]) -> Never {
     }
 
     let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes)
+    // Spec §8: every InactivitySweeper.intervalDefault (5 minutes), through the log.
+    service.inactivity.start()
 
     var signals = sigset_t()
     sigemptyset(&signals)
@@ -249,10 +251,16 @@ func serve(_ arguments: [String]) -> Never {
     var received: Int32 = 0
     sigwait(&signals, &received)
     logger.info("shutdown.draining") { $0.field("signal", Int(received)) }
+    // While the loops still run: a sweep step in progress waits for its shard.
+    let sweeper = service.inactivity
+    blocking { await sweeper.stop() }
     // /readyz says so first, for a balancer polling a kept-alive connection.
     service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
+    // Every key's last use of this run reaches the log (decision 0053: the hot
+    // path logs it at most once a minute); the final snapshot and close flush it.
+    _ = service.catalog.flushKeyUsage()
     // The loops are gone: the engine's threads run the shards for the final snapshot.
     engine.registry.shardSet.startOwnThreads()
     let finalEngine = engine

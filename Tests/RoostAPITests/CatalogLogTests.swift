@@ -38,6 +38,7 @@ struct CatalogLogTests {
                 id: "ik_0123456789abcdef", secret: Array(repeating: 7, count: 32), createdAtMilliseconds: 9),
             current: true),
         .identityKeyRemoved(id: "ik_0123456789abcdef"),
+        .keyUsed(id: "key_fedcba9876543210", atMilliseconds: 1_790_000_000_456),
     ]
 
     @Test("every catalog record kind round-trips through its bytes, inside an EngineRecord too")

@@ -11,7 +11,7 @@ struct DeviceRegistrationTests {
     static let deviceFields = [
         "id", "platform", "environment", "bundle_id", "installation_id", "external_id", "created_at",
         "last_seen_at", "bound_at", "app_version", "timezone", "locale", "push_permission", "opted_in", "tags",
-        "invalidated_at", "invalidation_reason", "strikes", "mode",
+        "invalidated_at", "invalidation_reason", "strikes", "mode", "version", "client_sequence",
     ]
 
     @Test("a new token is 201 with every Device JSON field, defaults and nulls, and never the token or secret")

@@ -147,6 +147,14 @@ struct IsolationMatrixTests {
             let full = #"{"kind":"secret","mode":"live","capabilities":[\#(allCapabilities)]}"#
             let victim = try await harness.createApp("Victim")
             let secret = try await key(victim, full)
+            // A device not seen for two days, before anything that expires is
+            // minted: `POST /v1/devices/inactive/invalidate` (older_than_days 1)
+            // would invalidate it for any caller that reached the victim's index.
+            let stale = await harness.call(
+                .post, "/v1/devices", key: secret.key,
+                body: #"{"platform":"ios","token":"\#(TestTokens.apns(103))"}"#)
+            guard stale.status == 201 else { throw HarnessError(message: "stale device: \(stale.status)") }
+            harness.clock.advance(milliseconds: 2 * 86_400_000)
             let owner = try await key(victim, full).key
             let mobile = try await key(victim, #"{"kind":"mobile","mode":"live"}"#).key
             let testSecret = try await key(
@@ -263,13 +271,15 @@ struct IsolationMatrixTests {
                 #""platform":"ios","token":"\#(token)","environment":"production""#,
                 #""installation_id":"\#(Fixture.installation)","device_id":"\#(deviceID)""#,
                 #""external_id":"\#(Fixture.person)","tags":{"pwned":true},"opted_in":false"#,
-                #""provider":"apns","reason":"Unregistered""#,
+                #""provider":"apns","reason":"Unregistered","older_than_days":1"#,
                 #""settings":{"max_devices_per_person":10,"require_known_person":false}"#,
                 #""kind":"secret","capabilities":["devices:read"],"label":"matrix""#,
                 #""team_id":"TEAM-X","key_id":"KEY-X","app":"\#(Fixture.bundle)""#,
                 #""appId":\#(victim),"deviceId":"\#(Fixture.installation)","subscriberId":"\#(Fixture.person)""#,
                 #""tokens":{"apnsToken":"\#(token)"}"#,
             ]
+            // The batch's items name the victim's installation and person too.
+            members.append(#""devices":[{"# + members[0] + "," + members[1] + "," + members[2] + "}]")
             if let credential { members.append(#""appToken":"\#(credential)""#) }
             return "{" + members.joined(separator: ",") + "}"
         }
@@ -375,6 +385,7 @@ struct IsolationMatrixTests {
         #expect(changed.count >= 4, "only \(changed) changed the victim")
         #expect(changed.contains("PATCH /v1/devices/{id}"))
         #expect(changed.contains("DELETE /v1/people/{external_id}"))
+        #expect(changed.contains("POST /v1/devices/inactive/invalidate"))
     }
 
     @Test("every route declares an access the matrix derives a status for, and names only known parameters")

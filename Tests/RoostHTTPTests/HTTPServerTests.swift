@@ -244,6 +244,10 @@ struct HTTPServerTests {
             var silent: [LoopbackConnection] = []
             for _ in 0..<2 { silent.append(try LoopbackConnection(port: port)) }
             #expect(eventually { server.openConnections == 4 })
+            // Counted at the accept, but silent for eviction only once the loop
+            // it was handed to has taken it (until then a newcomer evicts the
+            // idlest connection that spoke: docs/http.md, "Abusive clients").
+            #expect(eventually { server.silentConnections == 2 })
             var newcomers: [LoopbackConnection] = []
             for index in 0..<2 {
                 let newcomer = try LoopbackConnection(port: port)

@@ -141,9 +141,15 @@ struct MutationCodecTests {
         maximal.tags = try Tags(TagsTests.tags(count: 50, bytes: 4_096).compactMapValues { $0 })
         maximal.installationID = installation(String(repeating: "🙂", count: 200))
         maximal.externalID = person(String(repeating: "🙂", count: 256))
+        maximal.version = Limits.deviceVersionMax
+        maximal.clientSequence = Limits.clientSequenceMax
+        var sequenced = minimal
+        sequenced.version = 2
+        sequenced.clientSequence = 0
         let key = CredentialKey(bundleID: try BundleID("com.example.app"), environment: .sandbox)
         return [
-            .deviceUpsert(full), .deviceUpsert(minimal), .deviceUpsert(maximal), .deviceTombstone(full.id),
+            .deviceUpsert(full), .deviceUpsert(minimal), .deviceUpsert(maximal), .deviceUpsert(sequenced),
+            .deviceTombstone(full.id),
             .personUpsert(Person(externalID: person("p"), createdAt: Timestamp(millisecondsSinceEpoch: 9))),
             .personErase(person("p")),
             .credentialUpsert(try APNsCredential(key: key, teamID: "ABCDE12345", keyID: "KEY")),
@@ -246,8 +252,10 @@ struct MutationCodecTests {
     func framingErrors() throws {
         let bytes = MutationCodec.encode(.deviceSequenceFloor(5))
         var version = bytes
-        version[0] = 2
-        #expect(throws: ByteDecodingError.unsupportedVersion(2)) { try MutationCodec.decode(version) }
+        version[0] = 3
+        #expect(throws: ByteDecodingError.unsupportedVersion(3)) { try MutationCodec.decode(version) }
+        version[0] = 0
+        #expect(throws: ByteDecodingError.unsupportedVersion(0)) { try MutationCodec.decode(version) }
         var kind = bytes
         kind[1] = 200
         #expect(throws: ByteDecodingError.unknownKind(200, offset: 1)) { try MutationCodec.decode(kind) }

@@ -7,8 +7,11 @@ import Testing
 /// docs/model.md reads: a list of devices and linear searches, no slots, no
 /// hashing, no in-place updates. Random registrations and deletions run on it
 /// and on the real `AppIndex`; after every step both must agree on the answer
-/// and on every device's token, installation id, secret, environment and
-/// invalidation.
+/// and on every device's token, installation id, secret, environment,
+/// invalidation, client sequence and version (spec §7: a registration is
+/// stale when any device it names stores a client sequence at or above its
+/// own; every registration, one second after the last, changes its target
+/// and any displaced device, and nothing else).
 struct IdentityReferenceModel {
     struct Device: Equatable {
         var id: DeviceID
@@ -17,6 +20,8 @@ struct IdentityReferenceModel {
         var secret: UInt8?
         var environment: APNsEnvironment
         var reason: InvalidationReason?
+        var clientSequence: UInt64?
+        var version: UInt32 = 1
     }
 
     /// One registration: token number, optional installation number, optional
@@ -28,10 +33,12 @@ struct IdentityReferenceModel {
         var deviceID: DeviceID?
         var secret: UInt8?
         var environment: APNsEnvironment?
+        var clientSequence: UInt64?
 
         var description: String {
             "token \(token) installation \(installation.map(String.init) ?? "-") device \(deviceID.map { "\($0.sequence)" } ?? "-") "
-                + "secret \(secret.map(String.init) ?? "-") environment \(environment?.name ?? "-")"
+                + "secret \(secret.map(String.init) ?? "-") environment \(environment?.name ?? "-") "
+                + "client_sequence \(clientSequence.map(String.init) ?? "-")"
         }
     }
 
@@ -55,6 +62,11 @@ struct IdentityReferenceModel {
         if let named, named != proven {
             if devices[named].secret != nil && named != holder { return .rejected(.installationProofRequired) }
             if proven != nil { return .rejected(.deviceIdentityConflict(field: "installation_id")) }
+        }
+        // Spec §7: every device the request names (proof, installation, token).
+        if let sequence = request.clientSequence {
+            let stored = [proven, named, holder].compactMap { $0.flatMap { devices[$0].clientSequence } }
+            if let highest = stored.max(), sequence <= highest { return .rejected(.staleRegistration(stored: highest)) }
         }
         var target: Int?
         var reassigned: Int?
@@ -83,11 +95,13 @@ struct IdentityReferenceModel {
         if let reassigned {
             devices[reassigned].token = nil
             devices[reassigned].reason = .reassigned
+            devices[reassigned].version += 1
             displaced = devices[reassigned].id
         }
         if let superseded {
             devices[superseded].secret = nil
             devices[superseded].reason = .superseded
+            devices[superseded].version += 1
             displaced = devices[superseded].id
         }
         guard let target else {
@@ -96,7 +110,8 @@ struct IdentityReferenceModel {
             devices.append(
                 Device(
                     id: id, token: request.token, installation: request.installation, secret: request.secret,
-                    environment: request.environment ?? .production, reason: nil))
+                    environment: request.environment ?? .production, reason: nil,
+                    clientSequence: request.clientSequence))
             return .registered(id: id, created: true, displaced: displaced)
         }
         devices[target].token = request.token
@@ -104,6 +119,8 @@ struct IdentityReferenceModel {
         if let secret = request.secret { devices[target].secret = secret }
         if let environment = request.environment { devices[target].environment = environment }
         devices[target].reason = nil
+        if let sequence = request.clientSequence { devices[target].clientSequence = sequence }
+        devices[target].version += 1  // last_seen_at moves on (one second per step) if nothing else
         return .registered(id: devices[target].id, created: false, displaced: displaced)
     }
 
@@ -148,12 +165,14 @@ struct IdentityReferenceModelTests {
                 }
             }
             if chance(40) { request.environment = chance(50) ? .sandbox : .production }
+            if chance(35) { request.clientSequence = UInt64(step / 4 + pick(40)) }
 
             let expected = model.register(request)
             var real = RegisterRequest(token: apnsToken(UInt64(request.token)), environment: request.environment)
             real.installationID = request.installation.map { installation("i\($0)") }
             real.deviceID = request.deviceID
             real.installationSecretDigest = request.secret.map(digest)
+            real.clientSequence = request.clientSequence
             let actual: IdentityReferenceModel.Answer
             switch harness.register(real) {
             case .success(let outcome):
@@ -173,7 +192,7 @@ struct IdentityReferenceModelTests {
         // The workload reaches every row of the table, or the test proves little.
         for answer in [
             "created", "updated", "created+displaced", "updated+displaced", "installation_proof_required",
-            "device_identity_conflict",
+            "device_identity_conflict", "stale_registration",
         ] {
             #expect(answers[answer, default: 0] >= 3, "seed \(seed): \(answer) only \(answers[answer, default: 0])×")
         }
@@ -194,6 +213,9 @@ struct IdentityReferenceModelTests {
                 device.installationSecretDigest == expected.secret.map(digest), "\(`where`): secret of \(expected.id)")
             #expect(device.environment == expected.environment, "\(`where`): environment of \(expected.id)")
             #expect(device.invalidationReason == expected.reason, "\(`where`): reason of \(expected.id)")
+            #expect(
+                device.clientSequence == expected.clientSequence, "\(`where`): client_sequence of \(expected.id)")
+            #expect(device.version == expected.version, "\(`where`): version of \(expected.id)")
         }
     }
 }

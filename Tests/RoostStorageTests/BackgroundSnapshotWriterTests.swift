@@ -50,6 +50,49 @@ struct BackgroundSnapshotWriterTests {
         #expect(try recoveredRecords(state).snapshot == records)
     }
 
+    /// A source of fixed batches that remembers how many it handed out.
+    struct CountingSource: SnapshotRecordSource {
+        var batches: [[[UInt8]]]
+        var produced = 0
+        mutating func nextBatch() -> [[UInt8]]? {
+            guard produced < batches.count else { return nil }
+            produced += 1
+            return batches[produced - 1]
+        }
+    }
+
+    @Test("a source drained on the snapshot thread lands between the batches around it, and comes back drained")
+    func sourceInOrder() async throws {
+        var random = SeededRandom(seed: testSeed(0x5EED_50C3))
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 512, payloadBytesMax: 64)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        _ = try await appendAndWait(log, [[1]]).get()
+        let records = randomPayloads(900, maxBytes: 200, &random)
+        let before = Array(records[0..<100])
+        let fromSource = stride(from: 100, to: 800, by: 70).map { Array(records[$0..<$0 + 70]) }
+        let after = Array(records[800...])
+        let writer = BackgroundSnapshotWriter(
+            try log.beginSnapshot(counts: SnapshotCounts(records: UInt64(records.count), groups: 1)))
+        while !writer.offer(before) { usleep(100) }
+        while !writer.offer(source: CountingSource(batches: fromSource)) { usleep(100) }
+        var returned: (any SnapshotRecordSource)?
+        while returned == nil {
+            returned = writer.takeReturnedSource()
+            usleep(100)
+        }
+        let drained = try #require(returned as? CountingSource)
+        #expect(drained.produced == fromSource.count)
+        #expect(writer.takeReturnedSource() == nil)
+        let summary = try Self.write(writer, [after])
+        #expect(summary.recordCount == UInt64(records.count))
+        try log.checkpoint(summary)
+        log.close()
+        let (reopened, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        defer { reopened.close() }
+        #expect(try recoveredRecords(state).snapshot == records)
+    }
+
     @Test("a failed write is reported, offers stop, and no snapshot file is left behind")
     func failedWrite() async throws {
         let fileSystem = FaultInjectingFileSystem()

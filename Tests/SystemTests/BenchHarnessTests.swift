@@ -1,4 +1,5 @@
 import Glibc
+import RoostJSON
 import RoostPlatform
 import RoostTesting
 import Testing
@@ -88,6 +89,26 @@ struct BenchHarnessTests {
         #expect(help.output.hasPrefix("usage: roost-bench \(command)"))
     }
 
+    @Test("load --batch N registers through POST /v1/devices/batch, checking each item's status")
+    func batchLoad() throws {
+        let (server, directory) = try ServeTests.start(extra: ["--fsync", "always"])
+        defer {
+            _ = server.stop(signal: SIGTERM)
+            TemporaryDirectory.remove(directory)
+        }
+        let finished = try Self.run([
+            "load", "--url", "http://127.0.0.1:\(server.port)", "--setup", "--admin-key", ServeTests.adminKey,
+            "--batch", "50", "--mix", "register=1", "--tokens", "2000", "--people", "500", "--connections", "4",
+            "--requests", "60", "--quiet",
+        ])
+        #expect(finished.status == 0, "\(finished.output)\n\(finished.errors)")
+        #expect(finished.output.contains("register-batch"), "\(finished.output)")
+        // The setup's app is 1; its key is not printed, so count through the operator.
+        let app = try ServeTests.request(server.port, "GET", "/v1/apps/1", key: ServeTests.adminKey)
+        let devices = try #require(try JSONReader.parse(app.body)["counts"]?["devices"]?.intValue)
+        #expect(devices > 50 && devices <= 2000, "\(devices) devices after 60 batches of 50")
+    }
+
     @Test(
         "misuse exits 2 and names the fault",
         arguments: [
@@ -97,6 +118,8 @@ struct BenchHarnessTests {
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--mix", "register=1,fly=2"], "unknown operation"),
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--android", "5"], "APNs"),
             (["load", "--url", "http://127.0.0.1:1", "--setup"], "--admin-key"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--batch", "1001"], "--batch"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--batch", "5"], "native"),
             (["registry", "--devices", "1000", "--shards", "1000"], "--shards 1000"),
             (["registry", "--devices", "10", "20"], "both by name and by position"),
             (["crash"], "--bin PATH is required"),
@@ -122,6 +145,49 @@ struct BenchHarnessTests {
         let finished = try Self.run([command])
         #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
         #expect(finished.output.contains(": ok"))
+    }
+
+    /// Writes `text` to `path` (0600).
+    static func writeFile(_ text: String, to path: String) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        #expect(descriptor >= 0, "cannot write \(path)")
+        _ = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
+        close(descriptor)
+    }
+
+    @Test("compare puts peer result files (Redis, PostgreSQL) in the same table as load results")
+    func compareReadsPeerFiles() throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-bench-compare")
+        defer { TemporaryDirectory.remove(directory) }
+        Self.writeFile(
+            #"{"roost_bench":"load","label":"roost always","config":{"mode":"closed","rate":null},"#
+                + #""summary":{"rate":1000,"passed":true,"unexpected":0,"#
+                + #""latency_us":{"p50":500,"p90":800,"p99":1000,"p99.9":2000,"max":3000}}}"#,
+            to: directory + "/roost.json")
+        // redis-benchmark reports no p90 and no p99.9.
+        Self.writeFile(
+            #"{"roost_bench":"peer","label":"redis always","config":{"mode":"closed","rate":null},"#
+                + #""summary":{"rate":2000,"passed":true,"unexpected":0,"#
+                + #""latency_us":{"p50":250,"p95":400,"p99":500,"max":900}}}"#,
+            to: directory + "/redis.json")
+        Self.writeFile(
+            #"{"roost_bench":"peer","label":"postgres on","config":{"mode":"closed","rate":null},"#
+                + #""summary":{"rate":500,"passed":false,"unexpected":7,"#
+                + #""latency_us":{"p50":1000,"p90":1500,"p99":2000,"p99.9":4000,"max":5000}}}"#,
+            to: directory + "/postgres.json")
+        Self.writeFile(#"{"roost_bench":"crash","summary":{"rate":1}}"#, to: directory + "/other.json")
+        let compared = try Self.run([
+            "compare", directory + "/roost.json", directory + "/redis.json", directory + "/postgres.json",
+        ])
+        #expect(compared.status == 0, "\(compared.output)\(compared.errors)")
+        let redisRow = "| redis always | closed | 2,000 | 2.00× | 0.25 | - | 0.50 | 0.50× | - | 0.90 | 0 |"
+        #expect(compared.output.contains(redisRow), "\(compared.output)")
+        #expect(
+            compared.output.contains("| postgres on (FAILED) | closed | 500 | 0.50× | 1.00 | 1.50 | 2.00 | 2.00× |"),
+            "\(compared.output)")
+        let refused = try Self.run(["compare", directory + "/roost.json", directory + "/other.json"])
+        #expect(refused.status == 1)
+        #expect(refused.errors.contains("is not a `roost-bench load --out` result or a peer result file"))
     }
 
     @Test("roost-bench crash passes on the real binary and prints what it checked")

@@ -55,7 +55,13 @@ struct CatalogSystemTests {
             try DurableFile.readIfExists(path: data + "/identity-keys.json", limitBytes: 4096))
 
         let (first, _) = try ServeTests.start(data: directory)
-        try Self.checkLegacyState(port: first.port, keys: keys, identityFile: legacyIdentity)
+        try Self.checkLegacyState(port: first.port, keys: keys, identityFile: legacyIdentity, sequenced: false)
+        // Spec §7 on a migrated device: a registration with a client_sequence is its first change.
+        let sequenced = try ServeTests.request(
+            first.port, "POST", "/v1/devices", key: keys.secret,
+            body: #"{"platform":"ios","token":"\#(Self.legacyToken(1))","client_sequence":5}"#)
+        #expect(sequenced.status == 200, "\(sequenced.bodyText)")
+        #expect(try JSONReader.parse(sequenced.body)["version"]?.intValue == 2)
         for name in ["catalog.json", "identity-keys.json"] {
             #expect(!DurableFile.exists(data + "/" + name), "\(name) still there")
             #expect(DurableFile.exists(data + "/" + name + ".migrated"), "\(name).migrated missing")
@@ -69,14 +75,19 @@ struct CatalogSystemTests {
         // Second start: no old files any more, everything from the log.
         let (second, _) = try ServeTests.start(data: directory)
         defer { second.stop() }
-        try Self.checkLegacyState(port: second.port, keys: keys, identityFile: legacyIdentity)
+        try Self.checkLegacyState(port: second.port, keys: keys, identityFile: legacyIdentity, sequenced: true)
         let listed = try JSONReader.parse(
             try ServeTests.request(second.port, "GET", "/v1/apps", key: ServeTests.adminKey).body)
         #expect(listed["apps"]?.arrayValue?.compactMap { $0["id"]?.intValue } == [1, 3])
     }
 
-    /// Checks what the fixture holds, through the new binary.
-    static func checkLegacyState(port: UInt16, keys: LegacyKeys, identityFile: [UInt8]) throws {
+    /// The fixture's APNs token `n` (make-c1174b5-data.sh).
+    static func legacyToken(_ n: Int) -> String { String(repeating: "ab", count: 31) + "0\(n)" }
+
+    /// Checks what the fixture holds, through the new binary. Its devices were
+    /// written before spec §7: they read as version 1 without a
+    /// client_sequence — except, once `sequenced`, the one registered with one.
+    static func checkLegacyState(port: UInt16, keys: LegacyKeys, identityFile: [UInt8], sequenced: Bool) throws {
         let app = try ServeTests.request(port, "GET", "/v1/apps/1", key: keys.secret)
         #expect(app.status == 200, "\(app.bodyText)")
         let json = try JSONReader.parse(app.body)
@@ -88,7 +99,21 @@ struct CatalogSystemTests {
         #expect(try ServeTests.request(port, "GET", "/v1/apps/1", key: keys.revoked).status == 401)
         let exported = try ServeTests.request(port, "GET", "/v1/devices/export", key: keys.secret)
         #expect(exported.status == 200)
-        #expect(exported.bodyText.split(separator: "\n").count == 4)
+        let lines = exported.bodyText.split(separator: "\n")
+        #expect(lines.count == 4)
+        for line in lines {
+            let device = try JSONReader.parse(Array(line.utf8))
+            let isSequenced = sequenced && device["token"]?.stringValue == legacyToken(1)
+            // The android device is registered again below (PUT /v1/me/devices), before a second start.
+            let reregistered = sequenced && device["platform"]?.stringValue == "android"
+            #expect(device["version"]?.intValue == (isSequenced || reregistered ? 2 : 1), "\(line)")
+            #expect(device["client_sequence"]?.intValue == (isSequenced ? 5 : nil), "\(line)")
+            if device["platform"]?.stringValue == "ios" {
+                let id = try #require(device["id"]?.stringValue)
+                let read = try ServeTests.request(port, "GET", "/v1/devices/\(id)", key: keys.secret)
+                #expect(read.header("ETag") == (isSequenced ? "\"2\"" : "\"1\""))
+            }
+        }
         #expect(try ServeTests.request(port, "POST", "/v1/identities/guest", key: keys.mobile).status == 201)
 
         // The guest's token signed by the old release is of the retired rit1

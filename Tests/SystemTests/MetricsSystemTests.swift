@@ -211,6 +211,8 @@ struct MetricsSystemTests {
                 body: #"{"team_id":"TEAM1","key_id":"KEY1"}"#
             ).status == 200)
         #expect(try call("PUT", "/v1/people/user_42", key: secretKey).status == 201)
+        #expect(try call("GET", "/v1/apps/1/keys", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/people?limit=10", key: secretKey).status == 200)
 
         let tokens = (1...5).map { index in String(repeating: String(format2(index)), count: 32) }
         let fcmToken = "fcm-token_" + String(repeating: "Q7x", count: 12)
@@ -223,6 +225,10 @@ struct MetricsSystemTests {
                 + #""installation_id":"inst-1","installation_secret":"\#(installationSecret)"}"#)
         #expect(registered.status == 201)
         let deviceID = try #require(try json(registered)["id"]?.stringValue)
+        let batch = try call(
+            "POST", "/v1/devices/batch", key: secretKey,
+            body: #"{"devices":[{"platform":"ios","token":"\#(tokens[0])"}]}"#)
+        #expect(try json(batch)["results"]?.arrayValue?.first?["status"]?.intValue == 200)
         #expect(try call("GET", "/v1/devices/\(deviceID)", key: secretKey).status == 200)
         #expect(
             try call("PATCH", "/v1/devices/\(deviceID)", key: secretKey, body: #"{"tags":{"plan":"pro"}}"#).status
@@ -242,6 +248,10 @@ struct MetricsSystemTests {
                     #"{"provider":"fcm","token":"\#(fcmToken)","reason":"Unregistered","timestamp":"2026-01-01T00:00:00.000Z"}"#
             ).status == 200)
         #expect(try call("GET", "/v1/stats", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/devices/inactive?older_than_days=30", key: secretKey).status == 200)
+        #expect(
+            try call("POST", "/v1/devices/inactive/invalidate", key: secretKey, body: #"{"older_than_days":30}"#)
+                .status == 200)
         #expect(try call("GET", "/v1/people/user_42", key: secretKey).status == 200)
         #expect(try call("GET", "/v1/people/user_42/export", key: secretKey).status == 200)
         #expect(try call("GET", "/v1/devices/\(deviceID)/history", key: secretKey).status == 200)
@@ -293,6 +303,9 @@ struct MetricsSystemTests {
         #expect(try call("DELETE", "/v1/apps/2", key: Self.admin).status == 200)
         let exposition = String(decoding: try call("GET", "/metrics", key: Self.admin).body, as: UTF8.self)
 
+        // The server's inactivity sweeper is exported from the start (spec §8).
+        #expect(exposition.contains(#"roost_inactivity_sweeps_total{result="complete"} 0"#))
+        #expect(exposition.contains("roost_inactivity_invalidated_total 0"))
         // Every route of the table (the histogram lists them all) was driven.
         var routes: [String: Double] = [:]
         let prefix = "roost_http_request_duration_seconds_count{"
@@ -327,6 +340,11 @@ struct MetricsSystemTests {
         #expect(lines.contains { $0.contains(#""event":"http.refusal""#) && $0.contains("bad_request") })
         #expect(lines.contains { $0.contains(#""event":"recovery.done""#) })
         #expect(lines.contains { $0.contains(#""event":"shutdown.stopped""#) })
+        // roost serve runs the inactivity sweep (spec §8) every 5 minutes.
+        #expect(
+            lines.contains {
+                $0.contains(#""event":"inactivity.started""#) && $0.contains(#""inactivity.interval_s":300"#)
+            })
     }
 }
 

@@ -17,6 +17,7 @@ package struct AppRoutes: Sendable {
             Route(.patch, "/v1/apps/{app}", access: .setup, outcome: updateApp),
             Route(.delete, "/v1/apps/{app}", access: .operatorKey, outcome: deleteApp),
             Route(.post, "/v1/apps/{app}/keys", access: .setup, outcome: createKey),
+            Route(.get, "/v1/apps/{app}/keys", access: .setup, outcome: listKeys),
             Route(.delete, "/v1/apps/{app}/keys/{key_id}", access: .setup, outcome: revokeKey),
         ]
     }
@@ -29,7 +30,7 @@ package struct AppRoutes: Sendable {
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
         let (record, ticket) = try catalog.createApp(
             name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
-            requireKnownPerson: patch?.requireKnownPerson)
+            requireKnownPerson: patch?.requireKnownPerson, inactiveAfterDays: patch?.inactiveAfterDays)
         return .afterCommit(ticket) {
             var writer = JSONWriter()
             AppRoutes.writeApp(record, counts: nil, into: &writer)
@@ -64,7 +65,7 @@ package struct AppRoutes: Sendable {
         let before = catalog.app(app)
         let (record, ticket) = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
-            requireKnownPerson: patch?.requireKnownPerson)
+            requireKnownPerson: patch?.requireKnownPerson, inactiveAfterDays: patch?.inactiveAfterDays)
         guard before?.settings != record.settings else {
             return .afterCommit(ticket) {
                 var writer = JSONWriter()
@@ -198,8 +199,41 @@ package struct AppRoutes: Sendable {
     private static func renderNewKey(_ record: KeyRecord, key: String) -> HTTPResponse {
         var writer = JSONWriter()
         writer.beginObject()
+        writeKeyMembers(record, key: key, into: &writer)
+        writer.endObject()
+        return jsonResponse(201, writer)
+    }
+
+    /// `GET /v1/apps/{app}/keys` (spec §11): the app's live keys, oldest
+    /// first, without the key or its digest; `last_used_at` null for a key
+    /// never used. A test key sees test keys only (as for revocation); revoked
+    /// keys are not listed (decision 0053). At most `Catalog.keysPerAppMax`.
+    func listKeys(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let app = try AppRoutes.appID(context.parameters[0])
+        try context.principal.requireSetup(of: app)
+        guard catalog.acknowledgedApp(app) != nil else { throw APIError.appNotFound }
+        let keys = catalog.keys(of: app, onlyMode: context.principal.keyMode == .test ? .test : nil)
+        var writer = JSONWriter(reservingCapacity: 64 + keys.count * 256)
+        writer.beginObject()
+        writer.key("keys")
+        writer.beginArray()
+        for (record, lastUsed) in keys {
+            writer.beginObject()
+            AppRoutes.writeKeyMembers(record, into: &writer)
+            writer.member("last_used_at", lastUsed.map { Timestamp(millisecondsSinceEpoch: $0).rfc3339 })
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .response(jsonResponse(200, writer))
+    }
+
+    /// Writes a key's public members: `id`, `kind`, `mode`, `capabilities`,
+    /// `label`, `rate_limit_per_second` (when set), `created_at`; the key
+    /// itself after `id` only when given (its creation). Never the digest.
+    private static func writeKeyMembers(_ record: KeyRecord, key: String? = nil, into writer: inout JSONWriter) {
         writer.member("id", record.id)
-        writer.member("key", key)
+        if let key { writer.member("key", key) }
         writer.member("kind", record.kind.rawValue)
         writer.member("mode", record.mode.name)
         writer.key("capabilities")
@@ -209,8 +243,6 @@ package struct AppRoutes: Sendable {
         writer.member("label", record.label)
         if let rate = record.rateLimitPerSecond { writer.member("rate_limit_per_second", rate) }
         writer.member("created_at", Timestamp(millisecondsSinceEpoch: record.createdAtMilliseconds).rfc3339)
-        writer.endObject()
-        return jsonResponse(201, writer)
     }
 
     func revokeKey(_ context: RequestContext) throws(APIError) -> RouteOutcome {
@@ -237,6 +269,12 @@ package struct AppRoutes: Sendable {
         writer.beginObject()
         writer.member("max_devices_per_person", app.settings.maxDevicesPerPerson)
         writer.member("require_known_person", app.settings.requireKnownPerson)
+        if let days = app.settings.inactiveAfterDays {
+            writer.member("inactive_after_days", days)
+        } else {
+            writer.key("inactive_after_days")
+            writer.null()
+        }
         writer.endObject()
         if let counts {
             writer.key("counts")
@@ -282,6 +320,8 @@ package struct AppRoutes: Sendable {
 struct SettingsPatch {
     var maxDevicesPerPerson: Int?
     var requireKnownPerson: Bool?
+    /// nil: not in the patch; `.some(nil)`: `null`, the sweep is off (spec §8).
+    var inactiveAfterDays: Int??
 
     init(_ members: [(key: String, value: JSONValue)]) throws(APIError) {
         for (key, value) in members {
@@ -299,6 +339,18 @@ struct SettingsPatch {
                         "settings.require_known_person", "require_known_person must be a boolean")
                 }
                 requireKnownPerson = flag
+            case "inactive_after_days":
+                if value.isNull {
+                    inactiveAfterDays = .some(nil)
+                    continue
+                }
+                guard let days = value.intValue, Limits.inactiveAfterDaysRange.contains(days) else {
+                    throw APIError.invalidField(
+                        "settings.inactive_after_days",
+                        "inactive_after_days must be null or an integer from \(Limits.inactiveAfterDaysRange.lowerBound)"
+                            + " to \(Limits.inactiveAfterDaysRange.upperBound)")
+                }
+                inactiveAfterDays = .some(days)
             default:
                 throw APIError.invalidField("settings.\(key.prefix(64))", "unknown setting \"\(key.prefix(64))\"")
             }

@@ -19,6 +19,10 @@ package final class Catalog: Sendable {
 
     private let state: LoggedState<CatalogState>
     private let rateLimits: Mutex<[String: TokenBucket]>
+    /// When each key was last used, in memory (every use), and when that was
+    /// last logged (`KeyUsage`): the hot path writes the log at most once per
+    /// key per `KeyUsage.persistIntervalMilliseconds`.
+    private let usage: Mutex<[String: KeyUsage]>
     /// Requests refused by a key's rate limit, per app (metrics); touched only on a refusal.
     private let rateLimitHits = Mutex<[AppID: UInt64]>([:])
     private let clock: any APIClock
@@ -32,6 +36,8 @@ package final class Catalog: Sendable {
     package init(state: CatalogState, catalogLog: CatalogLog, clock: any APIClock) {
         self.state = LoggedState(state, log: catalogLog) { value, record in value.apply(record) }
         self.rateLimits = Mutex([:])
+        self.usage = Mutex(
+            state.keyLastUsedMilliseconds.mapValues { KeyUsage(lastUsed: $0, logged: $0, loggedAtUse: $0) })
         self.clock = clock
     }
 
@@ -75,6 +81,19 @@ package final class Catalog: Sendable {
         state.readAcknowledged { $0.apps.values.sorted { $0.id < $1.id } }
     }
 
+    /// Returns the live keys of `app` whose creation is acknowledged (of
+    /// `onlyMode` when given), oldest first (ties by id), each with when it
+    /// was last used (in memory: every use of this run, and what the log kept
+    /// of earlier runs). Revoked keys are gone from the catalog and not
+    /// listed. At most `keysPerAppMax` keys. O(keys of the server).
+    package func keys(of app: AppID, onlyMode: AppMode? = nil) -> [(key: KeyRecord, lastUsedMilliseconds: Int64?)] {
+        let keys = state.readAcknowledged { state in
+            state.keysByDigest.values.filter { $0.appID == app && (onlyMode == nil || $0.mode == onlyMode) }
+        }.sorted { ($0.createdAtMilliseconds, $0.id) < ($1.createdAtMilliseconds, $1.id) }
+        let uses = usage.withLock { uses in keys.map { uses[$0.id]?.lastUsed } }
+        return Array(zip(keys, uses)).map { (key: $0.0, lastUsedMilliseconds: $0.1) }
+    }
+
     /// Returns the number of live keys of `app`. O(keys).
     package func keyCount(of app: AppID) -> Int {
         state.read { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
@@ -84,8 +103,10 @@ package final class Catalog: Sendable {
 
     /// Creates an app with the next id from the logged counter, so an id is
     /// never given twice (also after deletions and restarts).
+    /// `inactiveAfterDays`: nil leaves the default (off); `.some(nil)` is off.
     package func createApp(
-        name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil
+        name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil,
+        inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
         let now = clock.wallMilliseconds()
         return try state.change { state throws(APIError) in
@@ -98,16 +119,19 @@ package final class Catalog: Sendable {
             var settings = AppSettings.defaults
             if let maxDevicesPerPerson { settings.maxDevicesPerPerson = maxDevicesPerPerson }
             if let requireKnownPerson { settings.requireKnownPerson = requireKnownPerson }
+            if let inactiveAfterDays { settings.inactiveAfterDays = inactiveAfterDays }
             let record = AppRecord(
                 id: AppID(state.nextAppID), name: name, createdAtMilliseconds: now, settings: settings)
             return ([.app(record)], record)
         }
     }
 
-    /// Applies a partial update: nil leaves a value as it is. A patch that
-    /// changes nothing logs nothing.
+    /// Applies a partial update: nil leaves a value as it is (for
+    /// `inactiveAfterDays`, `.some(nil)` turns it off). A patch that changes
+    /// nothing logs nothing.
     package func updateApp(
-        _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?
+        _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?,
+        inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
         try state.change { state throws(APIError) in
             guard let record = state.apps[id] else { throw APIError.appNotFound }
@@ -115,17 +139,21 @@ package final class Catalog: Sendable {
             if let name { next.name = name }
             if let maxDevicesPerPerson { next.settings.maxDevicesPerPerson = maxDevicesPerPerson }
             if let requireKnownPerson { next.settings.requireKnownPerson = requireKnownPerson }
+            if let inactiveAfterDays { next.settings.inactiveAfterDays = inactiveAfterDays }
             return (next == record ? [] : [.app(next)], next)
         }
     }
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        let ticket = try state.change { state throws(APIError) in
+        let (keyIDs, ticket) = try state.change { state throws(APIError) in
             guard state.apps[id] != nil else { throw APIError.appNotFound }
-            return ([.appDeleted(id)], ())
-        }.1
+            return ([.appDeleted(id)], state.keysByDigest.values.filter { $0.appID == id }.map(\.id))
+        }
         _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
+        usage.withLock { uses in
+            for keyID in keyIDs { uses[keyID] = nil }
+        }
         return ticket
     }
 
@@ -170,6 +198,7 @@ package final class Catalog: Sendable {
             return ([.keyRevoked(id: keyID)], ())
         }.1
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
+        _ = usage.withLock { $0.removeValue(forKey: keyID) }
         return ticket
     }
 
@@ -189,7 +218,63 @@ package final class Catalog: Sendable {
             rateLimitHits.withLock { $0[key.appID, default: 0] += 1 }
             throw APIError.rateLimited(.key, retryAfterSeconds: retryAfter)
         }
+        noteUse(of: key)
         return key
+    }
+
+    // MARK: - Last use (decision 0053)
+
+    /// Notes that `key` authenticated a request now: in memory always; in the
+    /// log (a `keyUsed` record appended, not waited for) only when the last
+    /// logged use is `KeyUsage.persistIntervalMilliseconds` old or more. So
+    /// a busy key costs the log one small record a minute, and a crash loses
+    /// less than a minute of its last use. A use the log cannot take stays in
+    /// memory (the request is not refused for it). O(1) expected.
+    func noteUse(of key: KeyRecord) {
+        let now = clock.wallMilliseconds()
+        let due = usage.withLock { uses -> Bool in
+            var entry = uses[key.id] ?? KeyUsage(lastUsed: now, logged: nil, loggedAtUse: nil)
+            entry.lastUsed = max(entry.lastUsed, now)
+            let due = entry.logged.map { now - $0 >= KeyUsage.persistIntervalMilliseconds } ?? true
+            if due {
+                entry.logged = now
+                entry.loggedAtUse = entry.lastUsed
+            }
+            uses[key.id] = entry
+            return due
+        }
+        if due { logUse(key.id, at: now) }
+    }
+
+    /// Logs every use not logged yet (clean shutdown: `roost serve` calls it
+    /// before its final snapshot). Returns the ticket of the last record, to
+    /// wait for; `.acknowledged` when nothing was pending.
+    package func flushKeyUsage() -> CommitTicket {
+        let pending = usage.withLock { uses -> [(id: String, at: Int64)] in
+            var pending: [(id: String, at: Int64)] = []
+            for (id, entry) in uses where entry.loggedAtUse != entry.lastUsed {
+                pending.append((id, entry.lastUsed))
+                uses[id]?.logged = entry.lastUsed
+                uses[id]?.loggedAtUse = entry.lastUsed
+            }
+            return pending.sorted { $0.id < $1.id }
+        }
+        guard !pending.isEmpty else { return .acknowledged }
+        let result = try? state.change { state throws(APIError) in
+            let records = pending.filter { state.keyDigestByID[$0.id] != nil }.map {
+                CatalogRecord.keyUsed(id: $0.id, atMilliseconds: $0.at)
+            }
+            return (records, ())
+        }
+        return result?.1 ?? .refused
+    }
+
+    private func logUse(_ id: String, at now: Int64) {
+        // A key revoked since it was looked up logs nothing (`plan` sees the current state).
+        _ = try? state.change { state throws(APIError) in
+            let records: [CatalogRecord] = state.keyDigestByID[id] == nil ? [] : [.keyUsed(id: id, atMilliseconds: now)]
+            return (records, ())
+        }
     }
 
     // MARK: - Rate limits
@@ -214,6 +299,20 @@ package final class Catalog: Sendable {
 
 extension APIError {
     package static let appNotFound = APIError(status: 404, code: "app_not_found", message: "no such app")
+}
+
+/// When a key was last used, in memory, and what of it the log holds.
+package struct KeyUsage: Sendable {
+    /// A key's use is logged at most once per this interval (one minute): the
+    /// granularity of `last_used_at` across a crash (decision 0053).
+    package static let persistIntervalMilliseconds: Int64 = 60_000
+
+    /// The latest use (wall clock, milliseconds).
+    var lastUsed: Int64
+    /// When a use was last logged (nil: never in this run).
+    var logged: Int64?
+    /// The use that record carried (`flushKeyUsage` logs only what moved since).
+    var loggedAtUse: Int64?
 }
 
 /// A token bucket: `perSecond` requests each second with a burst of one

@@ -21,9 +21,14 @@ package enum CatalogRecord: Equatable, Sendable {
     case identityKey(IdentitySigningKey, current: Bool)
     /// An identity signing key removed: its tokens stop verifying.
     case identityKeyRemoved(id: String)
+    /// A key was last used at this time, at the latest (written coarsely:
+    /// `KeyUsage.persistIntervalMilliseconds`; kind 15, decision 0053).
+    case keyUsed(id: String, atMilliseconds: Int64)
 
     /// The catalog's own format version (byte 0 of the payload).
     package static let formatVersion: UInt8 = 1
+    /// The kind of an app record that carries `inactive_after_days` (spec §8).
+    static let appWithInactivityKind: UInt8 = 13
     /// The longest string field (names, labels and ids are far shorter).
     static let stringBytesMax = 4096
 
@@ -33,12 +38,19 @@ package enum CatalogRecord: Equatable, Sendable {
         out.u8(CatalogRecord.formatVersion)
         switch self {
         case .app(let app):
-            out.u8(1)
+            // Kind 13 adds `inactive_after_days`; an app without it is written
+            // as kind 1, byte for byte as before it existed (decision 0052).
+            let days = app.settings.inactiveAfterDays
+            out.u8(days == nil ? 1 : CatalogRecord.appWithInactivityKind)
             out.u32(app.id.rawValue)
             out.string(app.name)
             out.i64(app.createdAtMilliseconds)
             out.u32(UInt32(app.settings.maxDevicesPerPerson))
             out.u8(app.settings.requireKnownPerson ? 1 : 0)
+            if let days {
+                precondition(Limits.inactiveAfterDaysRange.contains(days), "inactive_after_days \(days)")
+                out.u32(UInt32(days))
+            }
         case .appDeleted(let app):
             out.u8(2)
             out.u32(app.rawValue)
@@ -70,6 +82,10 @@ package enum CatalogRecord: Equatable, Sendable {
         case .identityKeyRemoved(let id):
             out.u8(7)
             out.string(id)
+        case .keyUsed(let id, let at):
+            out.u8(15)
+            out.string(id)
+            out.i64(at)
         }
         return out.bytes
     }
@@ -79,8 +95,10 @@ package enum CatalogRecord: Equatable, Sendable {
         var input = CatalogRecordReader(bytes: bytes)
         guard try input.u8() == formatVersion else { throw CatalogRecordError("unknown catalog record version") }
         let record: CatalogRecord
-        switch try input.u8() {
-        case 1:
+        let kind = try input.u8()
+        switch kind {
+        case 1, CatalogRecord.appWithInactivityKind:
+            let withInactivity = kind == CatalogRecord.appWithInactivityKind
             let id = try input.appID()
             let name = try input.string()
             let created = try input.i64()
@@ -89,10 +107,19 @@ package enum CatalogRecord: Equatable, Sendable {
                 throw CatalogRecordError("max_devices_per_person \(maxDevices) out of range")
             }
             let requireKnown = try input.flag()
+            var days: Int?
+            if withInactivity {
+                let value = Int(try input.u32())
+                guard Limits.inactiveAfterDaysRange.contains(value) else {
+                    throw CatalogRecordError("inactive_after_days \(value) out of range")
+                }
+                days = value
+            }
             record = .app(
                 AppRecord(
                     id: id, name: name, createdAtMilliseconds: created,
-                    settings: AppSettings(maxDevicesPerPerson: maxDevices, requireKnownPerson: requireKnown)))
+                    settings: AppSettings(
+                        maxDevicesPerPerson: maxDevices, requireKnownPerson: requireKnown, inactiveAfterDays: days)))
         case 2:
             record = .appDeleted(try input.appID())
         case 3:
@@ -132,6 +159,8 @@ package enum CatalogRecord: Equatable, Sendable {
                 IdentitySigningKey(id: id, secret: secret, createdAtMilliseconds: created), current: current)
         case 7:
             record = .identityKeyRemoved(id: try input.string())
+        case 15:
+            record = .keyUsed(id: try input.string(), atMilliseconds: try input.i64())
         case let other:
             throw CatalogRecordError("unknown catalog record kind \(other)")
         }

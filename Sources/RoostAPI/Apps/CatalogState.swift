@@ -7,6 +7,9 @@ package struct CatalogState: Sendable, Equatable {
     package var apps: [AppID: AppRecord] = [:]
     package var keysByDigest: [KeyDigest: KeyRecord] = [:]
     package var keyDigestByID: [String: KeyDigest] = [:]
+    /// When each live key was last used, as far as the log knows (`CatalogRecord.keyUsed`):
+    /// coarse, see `KeyUsage`. A key never used has no entry.
+    package var keyLastUsedMilliseconds: [String: Int64] = [:]
 
     package init() {}
 
@@ -24,6 +27,7 @@ package struct CatalogState: Sendable, Equatable {
             for (digest, key) in keysByDigest where key.appID == app {
                 keysByDigest[digest] = nil
                 keyDigestByID[key.id] = nil
+                keyLastUsedMilliseconds[key.id] = nil
             }
         case .key(let key):
             if let old = keyDigestByID[key.id], old != key.digest { keysByDigest[old] = nil }
@@ -31,18 +35,25 @@ package struct CatalogState: Sendable, Equatable {
             keyDigestByID[key.id] = key.digest
         case .keyRevoked(let id):
             if let digest = keyDigestByID.removeValue(forKey: id) { keysByDigest[digest] = nil }
+            keyLastUsedMilliseconds[id] = nil
         case .nextAppID(let next):
             nextAppID = max(nextAppID, next)
+        case .keyUsed(let id, let at):
+            // Only for a live key (a use logged after its revocation changes
+            // nothing), and never backwards (a fuzzy replay may repeat an older one).
+            guard keyDigestByID[id] != nil else { break }
+            keyLastUsedMilliseconds[id] = max(keyLastUsedMilliseconds[id] ?? at, at)
         case .identityKey, .identityKeyRemoved:
             break
         }
     }
 
     /// Returns the whole state as records (a snapshot's catalog part): the
-    /// counter first, then apps by id, then keys by id. O(n log n).
+    /// counter first, then apps by id, then keys by id, then key uses by key id. O(n log n).
     package func records() -> [CatalogRecord] {
         [.nextAppID(nextAppID)] + apps.values.sorted { $0.id < $1.id }.map { .app($0) }
             + keysByDigest.values.sorted { $0.id < $1.id }.map { .key($0) }
+            + keyLastUsedMilliseconds.sorted { $0.key < $1.key }.map { .keyUsed(id: $0.key, atMilliseconds: $0.value) }
     }
 }
 
@@ -66,7 +77,7 @@ package struct IdentityKeyState: Sendable, Equatable {
             if current { currentID = key.id }
         case .identityKeyRemoved(let id):
             keys.removeAll { $0.id == id }
-        case .app, .appDeleted, .key, .keyRevoked, .nextAppID:
+        case .app, .appDeleted, .key, .keyRevoked, .nextAppID, .keyUsed:
             break
         }
     }
@@ -125,7 +136,7 @@ package struct CatalogContents: Sendable, Equatable {
         case .identityKey, .identityKeyRemoved:
             identityRecordCount += 1
             identityKeys.apply(record)
-        case .app, .appDeleted, .key, .keyRevoked, .nextAppID:
+        case .app, .appDeleted, .key, .keyRevoked, .nextAppID, .keyUsed:
             catalogRecordCount += 1
             catalog.apply(record)
         }

@@ -124,6 +124,8 @@ struct NativeNotifyRoutes: Sendable {
             key.appID == app.id, key.mode == .live, key.kind == .mobile || key.allows(.devicesWrite)
         else { throw NativeNotifyError.unauthorized }
         if key.kind == .mobile { try clientLimiter.admit(app: app.id, context.request.head) }
+        // Whose remembered answers an Idempotency-Key names (spec §7).
+        IdempotencyKeyNote.note(key.id)
         return app
     }
 

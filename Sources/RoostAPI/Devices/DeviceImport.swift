@@ -16,9 +16,22 @@ extension DeviceRoutes {
     /// (rule 7) and the rows after it still apply. When the log fails part-way
     /// the answer is 503: the rows before were applied (importing the file
     /// again is safe: known tokens answer as `updated`).
+    ///
+    /// With `Content-Type: application/x-ndjson` (spec §11) the body is an
+    /// export (`GET /v1/devices/export`): each line is restored as it was
+    /// written, id and timestamps kept where free, else rejected
+    /// (`ImportRow.restore`, decision 0053); the same batches, limits and answer.
     func importDevices(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        guard DeviceImport.isCSV(context.request.head.headers["Content-Type"]) else {
+        let contentType = context.request.head.headers["Content-Type"]
+        if DeviceImport.isMediaType(contentType, "application/x-ndjson") {
+            let run = DeviceImport(registry: registry, scope: scope, columns: [], now: requestTime(context))
+            let start = DeviceImport.Progress(reader: CSVReader([]), lines: NDJSONReader(context.request.body))
+            return .detached { sink in
+                Task { await run.run(start, sink: sink) }
+            }
+        }
+        guard DeviceImport.isCSV(contentType) else {
             throw DeviceImport.unsupportedMediaType
         }
         var reader = CSVReader(context.request.body)
@@ -41,11 +54,14 @@ struct DeviceImport: Sendable {
     static let rejectionsListedMax = 10_000
 
     static let unsupportedMediaType = APIError(
-        status: 415, code: "unsupported_media_type", message: "the import body must be sent as Content-Type: text/csv")
+        status: 415, code: "unsupported_media_type",
+        message: "the import body must be sent as Content-Type: text/csv or application/x-ndjson")
 
     /// How far an import got: the reader's position and the counts so far.
     struct Progress: Sendable {
         var reader: CSVReader
+        /// The lines of an NDJSON import (nil: a CSV import reads `reader`).
+        var lines: NDJSONReader?
         var created = 0
         var updated = 0
         var rejectedCount = 0
@@ -73,9 +89,14 @@ struct DeviceImport: Sendable {
     /// Returns whether a `Content-Type` value is `text/csv` (parameters such as
     /// `charset=utf-8` allowed; the body is read as UTF-8).
     static func isCSV(_ value: String?) -> Bool {
+        isMediaType(value, "text/csv")
+    }
+
+    /// Returns whether a `Content-Type` value names `mediaType` (parameters allowed).
+    static func isMediaType(_ value: String?, _ mediaType: String) -> Bool {
         guard let value else { return false }
-        let mediaType = value.split(separator: ";", maxSplits: 1).first.map { trimmed($0) } ?? ""
-        return asciiCaseInsensitiveEqual(mediaType, "text/csv")
+        let named = value.split(separator: ";", maxSplits: 1).first.map { trimmed($0) } ?? ""
+        return asciiCaseInsensitiveEqual(named, mediaType)
     }
 
     /// Reads the header row: every column must be a member of the register
@@ -113,7 +134,15 @@ struct DeviceImport: Sendable {
         while true {
             var rows: [ImportRow] = []
             rows.reserveCapacity(DeviceImport.rowsPerJob)
-            while rows.count < DeviceImport.rowsPerJob, let record = progress.reader.next() {
+            if progress.lines != nil {
+                while rows.count < DeviceImport.rowsPerJob, let line = progress.lines?.next() {
+                    switch ExportedDevice.parse(line.bytes) {
+                    case .success(let device): rows.append(.restore(line: line.number, device))
+                    case .failure(let error): rows.append(.refused(line: line.number, code: error.code))
+                    }
+                }
+            }
+            while progress.lines == nil, rows.count < DeviceImport.rowsPerJob, let record = progress.reader.next() {
                 switch parse(record) {
                 case .success(let request): rows.append(.register(line: record.line, request))
                 case .failure(let error): rows.append(.refused(line: record.line, code: error.code))
@@ -157,6 +186,9 @@ struct DeviceImport: Sendable {
                 } else {
                     return .failure(APIError.invalidField(name, "\(name) must be true or false"))
                 }
+            case "client_sequence":
+                // The cell's text as a number literal; `RegisterBody` checks it as in JSON.
+                members.append((name, .number(text)))
             case "tags":
                 guard let tags = try? JSONReader.parse(Array(text.utf8), limits: JSONBody.limits),
                     tags.objectMembers != nil

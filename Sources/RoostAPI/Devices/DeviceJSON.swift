@@ -5,7 +5,8 @@ import RoostModel
 /// The one renderer of spec §4 "Device JSON", shared by the native and the
 /// compatibility routes so that a device reads the same on every route.
 ///
-/// Every field is always present, `null` where unset; timestamps are RFC 3339
+/// Every field is always present, `null` where unset (`version` and
+/// `client_sequence` of spec §7 last); timestamps are RFC 3339
 /// UTC with milliseconds. The token appears only where a route asks for it
 /// (reads under `devices:read`); a registration answer never carries it, and
 /// the installation secret's digest is never rendered anywhere.
@@ -37,14 +38,17 @@ enum DeviceJSON {
         writer.member("invalidation_reason", device.invalidationReason?.rawValue)
         writer.member("strikes", Int(device.strikes))
         writer.member("mode", device.mode.name)
+        writer.member("version", Int(device.version))
+        writer.key("client_sequence")
+        if let sequence = device.clientSequence { writer.int(Int(sequence)) } else { writer.null() }
         if closing { writer.endObject() }
     }
 
     /// Bytes a device's JSON with its token takes, about: the fixed members
-    /// (~720 bytes with every field set) plus its tags' keys and values and
+    /// (~760 bytes with every field set) plus its tags' keys and values and
     /// their punctuation (escapes aside). O(tags).
     static func estimatedBytes(_ device: Device) -> Int {
-        720 + device.tags.byteCount + 6 * device.tags.count
+        760 + device.tags.byteCount + 6 * device.tags.count
     }
 
     /// Writes tags as an object with keys in sorted order (a stable rendering).
@@ -72,10 +76,13 @@ enum DeviceJSON {
         }
     }
 
-    /// Returns a JSON response holding one device.
+    /// Returns a JSON response holding one device, with the device's version
+    /// as its strong `ETag` (spec §7).
     static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
-        var writer = JSONWriter(reservingCapacity: 640)
+        var writer = JSONWriter(reservingCapacity: 680)
         write(device, includeToken: includeToken, into: &writer)
-        return jsonResponse(status, writer)
+        var response = jsonResponse(status, writer)
+        response.headers.append(("ETag", IfMatch.entityTag(device)))
+        return response
     }
 }

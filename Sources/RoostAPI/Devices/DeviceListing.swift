@@ -3,8 +3,9 @@ import RoostJSON
 import RoostModel
 
 extension DeviceRoutes {
-    /// `GET /v1/devices?external_id=&platform=&tag.KEY=VALUE&state=&limit=&cursor=`
+    /// `GET /v1/devices?external_id=&platform=&tag.KEY=VALUE&state=&last_seen_before=&last_seen_after=&limit=&cursor=`
     /// (`devices:read`): a page in creation order with devices and their tokens.
+    /// The `last_seen_*` bounds are exclusive (spec §8).
     func list(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let query = try DeviceListing.query(context.request.head.query)
@@ -19,7 +20,7 @@ extension DeviceRoutes {
 enum DeviceListing {
     /// The most query parameters a list request may carry (each filter once,
     /// plus tag filters up to the tag key limit).
-    static let parametersMax = 8 + Limits.tagKeysMax
+    static let parametersMax = 10 + Limits.tagKeysMax
 
     /// Parses the query string into filters. Names and values are
     /// percent-decoded (`+` is a space, as in HTML forms). Unknown names, empty
@@ -46,6 +47,11 @@ enum DeviceListing {
                 case "all": query.state = .all
                 default: throw APIError.invalidField("state", "state must be active, invalidated or all")
                 }
+            case "last_seen_before", "last_seen_after":
+                guard let time = Timestamp(rfc3339: value) else {
+                    throw APIError.invalidField(name, "\(name) must be an RFC 3339 timestamp")
+                }
+                if name == "last_seen_before" { query.lastSeenBefore = time } else { query.lastSeenAfter = time }
             case "limit":
                 guard value.utf8.count <= 5, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let limit = Int(value),
                     (1...Limits.listLimitMax).contains(limit)

@@ -18,9 +18,16 @@ struct DeviceRoutes: Sendable {
             Route(.get, "/v1/devices", access: .secretKey(.devicesRead), outcome: list),
             // Before `/v1/devices/{id}`: the router takes the first match.
             Route(.get, "/v1/devices/export", access: .secretKey(.devicesRead), outcome: export),
+            Route(.get, "/v1/devices/inactive", access: .secretKey(.devicesRead), outcome: previewInactive),
+            Route(
+                .post, "/v1/devices/inactive/invalidate", access: .secretKey(.devicesWrite),
+                outcome: invalidateInactive),
             Route(
                 .post, "/v1/devices/import", access: .secretKey(.devicesWrite),
                 bodyLimitBytes: DeviceImport.bodyBytesMax, outcome: importDevices),
+            Route(
+                .post, "/v1/devices/batch", access: .secretKey(.devicesWrite),
+                bodyLimitBytes: DeviceRoutes.batchBodyBytesMax, outcome: registerBatch),
             Route(.get, "/v1/devices/{id}", access: .secretKey(.devicesRead), outcome: getDevice),
             Route(.get, "/v1/devices/{id}/history", access: .secretKey(.devicesRead), outcome: history),
             Route(.patch, "/v1/devices/{id}", access: .secretKey(.devicesWrite), outcome: patchDevice),
@@ -76,15 +83,18 @@ struct DeviceRoutes: Sendable {
     /// (`tags: null` clears them, as on registration) and sets `opted_in`.
     /// Leaves `last_seen_at` and registration metadata alone; other members
     /// are ignored. Answers the device without its token (a write capability
-    /// does not grant reading tokens).
+    /// does not grant reading tokens). With `If-Match` (spec §7), a device whose
+    /// version does not satisfy it is 412 and unchanged; a malformed body is
+    /// 400 and an unknown device 404 before the condition is looked at.
     func patchDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let body = try JSONBody(context.request)
         let tags = try RegisterBody.tagsChange(body.value["tags"])
         let optedIn = try body.optionalBool("opted_in")
+        let condition = try IfMatch.parse(context.request.head.headers)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
         let now = requestTime(context)
-        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, at: now)) { outcome in
+        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition, at: now)) { outcome in
             switch outcome {
             case .device(let device): DeviceJSON.response(200, device, includeToken: false)
             default: DeviceRoutes.unexpectedOrRejected(outcome)
@@ -93,13 +103,16 @@ struct DeviceRoutes: Sendable {
     }
 
     /// `DELETE /v1/devices/{id}` (secret, `devices:delete`): `{"deleted":true}`,
-    /// or `false` for an id that names no device of this app and mode.
+    /// or `false` for an id that names no device of this app and mode (also
+    /// under `If-Match`: RFC 9110 lets a request that appears already applied
+    /// succeed). `If-Match` the device's version does not satisfy: 412.
     func deleteDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
+        let condition = try IfMatch.parse(context.request.head.headers)
         guard let id = DeviceID(rendered: context.parameters[0]) else {
             return .response(DeviceRoutes.flag("deleted", false))
         }
-        return scope.command(.deleteDevice(id)) { outcome in
+        return scope.command(.deleteDevice(id, ifMatch: condition)) { outcome in
             switch outcome {
             case .deleted(let deleted): DeviceRoutes.flag("deleted", deleted)
             default: DeviceRoutes.unexpectedOrRejected(outcome)

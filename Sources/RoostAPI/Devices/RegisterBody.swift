@@ -12,7 +12,8 @@ import RoostModel
 /// `installation_secret` is hashed with SHA-256 here, so the model never sees
 /// it; a `device_id` this server did not mint is treated as unknown (no reuse).
 /// `opted_in: null` and `installation_id: null` keep the stored value (neither
-/// can be unset). Unknown members are ignored.
+/// can be unset). `client_sequence` (spec §7) is an integer 0 to 2^53 − 1.
+/// Unknown members are ignored.
 enum RegisterBody {
     /// The longest `installation_secret` accepted, in UTF-8 bytes.
     static let installationSecretBytesMax = 1_024
@@ -21,6 +22,7 @@ enum RegisterBody {
     static let memberNames: [String] = [
         "platform", "token", "environment", "bundle_id", "external_id", "device_id", "installation_secret",
         "installation_id", "app_version", "timezone", "locale", "push_permission", "opted_in", "tags",
+        "client_sequence",
     ]
 
     /// Returns the request a body object spells, or the 400 of the first member at fault.
@@ -69,7 +71,29 @@ enum RegisterBody {
         case _?: throw APIError.invalidField("opted_in", "opted_in must be a boolean")
         }
         request.tags = try tagsChange(body["tags"])
+        if let member = body["client_sequence"] { request.clientSequence = try clientSequence(member) }
         return request
+    }
+
+    /// `client_sequence` (spec §7): an integer literal (no sign, fraction or
+    /// exponent, no leading zero) from 0 to 2^53 − 1. Anything else, `null`
+    /// included, is 400 `invalid_field`: a client that meant to order its
+    /// writes must not silently lose the check.
+    static func clientSequence(_ value: JSONValue) throws(APIError) -> UInt64 {
+        let invalid = APIError.invalidField(
+            "client_sequence", "client_sequence must be an integer from 0 to \(Limits.clientSequenceMax)")
+        guard case .number(let literal) = value else { throw invalid }
+        let digits = Array(literal.utf8)
+        guard !digits.isEmpty, digits.count <= 16, digits.count == 1 || digits[0] != UInt8(ascii: "0") else {
+            throw invalid
+        }
+        var sequence: UInt64 = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { throw invalid }
+            sequence = sequence * 10 + UInt64(digit - UInt8(ascii: "0"))
+        }
+        guard sequence <= Limits.clientSequenceMax else { throw invalid }
+        return sequence
     }
 
     /// `platform`: required, `ios` or `android` (else 400 `invalid_platform`).

@@ -51,11 +51,13 @@ package final class MetricsExporter: Sendable {
     private let startWallMilliseconds: Int64
     private let server = Mutex<HTTPServer?>(nil)
     private let recovery = Mutex<RecoveryFigures?>(nil)
+    private let inactivity: InactivitySweeper?
 
     init(
         observer: RequestObserver, registry: Registry, catalog: Catalog, engine: DurableEngine?, logger: Logger,
-        clock: any APIClock
+        clock: any APIClock, inactivity: InactivitySweeper? = nil
     ) {
+        self.inactivity = inactivity
         self.observer = observer
         self.registry = registry
         self.catalog = catalog
@@ -84,6 +86,7 @@ package final class MetricsExporter: Sendable {
         renderLog(&text)
         renderSnapshots(&text)
         renderRecovery(&text)
+        renderInactivity(&text)
         var censuses: [IndexCensus] = []
         for shard in registry.shardSet.shards { censuses += await shard.census() }
         renderIndexes(&text, censuses)
@@ -194,6 +197,29 @@ package final class MetricsExporter: Sendable {
             text.family("roost_snapshot_age_seconds", .gauge, help: "Seconds since the newest snapshot was finished.")
             let age = max(0, clock.wallMilliseconds() - completed)
             text.sample("roost_snapshot_age_seconds", units: UInt64(age), decimalExponent: -3)
+        }
+    }
+
+    private func renderInactivity(_ text: inout PrometheusText) {
+        guard let totals = inactivity?.sweepTotals else { return }
+        text.family(
+            "roost_inactivity_sweeps_total", .counter,
+            help: "Inactivity sweeps run (spec 8), by result: incomplete when the log refused a step.")
+        text.sample("roost_inactivity_sweeps_total", [("result", "complete")], totals.sweeps - totals.incomplete)
+        text.sample("roost_inactivity_sweeps_total", [("result", "incomplete")], totals.incomplete)
+        text.family(
+            "roost_inactivity_sweep_steps_total", .counter, help: "Shard turns the inactivity sweeps took.")
+        text.sample("roost_inactivity_sweep_steps_total", totals.steps)
+        text.family(
+            "roost_inactivity_invalidated_total", .counter,
+            help: "Devices the inactivity sweeps invalidated with reason Inactive.")
+        text.sample("roost_inactivity_invalidated_total", totals.invalidated)
+        if let duration = totals.lastDuration {
+            text.family(
+                "roost_inactivity_last_sweep_duration_seconds", .gauge, help: "How long the last inactivity sweep took."
+            )
+            text.sample(
+                "roost_inactivity_last_sweep_duration_seconds", units: Self.nanoseconds(duration), decimalExponent: -9)
         }
     }
 

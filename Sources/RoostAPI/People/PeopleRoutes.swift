@@ -6,9 +6,13 @@ import RoostModel
 /// them with their devices. The key's app and mode select the index.
 struct PeopleRoutes: Sendable {
     let catalog: Catalog
+    /// This run's cursor epoch: a `GET /v1/people` cursor of another run
+    /// (before a restart) answers 410 `cursor_expired` (`PeopleCursor`).
+    let cursorEpoch = PeopleCursor.newEpoch()
 
     var routes: [Route] {
         [
+            Route(.get, "/v1/people", access: .secretKey(.devicesRead), outcome: listPeople),
             Route(.put, "/v1/people/{external_id}", access: .secretKey(.peopleWrite), outcome: putPerson),
             Route(.get, "/v1/people/{external_id}", access: .secretKey(.devicesRead), outcome: getPerson),
             Route(
@@ -107,6 +111,53 @@ struct PeopleRoutes: Sendable {
         }
     }
 
+    /// `GET /v1/people?limit=N&cursor=…` (`devices:read`, spec §11): a page of
+    /// the key's app and mode's people, `{"people":[{"external_id",
+    /// "created_at","devices":N}],"next_cursor":"…"|null}`; `limit` 1 to
+    /// `Limits.listLimitMax` (default `Limits.listLimitDefault`), null cursor
+    /// at the end. The order is stable while the server runs (decision 0053).
+    func listPeople(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try context.scope(catalog)
+        var limit = Limits.listLimitDefault
+        var fromSlot: UInt32 = 0
+        for (name, value) in try QueryString.parse(context.request.head.query, parametersMax: 2) {
+            switch name {
+            case "limit":
+                guard value.utf8.count <= 5, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let number = Int(value),
+                    (1...Limits.listLimitMax).contains(number)
+                else {
+                    throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Limits.listLimitMax)")
+                }
+                limit = number
+            case "cursor":
+                guard let cursor = PeopleCursor(encoded: value) else {
+                    throw APIError.invalidField("cursor", "cursor is not one this server returned")
+                }
+                guard cursor.epoch == cursorEpoch else { throw PeopleCursor.expired }
+                fromSlot = cursor.slot
+            default:
+                throw APIError.invalidField(String(name.prefix(64)), "unknown query parameter")
+            }
+        }
+        let epoch = cursorEpoch
+        return scope.command(.listPeople(fromSlot: fromSlot, limit: limit)) { outcome in
+            guard case .peoplePage(let page) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var writer = JSONWriter(reservingCapacity: 64 + page.people.count * 96)
+            writer.beginObject()
+            writer.key("people")
+            writer.beginArray()
+            for summary in page.people {
+                PeopleRoutes.writePerson(summary.person, into: &writer, closing: false)
+                writer.member("devices", summary.devices)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.member("next_cursor", page.nextSlot.map { PeopleCursor(epoch: epoch, slot: $0).encoded })
+            writer.endObject()
+            return jsonResponse(200, writer)
+        }
+    }
+
     /// Returns the external id of a path segment (1 to 256 characters, else
     /// 400 `invalid_field` `external_id`).
     static func externalID(_ segment: String) throws(APIError) -> ExternalID {
@@ -123,5 +174,56 @@ struct PeopleRoutes: Sendable {
         writer.member("external_id", person.externalID.rawValue)
         writer.member("created_at", person.createdAt.rfc3339)
         if closing { writer.endObject() }
+    }
+}
+
+/// A position in `GET /v1/people`: the slot to go on from, and the run it
+/// belongs to. Slots are positions in one run's memory: a restart packs them
+/// anew, so a cursor of an earlier run answers 410 `cursor_expired` (start
+/// again without one) instead of skipping or repeating people silently.
+struct PeopleCursor: Equatable, Sendable {
+    var epoch: UInt32
+    var slot: UInt32
+
+    private static let mask: UInt32 = 0x6A09_E667
+
+    static let expired = APIError(
+        status: 410, code: "cursor_expired",
+        message: "the cursor is from before the server restarted; list again without a cursor")
+
+    /// A random epoch for this run.
+    static func newEpoch() -> UInt32 {
+        Crypto.randomBytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    /// `p` + 16 hex digits (epoch, then the masked slot).
+    var encoded: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = [UInt8(ascii: "p")]
+        for word in [epoch, slot ^ Self.mask] {
+            for shift in stride(from: 28, through: 0, by: -4) { out.append(digits[Int((word >> UInt32(shift)) & 0xF)]) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    init(epoch: UInt32, slot: UInt32) {
+        self.epoch = epoch
+        self.slot = slot
+    }
+
+    /// Parses `encoded`'s form; nil for anything else.
+    init?(encoded text: String) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 17, utf8[0] == UInt8(ascii: "p") else { return nil }
+        var value: UInt64 = 0
+        for c in utf8[1...] {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = value << 4 | UInt64(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = value << 4 | UInt64(c - UInt8(ascii: "a") + 10)
+            default: return nil
+            }
+        }
+        epoch = UInt32(truncatingIfNeeded: value >> 32)
+        slot = UInt32(truncatingIfNeeded: value) ^ Self.mask
     }
 }

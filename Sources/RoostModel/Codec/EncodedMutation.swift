@@ -12,7 +12,9 @@
 /// (32 bytes) · external id? · created_at `i64` · last_seen_at `i64` ·
 /// bound_at `i64` · app version? · time zone? · locale? · push_permission `u8`
 /// (0 none, 1 false, 2 true) · opted_in `u8` · tags (`Tags.encode`) ·
-/// invalidated_at `i64` · invalidation reason? · strikes `u32`.
+/// invalidated_at `i64` · invalidation reason? · strikes `u32` — and, from
+/// format version 2 on, version `u32` (≥ 1) · client sequence? (`u64`,
+/// ≤ 2^53 − 1). A version 1 record is a device at version 1 without one.
 struct EncodedDevice {
     var id: DeviceID
     var environment: APNsEnvironment
@@ -40,11 +42,14 @@ struct EncodedDevice {
     var invalidatedAt: Timestamp?
     var invalidationReason: UnsafeRawBufferPointer?
     var strikes: UInt32
+    var version: UInt32
+    var clientSequence: UInt64?
 
     /// Reads a device upsert's fields from `reader` (positioned after the
-    /// kind byte), checking each as `Device`'s and the identifiers' validating
-    /// initializers and `Device.violation` would; throws at the first bad one.
-    init(reading reader: inout LittleEndianReader) throws(ByteDecodingError) {
+    /// kind byte) in the layout of `formatVersion`, checking each as
+    /// `Device`'s and the identifiers' validating initializers and
+    /// `Device.violation` would; throws at the first bad one.
+    init(reading reader: inout LittleEndianReader, formatVersion: UInt8) throws(ByteDecodingError) {
         let start = reader.offset
         id = try reader.deviceID()
         var offset = reader.offset
@@ -106,6 +111,27 @@ struct EncodedDevice {
             throw .invalidValue(field: "invalidation_reason", offset: offset)
         }
         strikes = try reader.u32()
+        if formatVersion >= 2 {
+            offset = reader.offset
+            version = try reader.u32()
+            guard version >= 1 else { throw .invalidValue(field: "version", offset: offset) }
+            offset = reader.offset
+            switch try reader.u8() {
+            case 0:
+                clientSequence = nil
+            case 1:
+                let value = try reader.u64()
+                guard value <= Limits.clientSequenceMax else {
+                    throw .invalidValue(field: "client_sequence", offset: offset)
+                }
+                clientSequence = value
+            default:
+                throw .invalidValue(field: "client_sequence", offset: offset)
+            }
+        } else {
+            version = 1
+            clientSequence = nil
+        }
         // `Device.violation` (the token's platform is the device's by construction;
         // string and tag bounds are checked above).
         guard environment.isAllowed(for: id.platform),
@@ -120,8 +146,8 @@ struct EncodedDevice {
     /// nil for anything else, including a record the codec refuses.
     @inline(__always)
     static func read(record bytes: UnsafeRawBufferPointer) -> EncodedDevice? {
-        MutationCodec.readRecord(bytes, kind: .deviceUpsert) { reader throws(ByteDecodingError) in
-            try EncodedDevice(reading: &reader)
+        MutationCodec.readRecord(bytes, kind: .deviceUpsert) { reader, formatVersion throws(ByteDecodingError) in
+            try EncodedDevice(reading: &reader, formatVersion: formatVersion)
         }
     }
 
@@ -153,6 +179,8 @@ struct EncodedDevice {
             InvalidationReason(unchecked: String(decoding: $0, as: UTF8.self))
         }
         device.strikes = strikes
+        device.version = version
+        device.clientSequence = clientSequence
         return device
     }
 
@@ -186,7 +214,7 @@ struct EncodedPerson {
     /// Reads a whole person upsert record; nil for anything else.
     @inline(__always)
     static func read(record bytes: UnsafeRawBufferPointer) -> EncodedPerson? {
-        MutationCodec.readRecord(bytes, kind: .personUpsert) { reader throws(ByteDecodingError) in
+        MutationCodec.readRecord(bytes, kind: .personUpsert) { reader, _ throws(ByteDecodingError) in
             try EncodedPerson(reading: &reader)
         }
     }
@@ -225,18 +253,19 @@ extension LittleEndianReader {
 
 extension MutationCodec {
     /// Reads a whole record of `kind` with `read` (positioned after version and
-    /// kind; the record must end where `read` stops); nil for anything else.
+    /// kind, given the record's format version; the record must end where
+    /// `read` stops); nil for anything else.
     @inline(__always)
     static func readRecord<Fields>(
         _ bytes: UnsafeRawBufferPointer, kind: Kind,
-        _ read: (inout LittleEndianReader) throws(ByteDecodingError) -> Fields
+        _ read: (inout LittleEndianReader, UInt8) throws(ByteDecodingError) -> Fields
     ) -> Fields? {
-        guard bytes.count <= Limits.mutationBytesMax, bytes.count >= 2, bytes[0] == formatVersion,
+        guard bytes.count <= Limits.mutationBytesMax, bytes.count >= 2, readableFormatVersions.contains(bytes[0]),
             bytes[1] == kind.rawValue
         else { return nil }
         var reader = LittleEndianReader(bytes, offset: 2)
         do throws(ByteDecodingError) {
-            let fields = try read(&reader)
+            let fields = try read(&reader, bytes[0])
             return reader.remaining == 0 ? fields : nil
         } catch {
             return nil

@@ -1,6 +1,6 @@
 /// The binary form of a `Mutation`, for the write-ahead log and snapshots.
 ///
-/// Format version 1: byte 0 is the version, byte 1 the kind, then the fields,
+/// Format version 2 (written) and 1 (still read): byte 0 is the version, byte 1 the kind, then the fields,
 /// little-endian, strings and byte strings prefixed by a `u16` length. Every
 /// length is bounded by `Limits`, every value is re-validated on decode (a token
 /// must fit its platform's shape, a device must be self-consistent), and the
@@ -10,12 +10,24 @@
 ///
 /// Kinds: 1 device upsert, 2 device tombstone, 3 person upsert, 4 person erase,
 /// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor,
+/// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7),
 /// 19 device history (spec §9: device id, first ordinal, 1 to
 /// `Limits.historyEventsPerRecordMax` events of `at i64 · kind u8 ·
 /// external_id opt · previous_external_id opt · fingerprint (u8 presence, u64) ·
 /// reason opt`).
+/// 13 settings with `inactive_after_days` (spec §8). Settings without that value
+/// are written as kind 7, byte for byte as before it existed after the
+/// format byte (decision 0052).
+///
+/// Version 2 differs from version 1 only in the device upsert, which ends
+/// with spec §7's `version` and `client_sequence`; a version 1 device upsert
+/// (logs and snapshots written before) reads as version 1 without a client
+/// sequence. Every other kind reads the same under both.
 package enum MutationCodec {
-    package static let formatVersion: UInt8 = 1
+    /// The version `encode` writes.
+    package static let formatVersion: UInt8 = 2
+    /// The versions `decode` reads.
+    package static let readableFormatVersions: ClosedRange<UInt8> = 1...2
 
     enum Kind: UInt8 {
         case deviceUpsert = 1
@@ -26,6 +38,9 @@ package enum MutationCodec {
         case credentialDelete = 6
         case settings = 7
         case deviceSequenceFloor = 8
+        case rememberedAnswerPart = 9
+        case rememberedAnswer = 10
+        case settingsWithInactivity = 13
         case deviceHistory = 19
     }
 
@@ -56,12 +71,28 @@ package enum MutationCodec {
             writer.u8(Kind.credentialDelete.rawValue)
             encode(key, into: &writer)
         case .settings(let settings):
-            writer.u8(Kind.settings.rawValue)
+            writer.u8((settings.inactiveAfterDays == nil ? Kind.settings : Kind.settingsWithInactivity).rawValue)
             writer.u32(UInt32(settings.maxDevicesPerPerson))
             writer.u8(settings.requireKnownPerson ? 1 : 0)
+            if let days = settings.inactiveAfterDays {
+                precondition(Limits.inactiveAfterDaysRange.contains(days), "inactive_after_days \(days)")
+                writer.u16(UInt16(days))
+            }
         case .deviceSequenceFloor(let floor):
             writer.u8(Kind.deviceSequenceFloor.rawValue)
             writer.u64(floor)
+        case .rememberedAnswerPart(let owner, let key, let bytes):
+            writer.u8(Kind.rememberedAnswerPart.rawValue)
+            writer.string(owner.rawValue)
+            writer.string(key.rawValue)
+            writer.field(bytes)
+        case .rememberedAnswer(let seal):
+            writer.u8(Kind.rememberedAnswer.rawValue)
+            writer.string(seal.owner.rawValue)
+            writer.string(seal.key.rawValue)
+            writer.bytes.append(contentsOf: seal.digest.bytes)
+            writer.i64(seal.at.millisecondsSinceEpoch)
+            writer.u32(UInt32(seal.byteCount))
         case .deviceHistory(let id, let firstOrdinal, let events):
             precondition(
                 (1...Limits.historyEventsPerRecordMax).contains(events.count), "history record of \(events.count)")
@@ -79,7 +110,7 @@ package enum MutationCodec {
     /// Whether `bytes` start as a device or person upsert of this format version
     /// (what replay's fast path takes); the rest is not checked.
     package static func isUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        bytes.count >= 2 && bytes[0] == formatVersion
+        bytes.count >= 2 && readableFormatVersions.contains(bytes[0])
             && (bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.personUpsert.rawValue)
     }
 
@@ -99,14 +130,14 @@ package enum MutationCodec {
         }
         var reader = LittleEndianReader(bytes)
         let version = try reader.u8()
-        guard version == formatVersion else { throw .unsupportedVersion(version) }
+        guard readableFormatVersions.contains(version) else { throw .unsupportedVersion(version) }
         let kindOffset = reader.offset
         let rawKind = try reader.u8()
         guard let kind = Kind(rawValue: rawKind) else { throw .unknownKind(rawKind, offset: kindOffset) }
         let mutation: Mutation
         switch kind {
         case .deviceUpsert:
-            mutation = .deviceUpsert(try EncodedDevice(reading: &reader).device())
+            mutation = .deviceUpsert(try EncodedDevice(reading: &reader, formatVersion: version).device())
         case .deviceTombstone:
             mutation = .deviceTombstone(try reader.deviceID())
         case .personUpsert:
@@ -125,10 +156,12 @@ package enum MutationCodec {
             }
         case .credentialDelete:
             mutation = .credentialDelete(try decodeCredentialKey(&reader))
-        case .settings:
+        case .settings, .settingsWithInactivity:
             let offset = reader.offset
             let maxDevices = Int(try reader.u32())
-            let settings = AppSettings(maxDevicesPerPerson: maxDevices, requireKnownPerson: try reader.bool("settings"))
+            var settings = AppSettings(maxDevicesPerPerson: maxDevices, requireKnownPerson: try reader.bool("settings"))
+            // Kind 13 always holds a value: "off" is written as kind 7.
+            if kind == .settingsWithInactivity { settings.inactiveAfterDays = Int(try reader.u16()) }
             guard settings.validationError() == nil else { throw .invalidValue(field: "settings", offset: offset) }
             mutation = .settings(settings)
         case .deviceSequenceFloor:
@@ -137,6 +170,25 @@ package enum MutationCodec {
             let floor = try reader.u64()
             guard floor < .max else { throw .invalidValue(field: "sequence_floor", offset: offset) }
             mutation = .deviceSequenceFloor(floor)
+        case .rememberedAnswerPart:
+            let owner = try decodeOwner(&reader)
+            let key = try decodeIdempotencyKey(&reader)
+            let partOffset = reader.offset
+            let part = try reader.rawField("answer_part", max: IdempotencyLimits.partBytesMax)
+            guard !part.isEmpty else { throw .invalidValue(field: "answer_part", offset: partOffset) }
+            mutation = .rememberedAnswerPart(owner: owner, key: key, bytes: Array(part))
+        case .rememberedAnswer:
+            let owner = try decodeOwner(&reader)
+            let key = try decodeIdempotencyKey(&reader)
+            let digest = RequestDigest(Array(try reader.raw(RequestDigest.byteCount)))
+            let at = try reader.timestamp("remembered_at")
+            let countOffset = reader.offset
+            let byteCount = Int(try reader.u32())
+            guard byteCount <= IdempotencyLimits.answerBytesMax else {
+                throw .invalidValue(field: "answer_bytes", offset: countOffset)
+            }
+            mutation = .rememberedAnswer(
+                RememberedAnswerSeal(owner: owner, key: key, digest: digest, at: at, byteCount: byteCount))
         case .deviceHistory:
             mutation = try decodeHistory(&reader)
         }
@@ -178,6 +230,32 @@ package enum MutationCodec {
         writer.optionalTimestamp(device.invalidatedAt)
         writer.optionalString(device.invalidationReason?.rawValue)
         writer.u32(device.strikes)
+        // Format version 2.
+        writer.u32(device.version)
+        if let clientSequence = device.clientSequence {
+            writer.u8(1)
+            writer.u64(clientSequence)
+        } else {
+            writer.u8(0)
+        }
+    }
+
+    // MARK: Remembered answers
+
+    private static func decodeOwner(_ reader: inout LittleEndianReader) throws(ByteDecodingError) -> IdempotencyOwner {
+        let offset = reader.offset
+        let text = try reader.string("owner", max: IdempotencyLimits.ownerBytesMax)
+        guard !text.isEmpty else { throw .invalidValue(field: "owner", offset: offset) }
+        return IdempotencyOwner(text)
+    }
+
+    private static func decodeIdempotencyKey(_ reader: inout LittleEndianReader) throws(ByteDecodingError)
+        -> IdempotencyKey
+    {
+        let offset = reader.offset
+        let text = try reader.string("idempotency_key", max: IdempotencyLimits.keyCharactersMax)
+        guard let key = IdempotencyKey(text[...]) else { throw .invalidValue(field: "idempotency_key", offset: offset) }
+        return key
     }
 
     // MARK: History

@@ -2,6 +2,8 @@
 /// model, or a row the API refused before it reached the model (its error code).
 package enum ImportRow: Hashable, Sendable {
     case register(line: Int, RegisterRequest)
+    /// A device as the export wrote it, kept as is where free (NDJSON import).
+    case restore(line: Int, Device)
     case refused(line: Int, code: String)
 }
 
@@ -39,7 +41,7 @@ extension AppIndex {
             switch mutation {
             case .deviceUpsert(let device): return device
             case .deviceHistory, .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete,
-                .settings, .deviceSequenceFloor:
+                .settings, .deviceSequenceFloor, .rememberedAnswerPart, .rememberedAnswer:
                 preconditionFailure("a device slice held \(mutation)")
             }
         }
@@ -57,6 +59,14 @@ extension AppIndex {
             switch row {
             case .refused(let line, let code):
                 batch.rejected.append(ImportRejection(line: line, code: code))
+            case .restore(let line, let device):
+                switch store.importExported(device, settings: settings) {
+                case .failure(let rejection):
+                    batch.rejected.append(ImportRejection(line: line, code: rejection.code))
+                case .success(let restored):
+                    batch.created += 1
+                    mutations.append(contentsOf: restored)
+                }
             case .register(let line, let request):
                 switch register(request, at: now) {
                 case .failure(let rejection):

@@ -40,11 +40,14 @@ package enum FeedbackResult: Hashable, Sendable {
 extension DeviceStore {
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`. Never touches
     /// `last_seen_at` or registration metadata. Rejected merges change nothing.
-    /// Its history events (`tags_changed`, `opted_in`/`opted_out`) are at `now`.
+    /// With `ifMatch`, a device whose version does not satisfy it is 412
+    /// `precondition_failed` (spec §7); an unknown id stays 404. Its history
+    /// events (`tags_changed`, `opted_in`/`opted_out`) are at `now`.
     mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, at now: Timestamp
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
+        if let rejection = unmet(ifMatch, at: slot) { return .failure(rejection) }
         var device = device(at: slot)
         switch change.applied(to: device.tags) {
         case .success(let tags): device.tags = tags
@@ -75,12 +78,15 @@ extension DeviceStore {
         return .success(write(device, unlessEqualTo: slot, at: now))
     }
 
-    /// Stores `device` over the one at `slot` unless they are equal, with the
-    /// history events of the change at `now` (nil only for a change no event
-    /// shows: a strike).
+    /// Stores `device` (a changed copy of the one at `slot`) with its version
+    /// moved on, unless it equals the stored one (no change, no new version),
+    /// with the history events of the change at `now` (nil only for a change
+    /// no event shows: a strike).
     private mutating func write(_ device: Device, unlessEqualTo slot: UInt32, at now: Timestamp?) -> DeviceChange {
         let before = self.device(at: slot)
-        if device == before { return DeviceChange(device: device, mutations: []) }
+        if device.hasSameFields(as: before) { return DeviceChange(device: before, mutations: []) }
+        var device = device
+        device.version = DeviceVersion.next(before.version)
         storeDevice(device)
         var mutations: [Mutation] = [.deviceUpsert(device)]
         let events = HistoryEvent.events(from: before, to: device, registration: false, at: now ?? before.lastSeenAt)
@@ -91,10 +97,23 @@ extension DeviceStore {
         return DeviceChange(device: device, mutations: mutations)
     }
 
-    /// `DELETE /v1/devices/{id}`.
-    mutating func deleteDevice(_ id: DeviceID) -> Removal {
-        guard let slot = slot(of: id) else { return .nothing }
-        return remove(slots: [slot])
+    /// Returns the 412 of an `If-Match` the device at `slot` does not satisfy, or nil.
+    private func unmet(_ condition: VersionCondition?, at slot: UInt32) -> RegistryRejection? {
+        guard let condition else { return nil }
+        let version = records[Int(slot)].version
+        return condition.isMet(byVersion: version) ? nil : .preconditionFailed(currentVersion: version)
+    }
+
+    /// `DELETE /v1/devices/{id}`. With `ifMatch`, a device whose version does
+    /// not satisfy it is 412 and stays; an id that names no device is
+    /// `deleted: false` whatever the condition (RFC 9110 §13.1.1 lets a
+    /// request that appears already applied succeed).
+    mutating func deleteDevice(
+        _ id: DeviceID, ifMatch: VersionCondition? = nil
+    ) -> Result<Removal, RegistryRejection> {
+        guard let slot = slot(of: id) else { return .success(.nothing) }
+        if let rejection = unmet(ifMatch, at: slot) { return .failure(rejection) }
+        return .success(remove(slots: [slot]))
     }
 
     /// Native Notify's deregister and Connect's `DELETE /v1/me/devices/{installation_id}`:
@@ -166,6 +185,7 @@ extension DeviceStore {
         if device.invalidatedAt != nil { return (.alreadyInvalidated(device.id), []) }
         device.invalidatedAt = max(reportedAt ?? now, device.lastSeenAt)
         device.invalidationReason = reason
+        device.version = DeviceVersion.next(device.version)  // it was active: a change
         storeDevice(device)
         var mutations: [Mutation] = [.deviceUpsert(device)]
         let events = HistoryEvent.events(from: before, to: device, registration: false, at: now)

@@ -67,6 +67,11 @@ extension DeviceStore {
                 if proven != nil { return .failure(.deviceIdentityConflict(field: "installation_id")) }
             }
         }
+        if let sequence = request.clientSequence,
+            let stored = highestClientSequence(of: proven, installationSlot, tokenSlot), sequence <= stored
+        {
+            return .failure(.staleRegistration(stored: stored))
+        }
 
         var target: UInt32?
         var loser: (slot: UInt32, kind: Displacement)?
@@ -157,6 +162,7 @@ extension DeviceStore {
                 lost.invalidationReason = .superseded
             }
             lost.invalidatedAt = now
+            if !lost.hasSameFields(as: lostBefore) { lost.version = DeviceVersion.next(lostBefore.version) }
             storeDevice(lost)
             mutations.append(.deviceUpsert(lost))
             let events = HistoryEvent.events(from: lostBefore, to: lost, registration: false, at: now)
@@ -300,6 +306,7 @@ extension DeviceStore {
         device.pushPermission = request.pushPermission.applied(to: nil)
         if let optedIn = request.optedIn { device.optedIn = optedIn }
         device.tags = tags
+        device.clientSequence = request.clientSequence
         storeDevice(device, personSlot: personSlot)
         return device
     }
@@ -308,19 +315,32 @@ extension DeviceStore {
     /// only what changes: re-registering a known token with nothing new stores
     /// `last_seen_at` (and clears an invalidation) and nothing else. The caller
     /// has checked everything; the token is `tokenHeld` by this device already
-    /// or free, and so is the request's installation id.
+    /// or free, and so is the request's installation id (and its client
+    /// sequence, if any, is above the stored one).
+    ///
+    /// The version moves on (spec §7) when any stored field changes, each
+    /// compared where it is written; `last_seen_at` is a field like any other,
+    /// so only a registration in the same millisecond (or with the clock
+    /// behind) that brings nothing new leaves the version alone.
     private mutating func updateRegistered(
         _ slot: UInt32, with request: RegisterRequest, tokenHeld: Bool, resetStrikes: Bool,
         person: PersonChange, tags: Tags?, at now: Timestamp
     ) {
         let index = Int(slot)
+        let before = records[index]
+        var changed = false
         if !tokenHeld {
             if records[index].tokenLength > 0 { removeToken(at: slot) }
             setToken(request.token, at: slot)
+            changed = true
         }
-        if resetStrikes { records[index].strikes = 0 }
+        if resetStrikes && records[index].strikes != 0 {
+            records[index].strikes = 0
+            changed = true
+        }
         records[index].lastSeenAt = max(now.millisecondsSinceEpoch, records[index].lastSeenAt)
         if records[index].isInvalidated {
+            changed = true
             strings.release(records[index].invalidationReason)
             records[index].invalidationReason = 0
             records[index].invalidatedAt = DeviceRecord.noTimestamp
@@ -330,6 +350,7 @@ extension DeviceStore {
             withUTF8Bytes(of: installationID.rawValue) { wanted in
                 let held = records[index].installation
                 if !held.isNone && blobs.equals(held, wanted) { return }
+                changed = true
                 if !held.isNone { removeInstallation(at: slot) }
                 let hash = installationHash(wanted)
                 precondition(
@@ -343,8 +364,10 @@ extension DeviceStore {
             let digestSlot = records[index].digest
             if digestSlot == DeviceRecord.noSlot {
                 records[index].digest = storeDigest(digest)
-            } else {
+                changed = true
+            } else if digests[Int(digestSlot)] != digest {
                 digests[Int(digestSlot)] = digest
+                changed = true
             }
         }
         records[index].bundleID = interned(records[index].bundleID, changedBy: request.bundleID.map(\.rawValue))
@@ -352,13 +375,15 @@ extension DeviceStore {
         records[index].timezone = interned(records[index].timezone, changedBy: request.timezone)
         records[index].locale = interned(records[index].locale, changedBy: request.locale)
         let record = records[index]
-        records[index].flags = DeviceRecord.flags(
-            platform: record.platform, environment: request.environment ?? record.environment,
-            pushPermission: request.pushPermission.applied(to: record.pushPermission),
-            optedIn: request.optedIn ?? record.optedIn)
+        records[index].flags =
+            DeviceRecord.flags(
+                platform: record.platform, environment: request.environment ?? record.environment,
+                pushPermission: request.pushPermission.applied(to: record.pushPermission),
+                optedIn: request.optedIn ?? record.optedIn) | (record.flags & DeviceRecord.clientSequenceFlag)
         if let tags {
             let stored = records[index].tags
             if stored.isNone ? !tags.isEmpty : !blobs.equals(stored, tags.encoded) {
+                changed = true
                 if !stored.isNone { blobs.release(stored) }
                 records[index].tags = tags.isEmpty ? .none : blobs.store(tags.encoded)
             }
@@ -368,6 +393,7 @@ extension DeviceStore {
             break
         case .clear:
             if records[index].person != DeviceRecord.noSlot {
+                changed = true
                 unlink(slot: slot, fromPerson: records[index].person)
                 records[index].person = DeviceRecord.noSlot
                 records[index].nextOfPerson = DeviceRecord.noSlot
@@ -377,7 +403,19 @@ extension DeviceStore {
             if records[index].person != DeviceRecord.noSlot { unlink(slot: slot, fromPerson: records[index].person) }
             link(slot: slot, toPerson: personSlot)
             records[index].boundAt = now.millisecondsSinceEpoch
+            changed = true
         }
+        if let sequence = request.clientSequence {
+            precondition(clientSequence(at: slot).map { sequence > $0 } ?? true, "stale client sequence written")
+            setClientSequence(sequence, at: slot)
+            changed = true
+        }
+        let after = records[index]
+        changed =
+            changed || after.lastSeenAt != before.lastSeenAt || after.flags != before.flags
+            || after.bundleID != before.bundleID || after.appVersion != before.appVersion
+            || after.timezone != before.timezone || after.locale != before.locale
+        if changed { records[index].version = DeviceVersion.next(before.version) }
     }
 
     /// Returns the interned id after `change`: the same id when the value stays,
@@ -442,6 +480,17 @@ extension DeviceStore {
         let invalidated = slots.filter { records[Int($0)].isInvalidated }
         let candidates = invalidated.isEmpty ? slots : invalidated
         return candidates.min { key($0) < key($1) }
+    }
+
+    /// Returns the highest client sequence stored by any of the named
+    /// devices (spec §7: the proven one, the installation's, the token's
+    /// holder), or nil when none stores one.
+    func highestClientSequence(of slots: UInt32?...) -> UInt64? {
+        var highest: UInt64?
+        for case let slot? in slots {
+            if let stored = clientSequence(at: slot) { highest = max(highest ?? 0, stored) }
+        }
+        return highest
     }
 
     /// Returns the stored installation-secret digest of a slot, or nil.

@@ -25,6 +25,8 @@ struct BlobStore: Sendable {
         var liveCells = 0
         let cellSize: Int
         let chunkShift: Int
+        /// Chunks a snapshot's frozen copy may share (see `ChunkedArray`); empty when none.
+        var sharedChunks: [Bool] = []
 
         init(cellSize: Int) {
             self.cellSize = cellSize
@@ -42,6 +44,8 @@ struct BlobStore: Sendable {
     static let lengthMax = Int(UInt16.max)
 
     private var classes: [SizeClass] = []
+    /// Where the bytes of chunks copied while shared with a frozen copy are counted.
+    private var pin: SnapshotPin?
 
     /// Total bytes held by all classes (live and free cells).
     var reservedBytes: Int { classes.reduce(0) { $0 + $1.reservedBytes + $1.freeCells.count * 4 } }
@@ -69,10 +73,12 @@ struct BlobStore: Sendable {
                 if cellCount > 0 { chunk.reserveCapacity(cellSize << shift) }
                 classes[classIndex].chunks.append(chunk)
             }
+            unshare(classIndex, chunk: cellCount >> shift)
             classes[classIndex].chunks[cellCount >> shift].append(contentsOf: repeatElement(0, count: cellSize))
             classes[classIndex].cellCount += 1
         }
         let start = (Int(cell) & ((1 << shift) - 1)) * cellSize
+        unshare(classIndex, chunk: Int(cell) >> shift)
         classes[classIndex].chunks[Int(cell) >> shift].withUnsafeMutableBytes { buffer in
             buffer.baseAddress!.advanced(by: start).copyMemory(from: source.baseAddress!, byteCount: source.count)
         }
@@ -83,6 +89,45 @@ struct BlobStore: Sendable {
     /// Stores `bytes` (1 to 65,535 of them) and returns where.
     mutating func store(_ bytes: [UInt8]) -> BlobRef {
         bytes.withUnsafeBytes { store($0) }
+    }
+
+    // MARK: Sharing with a snapshot's frozen copy (decision 0054)
+
+    /// Marks every chunk as shared with a frozen copy about to be taken (see
+    /// `ChunkedArray.shareChunks`). O(chunks).
+    mutating func shareChunks(pin: SnapshotPin) {
+        for index in classes.indices {
+            classes[index].sharedChunks = Array(repeating: true, count: classes[index].chunks.count)
+        }
+        self.pin = pin
+    }
+
+    /// Forgets the sharing marks (the frozen copy has been dropped). O(classes).
+    mutating func endSharing() {
+        for index in classes.indices { classes[index].sharedChunks = [] }
+        pin = nil
+    }
+
+    /// A read-only copy sharing every chunk, without the free lists (a
+    /// reader never allocates). O(classes + chunks) reference counts.
+    func frozenCopy() -> BlobStore {
+        var copy = self
+        for index in copy.classes.indices {
+            copy.classes[index].sharedChunks = []
+            copy.classes[index].freeCells = []
+        }
+        copy.pin = nil
+        return copy
+    }
+
+    /// Copies a chunk a frozen copy may share before it is written, keeping its capacity.
+    @inline(__always)
+    private mutating func unshare(_ classIndex: Int, chunk: Int) {
+        guard chunk < classes[classIndex].sharedChunks.count, classes[classIndex].sharedChunks[chunk] else { return }
+        classes[classIndex].sharedChunks[chunk] = false
+        let capacity = classes[classIndex].chunks[chunk].capacity
+        classes[classIndex].chunks[chunk].reserveCapacity(capacity)
+        pin?.add(bytes: capacity)
     }
 
     /// Frees a blob's cell; `ref` must be live.

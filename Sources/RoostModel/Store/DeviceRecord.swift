@@ -1,11 +1,14 @@
-/// The packed form of a `Device` inside a `DeviceStore` (115 bytes, 120-byte stride).
+/// The packed form of a `Device` inside a `DeviceStore` (119 bytes of fields in a 120-byte stride).
 ///
 /// Layout, in bytes: sequence 8, four 48-bit millisecond timestamps 24 (enough
 /// until the year 10889; all ones = none), token
 /// 32 inline (tokens of up to 32 bytes: every APNs token Apple issues today) or
 /// a `BlobStore` cell number in `token0` for longer ones, person slot and next
 /// device of that person 8, five interned string ids 20, secret digest slot 4,
-/// strikes 4, installation id blob 6, token length 2, tags blob 6, flags 1.
+/// strikes 4, installation id blob 6, token length 2, tags blob 6, flags 1,
+/// version 4 (spec §7; it fills the stride's padding, so it costs nothing).
+/// A device's `client_sequence`, which few devices carry, lives in
+/// `DeviceStore.clientSequences`; flag bit 5 says whether it has one.
 /// A free slot has `sequence == 0`.
 struct DeviceRecord: Sendable {
     static let noTimestamp = Int64.min
@@ -41,8 +44,10 @@ struct DeviceRecord: Sendable {
     var tokenLength: UInt16
     var tags: BlobRef
     /// Bit 0 platform, bit 1 environment, bits 2-3 push_permission (0 nil, 1 false,
-    /// 2 true), bit 4 opted_in.
+    /// 2 true), bit 4 opted_in, bit 5 has a client sequence (`hasClientSequence`).
     var flags: UInt8
+    /// Spec §7's device version (1 at creation; 0 only in a free slot).
+    var version: UInt32
 
     static let free: DeviceRecord = {
         var record = DeviceRecord(
@@ -50,7 +55,7 @@ struct DeviceRecord: Sendable {
             lastSeenAtHigh: 0, boundAtHigh: 0, invalidatedAtHigh: 0, token0: 0, token1: 0, token2: 0, token3: 0,
             person: noSlot, nextOfPerson: noSlot,
             bundleID: 0, appVersion: 0, timezone: 0, locale: 0, invalidationReason: 0, digest: noSlot, strikes: 0,
-            installation: .none, tokenLength: 0, tags: .none, flags: 0)
+            installation: .none, tokenLength: 0, tags: .none, flags: 0, version: 0)
         record.boundAt = noTimestamp
         record.invalidatedAt = noTimestamp
         return record
@@ -103,8 +108,15 @@ struct DeviceRecord: Sendable {
         }
     }
     var optedIn: Bool { flags & 16 != 0 }
+    /// Whether `DeviceStore.clientSequences` holds this slot's client sequence.
+    var hasClientSequence: Bool {
+        get { flags & Self.clientSequenceFlag != 0 }
+        set { flags = newValue ? flags | Self.clientSequenceFlag : flags & ~Self.clientSequenceFlag }
+    }
+    static let clientSequenceFlag: UInt8 = 32
     var isInvalidated: Bool { invalidatedAt != Self.noTimestamp }
 
+    /// The flag bits of the fields a `Device` spells (not `hasClientSequence`).
     static func flags(
         platform: Platform, environment: APNsEnvironment, pushPermission: Bool?, optedIn: Bool
     ) -> UInt8 {

@@ -86,12 +86,14 @@ extension DeviceStore {
             invalidatedCount += 1
         }
         record.strikes = device.strikes
+        record.version = device.version
         record.boundAt = device.boundAt?.millisecondsSinceEpoch ?? DeviceRecord.noTimestamp
         if keepToken {
             (record.tokenLength, record.token0, record.token1) = (kept.tokenLength, kept.token0, kept.token1)
             (record.token2, record.token3) = (kept.token2, kept.token3)
         }
         records[Int(slot)] = record
+        if let clientSequence = device.clientSequence { setClientSequence(clientSequence, at: slot) }
         if !device.token.isEmpty && !keepToken {
             setFreeToken(bytes: device.token, at: slot, hash: freeTokenHash)
         }

@@ -48,18 +48,25 @@ package struct DeviceQuery: Hashable, Sendable {
     /// `tag.KEY=VALUE`: every pair must match (see `TagValue.matches(filterText:)`).
     package var tags: [String: String]
     package var state: DeviceState
+    /// `last_seen_before` (spec §8): only devices whose `last_seen_at` is strictly earlier.
+    package var lastSeenBefore: Timestamp?
+    /// `last_seen_after` (spec §8): only devices whose `last_seen_at` is strictly later.
+    package var lastSeenAfter: Timestamp?
     /// 1 to 1,000; default 100.
     package var limit: Int
     package var cursor: DeviceCursor?
 
     package init(
         externalID: ExternalID? = nil, platform: Platform? = nil, tags: [String: String] = [:],
-        state: DeviceState = .all, limit: Int = Limits.listLimitDefault, cursor: DeviceCursor? = nil
+        state: DeviceState = .all, lastSeenBefore: Timestamp? = nil, lastSeenAfter: Timestamp? = nil,
+        limit: Int = Limits.listLimitDefault, cursor: DeviceCursor? = nil
     ) {
         self.externalID = externalID
         self.platform = platform
         self.tags = tags
         self.state = state
+        self.lastSeenBefore = lastSeenBefore
+        self.lastSeenAfter = lastSeenAfter
         self.limit = limit
         self.cursor = cursor
     }
@@ -69,6 +76,20 @@ package struct DeviceQuery: Hashable, Sendable {
 package struct DevicePage: Hashable, Sendable {
     package var devices: [Device]
     package var nextCursor: DeviceCursor?
+}
+
+/// `GET /v1/people` (spec §11): a page of people in the store's slot order,
+/// from `fromSlot` on. The slot is the position a person keeps for as long
+/// as they exist; `nextSlot` nil at the end.
+package struct PeoplePage: Hashable, Sendable {
+    package var people: [PersonSummary]
+    package var nextSlot: UInt32?
+}
+
+/// A person and how many devices they hold now.
+package struct PersonSummary: Hashable, Sendable {
+    package var person: Person
+    package var devices: Int
 }
 
 /// A person with their devices (`GET /v1/people/{external_id}`).
@@ -131,6 +152,8 @@ extension DeviceStore {
             case .active: if record.isInvalidated { return false }
             case .invalidated: if !record.isInvalidated { return false }
             }
+            if let before = query.lastSeenBefore, record.lastSeenAt >= before.millisecondsSinceEpoch { return false }
+            if let after = query.lastSeenAfter, record.lastSeenAt <= after.millisecondsSinceEpoch { return false }
             return true
         }
         func accept(_ slot: UInt32) -> Bool {
@@ -179,6 +202,31 @@ extension DeviceStore {
         for slot in orderSlots where slot != DeviceRecord.noSlot { body(device(at: slot)) }
     }
 
+    /// `GET /v1/people`: up to `limit` people from slot `fromSlot` on, in slot
+    /// order, each with their device count. A person keeps their slot while
+    /// they exist, so a walk by `nextSlot` returns every person who exists
+    /// throughout it exactly once; one created or erased during it may or may
+    /// not appear. Examines at most `Limits.listScanMax` slots (erased
+    /// people leave free slots), then returns a shorter page with a cursor.
+    /// `nextSlot` is nil when no person is left after the page.
+    /// O(limit + free slots examined).
+    func listPeople(fromSlot: UInt32, limit: Int) -> Result<PeoplePage, RegistryRejection> {
+        guard limit >= 1 && limit <= Limits.listLimitMax else { return .failure(.invalidField("limit")) }
+        var page: [PersonSummary] = []
+        var slot = Int(fromSlot)
+        var scanned = 0
+        while slot < people.count && scanned < Limits.listScanMax {
+            let record = people[slot]
+            if !record.isFree {
+                guard page.count < limit else { break }
+                page.append(PersonSummary(person: person(at: UInt32(slot)), devices: Int(record.deviceCount)))
+            }
+            slot += 1
+            scanned += 1
+        }
+        return .success(PeoplePage(people: page, nextSlot: slot < people.count ? UInt32(slot) : nil))
+    }
+
     /// Every known person, sorted by external id. O(people log people).
     func allPeople() -> [Person] {
         people.indices.filter { !people[$0].isFree }.map { person(at: UInt32($0)) }.sorted {
@@ -195,13 +243,21 @@ package struct MemoryEstimate: Hashable, Sendable {
     package var digests: Int
     package var order: Int
     package var people: Int
+    /// The side table of spec §7 client sequences (only devices that carry one).
+    package var clientSequences: Int
     /// Device histories (spec §9): nothing for devices that never changed.
     package var history: Int = 0
 
-    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people + history }
+    package var total: Int {
+        deviceRecords + hashTables + blobs + digests + order + people + clientSequences + history
+    }
 }
 
 extension DeviceStore {
+    /// What one bucket of `clientSequences` costs: the dictionary keeps keys
+    /// (4 bytes) and values (8) in separate arrays, plus a metadata bit.
+    static let clientSequenceEntryBytes = 13
+
     /// Returns the approximate heap bytes held by this index (interned strings and
     /// credentials, a few kilobytes per app, are left out). Chunked storage counts
     /// what is filled; arrays and hash tables count their capacity.
@@ -213,6 +269,7 @@ extension DeviceStore {
             digests: digests.usedBytes + freeDigestSlots.capacity * 4,
             order: order.capacity * 8 + orderSlots.capacity * 4,
             people: people.usedBytes + freePersonSlots.capacity * 4,
+            clientSequences: clientSequences.capacity * Self.clientSequenceEntryBytes,
             history: history.memoryBytes)
     }
 }

@@ -7,6 +7,8 @@ package enum MutationApplyError: Error, Hashable, Sendable {
     case invalidDevice(DeviceID, String)
     /// Settings out of range.
     case invalidSettings
+    /// A remembered answer's seal without all of its parts just before it.
+    case incompleteAnswer
 }
 
 extension DeviceStore {

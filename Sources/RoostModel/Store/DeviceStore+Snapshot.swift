@@ -52,6 +52,7 @@ extension DeviceStore {
         var withInstallation = 0
         var invalidated = 0
         var ios = 0
+        var withClientSequence = 0
         var stringUses: [UInt32: UInt32] = [:]
         var personDevices: [UInt32: Int] = [:]
         for (index, record) in records.enumerated() where !record.isFree {
@@ -81,7 +82,13 @@ extension DeviceStore {
                 if people[Int(record.person)].isFree { problems.append("slot \(slot): bound to a free person") }
             }
             if let violation = device(at: slot).violation() { problems.append("slot \(slot): \(violation)") }
+            if record.version == 0 { problems.append("slot \(slot): version 0") }
+            if record.hasClientSequence { withClientSequence += 1 }
+            if record.hasClientSequence != (clientSequences[slot] != nil) {
+                problems.append("slot \(slot): client sequence flag and table differ")
+            }
         }
+        if withClientSequence != clientSequences.count { problems.append("client sequences of free slots") }
         if live != deviceCount { problems.append("device count \(deviceCount) != \(live)") }
         if withToken != tokenSlots.count {
             problems.append("token index has \(tokenSlots.count), devices \(withToken)")

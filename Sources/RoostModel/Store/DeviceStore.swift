@@ -27,12 +27,17 @@ struct DeviceStore: Sendable {
     var blobs = BlobStore()
     var digests = ChunkedArray<SecretDigest>(chunkBytes: 64 << 10)
     var freeDigestSlots: [UInt32] = []
+    /// Spec §7 client sequences by device slot, only for devices that carry
+    /// one (`DeviceRecord.hasClientSequence`): most never do, and pay nothing.
+    var clientSequences: [UInt32: UInt64] = [:]
     /// Device sequences in ascending order, including deleted ones until compaction:
     /// the stable list order behind cursors, and the device id index (binary
-    /// search; 12 bytes a device instead of a third hash table).
-    var order: [UInt64] = []
+    /// search; 12 bytes a device instead of a third hash table). Chunked, so
+    /// that a snapshot's frozen copy shares it and an append or delete during
+    /// a snapshot copies one chunk, not the whole list (decision 0054).
+    var order = ChunkedArray<UInt64>()
     /// The slot of `order[i]`'s device, or `DeviceRecord.noSlot` once deleted.
-    var orderSlots: [UInt32] = []
+    var orderSlots = ChunkedArray<UInt32>()
     var orderDeadCount = 0
     /// The histories of devices that changed (spec §9).
     var history = DeviceHistoryStore()
@@ -59,9 +64,7 @@ struct DeviceStore: Sendable {
 
     /// Reserves room for `deviceCount` devices (before a bulk replay).
     mutating func reserveCapacity(devices deviceCount: Int) {
-        tokenSlots.reserveCapacity(deviceCount)
-        order.reserveCapacity(deviceCount)
-        orderSlots.reserveCapacity(deviceCount)
+        tokenSlots.reserveCapacity(deviceCount)  // `order` and `orderSlots` grow by chunks: nothing to reserve
     }
 
     /// Reserves room for `deviceCount` devices and `personCount` people (before
@@ -69,6 +72,51 @@ struct DeviceStore: Sendable {
     mutating func reserveCapacity(devices deviceCount: Int, people personCount: Int) {
         reserveCapacity(devices: deviceCount)
         personSlots.reserveCapacity(personCount)
+    }
+
+    // MARK: A frozen copy for a snapshot (decision 0054)
+
+    /// Returns a read-only copy of this store's devices and people for a
+    /// snapshot encoded outside the shard's turn, and marks every chunk it
+    /// shares: a later write copies the chunk it touches (once) and counts
+    /// the bytes in `pin`. The copy drops what a reader does not need (the
+    /// hash tables, free lists, the interner's lookup table), so writes to
+    /// those copy nothing. O(chunks) reference counts; no element is copied.
+    /// Call `endSnapshotSharing()` once the copy is dropped.
+    mutating func freezeForSnapshot(pin: SnapshotPin) -> DeviceStore {
+        records.shareChunks(pin: pin)
+        people.shareChunks(pin: pin)
+        digests.shareChunks(pin: pin)
+        order.shareChunks(pin: pin)
+        orderSlots.shareChunks(pin: pin)
+        strings.shareChunks(pin: pin)
+        blobs.shareChunks(pin: pin)
+        var copy = self
+        copy.records = records.frozenCopy()
+        copy.people = people.frozenCopy()
+        copy.digests = digests.frozenCopy()
+        copy.order = order.frozenCopy()
+        copy.orderSlots = orderSlots.frozenCopy()
+        copy.strings = strings.frozenCopy()
+        copy.blobs = blobs.frozenCopy()
+        copy.tokenSlots = SlotTable()
+        copy.installationSlots = SlotTable()
+        copy.personSlots = SlotTable()
+        copy.freeDeviceSlots = []
+        copy.freePersonSlots = []
+        copy.freeDigestSlots = []
+        return copy
+    }
+
+    /// Forgets the sharing marks of `freezeForSnapshot` (its copy is gone). O(blob classes).
+    mutating func endSnapshotSharing() {
+        records.endSharing()
+        people.endSharing()
+        digests.endSharing()
+        order.endSharing()
+        orderSlots.endSharing()
+        strings.endSharing()
+        blobs.endSharing()
     }
 
     // MARK: Lookups
@@ -227,7 +275,25 @@ struct DeviceStore: Sendable {
                 InvalidationReason.init(unchecked:))
         }
         device.strikes = record.strikes
+        device.version = record.version
+        if record.hasClientSequence { device.clientSequence = clientSequence(at: slot) }
         return device
+    }
+
+    /// Returns the client sequence a live slot stores, or nil. O(1) expected.
+    func clientSequence(at slot: UInt32) -> UInt64? {
+        guard records[Int(slot)].hasClientSequence else { return nil }
+        guard let stored = clientSequences[slot] else {
+            preconditionFailure("slot \(slot) flags a client sequence that is not stored")
+        }
+        return stored
+    }
+
+    /// Stores a live slot's client sequence (spec §7; the caller checked it is new).
+    mutating func setClientSequence(_ sequence: UInt64, at slot: UInt32) {
+        precondition(sequence <= Limits.clientSequenceMax, "client sequence \(sequence) over the limit")
+        clientSequences[slot] = sequence
+        records[Int(slot)].hasClientSequence = true
     }
 
     /// Returns the tags in a blob, as stored (one copy, no decoding).
@@ -367,8 +433,10 @@ struct DeviceStore: Sendable {
             invalidatedCount += 1
         }
         record.strikes = device.strikes
+        record.version = device.version
         if let boundAt = device.boundAt { record.boundAt = boundAt.millisecondsSinceEpoch }
         records[Int(slot)] = record
+        if let clientSequence = device.clientSequence { setClientSequence(clientSequence, at: slot) }
         if let token = device.token {
             if let tokenHash { setFreeToken(token, at: slot, hash: tokenHash) } else { setToken(token, at: slot) }
         }
@@ -408,6 +476,10 @@ struct DeviceStore: Sendable {
             invalidatedCount -= 1
         }
         if record.person != DeviceRecord.noSlot { unlink(slot: slot, fromPerson: record.person) }
+        if record.hasClientSequence {
+            let removed = clientSequences.removeValue(forKey: slot)
+            precondition(removed != nil, "client sequence of slot \(slot) missing")
+        }
         var cleared = DeviceRecord.free
         cleared.sequence = record.sequence
         cleared.flags = record.flags & 1  // keep the platform: the id index checks it
@@ -564,8 +636,9 @@ func withUTF8Bytes<Result>(of text: String, _ body: (UnsafeRawBufferPointer) -> 
     return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
 }
 
-/// Returns the first index of a sorted array whose element is not less than `value`.
-func lowerBound(in sorted: [UInt64], _ value: UInt64) -> Int {
+/// Returns the first index of a sorted array whose element is not less than `value`. O(log count).
+func lowerBound<Sorted: RandomAccessCollection<UInt64>>(in sorted: Sorted, _ value: UInt64) -> Int
+where Sorted.Index == Int {
     var low = 0
     var high = sorted.count
     while low < high {

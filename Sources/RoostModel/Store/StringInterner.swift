@@ -5,7 +5,12 @@
 /// lets go, so a stream of distinct values does not grow the table forever.
 /// Id 0 means "no string".
 struct StringInterner: Sendable {
-    private var strings: [String?] = [nil]
+    /// Chunked so that a snapshot's frozen copy shares it (decision 0054).
+    private var strings: ChunkedArray<String?> = {
+        var strings = ChunkedArray<String?>(chunkBytes: 64 << 10)
+        strings.append(nil)
+        return strings
+    }()
     private var referenceCounts: [UInt32] = [0]
     private var freeIDs: [UInt32] = []
     private var ids: [String: UInt32] = [:]
@@ -51,6 +56,21 @@ struct StringInterner: Sendable {
             strings[index] = nil
             freeIDs.append(id)
         }
+    }
+
+    /// Marks the string table as shared with a frozen copy about to be taken. O(chunks).
+    mutating func shareChunks(pin: SnapshotPin) { strings.shareChunks(pin: pin) }
+
+    /// Forgets the sharing marks.
+    mutating func endSharing() { strings.endSharing() }
+
+    /// A copy that can only read strings by id (`string(_:)`): it shares the
+    /// string table and holds neither the lookup dictionary nor the counts.
+    func frozenCopy() -> StringInterner {
+        var copy = StringInterner()
+        copy.strings = strings.frozenCopy()
+        copy.referenceCounts = []
+        return copy
     }
 
     /// Returns the id of `string` if it is live, without adding a reference.

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The peers of `make bench` alone, in rounds, with medians (make bench-peers):
+#
+#   Benchmarks/peers/run.sh [SECONDS] [ROUNDS]
+#
+# Each round runs, one after the other, each for SECONDS and on a fresh
+# server: nginx (fixed 201, 1 worker), roost --fsync always / everysec /
+# never (`roost-bench load --setup`), Redis appendfsync always / everysec and
+# PostgreSQL synchronous_commit on / off (Benchmarks/peers/peers.sh) — the
+# same registrations as `make bench`'s peers table. It prints each round's
+# `roost-bench compare` table, then per peer the median answers/s and the
+# median of the per-round ratios to roost --fsync always (a ratio is taken
+# within a round, where the machine's load was the same). Result files in
+# $BENCH_OUT/round-N/ (.build/bench-peers). Exits 1 when a run failed.
+# Environment: ROOST_BIN, ROOST_BENCH_BIN, BENCH_OUT, BENCH_TOKENS, BENCH_PEOPLE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. Benchmarks/lib.sh
+. Benchmarks/peers/peers.sh
+SECONDS_PER_RUN=${1:-10}
+ROUNDS=${2:-3}
+BASE_OUT=${BENCH_OUT:-.build/bench-peers}
+TOKENS=${BENCH_TOKENS:-1000000}
+PEOPLE=${BENCH_PEOPLE:-200000}
+CONNECTIONS=64
+bench_require nginx curl python3
+peers_require
+bench_binaries
+bench_init peers
+COMMAND="$0 $*"
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+SHAPE=(--mix register=1 --android 0 --tags 0 --tokens "$TOKENS" --people "$PEOPLE")
+# A 201 body the size of roost's device answer, as in Benchmarks/bench.sh.
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
+failed=0
+load() { # NAME LABEL ARGS…: one `roost-bench load` run into $OUT/NAME.json
+  local name=$1 label=$2
+  shift 2
+  if timeout $((SECONDS_PER_RUN + 180)) "$ROOST_BENCH_BIN" load --url "http://127.0.0.1:$port" --label "$label" \
+    --connections $CONNECTIONS --seconds "$SECONDS_PER_RUN" --quiet --out "$OUT/$name.json" "$@" \
+    > "$work/$name.out" 2> "$work/$name.err"; then
+    echo "  $label: $(sed -n 's/^achieved: //p' "$work/$name.out")"
+  else
+    failed=1
+    echo "  $label: FAILED"; sed 's/^/    /' "$work/$name.out" "$work/$name.err" | head -20
+  fi
+}
+NAMES=(peer-nginx peer-roost-always peer-roost-everysec peer-roost-never peer-redis-always peer-redis-everysec
+  peer-postgres-on peer-postgres-off)
+echo "peers: ${SECONDS_PER_RUN} s × $ROUNDS rounds, roost $ROOST_BIN, load $LOAD_AT_START"
+for round in $(seq "$ROUNDS"); do
+  OUT=$BASE_OUT/round-$round
+  rm -rf "$OUT"; mkdir -p "$OUT"
+  echo "round $round:"
+  start_nginx 1 201 "$NGINX_BODY"
+  load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "${SHAPE[@]}"
+  stop_server
+  for policy in always everysec never; do
+    start_roost "$ROOST_BIN" "$policy"
+    load "peer-roost-$policy" "roost --fsync $policy" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" \
+      "${SHAPE[@]}"
+    stop_server
+  done
+  for policy in always everysec; do peer_redis "peer-redis-$policy" "redis appendfsync $policy" "$policy"; done
+  for sync in on off; do peer_postgres "peer-postgres-$sync" "postgres synchronous_commit $sync" "$sync"; done
+  files=()
+  for name in "${NAMES[@]}"; do [ -f "$OUT/$name.json" ] && files+=("$OUT/$name.json"); done
+  "$ROOST_BENCH_BIN" compare "${files[@]}" --baseline 2 || failed=1
+done
+echo
+echo "Command: \`$COMMAND\` ($(date -u +%Y-%m-%d); load average $LOAD_AT_START at the start," \
+  "$(cut -d' ' -f1-3 /proc/loadavg) at the end; niceness $(nice))"
+echo
+python3 - "$BASE_OUT" "$ROUNDS" "${NAMES[@]}" <<'PY'
+import json, os, statistics, sys
+base, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def read(round_, name):
+    try:
+        result = json.load(open(os.path.join(base, f"round-{round_}", f"{name}.json")))
+    except OSError:
+        return None
+    return result if result["summary"].get("passed") else None
+print("| peer | median answers/s | runs (answers/s) | median × roost --fsync always | median p99 ms |")
+print("|---|---|---|---|---|")
+for name in names:
+    rates, ratios, p99s, label = [], [], [], name
+    for r in range(1, rounds + 1):
+        run, baseline = read(r, name), read(r, "peer-roost-always")
+        if run is None:
+            continue
+        label = run.get("label", name)
+        rates.append(run["summary"]["rate"])
+        p99 = run["summary"]["latency_us"].get("p99")
+        if p99 is not None:
+            p99s.append(p99 / 1000)
+        if baseline is not None and baseline["summary"]["rate"] > 0:
+            ratios.append(run["summary"]["rate"] / baseline["summary"]["rate"])
+    if not rates:
+        print(f"| {label} | FAILED | - | - | - |")
+        continue
+    print(f"| {label} | {statistics.median(rates):,.0f} | {', '.join(f'{x:,.0f}' for x in rates)} | "
+          f"{statistics.median(ratios):.2f}× | {statistics.median(p99s):.2f} |" if ratios and p99s else
+          f"| {label} | {statistics.median(rates):,.0f} | {', '.join(f'{x:,.0f}' for x in rates)} | - | - |")
+PY
+exit $failed

@@ -1,0 +1,108 @@
+import Glibc
+import RoostModel
+import RoostStorage
+import RoostTesting
+import Synchronization
+import Testing
+
+@testable import RoostEngine
+
+/// Snapshots encoded from frozen views on the snapshot thread (decision 0054).
+@Suite("Snapshots from frozen views")
+struct SnapshotViewEngineTests {
+    @Test(
+        "a snapshot taken while writers change the index restores exactly, from views and past the pinned limit",
+        arguments: [0, Limits.snapshotPinnedBytesMax])
+    func snapshotWhileWriting(pinnedBytesMax: Int) async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = DurableEngineTests.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .never, shardCount: 2, options: options)
+        for seed in 0..<3_000 { _ = try await register(engine.registry, try apnsToken(seed), person: "p\(seed % 700)") }
+        let registry = engine.registry
+        let writing = Task {
+            var round = 0
+            while !Task.isCancelled && round < 20_000 {
+                // Re-registrations that move devices between people, and new devices.
+                let seed = (round &* 7_919) % 4_000
+                _ = try await register(registry, try apnsToken(seed), person: "q\(round % 300)")
+                round += 1
+            }
+            return round
+        }
+        let summary = try await engine.snapshot(pinnedBytesMax: pinnedBytesMax)
+        writing.cancel()
+        let rounds = try await writing.value
+        #expect(summary != nil)
+        #expect(rounds > 0)
+        let figures = engine.snapshotFigures
+        if pinnedBytesMax == Limits.snapshotPinnedBytesMax { #expect(figures.pinLimitStops == 0) }
+        #expect((figures.lastPinnedBytesMax ?? -1) >= 0)
+        let before = await DurableEngineTests.state(engine)
+        engine.close()
+        let (reopened, report) = try DurableEngine.open(
+            directory: "/data", policy: .never, shardCount: 2, options: options)
+        #expect(report.snapshotRecords > 0)
+        #expect(await DurableEngineTests.state(reopened) == before, "pinned limit \(pinnedBytesMax)")
+        for shard in reopened.registry.shardSet.shards {
+            for key in await shard.keys() {
+                #expect(await shard.read(key) { $0.invariantViolations() } == [])
+            }
+        }
+        reopened.close()
+    }
+
+    @Test("a snapshot file write that fails while an index view is being encoded fails the snapshot, not the process")
+    func failedWriteDuringView() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = DurableEngineTests.options(fileSystem)
+        let (engine, _) = try DurableEngine.open(directory: "/data", policy: .never, shardCount: 1, options: options)
+        // Enough random tokens that zstd writes the file while the view is encoded, not only at the end.
+        for seed in 0..<30_000 { _ = try await register(engine.registry, try apnsToken(seed)) }
+        // The first write is the header (before any view); the second is compressed records.
+        fileSystem.inject(.init(operation: .write, nth: 2, errno: ENOSPC, pathContains: "snap", sticky: true))
+        await #expect(throws: StorageError.self) { _ = try await engine.snapshot() }
+        #expect(engine.snapshotFigures.failed == 1)
+        fileSystem.clearFaults()
+        #expect(try await register(engine.registry, try apnsToken(30_001)) != nil, "writers go on")
+        #expect(try await engine.snapshot() != nil, "the next snapshot succeeds")
+        engine.close()
+    }
+
+    @Test("a source whose pin is past its limit drops its view and stops where it was, having produced nothing")
+    func sourceStopsAtPinLimit() throws {
+        var index = AppIndex(appID: AppID(1), mode: .live)
+        for seed in 0..<10 {
+            _ = index.register(RegisterRequest(token: try apnsToken(seed)), at: now)
+        }
+        let pin = SnapshotPin()
+        var source = IndexSnapshotSource(
+            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 100)
+        pin.add(bytes: 101)
+        #expect(source.nextBatch() == nil)
+        #expect(source.stoppedAtPinLimit)
+        #expect(source.view == nil)
+        #expect(source.position == .people(fromSlot: 0))
+        #expect(source.recordCount == 0)
+    }
+
+    @Test("a source under its limit yields every device once, then is done and lets its view go")
+    func sourceDrains() throws {
+        var index = AppIndex(appID: AppID(1), mode: .live)
+        for seed in 0..<600 {
+            _ = index.register(RegisterRequest(token: try apnsToken(seed)), at: now)
+        }
+        let pin = SnapshotPin()
+        var source = IndexSnapshotSource(
+            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 0)
+        var records = 0
+        while let batch = source.nextBatch() {
+            #expect(batch.count <= Shard.snapshotSliceDevices)
+            records += batch.count
+        }
+        #expect(records == 600)
+        #expect(source.recordCount == 600)
+        #expect(source.position == .done)
+        #expect(source.view == nil)
+        #expect(!source.stoppedAtPinLimit)
+    }
+}
