@@ -175,6 +175,13 @@ struct DeviceBatchTests {
         defer { TemporaryDirectory.remove(directory) }
         let (harness, engine) = try await Harness.durable(directory)
         let app = try await DeviceApp.make(harness)
+        // The key's first use is logged once (`last_used_at`, decision 0053):
+        // use it, and let that record be synced, before counting.
+        #expect(await app.call(.get, "/v1/stats").status == 200)
+        let settled = ContinuousClock.now + .seconds(5)
+        while engine.log.wal.acknowledgedLSN != engine.log.wal.appendedLSN && ContinuousClock.now < settled {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         let before = engine.log.wal.ioStatistics
         let items = (0..<DeviceBatch.itemsMax).map { DeviceBatchTests.ios($0) }
         let answer = await app.call(.post, "/v1/devices/batch", body: DeviceBatchTests.batch(items))
