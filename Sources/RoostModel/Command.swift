@@ -52,7 +52,7 @@ package enum Command: Sendable {
     case listPeople(fromSlot: UInt32, limit: Int)
     /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
     /// person is `removed(deleted: false, devicesRemoved: 0)`).
-    case erasePerson(ExternalID)
+    case erasePerson(ExternalID, at: Timestamp)
     /// `PUT /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.credential`).
     case putCredential(APNsCredential)
     /// `DELETE /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.removed`).
@@ -127,6 +127,11 @@ package indirect enum Outcome: Sendable {
     /// A delete that may remove many devices (a person, a credential):
     /// whether the named thing existed, and how many devices went with it.
     case removed(deleted: Bool, devicesRemoved: Int)
+    /// `DELETE /v1/people/{external_id}`: whether the person existed, how
+    /// many devices went with them, and when (spec §10 `erased_at`; nil when
+    /// nothing was erased). The time is the request's, kept in the outcome so
+    /// that a replayed answer (spec §7) says the same.
+    case personErased(erased: Bool, devicesRemoved: Int, at: Timestamp?)
     /// A page of a device listing.
     case devicePage(DevicePage)
     /// One export slice: the devices and the sequence to continue after (nil: done).
@@ -248,12 +253,12 @@ extension AppIndex {
             case .success(let page): return (.peoplePage(page), [])
             case .failure(let rejection): return (.rejected(rejection), [])
             }
-        case .erasePerson(let externalID):
+        case .erasePerson(let externalID, let now):
             switch erasePerson(externalID) {
             case .success(let removal):
-                return (.removed(deleted: true, devicesRemoved: removal.devicesRemoved), removal.mutations)
+                return (.personErased(erased: true, devicesRemoved: removal.devicesRemoved, at: now), removal.mutations)
             case .failure:
-                return (.removed(deleted: false, devicesRemoved: 0), [])
+                return (.personErased(erased: false, devicesRemoved: 0, at: nil), [])
             }
         case .putCredential(let credential):
             return (.credential(credential), putCredential(credential))

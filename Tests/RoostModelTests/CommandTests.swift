@@ -58,16 +58,17 @@ struct NativeCommandTests {
         _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("ada")) })
         _ = try harness.mustRegister(request(apnsToken(2)) { $0.externalID = .set(person("ada")) })
         _ = try harness.mustRegister(request(apnsToken(3)))
-        let erased = harness.execute(.erasePerson(person("ada")))
-        guard case .removed(deleted: true, devicesRemoved: 2) = erased.outcome else {
+        let erasedAt = harness.now
+        let erased = harness.execute(.erasePerson(person("ada"), at: erasedAt))
+        guard case .personErased(erased: true, devicesRemoved: 2, at: erasedAt) = erased.outcome else {
             Issue.record("\(erased.outcome)")
             return
         }
         #expect(erased.mutations.last == .personErase(person("ada")))
         #expect(harness.index.stats().devices == 1)
         #expect(harness.index.person(person("ada")) == nil)
-        let unknown = harness.execute(.erasePerson(person("ada")))
-        guard case .removed(deleted: false, devicesRemoved: 0) = unknown.outcome else {
+        let unknown = harness.execute(.erasePerson(person("ada"), at: harness.now))
+        guard case .personErased(erased: false, devicesRemoved: 0, at: nil) = unknown.outcome else {
             Issue.record("\(unknown.outcome)")
             return
         }

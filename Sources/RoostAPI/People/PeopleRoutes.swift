@@ -89,23 +89,23 @@ struct PeopleRoutes: Sendable {
     /// `DELETE /v1/people/{external_id}` (`people:write`): erases the person,
     /// their devices and those devices' histories,
     /// `{"erased":true,"devices_removed":N,"erased_at":…}` (`erased_at`: this
-    /// request's time, spec §10). An unknown person answers 200
+    /// request's time, spec §10, carried by the outcome so that a replay says
+    /// the same). An unknown person answers 200
     /// `{"erased":false,"devices_removed":0,"erased_at":null}` (like a device
     /// delete: a retried erasure is not an error, and the outcome is the same;
     /// nothing was erased, so no time).
     func erasePerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        let now = requestTime(context)
-        return scope.command(.erasePerson(externalID)) { outcome in
-            guard case .removed(let erased, let removed) = outcome else {
+        return scope.command(.erasePerson(externalID, at: requestTime(context))) { outcome in
+            guard case .personErased(let erased, let removed, let erasedAt) = outcome else {
                 return DeviceRoutes.unexpectedOrRejected(outcome)
             }
             var writer = JSONWriter(reservingCapacity: 96)
             writer.beginObject()
             writer.member("erased", erased)
             writer.member("devices_removed", removed)
-            writer.member("erased_at", erased ? now.rfc3339 : nil)
+            writer.member("erased_at", erasedAt?.rfc3339)
             writer.endObject()
             return jsonResponse(200, writer)
         }
