@@ -14,11 +14,18 @@ import Synchronization
 ///    the same with the records encoded and appended (the server's shape).
 /// 3. rotate: 100,000 devices with an installation id get a new token each.
 /// 4. move: 100,000 known tokens presented for another person.
+/// 5. history: 100,000 new devices, each registered 9 more times with a tag
+///    that changes every other time: with consecutive `registered` events
+///    coalesced, 10 history events a device (`created`, then 4 × `registered`
+///    + `tags_changed`, a last `registered`); RSS growth per device (spec §9).
 /// Jobs go in batches of `batchSize`, up to `batchesInFlight` at once, as the
 /// HTTP front hands them over.
 enum RegistryBenchmark {
     static let batchSize = 1024
     static let batchesInFlight = 8
+    /// Registrations after creation in the history phase: with the `round`
+    /// tag changing every other one, 10 events a device.
+    static let historyChanges = 9
 
     static func run(devices: Int, shards: Int) async {
         let registry = Registry(shardCount: shards, log: VolatileLog())
@@ -57,6 +64,22 @@ enum RegistryBenchmark {
         await measure("move (known token, another person)", count: side, registry: registry) { number in
             (apps[number % shards], request(number, person: number + 1))
         }
+        let historyOffset = devices + side
+        let beforeHistory = residentBytes()
+        await measure("populate for history", count: side, registry: registry) { number in
+            (apps[number % shards], request(historyOffset + number, person: historyOffset + number))
+        }
+        for change in 0..<historyChanges {
+            await measure("history change \(change + 1)", count: side, registry: registry) { number in
+                var changed = RegisterRequest(token: token(historyOffset + number, generation: 0))
+                if change < historyChanges - 1 { changed.tags = .merge(["round": .number(Double(change / 2))]) }
+                return (apps[number % shards], changed)
+            }
+        }
+        let withHistory = residentBytes() - beforeHistory
+        print(
+            "memory: \(withHistory / side) bytes/device RSS growth for \(side) devices with 10 history events"
+                + " (\(withHistory >> 20) MiB)")
     }
 
     /// Registers `count` requests made by `make` and prints registrations/s.

@@ -171,7 +171,8 @@ package actor Shard {
             // A keyed registration counts as one; so does a retry that will be
             // answered from memory (the budget's burst absorbs retries).
             return tokenRefusal(inner, on: key, now: &now)
-        case .getDevice, .patchDevice, .deleteDevice, .listDevices, .listPeople, .exportSlice, .importRows,
+        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
+            .exportSlice, .importRows,
             .registerBatch,
             .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
             .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,

@@ -56,10 +56,11 @@ package struct AppIndex: Sendable {
 
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`; never touches `last_seen_at`.
     /// With `ifMatch`, 412 unless the device's version satisfies it (spec §7).
+    /// Its history events are at `now`.
     package mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
-        store.patchDevice(id, tags: change, optedIn: optedIn, ifMatch: ifMatch)
+        store.patchDevice(id, tags: change, optedIn: optedIn, ifMatch: ifMatch, at: now)
     }
 
     /// Adds one strike to a device (rule 6).
@@ -127,6 +128,17 @@ package struct AppIndex: Sendable {
     package func device(installation: InstallationID) -> Device? { store.device(installation: installation) }
     /// Returns a person and their devices, or nil.
     package func person(_ externalID: ExternalID) -> PersonDevices? { store.person(externalID) }
+    /// `GET /v1/devices/{id}/history`: the device's events, newest first (at
+    /// most `Limits.historyEventsPerDeviceMax`), or nil for no such device.
+    package func history(_ id: DeviceID) -> [HistoryEvent]? { store.history(id) }
+    /// `GET /v1/people/{external_id}/export`: the person, their devices and
+    /// each device's history; nil for an unknown person. O(their devices' events).
+    package func exportPerson(_ externalID: ExternalID) -> PersonExport? {
+        guard let found = store.person(externalID) else { return nil }
+        return PersonExport(
+            person: found.person,
+            devices: found.devices.map { DeviceWithHistory(device: $0, history: store.history($0.id) ?? []) })
+    }
     /// `GET /v1/stats`. O(1).
     package func stats() -> RegistryStats { store.stats() }
     /// Number of devices.
@@ -165,6 +177,8 @@ package struct AppIndex: Sendable {
             guard newSettings.validationError() == nil else { throw .invalidSettings }
             settings = newSettings
         case .deviceSequenceFloor(let floor): store.applySequenceFloor(floor)
+        case .deviceHistory(let id, let firstOrdinal, let events):
+            try store.applyDeviceHistory(id, firstOrdinal: firstOrdinal, events: events)
         case .rememberedAnswerPart(let owner, let key, let bytes):
             try remembered.applyPart(RememberedAnswers.Name(owner: owner, key: key), bytes: bytes)
         case .rememberedAnswer(let seal): try remembered.applySeal(seal)
@@ -199,7 +213,10 @@ package struct AppIndex: Sendable {
     /// equal. O(devices + people log people).
     package func snapshotMutations() -> [Mutation] {
         var result = snapshotHeader()
-        store.forEachDevice { result.append(.deviceUpsert($0)) }
+        store.forEachDevice {
+            result.append(.deviceUpsert($0))
+            result += store.historyMutations($0.id)
+        }
         result.append(.deviceSequenceFloor(store.nextDeviceSequence))
         return result
     }

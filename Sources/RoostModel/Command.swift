@@ -13,7 +13,9 @@ package enum Command: Sendable {
     /// `GET /v1/devices/{id}`.
     case getDevice(DeviceID)
     /// `PATCH /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
-    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil)
+    case patchDevice(DeviceID, tags: TagsChange, optedIn: Bool?, ifMatch: VersionCondition?, at: Timestamp)
+    /// `GET /v1/devices/{id}/history` (`Outcome.history`).
+    case deviceHistory(DeviceID)
     /// `DELETE /v1/devices/{id}`, with its `If-Match` condition if any (spec §7).
     case deleteDevice(DeviceID, ifMatch: VersionCondition? = nil)
     /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
@@ -44,11 +46,13 @@ package enum Command: Sendable {
     case putPerson(ExternalID, at: Timestamp)
     /// `GET /v1/people/{external_id}` (`Outcome.person`).
     case getPerson(ExternalID)
+    /// `GET /v1/people/{external_id}/export` (`Outcome.personExport`).
+    case exportPerson(ExternalID)
     /// `GET /v1/people`: one page from a slot on (`Outcome.peoplePage`).
     case listPeople(fromSlot: UInt32, limit: Int)
     /// `DELETE /v1/people/{external_id}` (`Outcome.removed`; an unknown
     /// person is `removed(deleted: false, devicesRemoved: 0)`).
-    case erasePerson(ExternalID)
+    case erasePerson(ExternalID, at: Timestamp)
     /// `PUT /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.credential`).
     case putCredential(APNsCredential)
     /// `DELETE /v1/credentials/apns/{bundle_id}/{environment}` (`Outcome.removed`).
@@ -123,6 +127,11 @@ package indirect enum Outcome: Sendable {
     /// A delete that may remove many devices (a person, a credential):
     /// whether the named thing existed, and how many devices went with it.
     case removed(deleted: Bool, devicesRemoved: Int)
+    /// `DELETE /v1/people/{external_id}`: whether the person existed, how
+    /// many devices went with them, and when (spec §10 `erased_at`; nil when
+    /// nothing was erased). The time is the request's, kept in the outcome so
+    /// that a replayed answer (spec §7) says the same.
+    case personErased(erased: Bool, devicesRemoved: Int, at: Timestamp?)
     /// A page of a device listing.
     case devicePage(DevicePage)
     /// One export slice: the devices and the sequence to continue after (nil: done).
@@ -145,6 +154,10 @@ package indirect enum Outcome: Sendable {
     case personPut(Person, created: Bool)
     /// A person and their devices.
     case person(PersonDevices)
+    /// A device's history, newest first.
+    case history([HistoryEvent])
+    /// A person's devices, each with its history (spec §10).
+    case personExport(PersonExport)
     /// A page of the people listing.
     case peoplePage(PeoplePage)
     /// A credential as it is stored now.
@@ -186,11 +199,14 @@ extension AppIndex {
         case .getDevice(let id):
             guard let found = device(id) else { return (.rejected(.deviceNotFound), []) }
             return (.device(found), [])
-        case .patchDevice(let id, let tags, let optedIn, let ifMatch):
-            switch patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: ifMatch) {
+        case .patchDevice(let id, let tags, let optedIn, let ifMatch, let now):
+            switch patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: ifMatch, at: now) {
             case .success(let change): return (.device(change.device), change.mutations)
             case .failure(let rejection): return (.rejected(rejection), [])
             }
+        case .deviceHistory(let id):
+            guard let events = history(id) else { return (.rejected(.deviceNotFound), []) }
+            return (.history(events), [])
         case .deleteDevice(let id, let ifMatch):
             switch deleteDevice(id, ifMatch: ifMatch) {
             case .success(let removal): return (.deleted(removal.deleted), removal.mutations)
@@ -229,17 +245,20 @@ extension AppIndex {
         case .getPerson(let externalID):
             guard let found = person(externalID) else { return (.rejected(.personNotFound), []) }
             return (.person(found), [])
+        case .exportPerson(let externalID):
+            guard let found = exportPerson(externalID) else { return (.rejected(.personNotFound), []) }
+            return (.personExport(found), [])
         case .listPeople(let fromSlot, let limit):
             switch listPeople(fromSlot: fromSlot, limit: limit) {
             case .success(let page): return (.peoplePage(page), [])
             case .failure(let rejection): return (.rejected(rejection), [])
             }
-        case .erasePerson(let externalID):
+        case .erasePerson(let externalID, let now):
             switch erasePerson(externalID) {
             case .success(let removal):
-                return (.removed(deleted: true, devicesRemoved: removal.devicesRemoved), removal.mutations)
+                return (.personErased(erased: true, devicesRemoved: removal.devicesRemoved, at: now), removal.mutations)
             case .failure:
-                return (.removed(deleted: false, devicesRemoved: 0), [])
+                return (.personErased(erased: false, devicesRemoved: 0, at: nil), [])
             }
         case .putCredential(let credential):
             return (.credential(credential), putCredential(credential))

@@ -71,4 +71,11 @@ package enum Limits {
     package static let inactivePreviewLimitMax = 1_000
     /// Milliseconds in the days of `older_than_days`.
     package static let millisecondsPerDay: Int64 = 86_400_000
+    /// Events a device's history keeps (spec §9: "at most the last 100"); older ones are dropped.
+    package static let historyEventsPerDeviceMax = 100
+    /// Events in one `deviceHistory` record: a snapshot writes a full history in
+    /// records of this many, so that one stays under `mutationBytesMax` even with
+    /// two 256-scalar (1,024-byte) external ids and a reason per event (≤ 2,150
+    /// bytes each). One change makes at most 6 (`created` and five more).
+    package static let historyEventsPerRecordMax = 6
 }

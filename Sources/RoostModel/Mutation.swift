@@ -23,6 +23,10 @@ package enum Mutation: Hashable, Sendable {
     /// Device sequences below this value are used: a snapshot carries it so that a
     /// restored index never hands out the id of a deleted device again.
     case deviceSequenceFloor(UInt64)
+    /// Events of a device's history (spec §9), ordinals `firstOrdinal`,
+    /// `firstOrdinal + 1`, …: what one change of the device added, or part of a
+    /// snapshot's copy. Replay is idempotent by ordinal (`DeviceHistoryStore`).
+    case deviceHistory(DeviceID, firstOrdinal: UInt64, events: [HistoryEvent])
     /// Part of a remembered answer's encoded outcome (`OutcomeCodec`); the
     /// parts of one answer are consecutive and its seal follows them.
     case rememberedAnswerPart(owner: IdempotencyOwner, key: IdempotencyKey, bytes: [UInt8])

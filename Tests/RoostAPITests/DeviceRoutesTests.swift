@@ -284,13 +284,14 @@ struct PeopleAndCredentialTests {
         let kept = try await app.registerID(3, #""external_id":"stays""#)
         let erased = await app.call(.delete, "/v1/people/gone")
         #expect(erased.status == 200)
-        #expect(erased.text == #"{"erased":true,"devices_removed":2}"#)
+        let at = Timestamp(millisecondsSinceEpoch: app.harness.clock.wallMilliseconds()).rfc3339
+        #expect(erased.text == #"{"erased":true,"devices_removed":2,"erased_at":"\#(at)"}"#, "spec §10 adds erased_at")
         #expect(await app.device(first).status == 404)
         #expect(await app.device(kept).status == 200)
         #expect(await app.call(.get, "/v1/people/gone").status == 404)
         let unknown = await app.call(.delete, "/v1/people/gone")
         #expect(unknown.status == 200)
-        #expect(unknown.text == #"{"erased":false,"devices_removed":0}"#)
+        #expect(unknown.text == #"{"erased":false,"devices_removed":0,"erased_at":null}"#)
         _ = try await app.registerID(4, #""external_id":"gone""#)
         #expect(await app.call(.get, "/v1/people/gone").json?["devices"]?.arrayValue?.count == 1)
     }

@@ -58,16 +58,17 @@ struct NativeCommandTests {
         _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("ada")) })
         _ = try harness.mustRegister(request(apnsToken(2)) { $0.externalID = .set(person("ada")) })
         _ = try harness.mustRegister(request(apnsToken(3)))
-        let erased = harness.execute(.erasePerson(person("ada")))
-        guard case .removed(deleted: true, devicesRemoved: 2) = erased.outcome else {
+        let erasedAt = harness.now
+        let erased = harness.execute(.erasePerson(person("ada"), at: erasedAt))
+        guard case .personErased(erased: true, devicesRemoved: 2, at: erasedAt) = erased.outcome else {
             Issue.record("\(erased.outcome)")
             return
         }
         #expect(erased.mutations.last == .personErase(person("ada")))
         #expect(harness.index.stats().devices == 1)
         #expect(harness.index.person(person("ada")) == nil)
-        let unknown = harness.execute(.erasePerson(person("ada")))
-        guard case .removed(deleted: false, devicesRemoved: 0) = unknown.outcome else {
+        let unknown = harness.execute(.erasePerson(person("ada"), at: harness.now))
+        guard case .personErased(erased: false, devicesRemoved: 0, at: nil) = unknown.outcome else {
             Issue.record("\(unknown.outcome)")
             return
         }
@@ -112,7 +113,12 @@ struct NativeCommandTests {
             .reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
         guard case .feedback(.invalidated(let id)) = first.outcome else { Issue.record("\(first.outcome)"); return }
         #expect(id == device.id)
-        #expect(first.mutations.count == 1)
+        #expect(first.mutations.count == 2, "the device's upsert and its history's invalidated event")
+        guard case .deviceHistory(_, _, let events) = first.mutations.last else {
+            Issue.record("\(first.mutations)")
+            return
+        }
+        #expect(events.map(\.kind) == [.created, .invalidated])
         let second = harness.execute(
             .reportFeedback(token: fcmToken(1), reason: reason, reportedAt: nil, at: harness.now))
         guard case .feedback(.alreadyInvalidated) = second.outcome else { Issue.record("\(second.outcome)"); return }

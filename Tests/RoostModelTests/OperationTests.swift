@@ -97,14 +97,16 @@ struct DeviceOperationTests {
             .device
         harness.advance(seconds: 100)
         let change = try #require(
-            harness.index.patchDevice(device.id, tags: .merge(["plan": .string("pro"), "trial": nil]), optedIn: false)
-                .value)
+            harness.index.patchDevice(
+                device.id, tags: .merge(["plan": .string("pro"), "trial": nil]), optedIn: false, at: harness.now
+            ).value)
         harness.record(change.mutations)
         #expect(change.device.tags["plan"] == .string("pro"))
         #expect(!change.device.optedIn)
         #expect(change.device.lastSeenAt == device.lastSeenAt)
         #expect(change.device.createdAt == device.createdAt)
-        let noOp = try #require(harness.index.patchDevice(device.id, tags: .merge([:]), optedIn: nil).value)
+        let noOp = try #require(
+            harness.index.patchDevice(device.id, tags: .merge([:]), optedIn: nil, at: harness.now).value)
         #expect(noOp.mutations.isEmpty, "an empty map is a no-op and logs nothing")
         try harness.verify()
     }
@@ -114,7 +116,7 @@ struct DeviceOperationTests {
         var harness = Harness()
         let device = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .bool(true)]) }).device
         let result = harness.index.patchDevice(
-            device.id, tags: .merge(TagsTests.tags(count: count, bytes: bytes)), optedIn: false)
+            device.id, tags: .merge(TagsTests.tags(count: count, bytes: bytes)), optedIn: false, at: harness.now)
         #expect(result.rejection == .tagsTooLarge)
         #expect(harness.index.device(device.id) == device)
         let viaRegistration = harness.register(
@@ -127,7 +129,9 @@ struct DeviceOperationTests {
     func unknownDevice() {
         var index = AppIndex(appID: testApp, mode: .live)
         let id = DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 5)
-        #expect(index.patchDevice(id, tags: .keep, optedIn: true).rejection == .deviceNotFound)
+        #expect(
+            index.patchDevice(id, tags: .keep, optedIn: true, at: Timestamp(millisecondsSinceEpoch: 0)).rejection
+                == .deviceNotFound)
         #expect(index.recordStrike(id).rejection == .deviceNotFound)
         #expect(index.deleteDevice(id) == Removal(deleted: false, devicesRemoved: 0, mutations: []))
     }

@@ -253,6 +253,8 @@ struct MetricsSystemTests {
             try call("POST", "/v1/devices/inactive/invalidate", key: secretKey, body: #"{"older_than_days":30}"#)
                 .status == 200)
         #expect(try call("GET", "/v1/people/user_42", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/people/user_42/export", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/devices/\(deviceID)/history", key: secretKey).status == 200)
 
         let guest = try #require(
             try json(call("POST", "/v1/identities/guest", key: mobileKey))["identity_token"]?.stringValue)

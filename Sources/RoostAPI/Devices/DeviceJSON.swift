@@ -13,7 +13,8 @@ import RoostModel
 enum DeviceJSON {
     /// Writes `device` as one JSON object; with `includeToken`, a `token` member
     /// follows `environment` (null on a device that lost its token).
-    static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter) {
+    /// Without `closing`, the object is left open for the caller's members.
+    static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true) {
         writer.beginObject()
         writer.member("id", device.id.rendered)
         writer.member("platform", device.platform.name)
@@ -40,7 +41,7 @@ enum DeviceJSON {
         writer.member("version", Int(device.version))
         writer.key("client_sequence")
         if let sequence = device.clientSequence { writer.int(Int(sequence)) } else { writer.null() }
-        writer.endObject()
+        if closing { writer.endObject() }
     }
 
     /// Bytes a device's JSON with its token takes, about: the fixed members

@@ -29,6 +29,7 @@ struct DeviceRoutes: Sendable {
                 .post, "/v1/devices/batch", access: .secretKey(.devicesWrite),
                 bodyLimitBytes: DeviceRoutes.batchBodyBytesMax, outcome: registerBatch),
             Route(.get, "/v1/devices/{id}", access: .secretKey(.devicesRead), outcome: getDevice),
+            Route(.get, "/v1/devices/{id}/history", access: .secretKey(.devicesRead), outcome: history),
             Route(.patch, "/v1/devices/{id}", access: .secretKey(.devicesWrite), outcome: patchDevice),
             Route(.delete, "/v1/devices/{id}", access: .secretKey(.devicesDelete), outcome: deleteDevice),
         ]
@@ -61,6 +62,23 @@ struct DeviceRoutes: Sendable {
         }
     }
 
+    /// `GET /v1/devices/{id}/history` (`devices:read`): `{"events":[…]}`,
+    /// newest first, at most `Limits.historyEventsPerDeviceMax` (spec §9);
+    /// 404 `device_not_found` as `GET /v1/devices/{id}`.
+    func history(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try context.scope(catalog)
+        let id = try DeviceRoutes.deviceID(context.parameters[0])
+        return scope.command(.deviceHistory(id)) { outcome in
+            guard case .history(let events) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var writer = JSONWriter(reservingCapacity: 32 + events.count * HistoryJSON.eventBytesEstimate)
+            writer.beginObject()
+            writer.key("events")
+            HistoryJSON.write(events, into: &writer)
+            writer.endObject()
+            return jsonResponse(200, writer)
+        }
+    }
+
     /// `PATCH /v1/devices/{id}` (secret, `devices:write`): merges `tags`
     /// (`tags: null` clears them, as on registration) and sets `opted_in`.
     /// Leaves `last_seen_at` and registration metadata alone; other members
@@ -75,7 +93,8 @@ struct DeviceRoutes: Sendable {
         let optedIn = try body.optionalBool("opted_in")
         let condition = try IfMatch.parse(context.request.head.headers)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
-        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition)) { outcome in
+        let now = requestTime(context)
+        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition, at: now)) { outcome in
             switch outcome {
             case .device(let device): DeviceJSON.response(200, device, includeToken: false)
             default: DeviceRoutes.unexpectedOrRejected(outcome)

@@ -15,6 +15,8 @@ struct PeopleRoutes: Sendable {
             Route(.get, "/v1/people", access: .secretKey(.devicesRead), outcome: listPeople),
             Route(.put, "/v1/people/{external_id}", access: .secretKey(.peopleWrite), outcome: putPerson),
             Route(.get, "/v1/people/{external_id}", access: .secretKey(.devicesRead), outcome: getPerson),
+            Route(
+                .get, "/v1/people/{external_id}/export", access: .secretKey(.devicesRead), outcome: exportPerson),
             Route(.delete, "/v1/people/{external_id}", access: .secretKey(.peopleWrite), outcome: erasePerson),
         ]
     }
@@ -53,18 +55,59 @@ struct PeopleRoutes: Sendable {
         }
     }
 
-    /// `DELETE /v1/people/{external_id}` (`people:write`): erases the person and
-    /// their devices, `{"erased":true,"devices_removed":N}`. An unknown person
-    /// answers 200 `{"erased":false,"devices_removed":0}` (like a device delete:
-    /// a retried erasure is not an error, and the outcome is the same).
+    /// `GET /v1/people/{external_id}/export` (`devices:read`): the data
+    /// subject's copy (spec §10, GDPR Art. 15): `{"external_id","created_at",
+    /// "devices":[…]}`, each device without its token but with
+    /// `token_fingerprint` and `history` (newest first); 404 `person_not_found`.
+    func exportPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        let scope = try context.scope(catalog)
+        let externalID = try PeopleRoutes.externalID(context.parameters[0])
+        return scope.command(.exportPerson(externalID)) { outcome in
+            guard case .personExport(let export) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            var capacity = 128
+            for entry in export.devices {
+                capacity +=
+                    DeviceJSON.estimatedBytes(entry.device) + entry.history.count * HistoryJSON.eventBytesEstimate
+            }
+            var writer = JSONWriter(reservingCapacity: capacity)
+            PeopleRoutes.writePerson(export.person, into: &writer, closing: false)
+            writer.key("devices")
+            writer.beginArray()
+            for entry in export.devices {
+                DeviceJSON.write(entry.device, includeToken: false, into: &writer, closing: false)
+                writer.member("token_fingerprint", entry.device.token.map { TokenFingerprint($0).rendered })
+                writer.key("history")
+                HistoryJSON.write(entry.history, into: &writer)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+            return jsonResponse(200, writer)
+        }
+    }
+
+    /// `DELETE /v1/people/{external_id}` (`people:write`): erases the person,
+    /// their devices and those devices' histories,
+    /// `{"erased":true,"devices_removed":N,"erased_at":…}` (`erased_at`: this
+    /// request's time, spec §10, carried by the outcome so that a replay says
+    /// the same). An unknown person answers 200
+    /// `{"erased":false,"devices_removed":0,"erased_at":null}` (like a device
+    /// delete: a retried erasure is not an error, and the outcome is the same;
+    /// nothing was erased, so no time).
     func erasePerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        return scope.command(.erasePerson(externalID)) { outcome in
-            guard case .removed(let erased, let removed) = outcome else {
+        return scope.command(.erasePerson(externalID, at: requestTime(context))) { outcome in
+            guard case .personErased(let erased, let removed, let erasedAt) = outcome else {
                 return DeviceRoutes.unexpectedOrRejected(outcome)
             }
-            return DeviceRoutes.removal("erased", erased, devicesRemoved: removed)
+            var writer = JSONWriter(reservingCapacity: 96)
+            writer.beginObject()
+            writer.member("erased", erased)
+            writer.member("devices_removed", removed)
+            writer.member("erased_at", erasedAt?.rfc3339)
+            writer.endObject()
+            return jsonResponse(200, writer)
         }
     }
 

@@ -10,7 +10,11 @@
 ///
 /// Kinds: 1 device upsert, 2 device tombstone, 3 person upsert, 4 person erase,
 /// 5 credential upsert, 6 credential delete, 7 settings, 8 device sequence floor,
-/// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7).
+/// 9 remembered answer part, 10 remembered answer seal (idempotency keys, spec §7),
+/// 19 device history (spec §9: device id, first ordinal, 1 to
+/// `Limits.historyEventsPerRecordMax` events of `at i64 · kind u8 ·
+/// external_id opt · previous_external_id opt · fingerprint (u8 presence, u64) ·
+/// reason opt`).
 /// 13 settings with `inactive_after_days` (spec §8). Settings without that value
 /// are written as kind 7, byte for byte as before it existed after the
 /// format byte (decision 0052).
@@ -37,6 +41,7 @@ package enum MutationCodec {
         case rememberedAnswerPart = 9
         case rememberedAnswer = 10
         case settingsWithInactivity = 13
+        case deviceHistory = 19
     }
 
     /// Returns the bytes of `mutation`.
@@ -88,6 +93,15 @@ package enum MutationCodec {
             writer.bytes.append(contentsOf: seal.digest.bytes)
             writer.i64(seal.at.millisecondsSinceEpoch)
             writer.u32(UInt32(seal.byteCount))
+        case .deviceHistory(let id, let firstOrdinal, let events):
+            precondition(
+                (1...Limits.historyEventsPerRecordMax).contains(events.count), "history record of \(events.count)")
+            precondition(firstOrdinal >= 1, "history ordinal 0")
+            writer.u8(Kind.deviceHistory.rawValue)
+            encode(id, into: &writer)
+            writer.u64(firstOrdinal)
+            writer.u8(UInt8(events.count))
+            for event in events { encode(event, into: &writer) }
         }
         precondition(writer.bytes.count <= Limits.mutationBytesMax, "mutation of \(writer.bytes.count) bytes")
         return writer.bytes
@@ -175,6 +189,8 @@ package enum MutationCodec {
             }
             mutation = .rememberedAnswer(
                 RememberedAnswerSeal(owner: owner, key: key, digest: digest, at: at, byteCount: byteCount))
+        case .deviceHistory:
+            mutation = try decodeHistory(&reader)
         }
         guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
         return mutation
@@ -240,6 +256,76 @@ package enum MutationCodec {
         let text = try reader.string("idempotency_key", max: IdempotencyLimits.keyCharactersMax)
         guard let key = IdempotencyKey(text[...]) else { throw .invalidValue(field: "idempotency_key", offset: offset) }
         return key
+    }
+
+    // MARK: History
+
+    private static func encode(_ event: HistoryEvent, into writer: inout LittleEndianWriter) {
+        writer.i64(event.at.millisecondsSinceEpoch)
+        writer.u8(event.kind.rawValue)
+        writer.optionalString(event.externalID?.rawValue)
+        writer.optionalString(event.previousExternalID?.rawValue)
+        if let fingerprint = event.tokenFingerprint {
+            writer.u8(1)
+            writer.u64(fingerprint.rawValue)
+        } else {
+            writer.u8(0)
+        }
+        writer.optionalString(event.reason?.rawValue)
+    }
+
+    private static func decodeHistory(_ reader: inout LittleEndianReader) throws(ByteDecodingError) -> Mutation {
+        let id = try reader.deviceID()
+        let ordinalOffset = reader.offset
+        let firstOrdinal = try reader.u64()
+        guard firstOrdinal >= 1, firstOrdinal <= UInt64.max - UInt64(Limits.historyEventsPerRecordMax) else {
+            throw .invalidValue(field: "history_ordinal", offset: ordinalOffset)
+        }
+        let countOffset = reader.offset
+        let count = Int(try reader.u8())
+        guard (1...Limits.historyEventsPerRecordMax).contains(count) else {
+            throw .invalidValue(field: "history_events", offset: countOffset)
+        }
+        var events: [HistoryEvent] = []
+        events.reserveCapacity(count)
+        for _ in 0..<count {
+            let at = try reader.timestamp("history_at")
+            let kindOffset = reader.offset
+            guard let kind = HistoryEventKind(rawValue: try reader.u8()) else {
+                throw .invalidValue(field: "history_kind", offset: kindOffset)
+            }
+            let externalID = try historyExternalID(&reader)
+            let previous = try historyExternalID(&reader)
+            let fingerprint: TokenFingerprint?
+            switch try reader.bool("token_fingerprint") {
+            case true: fingerprint = TokenFingerprint(rawValue: try reader.u64())
+            case false: fingerprint = nil
+            }
+            let reasonOffset = reader.offset
+            let reasonBytes = try reader.optionalField("reason", max: Limits.invalidationReasonBytesMax)
+            if let reasonBytes, !InvalidationReason.isValid(utf8: reasonBytes) {
+                throw .invalidValue(field: "reason", offset: reasonOffset)
+            }
+            events.append(
+                HistoryEvent(
+                    at: at, kind: kind, externalID: externalID, previousExternalID: previous,
+                    tokenFingerprint: fingerprint,
+                    reason: reasonBytes.map { InvalidationReason(unchecked: String(decoding: $0, as: UTF8.self)) }))
+        }
+        return .deviceHistory(id, firstOrdinal: firstOrdinal, events: events)
+    }
+
+    private static func historyExternalID(_ reader: inout LittleEndianReader) throws(ByteDecodingError)
+        -> ExternalID?
+    {
+        let offset = reader.offset
+        guard let bytes = try reader.optionalField("external_id", max: 4 * Limits.externalIDCharactersMax) else {
+            return nil
+        }
+        guard EncodedDevice.hasScalars(bytes, max: Limits.externalIDCharactersMax) else {
+            throw .invalidValue(field: "external_id", offset: offset)
+        }
+        return ExternalID(unchecked: String(decoding: bytes, as: UTF8.self))
     }
 
     // MARK: Credentials

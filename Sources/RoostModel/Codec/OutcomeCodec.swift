@@ -25,6 +25,7 @@ package enum OutcomeCodec {
         case batch = 10
         case imported = 11
         case answered = 12
+        case personErased = 13
     }
 
     /// Returns the bytes of `outcome`, or nil for an outcome that no write
@@ -63,6 +64,11 @@ package enum OutcomeCodec {
             writer.u8(Tag.removed.rawValue)
             writer.u8(deleted ? 1 : 0)
             writer.u64(UInt64(devicesRemoved))
+        case .personErased(let erased, let devicesRemoved, let at):
+            writer.u8(Tag.personErased.rawValue)
+            writer.u8(erased ? 1 : 0)
+            writer.u64(UInt64(devicesRemoved))
+            writer.optionalTimestamp(at)
         case .feedback(let result):
             writer.u8(Tag.feedback.rawValue)
             switch result {
@@ -118,7 +124,8 @@ package enum OutcomeCodec {
             writer.u32(UInt32(body.count))
             writer.append(contentsOf: body)
         case .devicePage, .deviceSlice, .stats, .settings, .person, .custom, .logAcknowledged, .appRemoved,
-            .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated, .peoplePage:
+            .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated, .peoplePage,
+            .history, .personExport:
             return false
         }
         return true
@@ -180,6 +187,11 @@ package enum OutcomeCodec {
         case .removed:
             let deleted = try reader.bool("deleted")
             return .removed(deleted: deleted, devicesRemoved: try count(&reader, "devices_removed"))
+        case .personErased:
+            let erased = try reader.bool("erased")
+            let devicesRemoved = try count(&reader, "devices_removed")
+            return .personErased(
+                erased: erased, devicesRemoved: devicesRemoved, at: try reader.optionalTimestamp("erased_at"))
         case .feedback:
             let kindOffset = reader.offset
             switch try reader.u8() {

@@ -36,12 +36,14 @@ extension AppIndex {
     /// devices in creation order and where the next slice starts (nil: done).
     /// O(limit + log devices).
     func exportSlice(afterSequence: UInt64, limit: Int) -> Outcome {
-        let slice = snapshotDevices(afterSequence: afterSequence, limit: limit)
+        let slice = store.snapshotDevices(afterSequence: afterSequence, limit: limit, includingHistory: false)
         let devices = slice.mutations.map { mutation -> Device in
-            guard case .deviceUpsert(let device) = mutation else {
+            switch mutation {
+            case .deviceUpsert(let device): return device
+            case .deviceHistory, .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete,
+                .settings, .deviceSequenceFloor, .rememberedAnswerPart, .rememberedAnswer:
                 preconditionFailure("a device slice held \(mutation)")
             }
-            return device
         }
         return .deviceSlice(devices: devices, next: slice.next)
     }

@@ -41,9 +41,10 @@ extension DeviceStore {
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`. Never touches
     /// `last_seen_at` or registration metadata. Rejected merges change nothing.
     /// With `ifMatch`, a device whose version does not satisfy it is 412
-    /// `precondition_failed` (spec §7); an unknown id stays 404.
+    /// `precondition_failed` (spec §7); an unknown id stays 404. Its history
+    /// events (`tags_changed`, `opted_in`/`opted_out`) are at `now`.
     mutating func patchDevice(
-        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil
+        _ id: DeviceID, tags change: TagsChange, optedIn: Bool?, ifMatch: VersionCondition? = nil, at now: Timestamp
     ) -> Result<DeviceChange, RegistryRejection> {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
         if let rejection = unmet(ifMatch, at: slot) { return .failure(rejection) }
@@ -53,7 +54,7 @@ extension DeviceStore {
         case .failure(let rejection): return .failure(rejection)
         }
         if let optedIn { device.optedIn = optedIn }
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: now))
     }
 
     /// Adds one failed-delivery strike to a device (saturating); Native Notify's
@@ -62,7 +63,7 @@ extension DeviceStore {
         guard let slot = slot(of: id) else { return .failure(.deviceNotFound) }
         var device = device(at: slot)
         device.strikes = device.strikes == UInt32.max ? device.strikes : device.strikes + 1
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: nil))
     }
 
     /// Invalidates a device by id (a dead flag, an operator action) with `reason` at `now`.
@@ -74,18 +75,26 @@ extension DeviceStore {
         if device.invalidatedAt != nil { return .success(DeviceChange(device: device, mutations: [])) }
         device.invalidatedAt = now
         device.invalidationReason = reason
-        return .success(write(device, unlessEqualTo: slot))
+        return .success(write(device, unlessEqualTo: slot, at: now))
     }
 
     /// Stores `device` (a changed copy of the one at `slot`) with its version
-    /// moved on, unless it equals the stored one: no change, no new version.
-    private mutating func write(_ device: Device, unlessEqualTo slot: UInt32) -> DeviceChange {
-        let stored = self.device(at: slot)
-        if device.hasSameFields(as: stored) { return DeviceChange(device: stored, mutations: []) }
+    /// moved on, unless it equals the stored one (no change, no new version),
+    /// with the history events of the change at `now` (nil only for a change
+    /// no event shows: a strike).
+    private mutating func write(_ device: Device, unlessEqualTo slot: UInt32, at now: Timestamp?) -> DeviceChange {
+        let before = self.device(at: slot)
+        if device.hasSameFields(as: before) { return DeviceChange(device: before, mutations: []) }
         var device = device
-        device.version = DeviceVersion.next(stored.version)
+        device.version = DeviceVersion.next(before.version)
         storeDevice(device)
-        return DeviceChange(device: device, mutations: [.deviceUpsert(device)])
+        var mutations: [Mutation] = [.deviceUpsert(device)]
+        let events = HistoryEvent.events(from: before, to: device, registration: false, at: now ?? before.lastSeenAt)
+        precondition(now != nil || events.isEmpty, "a change with history events but no time: \(events)")
+        let synthesized =
+            needsSynthesizedHistory(device.id, events: events) ? HistoryEvent.synthesized(before) : nil
+        recordHistory(of: device.id, synthesized: synthesized, events: events, into: &mutations)
+        return DeviceChange(device: device, mutations: mutations)
     }
 
     /// Returns the 412 of an `If-Match` the device at `slot` does not satisfy, or nil.
@@ -170,14 +179,20 @@ extension DeviceStore {
         token: PushToken, reason: InvalidationReason, reportedAt: Timestamp?, at now: Timestamp
     ) -> (result: FeedbackResult, mutations: [Mutation]) {
         guard let slot = slot(ofToken: token) else { return (.unknownToken, []) }
-        var device = device(at: slot)
+        let before = device(at: slot)
+        var device = before
         if token.platform == .ios, let reportedAt, reportedAt <= device.lastSeenAt { return (.stale(device.id), []) }
         if device.invalidatedAt != nil { return (.alreadyInvalidated(device.id), []) }
         device.invalidatedAt = max(reportedAt ?? now, device.lastSeenAt)
         device.invalidationReason = reason
         device.version = DeviceVersion.next(device.version)  // it was active: a change
         storeDevice(device)
-        return (.invalidated(device.id), [.deviceUpsert(device)])
+        var mutations: [Mutation] = [.deviceUpsert(device)]
+        let events = HistoryEvent.events(from: before, to: device, registration: false, at: now)
+        let synthesized =
+            needsSynthesizedHistory(device.id, events: events) ? HistoryEvent.synthesized(before) : nil
+        recordHistory(of: device.id, synthesized: synthesized, events: events, into: &mutations)
+        return (.invalidated(device.id), mutations)
     }
 
     /// Removes the ios devices registered for `key`'s bundle id and environment

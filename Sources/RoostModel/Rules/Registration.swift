@@ -148,8 +148,8 @@ extension DeviceStore {
         var mutations: [Mutation] = []
         var displaced: DeviceID?
         if let loser {
-            let before = self.device(at: loser.slot)
-            var lost = before
+            let lostBefore = self.device(at: loser.slot)
+            var lost = lostBefore
             switch loser.kind {
             case .reassigned:
                 lost.token = nil
@@ -162,9 +162,13 @@ extension DeviceStore {
                 lost.invalidationReason = .superseded
             }
             lost.invalidatedAt = now
-            if !lost.hasSameFields(as: before) { lost.version = DeviceVersion.next(before.version) }
+            if !lost.hasSameFields(as: lostBefore) { lost.version = DeviceVersion.next(lostBefore.version) }
             storeDevice(lost)
             mutations.append(.deviceUpsert(lost))
+            let events = HistoryEvent.events(from: lostBefore, to: lost, registration: false, at: now)
+            let synthesized =
+                needsSynthesizedHistory(lost.id, events: events) ? HistoryEvent.synthesized(lostBefore) : nil
+            recordHistory(of: lost.id, synthesized: synthesized, events: events, into: &mutations)
             displaced = lost.id
         }
 
@@ -187,7 +191,10 @@ extension DeviceStore {
         }
 
         let device: Device
+        var historyMutations: [Mutation] = []
         if let target {
+            let recordBefore = records[Int(target)]
+            let tagsBefore = recordBefore.tags.isNone ? nil : blobs.bytes(recordBefore.tags)
             updateRegistered(
                 target, with: request, tokenHeld: tokenSlot == target, resetStrikes: tokenChange == .reassigned,
                 person: personChange, tags: newTags, at: now)
@@ -197,14 +204,76 @@ extension DeviceStore {
             if let violation = device.violation() {
                 preconditionFailure("registration left device \(device.id) invalid: \(violation)")
             }
+            let events = registrationEvents(
+                before: recordBefore, tagsBefore: tagsBefore, personSlotAfter: records[Int(target)].person,
+                after: device, tokenKept: tokenSlot == target)
+            // A re-registration with nothing new on a device with no stored
+            // history stores nothing: its `registered` is synthesized from
+            // `last_seen_at` (`HistoryEvent.synthesized`).
+            let onlyRegistered = events.count == 1 && events[0].kind == .registered
+            if !(onlyRegistered && history.newestOrdinal(device.id.sequence) == 0) {
+                let synthesized =
+                    needsSynthesizedHistory(device.id, events: events)
+                    ? HistoryEvent.synthesized(self.device(before: recordBefore, id: device.id)) : nil
+                recordHistory(of: device.id, synthesized: synthesized, events: events, into: &historyMutations)
+            }
         } else {
             device = createRegistered(with: request, person: personChange, tags: newTags ?? .empty, at: now)
         }
         mutations.append(.deviceUpsert(device))
+        mutations += historyMutations
         return .success(
             RegisterOutcome(
                 created: target == nil, device: device, tokenChange: tokenChange, displaced: displaced,
                 evicted: evicted, mutations: mutations))
+    }
+
+    /// Returns the history events of a registration of an existing device,
+    /// read from its record before (tags bytes `tagsBefore`) and the device
+    /// after (its record's person slot `personSlotAfter`): `registered` (or
+    /// `token_replaced`), then what else changed, in `HistoryEvent.events`
+    /// order, all at the device's new `last_seen_at` (the request's time,
+    /// unless the clock stepped back: then the time a synthesized
+    /// `registered` shows too). A person slot stays live when its devices
+    /// leave, so the previous person's name is still readable. O(tags).
+    private func registrationEvents(
+        before: DeviceRecord, tagsBefore: [UInt8]?, personSlotAfter: UInt32, after: Device, tokenKept: Bool
+    ) -> [HistoryEvent] {
+        let fingerprint = after.token.map(TokenFingerprint.init)
+        func event(_ kind: HistoryEventKind, previous: ExternalID? = nil) -> HistoryEvent {
+            HistoryEvent(
+                at: after.lastSeenAt, kind: kind, externalID: after.externalID, previousExternalID: previous,
+                tokenFingerprint: fingerprint)
+        }
+        var result = [event(tokenKept ? .registered : .tokenReplaced)]
+        if personSlotAfter != before.person {
+            result.append(event(after.externalID == nil ? .unbound : .moved, previous: personName(before.person)))
+        }
+        if before.isInvalidated { result.append(event(.revalidated)) }
+        let tagsAfter = after.tags.isEmpty ? nil : after.tags.encoded
+        if tagsAfter != tagsBefore { result.append(event(.tagsChanged)) }
+        if after.optedIn != before.optedIn { result.append(event(after.optedIn ? .optedIn : .optedOut)) }
+        return result
+    }
+
+    /// Returns the external id of the person at `slot` (nil for none).
+    private func personName(_ slot: UInt32) -> ExternalID? {
+        slot == DeviceRecord.noSlot ? nil : ExternalID(unchecked: blobs.string(people[Int(slot)].name))
+    }
+
+    /// The device as it was before a registration changed it, for its
+    /// synthesized history (only its creation and last-seen times, person and
+    /// token are read): built from the record kept before the change.
+    private func device(before record: DeviceRecord, id: DeviceID) -> Device {
+        let token: PushToken? =
+            record.tokenLength == 0
+            ? nil : PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: record.platform)
+        var device = Device(
+            id: id, environment: record.environment, token: token,
+            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))
+        device.lastSeenAt = Timestamp(millisecondsSinceEpoch: record.lastSeenAt)
+        device.externalID = personName(record.person)
+        return device
     }
 
     /// What a registration does to its device's person.

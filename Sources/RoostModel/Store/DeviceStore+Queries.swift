@@ -245,8 +245,12 @@ package struct MemoryEstimate: Hashable, Sendable {
     package var people: Int
     /// The side table of spec §7 client sequences (only devices that carry one).
     package var clientSequences: Int
+    /// Device histories (spec §9): nothing for devices that never changed.
+    package var history: Int = 0
 
-    package var total: Int { deviceRecords + hashTables + blobs + digests + order + people + clientSequences }
+    package var total: Int {
+        deviceRecords + hashTables + blobs + digests + order + people + clientSequences + history
+    }
 }
 
 extension DeviceStore {
@@ -265,6 +269,7 @@ extension DeviceStore {
             digests: digests.usedBytes + freeDigestSlots.capacity * 4,
             order: order.capacity * 8 + orderSlots.capacity * 4,
             people: people.usedBytes + freePersonSlots.capacity * 4,
-            clientSequences: clientSequences.capacity * Self.clientSequenceEntryBytes)
+            clientSequences: clientSequences.capacity * Self.clientSequenceEntryBytes,
+            history: history.memoryBytes)
     }
 }

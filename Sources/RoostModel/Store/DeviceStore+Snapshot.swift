@@ -3,15 +3,26 @@ extension DeviceStore {
     /// devices created after `afterSequence`, in creation order, and the sequence
     /// to continue from (nil when done). With `snapshotHeader()` written first and
     /// the floor last, slices taken between requests form a fuzzy snapshot that
-    /// replay from its starting LSN makes exact. O(limit + log devices).
-    func snapshotDevices(afterSequence: UInt64, limit: Int) -> (mutations: [Mutation], next: UInt64?) {
+    /// replay from its starting LSN makes exact. Each device's upsert is
+    /// followed by its history's records, if it has one (`historyMutations`),
+    /// unless `includingHistory` is false (the device export); `limit` counts
+    /// devices. O(limit + log devices + their events).
+    func snapshotDevices(afterSequence: UInt64, limit: Int, includingHistory: Bool = true) -> (
+        mutations: [Mutation], next: UInt64?
+    ) {
         precondition(limit >= 1, "snapshot slice limit must be positive, got \(limit)")
         var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
         var result: [Mutation] = []
-        while position < order.count && result.count < limit {
+        var devices = 0
+        while position < order.count && devices < limit {
             let slot = orderSlots[position]
             position += 1
-            if slot != DeviceRecord.noSlot { result.append(.deviceUpsert(device(at: slot))) }
+            if slot != DeviceRecord.noSlot {
+                let device = device(at: slot)
+                result.append(.deviceUpsert(device))
+                if includingHistory { result += historyMutations(device.id) }
+                devices += 1
+            }
         }
         return (result, position < order.count ? order[position - 1] : nil)
     }
@@ -106,6 +117,10 @@ extension DeviceStore {
         if zip(order, order.dropFirst()).contains(where: { $0 >= $1 }) { problems.append("order not ascending") }
         if order.count - orderDeadCount != live { problems.append("order has \(order.count - orderDeadCount) live") }
         if let last = order.last, last >= nextDeviceSequence { problems.append("sequence floor below an id") }
+        problems += history.invariantViolations()
+        for sequence in history.rings.keys where slot(ofSequence: sequence) == nil {
+            problems.append("history of absent device \(sequence)")
+        }
         return problems
     }
 }

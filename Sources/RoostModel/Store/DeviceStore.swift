@@ -39,6 +39,8 @@ struct DeviceStore: Sendable {
     /// The slot of `order[i]`'s device, or `DeviceRecord.noSlot` once deleted.
     var orderSlots = ChunkedArray<UInt32>()
     var orderDeadCount = 0
+    /// The histories of devices that changed (spec §9).
+    var history = DeviceHistoryStore()
     var deviceCount = 0
     var invalidatedCount = 0
     var iosCount = 0
@@ -342,6 +344,7 @@ struct DeviceStore: Sendable {
         let sequence = records[Int(slot)].sequence
         precondition(sequence != 0, "removing free device slot \(slot)")
         unindex(slot: slot)
+        history.remove(sequence)
         guard let position = orderPosition(of: sequence), orderSlots[position] == slot else {
             preconditionFailure("device slot \(slot) missing from the id index")
         }
