@@ -83,19 +83,7 @@ NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment
 
 echo "bench: ${SECONDS_PER_RUN} s per run, roost $ROOST_BIN, commit $COMMIT, load $LOAD_AT_START"
 echo "peers (registrations, the same load):"
-start_nginx 1 201 "$NGINX_BODY"
-# nginx knows no key and answers 201 to everything: only a non-2xx answer would be wrong.
-load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "${SPINE_SHAPE[@]}"
-stop_server
-for policy in always everysec never; do
-  start_roost "$ROOST_BIN" "$policy"
-  load "peer-roost-$policy" "roost --fsync $policy" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" \
-    "${SPINE_SHAPE[@]}"
-  stop_server
-done
-# The same registrations in Redis and PostgreSQL (Benchmarks/peers/peers.sh).
-for policy in always everysec; do peer_redis "peer-redis-$policy" "redis appendfsync $policy" "$policy"; done
-for sync in on off; do peer_postgres "peer-postgres-$sync" "postgres synchronous_commit $sync" "$sync"; done
+peers_run_all "${SPINE_SHAPE[@]}"
 
 echo "dialects (standard mix, --fsync always, fresh app each):"
 for dialect in native barua nativenotify connect; do

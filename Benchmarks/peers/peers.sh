@@ -137,3 +137,18 @@ peer_postgres() { # NAME LABEL SYNCHRONOUS_COMMIT
   fi
   echo "  $(cat "$work/$name.line")"
 }
+
+peers_run_all() { # LOAD-ARGS…: nginx, Roost (--fsync always, everysec, never), Redis and PostgreSQL,
+  # one run each under the same load, through the caller's `load NAME LABEL ARGS…`.
+  start_nginx 1 201 "$NGINX_BODY"
+  # nginx knows no key and answers 201 to everything: only a non-2xx answer would be wrong.
+  load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "$@"
+  stop_server
+  for policy in always everysec never; do
+    start_roost "$ROOST_BIN" "$policy"
+    load "peer-roost-$policy" "roost --fsync $policy" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" "$@"
+    stop_server
+  done
+  for policy in always everysec; do peer_redis "peer-redis-$policy" "redis appendfsync $policy" "$policy"; done
+  for sync in on off; do peer_postgres "peer-postgres-$sync" "postgres synchronous_commit $sync" "$sync"; done
+}

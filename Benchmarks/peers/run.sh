@@ -52,17 +52,7 @@ for round in $(seq "$ROUNDS"); do
   OUT=$BASE_OUT/round-$round
   rm -rf "$OUT"; mkdir -p "$OUT"
   echo "round $round:"
-  start_nginx 1 201 "$NGINX_BODY"
-  load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "${SHAPE[@]}"
-  stop_server
-  for policy in always everysec never; do
-    start_roost "$ROOST_BIN" "$policy"
-    load "peer-roost-$policy" "roost --fsync $policy" --setup --admin-key "$ROOST_ADMIN_KEY" --roost-bin "$ROOST_BIN" \
-      "${SHAPE[@]}"
-    stop_server
-  done
-  for policy in always everysec; do peer_redis "peer-redis-$policy" "redis appendfsync $policy" "$policy"; done
-  for sync in on off; do peer_postgres "peer-postgres-$sync" "postgres synchronous_commit $sync" "$sync"; done
+  peers_run_all "${SHAPE[@]}"
   files=()
   for name in "${NAMES[@]}"; do [ -f "$OUT/$name.json" ] && files+=("$OUT/$name.json"); done
   "$ROOST_BENCH_BIN" compare "${files[@]}" --baseline 2 || failed=1
