@@ -273,8 +273,9 @@ final class CrashRun {
         let byOperation = CrashOperation.allCases.map { "\($0.name) \(totals.acknowledgedByOperation[$0.rawValue])" }
         let log = FileOutput.read(stderrPath, limitBytes: 256 << 20).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let lines = log.split(separator: "\n")
-        // One `snapshot.done` JSON line per snapshot written (docs/metrics-and-logs.md).
-        let snapshots = lines.filter { $0.contains(#""event":"snapshot.done""#) }.count
+        // Every snapshot written ends in a checkpoint, periodic or at shutdown,
+        // and the server logs one `wal.checkpoint` line for it (docs/metrics-and-logs.md).
+        let snapshots = lines.filter { $0.contains(#""event":"wal.checkpoint""#) }.count
         let tornTails = lines.filter { $0.contains("torn tail") }.count
         StandardStreams.out(
             "crash total: \(totals.cycles) of \(options.cycles) cycles, --fsync \(options.fsync), seed \(options.seed): "
