@@ -288,8 +288,15 @@ struct HTTPAbuseSystemTests {
         var slowest = Duration.zero
         for _ in 0..<10 { slowest = max(slowest, Self.timedHealth(process.port) ?? .seconds(60)) }
         #expect(slowest < .milliseconds(100), "slowest /healthz at the cap took \(slowest)")
-        // Each newcomer took the place of the silent connection waiting longest.
-        #expect(silent[0].isClosedByPeer(timeout: .seconds(1)), "the oldest silent connection is still open")
+        // Each newcomer took the place of the silent connection waiting longest
+        // on the loop that took it ("idle longest" is per loop, docs/http.md),
+        // and accepted connections go to the loops in turn: so one of the
+        // first few (one per loop) is gone. On a loaded or a quiet machine
+        // alike, all newcomers may land on one loop, which evicts its own oldest.
+        let oldestPerLoop = silent.prefix(4)
+        #expect(
+            oldestPerLoop.contains { $0.isClosedByPeer(timeout: .seconds(1)) },
+            "the oldest silent connection of every loop is still open")
         #expect(!silent[cap - 1].isClosedByPeer(timeout: .milliseconds(50)), "the youngest was evicted first")
     }
 
