@@ -224,8 +224,11 @@ extension HTTPServerTests {
                 #expect(log.allSatisfy { $0.count > 0 })
                 #expect(log.allSatisfy { (0..<2).contains($0.loop) })
                 #expect(log.reduce(0) { $0 + $1.count } == 80)
-                // 80 requests in 4 writes: rounds batch them, not one call per request.
-                #expect(log.count < 80, "\(log.count) batches for 80 requests")
+                // A connection has one request with the responder at a time
+                // (decision 0021), so whether a round holds several depends on
+                // which connections are ready together: 80 rounds of one was
+                // seen on a quiet CI run. That rounds batch requests ready at
+                // once is `HTTPRoundTests`' claim.
                 #expect(loopsSeen.isSubset(of: [0, 1]))
             }
         }
