@@ -64,22 +64,7 @@ for check in selftest-histogram selftest-load selftest-crash; do
 done
 
 failed=0
-# One `roost-bench load` run into $OUT/NAME.json: NAME LABEL ARGS…
-load() {
-  local name=$1 label=$2
-  shift 2
-  if timeout $((SECONDS_PER_RUN + 180)) "$ROOST_BENCH_BIN" load --url "http://127.0.0.1:$port" --label "$label" \
-    --connections $CONNECTIONS --seconds "$SECONDS_PER_RUN" --quiet --out "$OUT/$name.json" "$@" \
-    > "$work/$name.out" 2> "$work/$name.err"; then
-    echo "  $label: $(sed -n 's/^achieved: //p' "$work/$name.out")"
-  else
-    failed=1
-    echo "  $label: FAILED"; sed 's/^/    /' "$work/$name.out" "$work/$name.err" | head -20
-  fi
-}
 SPINE_SHAPE=(--mix register=1 --android 0 --tags 0 --tokens "$TOKENS" --people "$PEOPLE")
-# A 201 body the size of roost's device answer (456 bytes).
-NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
 
 echo "bench: ${SECONDS_PER_RUN} s per run, roost $ROOST_BIN, commit $COMMIT, load $LOAD_AT_START"
 echo "peers (registrations, the same load):"

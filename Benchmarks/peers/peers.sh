@@ -138,8 +138,26 @@ peer_postgres() { # NAME LABEL SYNCHRONOUS_COMMIT
   echo "  $(cat "$work/$name.line")"
 }
 
+# A 201 body the size of roost's device answer, for the nginx peer.
+NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
+
+# One `roost-bench load` run into $OUT/NAME.json: NAME LABEL ARGS… (the caller
+# sets SECONDS_PER_RUN, CONNECTIONS, OUT, work, port; a failure sets failed=1).
+load() {
+  local name=$1 label=$2
+  shift 2
+  if timeout $((SECONDS_PER_RUN + 180)) "$ROOST_BENCH_BIN" load --url "http://127.0.0.1:$port" --label "$label" \
+    --connections $CONNECTIONS --seconds "$SECONDS_PER_RUN" --quiet --out "$OUT/$name.json" "$@" \
+    > "$work/$name.out" 2> "$work/$name.err"; then
+    echo "  $label: $(sed -n 's/^achieved: //p' "$work/$name.out")"
+  else
+    failed=1
+    echo "  $label: FAILED"; sed 's/^/    /' "$work/$name.out" "$work/$name.err" | head -20
+  fi
+}
+
 peers_run_all() { # LOAD-ARGS…: nginx, Roost (--fsync always, everysec, never), Redis and PostgreSQL,
-  # one run each under the same load, through the caller's `load NAME LABEL ARGS…`.
+  # one run each under the same load (`load` above).
   start_nginx 1 201 "$NGINX_BODY"
   # nginx knows no key and answers 201 to everything: only a non-2xx answer would be wrong.
   load peer-nginx "nginx, fixed 201 (1 worker)" --key none --any-2xx "$@"

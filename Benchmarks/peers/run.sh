@@ -30,21 +30,7 @@ bench_init peers
 COMMAND="$0 $*"
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
 SHAPE=(--mix register=1 --android 0 --tags 0 --tokens "$TOKENS" --people "$PEOPLE")
-# A 201 body the size of roost's device answer, as in Benchmarks/bench.sh.
-NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live"}'
 failed=0
-load() { # NAME LABEL ARGS…: one `roost-bench load` run into $OUT/NAME.json
-  local name=$1 label=$2
-  shift 2
-  if timeout $((SECONDS_PER_RUN + 180)) "$ROOST_BENCH_BIN" load --url "http://127.0.0.1:$port" --label "$label" \
-    --connections $CONNECTIONS --seconds "$SECONDS_PER_RUN" --quiet --out "$OUT/$name.json" "$@" \
-    > "$work/$name.out" 2> "$work/$name.err"; then
-    echo "  $label: $(sed -n 's/^achieved: //p' "$work/$name.out")"
-  else
-    failed=1
-    echo "  $label: FAILED"; sed 's/^/    /' "$work/$name.out" "$work/$name.err" | head -20
-  fi
-}
 NAMES=(peer-nginx peer-roost-always peer-roost-everysec peer-roost-never peer-redis-always peer-redis-everysec
   peer-postgres-on peer-postgres-off)
 echo "peers: ${SECONDS_PER_RUN} s × $ROUNDS rounds, roost $ROOST_BIN, load $LOAD_AT_START"
