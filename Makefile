@@ -208,12 +208,13 @@ $(FUZZ_MODULES)/$(1).o: $$(shell find Sources/$(1) -name '*.swift') $$(foreach m
 endef
 $(eval $(call fuzz_module,RoostPlatform,CSystemShims))
 $(eval $(call fuzz_module,RoostTelemetry,RoostPlatform))
-$(eval $(call fuzz_module,RoostModel,))
+$(eval $(call fuzz_module,RoostCrypto,))
+$(eval $(call fuzz_module,RoostModel,RoostCrypto))
 $(eval $(call fuzz_module,RoostJSON,))
 $(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry))
 $(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
-$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
-$(eval $(call fuzz_module,RoostAPI,RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
+$(eval $(call fuzz_module,RoostEngine,RoostCrypto RoostModel RoostStorage))
+$(eval $(call fuzz_module,RoostAPI,RoostCrypto RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
 
 # $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
 # $(4): committed regression inputs; $(5): -max_len.
@@ -226,13 +227,13 @@ fuzz-$(1): $(FUZZ_DIR)/bin/$(1)
 	$(FUZZ_RUN) $(FUZZ_DIR)/bin/$(1) $(FUZZ_FLAGS) -max_len=$(5) -artifact_prefix=$(FUZZ_DIR)/artifacts/$(1)- \
 	  $(FUZZ_DIR)/corpus-$(1) $(2)/seeds $(4)
 endef
-ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
+ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostCrypto RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
 $(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
 $(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
 $(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/ndjson,8192))
 $(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
 $(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
-$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))
+$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostCrypto RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))
 $(eval $(call fuzz_target,connection,Fuzz/HTTPConnectionFuzz,CSystemShims RoostPlatform RoostTelemetry RoostHTTP,Tests/RoostHTTPTests/ConnectionFuzzCorpus,4096))
 
 clean:

@@ -30,7 +30,9 @@ let package = Package(
         .target(name: "RoostPlatform", dependencies: ["CSystemShims"], swiftSettings: strict),
         // Counters, histograms, the Prometheus text format and the JSON-line logger.
         .target(name: "RoostTelemetry", dependencies: ["RoostPlatform"], swiftSettings: strict),
-        .target(name: "RoostModel", swiftSettings: strict),
+        // SHA-256, HMAC, random bytes and constant-time comparison from libcrypto.
+        .target(name: "RoostCrypto", dependencies: ["CCrypto"], swiftSettings: strict),
+        .target(name: "RoostModel", dependencies: ["RoostCrypto"], swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
         .target(
             name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform"], swiftSettings: strict),
@@ -38,7 +40,7 @@ let package = Package(
         .target(
             name: "RoostAPI",
             dependencies: [
-                "RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "CCrypto",
+                "RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "RoostCrypto",
                 "RoostTelemetry",
             ],
             swiftSettings: strict),
@@ -76,7 +78,7 @@ let package = Package(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
-                "RoostTesting", "RoostTelemetry",
+                "RoostTesting", "RoostTelemetry", "RoostCrypto",
             ],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
@@ -85,7 +87,8 @@ let package = Package(
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
             exclude: ["Fixtures"], swiftSettings: strict),
-        .testTarget(name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting"], swiftSettings: strict),
+        .testTarget(
+            name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting", "RoostCrypto"], swiftSettings: strict),
         .testTarget(
             name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
         .testTarget(

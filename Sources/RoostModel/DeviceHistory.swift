@@ -1,3 +1,5 @@
+import RoostCrypto
+
 /// What happened to a device (spec §9, `GET /v1/devices/{id}/history`).
 ///
 /// The raw values are the codec's and the in-memory ring's: never renumber.
@@ -50,7 +52,7 @@ package struct TokenFingerprint: Hashable, Sendable {
 
     /// The fingerprint of `token`. O(token bytes).
     package init(_ token: PushToken) {
-        let digest = SHA256.hash(Array(token.text.utf8))
+        let digest = Crypto.sha256(token.text.utf8)
         var value: UInt64 = 0
         for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
         rawValue = value

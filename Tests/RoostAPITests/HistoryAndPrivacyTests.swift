@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostEngine
 import RoostHTTP
 import RoostJSON

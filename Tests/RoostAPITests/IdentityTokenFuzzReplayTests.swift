@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostModel
 import RoostTesting
 import Testing

@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostModel
 import RoostTesting
 import Testing
@@ -8,25 +9,25 @@ import Testing
 struct HistoryTests {
     static func kinds(_ events: [HistoryEvent]?) -> [HistoryEventKind] { (events ?? []).map(\.kind) }
 
-    @Test("SHA-256 matches the FIPS 180-4 vectors")
+    @Test("the fingerprint digest (libcrypto SHA-256) matches the FIPS 180-4 vectors")
     func sha256Vectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
-        #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(hex(Crypto.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(
-            hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+            hex(Crypto.sha256(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         let twoBlocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
         #expect(
-            hex(SHA256.hash(Array(twoBlocks.utf8)))
+            hex(Crypto.sha256(Array(twoBlocks.utf8)))
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         #expect(
-            hex(SHA256.hash([UInt8](repeating: 0x61, count: 1_000)))
+            hex(Crypto.sha256([UInt8](repeating: 0x61, count: 1_000)))
                 == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
     }
 
     @Test("a token fingerprint is the first 16 hex digits of SHA-256 of the token as shown, never the token")
     func fingerprint() {
         let token = apnsToken(1)
-        let digest = SHA256.hash(Array(token.text.utf8))
+        let digest = Crypto.sha256(token.text.utf8)
         let expected = digest.prefix(8).map { String($0, radix: 16).leftPadded(2) }.joined()
         #expect(TokenFingerprint(token).rendered == expected)
         #expect(TokenFingerprint(token).rendered.count == 16)

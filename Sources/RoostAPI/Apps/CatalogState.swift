@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostModel
 
 /// Everything the catalog knows: apps, keys (as digests) and the next app id.

@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostHTTP
 import RoostModel
 

@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostModel
 
 /// Whose device a Connect-style request acts on: a guest minted by the server,

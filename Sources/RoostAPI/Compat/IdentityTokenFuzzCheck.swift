@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostModel
 
 /// `IdentityToken` and `Base64URL` properties checked on arbitrary bytes:

@@ -1,3 +1,4 @@
+import RoostCrypto
 import RoostJSON
 import RoostModel
 

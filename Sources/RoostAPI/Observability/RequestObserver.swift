@@ -1,4 +1,5 @@
 import Glibc
+import RoostCrypto
 import RoostHTTP
 import RoostModel
 import RoostTelemetry

@@ -1,4 +1,5 @@
 import Glibc
+import RoostCrypto
 import RoostEngine
 import RoostHTTP
 import RoostModel
