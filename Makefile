@@ -213,7 +213,7 @@ $(eval $(call fuzz_module,RoostModel,RoostCrypto))
 $(eval $(call fuzz_module,RoostJSON,))
 $(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry))
 $(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
-$(eval $(call fuzz_module,RoostEngine,RoostCrypto RoostModel RoostStorage))
+$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
 $(eval $(call fuzz_module,RoostAPI,RoostCrypto RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
 
 # $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
