@@ -10,6 +10,8 @@ struct LoadOptions {
     var adminKey: String? = nil
     var setup = false
     var connections = 64
+    /// Requests each connection may have out at once (1: no pipelining).
+    var pipelineDepth = 1
     var threads = 1
     /// Requests per second over all threads (open loop); nil: closed loop.
     var rate: Double? = nil
@@ -51,6 +53,7 @@ struct LoadOptions {
           --setup                      create an app, a key with every capability, the APNs credential
                                        (barua) and the people (barua) the run needs; expectations are exact
           --connections N              keep-alive connections (64)
+          --pipeline N                 requests out at once per connection, answered in order (1: none; at most 64)
           --threads N                  load threads, each with connections/N connections (1)
           --seconds S | --requests N   how long (10 s) or how many requests
           --rate R                     open loop at R req/s (latency from the intended send); closed without
@@ -78,7 +81,7 @@ struct LoadOptions {
             valued: [
                 "--url", "--key", "--admin-key", "--connections", "--threads", "--seconds", "--requests", "--rate",
                 "--mix", "--tokens", "--people", "--android", "--tags", "--dialect", "--app", "--bundle-id", "--out",
-                "--plot", "--seed", "--drain", "--tick-us", "--roost-bin", "--label", "--batch",
+                "--plot", "--seed", "--drain", "--tick-us", "--roost-bin", "--label", "--batch", "--pipeline",
             ],
             switches: ["--setup", "--quiet", "--any-2xx"])
         var options = LoadOptions()
@@ -105,6 +108,8 @@ struct LoadOptions {
         }
         options.connections = try flags.int("--connections", in: 1...connectionsMax) ?? 64
         options.threads = try flags.int("--threads", in: 1...threadsMax) ?? 1
+        options.pipelineDepth =
+            try flags.int("--pipeline", in: 1...LoadEngine<MixedWorkload>.pipelineDepthMax) ?? 1
         guard options.threads <= options.connections else {
             throw UsageError("--threads \(options.threads) above --connections \(options.connections)")
         }
@@ -300,6 +305,7 @@ enum LoadCommand {
             schedule.host = options.shape.host
             schedule.port = options.shape.port
             schedule.connections = options.connections / threads + (thread < options.connections % threads ? 1 : 0)
+            schedule.pipelineDepth = options.pipelineDepth
             schedule.start = start
             schedule.rate = options.rate.map { $0 / Double(threads) }
             schedule.phase = Double(thread) / Double(threads)

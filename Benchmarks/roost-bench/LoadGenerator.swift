@@ -9,6 +9,9 @@ struct LoadSchedule: Sendable {
     var host = "127.0.0.1"
     var port: UInt16 = 0
     var connections = 64
+    /// Requests a connection may have out at once (1: no pipelining). Answers
+    /// come back in order, so a slow one delays those behind it on its connection.
+    var pipelineDepth = 1
     /// CLOCK_MONOTONIC nanoseconds of the first send (shared by the threads).
     var start: UInt64 = 0
     /// This thread's requests per second (open loop); nil: closed loop.
@@ -59,6 +62,8 @@ struct LoadReport: Sendable {
     /// Requests scheduled but not answered when the run ended.
     var unanswered = 0
     var malformed = 0
+    /// The most requests one connection had out at once (the pipelining reached).
+    var inFlightPerConnectionMax = 0
     /// From the intended send time to the whole answer read (open loop);
     /// from the send in closed loop.
     var latency = LatencyHistogram()
@@ -98,6 +103,7 @@ struct LoadReport: Sendable {
         connectionFailures += other.connectionFailures
         unanswered += other.unanswered
         malformed += other.malformed
+        inFlightPerConnectionMax = Swift.max(inFlightPerConnectionMax, other.inFlightPerConnectionMax)
         latency.merge(other.latency)
         sendDelay.merge(other.sendDelay)
         service.merge(other.service)
@@ -105,8 +111,9 @@ struct LoadReport: Sendable {
     }
 }
 
-/// One load thread: keep-alive HTTP/1.1 connections, one request in flight
-/// per connection, driven over epoll, requests and expectations from `Source`.
+/// One load thread: keep-alive HTTP/1.1 connections, up to `pipelineDepth`
+/// requests in flight per connection (answered in order, FIFO), driven over
+/// epoll, requests and expectations from `Source`.
 ///
 /// Open loop (`rate`): request k is due at start + (k + phase)/rate, whatever
 /// happened before. Due requests queue in order and go out on the next free
@@ -115,19 +122,29 @@ struct LoadReport: Sendable {
 /// omission). The loop sleeps on a timerfd armed at the next due time (timer
 /// slack 1 ns), not on epoll_wait's milliseconds. Closed loop: every
 /// connection sends again as soon as its answer is in; latency counts from
-/// the send.
+/// the send. With pipelining, the requests that become sendable in one turn
+/// of the loop leave in one `send` per connection.
 final class LoadEngine<Source: LoadSource> {
+    /// A request written to a connection and not yet answered.
+    private struct Outstanding {
+        /// When it was due (open loop) or sent (closed loop).
+        var intendedAt: UInt64
+        /// When it was written to the connection.
+        var sentAt: UInt64
+        var ticket: LoadTicket
+    }
+
     private struct Connection {
         var descriptor: FileDescriptor
         var reader = HTTPResponseReader()
-        var request: [UInt8] = []
-        /// Bytes of `request` already sent.
-        var requestSent = 0
-        /// When the in-flight request was due; nil when the connection is free.
-        var intendedAt: UInt64? = nil
-        /// When it was sent.
-        var sentAt: UInt64 = 0
-        var ticket: LoadTicket? = nil
+        /// Requests written and not yet wholly sent, back to back.
+        var output: [UInt8] = []
+        /// Bytes of `output` already sent.
+        var outputSent = 0
+        /// Whether epoll watches the connection for writability (a short send).
+        var watchingWritable = false
+        /// Requests out on this connection, oldest first: answers come in this order.
+        var outstanding: [Outstanding] = []
     }
 
     /// Counts of the second being measured, published when it ends.
@@ -143,7 +160,13 @@ final class LoadEngine<Source: LoadSource> {
     private let epoll: Epoll
     private let timer: FileDescriptor
     private var connections: [Connection] = []
+    /// One entry per request a connection can still take (a connection
+    /// appears up to `pipelineDepth` times).
     private var free: [Int] = []
+    /// Connections with requests written this turn and not yet flushed.
+    private var unflushed: [Int] = []
+    /// Where `Source` writes the next request before it joins a connection's output.
+    private var scratch: [UInt8] = []
     /// Intended send times of due requests that no connection has taken yet, oldest first.
     private var queue: [UInt64] = []
     private var queueHead = 0
@@ -156,9 +179,15 @@ final class LoadEngine<Source: LoadSource> {
 
     private static var timerToken: UInt64 { UInt64.max }
     private static var readBufferBytes: Int { 64 * 1024 }
+    /// The deepest pipeline accepted: Roost reads at most 64 pipelined requests
+    /// ahead (`pipelinedRequestsMax`), so more would wait in the socket.
+    static var pipelineDepthMax: Int { 64 }
 
     init(schedule: LoadSchedule, source: Source, seed: UInt64) throws {
         precondition(schedule.connections >= 1, "at least one connection")
+        precondition(
+            (1...Self.pipelineDepthMax).contains(schedule.pipelineDepth),
+            "pipeline depth \(schedule.pipelineDepth) outside 1...\(Self.pipelineDepthMax)")
         self.schedule = schedule
         self.source = source
         report = LoadReport(operationNames: source.operationNames)
@@ -171,8 +200,10 @@ final class LoadEngine<Source: LoadSource> {
         _ = roost_bench_minimal_timer_slack()
         for index in 0..<schedule.connections {
             connections.append(Connection(descriptor: try connect(token: index)))
-            free.append(index)
         }
+        // Round by round, so that a closed loop spreads over every connection first.
+        for _ in 0..<schedule.pipelineDepth { free.append(contentsOf: 0..<schedule.connections) }
+        free.reverse()
     }
 
     deinit {
@@ -228,19 +259,20 @@ final class LoadEngine<Source: LoadSource> {
                 for _ in 0..<Swift.min(free.count, total - report.sent) { queue.append(now) }
             }
             while queueHead < queue.count, let index = free.popLast() {
-                guard try send(on: index, intendedAt: queue[queueHead], now: now) else {
+                guard write(on: index, intendedAt: queue[queueHead], now: now) else {
                     free.append(index)  // nothing to send now (every device busy): wait for an answer
                     break
                 }
                 queueHead += 1
                 lastProgress = now
             }
+            try flushWritten()
             if !openLoop {
                 queue.removeAll(keepingCapacity: true)
                 queueHead = 0
             }
             compactQueue()
-            let inFlight = connections.count - free.count
+            let inFlight = connections.count * schedule.pipelineDepth - free.count
             let scheduleDone =
                 openLoop
                 ? nextIndex == total || due(nextIndex) >= sendEnd || source.exhausted
@@ -285,11 +317,10 @@ final class LoadEngine<Source: LoadSource> {
                 }
             }
         }
-        for index in connections.indices where connections[index].intendedAt != nil {
-            if let ticket = connections[index].ticket { source.abandoned(ticket) }
-            connections[index].ticket = nil
-            connections[index].intendedAt = nil
-            report.unanswered += 1
+        for index in connections.indices {
+            for request in connections[index].outstanding { source.abandoned(request.ticket) }
+            report.unanswered += connections[index].outstanding.count
+            connections[index].outstanding.removeAll()
         }
         if !openLoop { report.scheduled = report.sent }
         report.unanswered += queue.count - queueHead
@@ -346,49 +377,69 @@ final class LoadEngine<Source: LoadSource> {
         armedDeadline = deadline
     }
 
-    /// Asks the source for the next request and sends it on connection
-    /// `index`, which is free. Returns false when the source had none.
-    private func send(on index: Int, intendedAt: UInt64, now: UInt64) throws -> Bool {
-        precondition(connections[index].intendedAt == nil, "connection \(index) already has a request in flight")
-        guard let ticket = source.next(into: &connections[index].request, random: &random) else { return false }
-        connections[index].ticket = ticket
-        connections[index].requestSent = 0
-        connections[index].intendedAt = intendedAt
-        connections[index].sentAt = now
+    /// Asks the source for the next request and writes it to connection
+    /// `index`, which can take one more; `flushWritten` sends it. Returns
+    /// false when the source had none.
+    private func write(on index: Int, intendedAt: UInt64, now: UInt64) -> Bool {
+        precondition(
+            connections[index].outstanding.count < schedule.pipelineDepth,
+            "connection \(index) already has \(schedule.pipelineDepth) requests out")
+        guard let ticket = source.next(into: &scratch, random: &random) else { return false }
+        if connections[index].output.count == connections[index].outputSent && !connections[index].watchingWritable {
+            unflushed.append(index)
+        }
+        connections[index].output.append(contentsOf: scratch)
+        connections[index].outstanding.append(Outstanding(intendedAt: intendedAt, sentAt: now, ticket: ticket))
+        report.inFlightPerConnectionMax = Swift.max(
+            report.inFlightPerConnectionMax, connections[index].outstanding.count)
         report.sent += 1
         report.sentByOperation[ticket.operation] += 1
         report.sendDelay.record(now > intendedAt ? now - intendedAt : 0)
-        do { try flush(index) } catch { _ = try fail(index) }
         return true
     }
 
-    /// Sends what is left of connection `index`'s request; watches for
+    /// Sends what this turn wrote, one `send` per connection when the socket takes it.
+    private func flushWritten() throws {
+        for index in unflushed {
+            do { try flush(index) } catch { try reconnect(index) }
+        }
+        unflushed.removeAll(keepingCapacity: true)
+    }
+
+    /// Sends what is left of connection `index`'s output; watches for
     /// writability while some is left (a short send).
     private func flush(_ index: Int) throws {
         let descriptor = connections[index].descriptor
-        let wasPartial = connections[index].requestSent > 0
-        while connections[index].requestSent < connections[index].request.count {
-            let sent = connections[index].requestSent
-            let result = try connections[index].request.withUnsafeBytes { bytes in
+        while connections[index].outputSent < connections[index].output.count {
+            let sent = connections[index].outputSent
+            let result = try connections[index].output.withUnsafeBytes { bytes in
                 let rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
                 return try nonBlockingSyscall("send", subject: "fd \(descriptor.rawValue)") {
                     Glibc.send(descriptor.rawValue, rest.baseAddress, rest.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
                 }
             }
             switch result {
-            case .done(let count): connections[index].requestSent += count
+            case .done(let count): connections[index].outputSent += count
             case .wouldBlock:
-                try epoll.modify(descriptor, events: [.readable, .writable], token: UInt64(index))
+                if !connections[index].watchingWritable {
+                    try epoll.modify(descriptor, events: [.readable, .writable], token: UInt64(index))
+                    connections[index].watchingWritable = true
+                }
                 return
             }
         }
-        if wasPartial { try epoll.modify(descriptor, events: .readable, token: UInt64(index)) }
+        connections[index].output.removeAll(keepingCapacity: true)
+        connections[index].outputSent = 0
+        if connections[index].watchingWritable {
+            try epoll.modify(descriptor, events: .readable, token: UInt64(index))
+            connections[index].watchingWritable = false
+        }
     }
 
     /// Reads what connection `index` has and takes out whole answers.
     /// Returns whether an answer completed.
     private func receive(on index: Int) throws -> Bool {
-        if connections[index].requestSent < connections[index].request.count && connections[index].intendedAt != nil {
+        if connections[index].watchingWritable {
             do { try flush(index) } catch { return try fail(index) }
         }
         var answered = false
@@ -419,28 +470,28 @@ final class LoadEngine<Source: LoadSource> {
                     StandardStreams.error("roost-bench load: connection \(index): \(reason)")
                     report.malformed += 1
                     secondCounts.failed += 1
-                    if let ticket = connections[index].ticket { source.abandoned(ticket) }
-                    connections[index].ticket = nil
-                    connections[index].intendedAt = nil
+                    if !connections[index].outstanding.isEmpty {
+                        source.abandoned(connections[index].outstanding.removeFirst().ticket)
+                    }
                     try reconnect(index)
                     return answered
                 case .response(let status, let closes):
-                    guard let intendedAt = connections[index].intendedAt, let ticket = connections[index].ticket
-                    else {
+                    guard !connections[index].outstanding.isEmpty else {
                         report.malformed += 1
                         secondCounts.failed += 1
                         StandardStreams.error("roost-bench load: connection \(index): an answer nobody asked for")
                         try reconnect(index)
                         return answered
                     }
+                    let request = connections[index].outstanding.removeFirst()
                     let now = roost_bench_monotonic_ns()
                     advanceSeconds(to: now)
-                    let latency = now > intendedAt ? now - intendedAt : 0
+                    let latency = now > request.intendedAt ? now - request.intendedAt : 0
                     report.latency.record(latency)
                     secondCounts.latency.record(latency)
                     secondCounts.answers += 1
-                    let sentAt = connections[index].sentAt
-                    report.service.record(now > sentAt ? now - sentAt : 0)
+                    report.service.record(now > request.sentAt ? now - request.sentAt : 0)
+                    let ticket = request.ticket
                     report.statuses[ticket.operation][status, default: 0] += 1
                     let expected = connections[index].reader.withLastBody { body in
                         source.answered(ticket, status: status, body: body)
@@ -456,10 +507,9 @@ final class LoadEngine<Source: LoadSource> {
                             default: 0] += 1
                         secondCounts.unexpected += 1
                     }
-                    connections[index].ticket = nil
-                    connections[index].intendedAt = nil
                     answered = true
                     if closes {
+                        // The server closes after this answer: what was pipelined behind it is lost.
                         try reconnect(index)
                         return answered
                     }
@@ -472,25 +522,27 @@ final class LoadEngine<Source: LoadSource> {
         return answered
     }
 
-    /// Counts the in-flight request of connection `index` as failed and opens
-    /// a new connection in its place. Returns false (no answer completed).
+    /// Counts the requests out on connection `index` as failed and opens a new
+    /// connection in its place. Returns false (no answer completed).
     private func fail(_ index: Int) throws -> Bool {
-        if connections[index].intendedAt != nil {
-            report.connectionFailures += 1
-            secondCounts.failed += 1
-            if let ticket = connections[index].ticket { source.abandoned(ticket) }
-            connections[index].ticket = nil
-            connections[index].intendedAt = nil
-        }
         try reconnect(index)
         return false
     }
 
+    /// Replaces connection `index` with a new one; the requests still out on
+    /// it count as failed (their outcome is unknown to the source).
     private func reconnect(_ index: Int) throws {
+        let lost = connections[index].outstanding
+        report.connectionFailures += lost.count
+        secondCounts.failed += lost.count
+        for request in lost { source.abandoned(request.ticket) }
         epoll.remove(connections[index].descriptor)
         connections[index].descriptor.close()
         connections[index] = Connection(descriptor: try connect(token: index))
-        if !free.contains(index) { free.append(index) }
+        unflushed.removeAll { $0 == index }
+        // Give the new connection its whole depth back, once.
+        free.removeAll { $0 == index }
+        for _ in 0..<schedule.pipelineDepth { free.append(index) }
     }
 }
 

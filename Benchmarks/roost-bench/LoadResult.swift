@@ -96,6 +96,7 @@ struct LoadResult {
         if let seconds = options.seconds, options.requests == nil { writer.member("seconds", seconds) }
         if let requests = options.requests { writer.member("requests", requests) }
         writer.member("connections", options.connections)
+        writer.member("pipeline", options.pipelineDepth)
         writer.member("threads", options.threads)
         writer.member("tokens", shape.tokens)
         writer.member("people", shape.people)
@@ -120,6 +121,7 @@ struct LoadResult {
         writer.member("connection_failures", report.connectionFailures)
         writer.member("unanswered", report.unanswered)
         writer.member("malformed", report.malformed)
+        writer.member("in_flight_per_connection_max", report.inFlightPerConnectionMax)
         writer.member("error_fraction", errorFraction)
         writer.member("passed", passed)
         writer.member("elapsed_s", Double(report.elapsedNanoseconds) / 1e9)
@@ -226,6 +228,8 @@ enum LoadText {
         let latency = report.latency
         var lines = [
             "load: \(options.modeDescription) over \(options.connections) connections "
+                + (options.pipelineDepth > 1
+                    ? "pipelining \(options.pipelineDepth) (at most \(report.inFlightPerConnectionMax) seen out) " : "")
                 + "(\(options.threads) thread\(options.threads == 1 ? "" : "s")), dialect \(shape.dialect.rawValue), "
                 + "mix \(shape.mix), \(shape.tokens) tokens, \(shape.people) people, \(shape.androidPercent) % android, "
                 + "\(shape.tags) tags, seed \(options.seed)" + (shape.freshApp ? ", fresh app (--setup)" : ""),

@@ -109,6 +109,33 @@ struct BenchHarnessTests {
         #expect(devices > 50 && devices <= 2000, "\(devices) devices after 60 batches of 50")
     }
 
+    @Test("load --pipeline N keeps N requests out per connection, answered in order, every status checked")
+    func pipelinedLoad() throws {
+        let (server, directory) = try ServeTests.start(extra: ["--fsync", "never"])
+        defer {
+            _ = server.stop(signal: SIGTERM)
+            TemporaryDirectory.remove(directory)
+        }
+        let result = directory + "/pipelined.json"
+        let finished = try Self.run([
+            "load", "--url", "http://127.0.0.1:\(server.port)", "--setup", "--admin-key", ServeTests.adminKey,
+            "--pipeline", "8", "--connections", "2", "--mix", "register=80,read=10,refresh=10", "--tokens", "3000",
+            "--people", "500", "--requests", "2000", "--quiet", "--out", result,
+        ])
+        #expect(finished.status == 0, "\(finished.output)\n\(finished.errors)")
+        #expect(finished.output.contains("pipelining 8 (at most 8 seen out)"), "\(finished.output)")
+        let json = try JSONReader.parse(Self.readFile(result))
+        #expect(json["config"]?["pipeline"]?.intValue == 8)
+        let summary = try #require(json["summary"])
+        #expect(summary["in_flight_per_connection_max"]?.intValue == 8, "\(finished.output)")
+        #expect(summary["expected"]?.intValue == 2000, "\(finished.output)")
+        #expect(summary["connection_failures"]?.intValue == 0)
+        // The registrations really happened: the app holds devices (the setup's app is 1).
+        let app = try ServeTests.request(server.port, "GET", "/v1/apps/1", key: ServeTests.adminKey)
+        let devices = try #require(try JSONReader.parse(app.body)["counts"]?["devices"]?.intValue)
+        #expect(devices > 500 && devices <= 3000, "\(devices) devices after 1,600 registrations")
+    }
+
     @Test(
         "misuse exits 2 and names the fault",
         arguments: [
@@ -119,6 +146,7 @@ struct BenchHarnessTests {
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--android", "5"], "APNs"),
             (["load", "--url", "http://127.0.0.1:1", "--setup"], "--admin-key"),
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--batch", "1001"], "--batch"),
+            (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--pipeline", "65"], "--pipeline"),
             (["load", "--url", "http://127.0.0.1:1", "--key", "k", "--dialect", "barua", "--batch", "5"], "native"),
             (["registry", "--devices", "1000", "--shards", "1000"], "--shards 1000"),
             (["registry", "--devices", "10", "20"], "both by name and by position"),
@@ -145,6 +173,23 @@ struct BenchHarnessTests {
         let finished = try Self.run([command])
         #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
         #expect(finished.output.contains(": ok"))
+    }
+
+    /// The bytes of `path` (empty when it cannot be read, which the caller's parse then refuses).
+    static func readFile(_ path: String) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY)
+        #expect(descriptor >= 0, "cannot read \(path)")
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
+        }
+        return bytes
     }
 
     /// Writes `text` to `path` (0600).
