@@ -34,6 +34,8 @@ struct CrashClientResult: Sendable {
     var nextGeneration: UInt32
     /// Answers a correct server would not give (status or body), with detail.
     var unexpected: [String] = []
+    /// Acknowledged writes sent with an `Idempotency-Key`, the newest `CrashClient.rememberedMax`.
+    var remembered: [RememberedWrite] = []
 }
 
 /// One client of the crash harness: owns its slots and people (no other
@@ -43,6 +45,10 @@ struct CrashClientResult: Sendable {
 enum CrashClient {
     /// How long one answer may take before the client gives up (the server hangs).
     static let answerTimeout: Duration = .seconds(30)
+    /// One registration in this many carries an `Idempotency-Key` (spec §7).
+    static let keyedOneIn = 4
+    /// Keyed writes one client remembers (the newest).
+    static let rememberedMax = 64
 
     static func run(_ plan: CrashClientPlan, stop: StopFlag) -> CrashClientResult {
         var result = CrashClientResult(slots: plan.slots, nextGeneration: plan.nextGeneration)
@@ -59,7 +65,13 @@ enum CrashClient {
                     break
                 }
             }
-            guard let write = prepare(operation, plan: plan, result: &result, random: &random) else { continue }
+            guard var write = prepare(operation, plan: plan, result: &result, random: &random) else { continue }
+            let keyed =
+                [.register, .rotate, .move].contains(operation) && random.next() % UInt64(keyedOneIn) == 0
+            if keyed, let lineEnd = write.request.firstRange(of: "\r\n") {
+                let name = "crash-c\(plan.client)-\(String(random.next(), radix: 16))"
+                write.request.insert(contentsOf: "\r\nIdempotency-Key: \(name)", at: lineEnd.lowerBound)
+            }
             result.pending = write.pending
             guard (try? connection.send(write.request)) != nil,
                 let answer = try? connection.readResponse(timeout: answerTimeout)
@@ -75,6 +87,11 @@ enum CrashClient {
                 result.slots[change.slot] = after
             }
             result.pending = nil
+            if keyed {
+                if result.remembered.count == rememberedMax { result.remembered.removeFirst() }
+                result.remembered.append(
+                    RememberedWrite(request: write.request, status: answer.status, body: answer.body))
+            }
             result.acknowledged += 1
             result.acknowledgedByOperation[write.pending.operation.rawValue] += 1
         }

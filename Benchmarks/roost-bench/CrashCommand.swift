@@ -145,6 +145,10 @@ final class CrashRun {
     private var key = ""
     /// The key answered 401 after a restart: no later check can run.
     private var keyLost = false
+    /// The change-feed consumer, from the first export on (spec §9).
+    private var follower: CrashFeedFollower?
+    /// Acknowledged keyed writes, sent again after every restart (spec §7).
+    private var remembered: [RememberedWrite] = []
 
     init(options: CrashOptions) throws {
         self.options = options
@@ -197,6 +201,7 @@ final class CrashRun {
         printHeader()
         var server = try start()
         try setUp(port: server.port)
+        follower = try CrashFeedFollower(export: try export(port: server.port))
         var totals = Totals()
         for cycle in 1...options.cycles {
             totals.cycles = cycle
@@ -210,6 +215,10 @@ final class CrashRun {
                     totals.acknowledgedByOperation[index] += outcome.acknowledgedByOperation[index]
                 }
                 totals.unexpected += outcome.unexpected
+                remembered += outcome.remembered
+            }
+            if remembered.count > RememberedWrite.keptMax {
+                remembered.removeFirst(remembered.count - RememberedWrite.keptMax)
             }
             totals.acknowledged += cycleAcknowledged
             if kill.midSnapshot { totals.midSnapshotKills += 1 }
@@ -225,7 +234,9 @@ final class CrashRun {
                     + "acknowledged \(cycleAcknowledged), in flight \(pending.compactMap { $0 }.count) "
                     + "(applied \(counts.inFlightApplied), not applied \(counts.inFlightNotApplied)), "
                     + "checked \(counts.checked), lost \(counts.lost), extra \(counts.extra), "
-                    + "half-applied \(counts.halfApplied); restart \(Self.seconds(server.startupDuration)) s")
+                    + "half-applied \(counts.halfApplied); feed: followed \(counts.feedChecked), "
+                    + "differing \(counts.feedMismatched); idempotent replays \(counts.replayChecked), "
+                    + "differing \(counts.replayMismatched); restart \(Self.seconds(server.startupDuration)) s")
             for problem in counts.problems { StandardStreams.out("  PROBLEM: \(problem)") }
             for outcome in kill.outcomes {
                 for line in outcome.unexpected { StandardStreams.out("  UNEXPECTED ANSWER: \(line)") }
@@ -239,7 +250,9 @@ final class CrashRun {
         totals.counts.add(final)
         let finalStatus = server.stop(signal: SIGTERM)
         StandardStreams.out(
-            "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra); "
+            "after a clean restart: checked \(final.checked), lost \(final.lost), extra \(final.extra), "
+                + "feed followed \(final.feedChecked) (differing \(final.feedMismatched)), idempotent replays "
+                + "\(final.replayChecked) (differing \(final.replayMismatched)); "
                 + "SIGTERM exits \(stopStatus) and \(finalStatus)")
         for problem in final.problems { StandardStreams.out("  PROBLEM: \(problem)") }
         let passed = totals.counts.failures == 0 && totals.unexpected.isEmpty && stopStatus == 0 && finalStatus == 0
@@ -282,6 +295,9 @@ final class CrashRun {
                 + "acknowledged \(totals.acknowledged) (\(byOperation.joined(separator: ", "))), in flight at the kills "
                 + "\(counts.inFlightApplied + counts.inFlightNotApplied) (applied \(counts.inFlightApplied)), checked "
                 + "\(counts.checked), lost \(counts.lost), extra \(counts.extra), half-applied \(counts.halfApplied), "
+                + "change feed followed across the kills \(counts.feedChecked) devices (\(follower?.applied ?? 0) changes, "
+                + "differing \(counts.feedMismatched)), idempotent replays \(counts.replayChecked) "
+                + "(differing \(counts.replayMismatched)), "
                 + "unexpected answers \(totals.unexpected.count); kills during a snapshot \(totals.midSnapshotKills), "
                 + "snapshots written \(snapshots), torn log tails cut at restart \(tornTails): "
                 + (passed ? "PASS" : "FAIL"))
@@ -304,6 +320,18 @@ final class CrashRun {
                     results.withLock { $0[client] = result }
                 })
         }
+        // The feed consumer tails while the clients write; the kill cuts it off.
+        let tailed = Mutex<CrashFeedFollower?>(nil)
+        if let follower {
+            let port = server.port
+            let key = self.key
+            threads.append(
+                try PlatformThread.spawn(name: "crash-feed") {
+                    var consumer = follower
+                    consumer.tail(port: port, key: key, stop: stop)
+                    tailed.withLock { $0 = consumer }
+                })
+        }
         // Of the cycles aimed at snapshots, odd ones kill during one, even ones just after one.
         var aim: SnapshotAim? = nil
         if options.snapshotKillEvery > 0 && cycle % options.snapshotKillEvery == 0 {
@@ -320,6 +348,7 @@ final class CrashRun {
         guard status == 128 + SIGKILL else {
             throw LoadError("cycle \(cycle): the server exited \(status) before the kill (stderr: \(stderrPath))")
         }
+        if let consumer = tailed.withLock({ $0 }) { follower = consumer }
         let outcomes = results.withLock { $0 }.compactMap { $0 }
         precondition(outcomes.count == options.clients, "a crash client ended without a result")
         return Kill(waitedMilliseconds: waited, aim: aim, midSnapshot: midSnapshot, outcomes: outcomes)
@@ -381,19 +410,7 @@ final class CrashRun {
     /// Exports every device and checks it against the model; adopts what it
     /// found as the model's next state.
     private func verify(port: UInt16, pending: [PendingWrite?]) throws -> CheckCounts {
-        let connection: LoopbackConnection
-        do {
-            connection = try LoopbackConnection(port: port)
-            try connection.send(CrashClient.request("GET", "/v1/devices/export", key: key, body: nil))
-        } catch {
-            throw LoadError("export: \(error)")
-        }
-        let answer: LoopbackResponse
-        do {
-            answer = try connection.readResponse(timeout: .seconds(120))
-        } catch {
-            throw LoadError("export: \(error)")
-        }
+        let answer = try export(port: port)
         if answer.status == 401 {
             // The app or its key did not survive the restart: everything acknowledged is lost.
             var counts = CheckCounts()
@@ -406,9 +423,32 @@ final class CrashRun {
         }
         guard answer.status == 200 else { throw LoadError("export answered \(answer.status): \(answer.bodyText)") }
         let devices = try CrashModel.parseExport(answer.body)
-        let (counts, found) = CrashModel.check(devices, slots: slots, pending: pending, background: options.populate)
+        var (counts, found) = CrashModel.check(devices, slots: slots, pending: pending, background: options.populate)
         slots = found
+        // The consumer goes on from its cursor and must hold the export exactly.
+        if var consumer = follower {
+            try consumer.catchUp(port: port, key: key)
+            try consumer.check(against: answer, into: &counts)
+            follower = consumer
+        }
+        try RememberedWrite.check(remembered, port: port, into: &counts)
         return counts
+    }
+
+    /// `GET /v1/devices/export`, read whole.
+    private func export(port: UInt16) throws -> LoopbackResponse {
+        let connection: LoopbackConnection
+        do {
+            connection = try LoopbackConnection(port: port)
+            try connection.send(CrashClient.request("GET", "/v1/devices/export", key: key, body: nil))
+        } catch {
+            throw LoadError("export: \(error)")
+        }
+        do {
+            return try connection.readResponse(timeout: .seconds(120))
+        } catch {
+            throw LoadError("export: \(error)")
+        }
     }
 
     // MARK: Kill timing

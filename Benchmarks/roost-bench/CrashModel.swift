@@ -142,10 +142,16 @@ struct CheckCounts: Sendable {
     /// In-flight writes found applied / not applied.
     var inFlightApplied = 0
     var inFlightNotApplied = 0
+    /// Devices the change-feed consumer compared with the export, and differences.
+    var feedChecked = 0
+    var feedMismatched = 0
+    /// Remembered idempotent writes sent again, and answers that differed.
+    var replayChecked = 0
+    var replayMismatched = 0
     /// The first problems, for the report.
     var problems: [String] = []
 
-    var failures: Int { lost + extra + halfApplied }
+    var failures: Int { lost + extra + halfApplied + feedMismatched + replayMismatched }
 
     mutating func note(_ problem: String) {
         if problems.count < CrashModel.problemsListedMax { problems.append(problem) }
@@ -158,6 +164,10 @@ struct CheckCounts: Sendable {
         halfApplied += other.halfApplied
         inFlightApplied += other.inFlightApplied
         inFlightNotApplied += other.inFlightNotApplied
+        feedChecked += other.feedChecked
+        feedMismatched += other.feedMismatched
+        replayChecked += other.replayChecked
+        replayMismatched += other.replayMismatched
         for problem in other.problems { note(problem) }
     }
 }

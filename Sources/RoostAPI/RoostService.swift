@@ -437,7 +437,7 @@ extension ShardWork {
     var isValue: Bool {
         switch self {
         case .index(_, _, let command): !command.isCustom
-        case .removeApp, .awaitLog: true
+        case .removeApp, .awaitLog, .wakeChangeWaiters: true
         }
     }
 }

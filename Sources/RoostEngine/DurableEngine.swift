@@ -72,22 +72,24 @@ package final class DurableEngine: Sendable {
     /// on damage recovery must not paper over.
     package static func open(
         directory: String, policy: FsyncPolicy, shardCount: Int, loopCount: Int = 1,
-        options: StorageOptions = StorageOptions()
+        options: StorageOptions = StorageOptions(), changesRetained: Int = ChangeFeed.retainedDefault
     ) throws -> (DurableEngine, RecoveryReport) {
         let clock = ContinuousClock()
         var started = clock.now
         let (wal, recovered) = try WriteAheadLog.open(directory: directory, policy: policy, options: options)
-        var tables = [IndexTable](repeating: IndexTable(), count: shardCount)
+        var tables = [IndexTable](repeating: IndexTable(changesRetained: changesRetained), count: shardCount)
         var report = RecoveryReport()
         report.notes = recovered.notes
         report.filesDuration = clock.now - started
         started = clock.now
         /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
-        func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, origin: () -> String) throws {
+        /// `lsn`: a log record's position (its device change enters the
+        /// change feed there); nil for a snapshot's records.
+        func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, lsn: UInt64?, origin: () -> String) throws {
             // Device and person upserts (most records) go straight from their bytes into the index.
             if let upsert = IndexTable.upsert(in: payload),
                 tables[ShardSet.shardNumber(for: upsert.key.app, shardCount: shardCount)].replayUpsert(
-                    upsert.key, encoded: upsert.mutation)
+                    upsert.key, encoded: upsert.mutation, lsn: lsn)
             {
                 return
             }
@@ -110,7 +112,7 @@ package final class DurableEngine: Sendable {
                 return
             }
             do {
-                try tables[ShardSet.shardNumber(for: app, shardCount: shardCount)].replay(record)
+                try tables[ShardSet.shardNumber(for: app, shardCount: shardCount)].replay(record, lsn: lsn)
             } catch {
                 throw EngineRecoveryError(where: origin(), reason: error.description)
             }
@@ -121,7 +123,7 @@ package final class DurableEngine: Sendable {
                 let hintMax = snapshot.recordCount
                 while try snapshot.withNextRecord({ payload -> Bool in
                     report.snapshotRecords += 1
-                    try apply(payload, hintMax: hintMax) { "snapshot record \(report.snapshotRecords)" }
+                    try apply(payload, hintMax: hintMax, lsn: nil) { "snapshot record \(report.snapshotRecords)" }
                     return true
                 }) != nil {}
             }
@@ -133,7 +135,9 @@ package final class DurableEngine: Sendable {
                 report.logRecords += 1
                 do {
                     try record.payload.withUnsafeBytes { payload in
-                        try apply(payload, hintMax: 0) { "log record LSN \(record.lsn.rawValue)" }
+                        try apply(payload, hintMax: 0, lsn: record.lsn.rawValue) {
+                            "log record LSN \(record.lsn.rawValue)"
+                        }
                     }
                 } catch {
                     failure = error
@@ -249,6 +253,8 @@ package final class DurableEngine: Sendable {
             ])
         }
         try await push(await shard.snapshotHeader(key))
+        let feed = await shard.snapshotChangeFeed(key)
+        try await push(feed.map { EngineRecord.mutation(key, .changeFeed($0)).encoded() })
         let pin = SnapshotPin()
         guard let view = await shard.freezeForSnapshot(key, pin: pin) else { return 0 }  // the app is gone
         var position = IndexSnapshotSource.Position.people(fromSlot: 0)

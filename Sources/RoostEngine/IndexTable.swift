@@ -4,14 +4,19 @@ import RoostModel
 /// applied to them (replay after a restart and snapshot loading).
 package struct IndexTable: Sendable {
     package private(set) var indexes: [IndexKey: AppIndex] = [:]
+    /// The change-feed retention of every index this table creates
+    /// (`roost serve --changes-retained`).
+    package let changesRetained: Int
 
-    package init() {}
+    package init(changesRetained: Int = ChangeFeed.retainedDefault) {
+        self.changesRetained = changesRetained
+    }
 
     /// Returns the index of `key`, creating it with `settings` when absent.
     /// The second value says whether it was created.
     package mutating func ensure(_ key: IndexKey, settings: AppSettings) -> Bool {
         guard indexes[key] == nil else { return false }
-        indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: settings)
+        indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: settings, changesRetained: changesRetained)
         return true
     }
 
@@ -32,9 +37,11 @@ package struct IndexTable: Sendable {
         return removed
     }
 
-    /// Applies a record read back from the log or a snapshot. Records are
-    /// after-images, so applying one twice changes nothing.
-    package mutating func replay(_ record: EngineRecord) throws(ReplayError) {
+    /// Applies a record read back from the log (`lsn`: its position, which
+    /// a device change takes in the index's change feed) or a snapshot (nil:
+    /// the snapshot carries the feed itself). Records are after-images, so
+    /// applying one twice changes nothing.
+    package mutating func replay(_ record: EngineRecord, lsn: UInt64? = nil) throws(ReplayError) {
         switch record {
         case .mutation(let key, let mutation):
             let position = ensurePosition(key)
@@ -42,6 +49,17 @@ package struct IndexTable: Sendable {
                 try indexes.values[position].apply(mutation)
             } catch {
                 throw ReplayError(key: key, reason: "\(error)")
+            }
+            if let lsn {
+                switch mutation {
+                case .deviceUpsert(let device):
+                    indexes.values[position].recordReplayedChange(
+                        sequence: device.id.sequence, platform: device.id.platform, deleted: false, position: lsn)
+                case .deviceTombstone(let id):
+                    indexes.values[position].recordReplayedChange(
+                        sequence: id.sequence, platform: id.platform, deleted: true, position: lsn)
+                default: break
+                }
             }
         case .appRemoved(let app):
             _ = removeApp(app)
@@ -61,8 +79,18 @@ package struct IndexTable: Sendable {
     /// Returns true when applied as `replay(.mutation(key, decoded))` would;
     /// false, having changed no index's state, when the caller must take
     /// `replay`'s path.
-    package mutating func replayUpsert(_ key: IndexKey, encoded mutation: UnsafeRawBufferPointer) -> Bool {
-        indexes.values[ensurePosition(key)].applyEncodedUpsert(mutation)
+    /// A device upsert read from the log (`lsn` non-nil) also takes its
+    /// place in the index's change feed.
+    package mutating func replayUpsert(
+        _ key: IndexKey, encoded mutation: UnsafeRawBufferPointer, lsn: UInt64? = nil
+    ) -> Bool {
+        let position = ensurePosition(key)
+        guard indexes.values[position].applyEncodedUpsert(mutation) else { return false }
+        if let lsn, let id = MutationCodec.deviceUpsertID(in: mutation) {
+            indexes.values[position].recordReplayedChange(
+                sequence: id.sequence, platform: id.platform, deleted: false, position: lsn)
+        }
+        return true
     }
 
     /// The index key and `MutationCodec` bytes of an `EngineRecord` holding a
@@ -81,7 +109,8 @@ package struct IndexTable: Sendable {
     /// settings (as replay does) when absent. One hash of the key when present.
     private mutating func ensurePosition(_ key: IndexKey) -> [IndexKey: AppIndex].Index {
         if let position = indexes.index(forKey: key) { return position }
-        indexes[key] = AppIndex(appID: key.app, mode: key.mode, settings: .defaults)
+        indexes[key] = AppIndex(
+            appID: key.app, mode: key.mode, settings: .defaults, changesRetained: changesRetained)
         guard let position = indexes.index(forKey: key) else {
             preconditionFailure("index \(key) just added is missing")
         }

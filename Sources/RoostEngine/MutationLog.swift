@@ -1,5 +1,6 @@
 import RoostPlatform
 import RoostStorage
+import Synchronization
 
 /// Where the engine's records go before an answer is released. The storage
 /// layer implements it with the write-ahead log. An append returns the LSN
@@ -7,7 +8,9 @@ import RoostStorage
 /// no callbacks).
 package protocol MutationLog: Sendable {
     /// Appends records (each one logical after-image) and returns the last
-    /// one's LSN: an answer that depends on them waits until
+    /// one's LSN — the records get consecutive LSNs, one each, and the
+    /// change feed takes a device change's position from them (spec §9) —
+    /// an answer that depends on them waits until
     /// `acknowledgedThrough` reaches it. Nil when the log cannot take them
     /// (then nothing of this append is acknowledged).
     func append(_ records: [[UInt8]]) -> LogSequenceNumber?
@@ -30,15 +33,26 @@ package protocol MutationLog: Sendable {
 /// A log that keeps nothing: every append is acknowledged at once. For tests
 /// and in-process benchmarks of the engine alone; the server never uses it.
 package struct VolatileLog: MutationLog {
+    /// The LSN of the last record appended (0: none): one per record, as the
+    /// real log counts them, so that change-feed positions grow.
+    private let last = VolatileLogCounter()
+
     package init() {}
 
-    package func append(_ records: [[UInt8]]) -> LogSequenceNumber? { LogSequenceNumber(1) }
+    package func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        LogSequenceNumber(last.value.add(UInt64(records.count), ordering: .relaxed).newValue)
+    }
 
-    package var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
-    package var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+    package var appendedThrough: LogSequenceNumber { LogSequenceNumber(last.value.load(ordering: .relaxed)) }
+    package var acknowledgedThrough: LogSequenceNumber { appendedThrough }
     package var acceptsWrites: Bool { true }
 
     package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
         executor.wake()
     }
+}
+
+/// The record count a `VolatileLog` and its copies share.
+private final class VolatileLogCounter: Sendable {
+    let value = Atomic<UInt64>(0)
 }

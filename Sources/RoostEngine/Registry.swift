@@ -12,11 +12,15 @@ package final class Registry: Sendable {
 
     /// A registry over its own shards and loops, driven by its own threads.
     /// `tokenRate` is each shard's per-token registration limit, timed by `clock`.
+    /// `changesRetained` is each index's change-feed retention.
     package init(
         shardCount: Int, loopCount: Int = 1, log: any MutationLog, tokenRate: RateLimit = Shard.tokenRegistrationRate,
-        clock: any MonotonicClock = SystemMonotonicClock()
+        clock: any MonotonicClock = SystemMonotonicClock(), changesRetained: Int = ChangeFeed.retainedDefault
     ) {
-        shardSet = ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tokenRate: tokenRate, clock: clock)
+        shardSet = ShardSet(
+            shardCount: shardCount, loopCount: loopCount, log: log,
+            tables: Array(repeating: IndexTable(changesRetained: changesRetained), count: shardCount),
+            tokenRate: tokenRate, clock: clock)
     }
 
     package init(shardSet: ShardSet) {
@@ -52,5 +56,13 @@ package final class Registry: Sendable {
     package func removeApp(_ app: AppID) async -> Int? {
         guard case .appRemoved(let devices)? = await shardSet.perform(.removeApp(app)) else { return nil }
         return devices
+    }
+}
+
+extension Registry {
+    /// Makes the shard of `app` turn, so that the `GET /v1/changes` waiters
+    /// whose time is up are answered (a route's timer calls it).
+    package func wakeChangeWaiters(_ app: AppID) async {
+        _ = await shardSet.perform(.wakeChangeWaiters(app))
     }
 }

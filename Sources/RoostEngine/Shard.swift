@@ -20,6 +20,18 @@ package actor Shard {
     /// 1 MiB a shard. Beyond it the least indebted tokens are forgotten
     /// (`RateLimiter`); a first registration is never refused.
     package static let tokenLimiterEntries = 65_536
+    /// `GET /v1/changes` requests one shard holds back waiting for a change
+    /// (`wait_ms`): ~100 bytes each. Past it a request that would wait is
+    /// answered at once with its empty page (docs/api.md "Change feed").
+    package static let changeWaitersMax = 4_096
+
+    /// A `GET /v1/changes` held back until its index changes or its time is up.
+    private struct ChangeWaiter {
+        var origin: CommandOrigin
+        var after: UInt64?
+        var limit: Int
+        var deadline: ContinuousClock.Instant
+    }
 
     package let number: Int
     /// The loop whose thread runs this shard: its executor is this actor's.
@@ -39,12 +51,19 @@ package actor Shard {
     /// here, since the app decides the shard.
     private var tokenLimiter: RateLimiter
     private let clock: any MonotonicClock
+    /// Stamps change-feed entries (spec §9 `at`).
+    private let wallClock: any WallClock
+    /// Waiting `GET /v1/changes` requests, by index.
+    private var changeWaiters: [IndexKey: [ChangeWaiter]] = [:]
+    private var changeWaiterCount = 0
 
     package init(
         number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable(),
-        tokenRate: RateLimit = Shard.tokenRegistrationRate, clock: any MonotonicClock = SystemMonotonicClock()
+        tokenRate: RateLimit = Shard.tokenRegistrationRate, clock: any MonotonicClock = SystemMonotonicClock(),
+        wallClock: any WallClock = SystemWallClock()
     ) {
         self.number = number
+        self.wallClock = wallClock
         self.executor = executor
         self.log = log
         self.table = table
@@ -64,7 +83,14 @@ package actor Shard {
     /// (`executeWithoutLog`). Runs on the owning loop's thread, called there
     /// with `assumeIsolated`.
     package func execute(_ commands: [ShardCommand]) -> [ShardOutcome] {
-        if !log.acceptsWrites { return executeWithoutLog(commands) }
+        if !log.acceptsWrites {
+            // No change will be recorded any more: waiting requests are answered 503 now.
+            var outcomes = executeWithoutLog(commands)
+            for waiter in changeWaiters.values.joined() { outcomes.append(.unavailable(waiter.origin)) }
+            changeWaiters = [:]
+            changeWaiterCount = 0
+            return outcomes
+        }
         var records: [[UInt8]] = []
         var outcomes: [ShardOutcome] = []
         outcomes.reserveCapacity(commands.count)
@@ -75,6 +101,15 @@ package actor Shard {
         var written: Set<IndexKey> = []
         /// The clock, read once per batch and only when a registration needs it.
         var now: UInt64?
+        /// The device changes of this batch, for the change feed once the
+        /// append has given their records LSNs (`record`: index in `records`).
+        var feedChanges: [(key: IndexKey, record: Int, sequence: UInt64, platform: Platform, deleted: Bool)] = []
+        /// The indexes of this batch that logged their `changeTime` record, and the time.
+        var timedKeys: [IndexKey] = []
+        var changeTime: Timestamp?
+        /// Answers of waiting `GET /v1/changes` requests released in this batch.
+        var released: [(key: IndexKey, outcome: ShardOutcome)] = []
+        if changeWaiterCount > 0 { releaseExpiredWaiters(into: &released) }
         var position = commands.startIndex
         while position < commands.endIndex {
             switch commands[position].work {
@@ -105,7 +140,28 @@ package actor Shard {
                         } else {
                             (outcome, mutations) = index.execute(work)
                         }
+                        if case .changes(let after, let limit, let waitUntil?) = work,
+                            case .changes(.success(let page)) = outcome, page.changes.isEmpty,
+                            waitUntil > .now, changeWaiterCount < Shard.changeWaitersMax
+                        {
+                            // Nothing after the cursor yet: held back until a change or `waitUntil`.
+                            changeWaiters[key, default: []].append(
+                                ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                            changeWaiterCount += 1
+                            continue
+                        }
                         for mutation in mutations {
+                            if let change = Self.deviceChange(mutation) {
+                                if !timedKeys.contains(key) {
+                                    let at =
+                                        changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
+                                    changeTime = at
+                                    records.append(EngineRecord.mutation(key, .changeTime(at)).encoded())
+                                    timedKeys.append(key)
+                                }
+                                feedChanges.append(
+                                    (key, records.count, change.sequence, change.platform, change.deleted))
+                            }
                             records.append(EngineRecord.mutation(key, mutation).encoded())
                         }
                         if !mutations.isEmpty { written.insert(key) }
@@ -130,6 +186,29 @@ package actor Shard {
                 keys.append(IndexKey(app: app, mode: .live))
                 changed.append(true)
                 position += 1
+                for mode in AppMode.allCases {
+                    // Their index is gone: answered now, with the removal's append to wait for.
+                    for waiter in changeWaiters.removeValue(forKey: IndexKey(app: app, mode: mode)) ?? [] {
+                        changeWaiterCount -= 1
+                        released.append(
+                            (
+                                IndexKey(app: app, mode: mode),
+                                ShardOutcome(
+                                    origin: waiter.origin,
+                                    outcome: .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0))),
+                                    waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0))
+                            ))
+                    }
+                }
+            case .wakeChangeWaiters:
+                // The expired waiters were released above; this command only made the shard turn.
+                outcomes.append(
+                    ShardOutcome(
+                        origin: commands[position].origin, outcome: .logAcknowledged,
+                        waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0)))
+                keys.append(IndexKey(app: app(of: commands[position].work), mode: .live))
+                changed.append(false)
+                position += 1
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }
@@ -140,6 +219,10 @@ package actor Shard {
         let readsWaitFor = appended ?? log.appendedThrough
         if let appended {
             for key in written { loggedThrough[key] = appended }
+            if !feedChanges.isEmpty {
+                recordChanges(feedChanges, firstLSN: appended.rawValue - UInt64(records.count) + 1, at: changeTime)
+                releaseWaiters(of: timedKeys, into: &released)
+            }
         } else if !records.isEmpty {
             // Refused: these changes are in memory and nowhere else.
             unacknowledged.formUnion(written)
@@ -155,7 +238,113 @@ package actor Shard {
             outcomes[index].waitsFor = changed[index] ? dependsOn : readsWaitFor
             outcomes[index].dependsOn = dependsOn
         }
+        for (key, var waiter) in released {
+            // A read: it shows what every earlier append holds (and nothing of a refused one).
+            if unacknowledged.contains(key) {
+                outcomes.append(.unavailable(waiter.origin))
+                continue
+            }
+            waiter.waitsFor = readsWaitFor
+            waiter.dependsOn = loggedThrough[key] ?? LogSequenceNumber(0)
+            outcomes.append(waiter)
+        }
         return outcomes
+    }
+
+    /// The feed entry a mutation makes: a device upsert or tombstone; nil otherwise.
+    private static func deviceChange(_ mutation: Mutation) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
+        switch mutation {
+        case .deviceUpsert(let device): (device.id.sequence, device.id.platform, false)
+        case .deviceTombstone(let id): (id.sequence, id.platform, true)
+        default: nil
+        }
+    }
+
+    private func app(of work: ShardWork) -> AppID {
+        guard let app = work.app else { preconditionFailure("\(work) has no app") }
+        return app
+    }
+
+    /// Enters this batch's device changes in their indexes' change feeds at
+    /// the LSNs their records got (`firstLSN` is the batch's first record's).
+    private func recordChanges(
+        _ changes: [(key: IndexKey, record: Int, sequence: UInt64, platform: Platform, deleted: Bool)],
+        firstLSN: UInt64, at: Timestamp?
+    ) {
+        guard let at else { preconditionFailure("device changes logged without a change time") }
+        var start = 0
+        while start < changes.count {
+            let key = changes[start].key
+            var end = start + 1
+            while end < changes.count && changes[end].key == key { end += 1 }
+            let found: Void? = table.withIndex(key) { index in
+                for change in changes[start..<end] {
+                    let recorded = index.recordChange(
+                        sequence: change.sequence, platform: change.platform, deleted: change.deleted, at: at,
+                        position: firstLSN + UInt64(change.record))
+                    precondition(recorded, "change feed of \(key) refused LSN \(firstLSN + UInt64(change.record))")
+                }
+            }
+            precondition(found != nil, "index \(key) vanished before its changes were recorded")
+            start = end
+        }
+    }
+
+    /// Answers the waiters of `keys` whose page is no longer empty.
+    private func releaseWaiters(of keys: [IndexKey], into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
+        for key in keys {
+            guard let waiters = changeWaiters[key] else { continue }
+            var still: [ChangeWaiter] = []
+            for waiter in waiters {
+                guard let outcome = changesOutcome(key, waiter), !Self.isEmptyPage(outcome) else {
+                    still.append(waiter)
+                    continue
+                }
+                released.append(
+                    (
+                        key,
+                        ShardOutcome(
+                            origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
+                    ))
+            }
+            changeWaiterCount -= waiters.count - still.count
+            changeWaiters[key] = still.isEmpty ? nil : still
+        }
+    }
+
+    /// Answers every waiter whose time is up, with its page as it is now.
+    private func releaseExpiredWaiters(into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
+        let now = ContinuousClock.now
+        for (key, waiters) in changeWaiters {
+            var still: [ChangeWaiter] = []
+            for waiter in waiters {
+                guard waiter.deadline <= now else {
+                    still.append(waiter)
+                    continue
+                }
+                let outcome =
+                    changesOutcome(key, waiter)
+                    ?? .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0)))
+                released.append(
+                    (
+                        key,
+                        ShardOutcome(
+                            origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
+                    ))
+            }
+            changeWaiterCount -= waiters.count - still.count
+            changeWaiters[key] = still.isEmpty ? nil : still
+        }
+    }
+
+    /// The page a waiter would get now (nil when its index is gone).
+    private func changesOutcome(_ key: IndexKey, _ waiter: ChangeWaiter) -> Outcome? {
+        table.indexes[key].map { .changes($0.changesPage(after: waiter.after, limit: waiter.limit)) }
+    }
+
+    private static func isEmptyPage(_ outcome: Outcome) -> Bool {
+        if case .changes(.success(let page)) = outcome { return page.changes.isEmpty }
+        return false
     }
 
     /// Returns the refusal of a registration whose token is over
@@ -172,7 +361,7 @@ package actor Shard {
             // answered from memory (the budget's burst absorbs retries).
             return tokenRefusal(inner, on: key, now: &now)
         case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
-            .exportSlice, .importRows,
+            .exportSlice, .beginExport, .changes, .importRows,
             .registerBatch,
             .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
             .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
@@ -219,6 +408,10 @@ package actor Shard {
                     dependsOn: loggedThrough[key] ?? LogSequenceNumber(0))
             case .removeApp:
                 return .unavailable(command.origin)
+            case .wakeChangeWaiters:
+                return ShardOutcome(
+                    origin: command.origin, outcome: .logAcknowledged, waitsFor: LogSequenceNumber(0),
+                    dependsOn: LogSequenceNumber(0))
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }
@@ -264,6 +457,14 @@ package actor Shard {
     /// Forgets an index's snapshot sharing marks once its view is dropped.
     package func endSnapshotSharing(_ key: IndexKey) {
         _ = table.withIndex(key) { $0.endSnapshotSharing() }
+    }
+
+    /// Returns a copy of one index's change feed as snapshot slices (none
+    /// when the app is gone). One turn, O(retained changes): the copy is
+    /// encoded off the shard. Any turn after the snapshot's start LSN gives
+    /// an exact result, since replay adds every later change (decision 0062).
+    package func snapshotChangeFeed(_ key: IndexKey) -> [ChangeFeedSlice] {
+        table.indexes[key]?.changes.snapshotSlices() ?? []
     }
 
     /// Returns the record that keeps deleted device ids from being reused.

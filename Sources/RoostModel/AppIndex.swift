@@ -19,13 +19,23 @@ package struct AppIndex: Sendable {
     var store: DeviceStore
     /// The answers remembered for idempotency keys (spec §7).
     package internal(set) var remembered = RememberedAnswers()
+    /// Which devices changed, at which log position (spec §9, `GET /v1/changes`).
+    package internal(set) var changes: ChangeFeed
+    /// Replay's clock: the time of the last `changeTime` record read for
+    /// this index (nil before one), the `at` of the changes replayed after it.
+    package internal(set) var replayChangeTime: Timestamp? = nil
 
-    /// An empty index with default settings.
-    package init(appID: AppID, mode: AppMode, settings: AppSettings = .defaults) {
+    /// An empty index with default settings; its change feed keeps the latest
+    /// change of `changesRetained` devices.
+    package init(
+        appID: AppID, mode: AppMode, settings: AppSettings = .defaults,
+        changesRetained: Int = ChangeFeed.retainedDefault
+    ) {
         precondition(settings.validationError() == nil, "invalid settings \(settings)")
         self.settings = settings
         self.credentials = [:]
         self.store = DeviceStore(appID: appID, mode: mode)
+        self.changes = ChangeFeed(retainedMax: changesRetained)
     }
 
     package var appID: AppID { store.appID }
@@ -158,7 +168,7 @@ package struct AppIndex: Sendable {
     /// Returns the approximate heap bytes held by this index.
     package func memoryEstimate() -> MemoryEstimate { store.memoryEstimate() }
     /// Returns every broken internal invariant (empty when consistent). O(devices).
-    package func invariantViolations() -> [String] { store.invariantViolations() }
+    package func invariantViolations() -> [String] { store.invariantViolations() + changeFeedViolations() }
 
     // MARK: Replay and snapshots (Store/DeviceStore+Replay.swift, +FastReplay, +Snapshot)
 
@@ -182,6 +192,8 @@ package struct AppIndex: Sendable {
         case .rememberedAnswerPart(let owner, let key, let bytes):
             try remembered.applyPart(RememberedAnswers.Name(owner: owner, key: key), bytes: bytes)
         case .rememberedAnswer(let seal): try remembered.applySeal(seal)
+        case .changeTime(let at): replayChangeTime = at
+        case .changeFeed(let slice): try changes.restore(slice)
         }
     }
 

@@ -23,6 +23,14 @@ package enum Command: Sendable {
     /// `GET /v1/devices/export`: up to `limit` devices created after
     /// `afterSequence`, in creation order (`Outcome.deviceSlice`).
     case exportSlice(afterSequence: UInt64, limit: Int)
+    /// `GET /v1/devices/export` (spec §9): a frozen view of the devices and
+    /// the change-feed cursor it holds (`Outcome.exportView`).
+    case beginExport
+    /// `GET /v1/changes`: up to `limit` changes after `cursor` (nil: from the
+    /// oldest retained) (`Outcome.changes`). With `waitUntil`, the shard that
+    /// runs it holds an empty answer back until a change of the index is
+    /// recorded or that time passes (the model itself never waits).
+    case changes(after: UInt64?, limit: Int, waitUntil: ContinuousClock.Instant?)
     /// `POST /v1/devices/import`: one batch of CSV rows, registered in order
     /// as `register` would (`Outcome.imported`).
     case importRows([ImportRow], at: Timestamp)
@@ -136,6 +144,10 @@ package indirect enum Outcome: Sendable {
     case devicePage(DevicePage)
     /// One export slice: the devices and the sequence to continue after (nil: done).
     case deviceSlice(devices: [Device], next: UInt64?)
+    /// A point-in-time export's frozen view and cursor.
+    case exportView(IndexExportView)
+    /// A page of the change feed, or why the cursor cannot be read.
+    case changes(Result<ChangesPage, ChangeFeed.CursorFault>)
     /// One import batch: what its rows did.
     case imported(ImportBatch)
     /// A registration batch: one `registered` or `rejected` per request, in order.
@@ -219,6 +231,10 @@ extension AppIndex {
             }
         case .exportSlice(let afterSequence, let limit):
             return (exportSlice(afterSequence: afterSequence, limit: limit), [])
+        case .beginExport:
+            return (.exportView(freezeForExport()), [])
+        case .changes(let cursor, let limit, _):
+            return (.changes(changesPage(after: cursor, limit: limit)), [])
         case .importRows(let rows, let now):
             let (batch, mutations) = importRows(rows, at: now)
             return (.imported(batch), mutations)

@@ -33,4 +33,11 @@ package enum Mutation: Hashable, Sendable {
     /// The remembered answer whose parts came just before is complete: an
     /// `Idempotency-Key`'s first answer (spec §7).
     case rememberedAnswer(RememberedAnswerSeal)
+    /// The device changes of this index in the log records after this one
+    /// (up to the next such record of the index) were committed at this
+    /// time: the `at` of their change-feed entries (spec §9). One per index
+    /// per shard append; changes nothing but replay's clock.
+    case changeTime(Timestamp)
+    /// Part of a snapshot's copy of the index's change feed (`ChangeFeed.snapshotSlices`).
+    case changeFeed(ChangeFeedSlice)
 }

@@ -17,3 +17,20 @@ package struct SystemMonotonicClock: MonotonicClock {
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 }
+
+/// A source of wall-clock time: milliseconds since the Unix epoch. The
+/// engine stamps its change-feed entries with it (spec §9 `at`).
+package protocol WallClock: Sendable {
+    func wallMilliseconds() -> Int64
+}
+
+/// `CLOCK_REALTIME`.
+package struct SystemWallClock: WallClock {
+    package init() {}
+
+    package func wallMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+}

@@ -1,6 +1,7 @@
 import Glibc
 import RoostAPI
 import RoostHTTP
+import RoostModel
 import RoostPlatform
 import RoostStorage
 
@@ -24,6 +25,8 @@ struct ServeOptions {
     var trustedProxies: [IPAddress] = []
     /// One `http.request` log line per answered request (`--access-log`).
     var accessLog = false
+    /// Devices whose latest change each index's change feed keeps (`--changes-retained`, spec §9).
+    var changesRetained = ChangeFeed.retainedDefault
 
     var httpConfiguration: HTTPServerConfiguration {
         // The listener takes a numeric address; `localhost` is the IPv4 loopback one.
@@ -129,6 +132,8 @@ struct ServeOptions {
                 options.limits.bodyReadTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--access-log":
                 options.accessLog = true
+            case "--changes-retained":
+                options.changesRetained = try positive(flag, max: ChangeFeed.retainedLimit)
             case "--idle-timeout-ms":
                 options.limits.keepAliveIdleTimeout = .milliseconds(try positive(flag, max: 3_600_000))
             case "--trusted-proxy":

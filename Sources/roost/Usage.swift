@@ -1,3 +1,5 @@
+import RoostModel
+
 /// The usage text of every command. `--help` prints it to stdout and exits 0;
 /// a command line that cannot be understood prints it to stderr and exits 2.
 enum Usage {
@@ -5,7 +7,8 @@ enum Usage {
         usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                            [--event-loops N] [--max-connections N] [--header-timeout-ms N]
                            [--body-timeout-ms N] [--idle-timeout-ms N] [--first-byte-timeout-ms N]
-                           [--snapshot-log-bytes N] [--access-log] [--trusted-proxy ADDRESS]...
+                           [--snapshot-log-bytes N] [--changes-retained N] [--access-log]
+                           [--trusted-proxy ADDRESS]...
           --listen HOST:PORT        default 127.0.0.1:8080; port 0 picks a free one; IPv6 in brackets: [::1]:8080
           --data DIR                default ./roost-data (created if missing; one server per directory)
           --fsync POLICY            always (default): answer a write once it is on disk; everysec: lose at most
@@ -16,6 +19,9 @@ enum Usage {
           --header-timeout-ms N     default 10000; --body-timeout-ms N default 30000; --idle-timeout-ms N default 60000
           --first-byte-timeout-ms N  a connection that has sent nothing is closed after N ms (default 5000)
           --snapshot-log-bytes N    write a snapshot once the log grew by N bytes (default 268435456)
+          --changes-retained N      devices whose latest change each app and mode's change feed keeps
+                                    (GET /v1/changes; default \(ChangeFeed.retainedDefault), at most \(ChangeFeed.retainedLimit));
+                                    an older cursor answers 410 cursor_expired
           --access-log              one http.request JSON line on stderr per answered request
           --trusted-proxy ADDRESS   a proxy whose X-Forwarded-For names the client for the per-address limit
                                     of the mobile routes (repeatable, at most 16; default none)

@@ -171,7 +171,7 @@ func serve(_ arguments: [String]) -> Never {
         }
         let (opened, report) = try DurableEngine.open(
             directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards,
-            loopCount: options.eventLoops)
+            loopCount: options.eventLoops, changesRetained: options.changesRetained)
         engine = opened
         for note in report.notes { logger.info("recovery.note") { $0.field("note", note) } }
         for (phase, duration) in [

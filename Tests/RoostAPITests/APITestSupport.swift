@@ -2,6 +2,7 @@ import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostJSON
+import RoostModel
 import RoostPlatform
 import RoostStorage
 import RoostTesting
@@ -48,13 +49,15 @@ struct Harness {
     let catalog: Catalog
 
     /// `trustedProxies` as `roost serve --trusted-proxy` names them.
-    init(trustedProxies: [IPAddress] = []) throws {
+    /// `changesRetained` as `roost serve --changes-retained` sets it.
+    init(trustedProxies: [IPAddress] = [], changesRetained: Int = ChangeFeed.retainedDefault) throws {
         let log = VolatileLog()
         clock = ManualWallClock()
         catalog = Catalog(state: CatalogState(), log: log, clock: clock)
         service = RoostService(
             catalog: catalog, adminKey: Harness.adminKey, clock: clock,
-            registry: Registry(shardCount: 2, log: log, clock: clock), trustedProxies: trustedProxies)
+            registry: Registry(shardCount: 2, log: log, clock: clock, changesRetained: changesRetained),
+            trustedProxies: trustedProxies)
     }
 
     func call(_ method: HTTPMethod, _ target: String, key: String? = nil, body: String? = nil) async -> Answer {

@@ -13,13 +13,18 @@ import Synchronization
 /// (no records to append) are still served, as after a real log failure.
 final class SwitchableLog: MutationLog {
     let failing = Mutex(false)
+    private let appended = Mutex<UInt64>(0)
 
     func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
-        failing.withLock { $0 } ? nil : LogSequenceNumber(1)
+        if failing.withLock({ $0 }) { return nil }
+        return appended.withLock { last in
+            last += UInt64(records.count)
+            return LogSequenceNumber(last)
+        }
     }
 
-    var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
-    var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+    var appendedThrough: LogSequenceNumber { LogSequenceNumber(appended.withLock { $0 }) }
+    var acknowledgedThrough: LogSequenceNumber { appendedThrough }
     var acceptsWrites: Bool { !failing.withLock { $0 } }
 
     func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {

@@ -45,7 +45,7 @@ final class HoldingLog: MutationLog {
 
     func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
         state.withLock { state in
-            state.appended += 1
+            state.appended += UInt64(records.count)
             if !state.holding { state.acknowledged = state.appended }
             return LogSequenceNumber(state.appended)
         }

@@ -73,12 +73,15 @@ final class CountingLog: MutationLog {
     let records = Mutex(0)
 
     func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
-        self.records.withLock { $0 += records.count }
-        return LogSequenceNumber(1)
+        LogSequenceNumber(
+            self.records.withLock { count in
+                count += records.count
+                return UInt64(count)
+            })
     }
 
-    var appendedThrough: LogSequenceNumber { LogSequenceNumber(1) }
-    var acknowledgedThrough: LogSequenceNumber { LogSequenceNumber(1) }
+    var appendedThrough: LogSequenceNumber { LogSequenceNumber(UInt64(records.withLock { $0 })) }
+    var acknowledgedThrough: LogSequenceNumber { appendedThrough }
     var acceptsWrites: Bool { true }
 
     func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {

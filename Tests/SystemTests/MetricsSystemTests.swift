@@ -235,6 +235,7 @@ struct MetricsSystemTests {
                 == 200)
         #expect(try call("GET", "/v1/devices?external_id=user_42", key: secretKey).status == 200)
         #expect(try call("GET", "/v1/devices/export", key: secretKey).status == 200)
+        #expect(try call("GET", "/v1/changes?limit=10", key: secretKey).status == 200)
         #expect(
             try call(
                 "POST", "/v1/devices/import", key: secretKey,

@@ -2,73 +2,111 @@ import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostModel
+import Synchronization
 
 extension DeviceRoutes {
     /// `GET /v1/devices/export` (`devices:read`): every device of the key's app
     /// and mode, with its token, one JSON object a line (`application/x-ndjson`),
-    /// in creation order, streamed.
+    /// in creation order, streamed — and exactly the state at the change-feed
+    /// position in the `Roost-Cursor` header (spec §9), however long it streams.
     ///
-    /// Bounded memory: one shard job reads a slice of `DeviceExport.sliceDevices`
-    /// devices after the last sequence sent, its completion renders the slice as
-    /// one chunk and writes it, and only when the stream says the chunk has
-    /// moved on (`whenWritable`) is the next job submitted. So the server holds
-    /// one slice and the connection's bounded output, never the whole export,
-    /// and the shard is free between slices. The export is not a point-in-time
-    /// snapshot: a device created after its position was passed is not in it,
-    /// one deleted before its slice is read is not either, and no device
-    /// appears twice.
+    /// One shard turn freezes a copy-on-write view of the index's devices
+    /// (`IndexExportView`) and reads the feed's last position; the answer
+    /// waits, as every read does, until the log has acknowledged everything
+    /// appended before it, so the cursor is durable when the head goes out.
+    /// The loop then renders the view a slice of `DeviceExport.sliceDevices`
+    /// at a time, the next slice only once the stream has taken the last
+    /// (`whenWritable`): the server holds one slice and the connection's
+    /// bounded output, plus the chunks writers copied since the view was
+    /// taken (at most the index's size, per export: `concurrentMax` bounds
+    /// the exports at once; past it 429). Export then
+    /// `GET /v1/changes?after=<Roost-Cursor>` misses and repeats nothing.
     func export(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        let export = DeviceExport(scope: scope)
-        return .engine([export.slice(after: 0)], answer: export.answer(stream: nil))
+        guard exports.take() else { throw DeviceExport.busy }
+        return .engine(
+            [.index(scope.indexKey, settings: scope.settings, .beginExport)],
+            answer: EngineAnswer { [exports] outcomes, reply in
+                guard let outcomes else {
+                    exports.give()
+                    reply.sink.send(APIError.logUnavailable.response)
+                    return
+                }
+                guard case .exportView(let view) = outcomes[0] else {
+                    preconditionFailure("an export began with \(outcomes[0])")
+                }
+                let headers = DeviceExport.headers + [("Roost-Cursor", ChangeCursor.encode(view.cursor))]
+                let stream = reply.sink.startStream(status: 200, headers: headers)
+                DeviceExport(view: view, slots: exports).send(after: 0, to: stream)
+            })
     }
 }
 
-/// One export in progress: the index to read, a slice at a time.
+/// The exports streaming at once (each pins up to its index's size of
+/// copied chunks while writers go on).
+final class ExportSlots: Sendable {
+    private let open = Atomic<Int>(0)
+    let max: Int
+
+    init(max: Int = DeviceExport.concurrentMax) {
+        self.max = max
+    }
+
+    /// Takes a slot; false when all are taken.
+    func take() -> Bool {
+        while true {
+            let current = open.load(ordering: .relaxed)
+            guard current < max else { return false }
+            if open.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing).exchanged
+            {
+                return true
+            }
+        }
+    }
+
+    func give() {
+        let previous = open.subtract(1, ordering: .acquiringAndReleasing).oldValue
+        precondition(previous > 0, "an export slot given back twice")
+    }
+
+    /// Exports streaming now.
+    var inUse: Int { open.load(ordering: .relaxed) }
+}
+
+/// One export in progress: the frozen view, rendered a slice at a time.
 struct DeviceExport: Sendable {
-    /// Devices per shard command and per chunk (about 0.7 MB of NDJSON).
+    /// Devices per chunk (about 0.7 MB of NDJSON).
     static let sliceDevices = 1_000
+    /// Exports streaming at once, per server (docs/limits.md).
+    static let concurrentMax = 8
 
     static let headers: [(name: String, value: String)] = [("Content-Type", "application/x-ndjson")]
 
-    let scope: IndexScope
+    static let busy = APIError.rateLimited(.exports, retryAfterSeconds: 1)
 
-    /// Returns the work that reads the slice after `sequence` (a value
-    /// command; the devices come back as `Outcome.deviceSlice`).
-    func slice(after sequence: UInt64) -> ShardWork {
-        .index(
-            scope.indexKey, settings: scope.settings,
-            .exportSlice(afterSequence: sequence, limit: DeviceExport.sliceDevices))
-    }
+    let view: IndexExportView
+    let slots: ExportSlots
 
-    /// Returns how a slice is answered, on the request's loop: the stream
-    /// starts with the first slice (so that a log failure before any byte is
-    /// sent is still a proper 503); each chunk is written, and only when the
-    /// stream says it has moved on (`whenWritable`) is the next slice asked for.
-    func answer(stream: (any HTTPBodyStream)?) -> EngineAnswer {
-        EngineAnswer { outcomes, reply in
-            guard let outcomes else {
-                // Reads wait for earlier writes; if those failed, stop.
-                if let stream { stream.abort() } else { reply.sink.send(APIError.logUnavailable.response) }
+    /// Writes the slice after `sequence`, then (once the stream has taken
+    /// it) the next; finishes the stream and gives the slot back at the end.
+    func send(after sequence: UInt64, to stream: any HTTPBodyStream) {
+        let slice = view.devices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
+        let chunk = DeviceExport.render(slice.devices)
+        guard let next = slice.next else {
+            slots.give()
+            if chunk.isEmpty {
+                stream.finish()
+            } else {
+                stream.write(chunk) { signal in if signal == .writable { stream.finish() } }
+            }
+            return
+        }
+        stream.write(chunk) { signal in
+            guard signal == .writable else {
+                slots.give()  // the client went away: the view goes with this closure
                 return
             }
-            guard case .deviceSlice(let devices, let next) = outcomes[0] else {
-                preconditionFailure("an export slice answered \(outcomes[0])")
-            }
-            let body = stream ?? reply.sink.startStream(status: 200, headers: DeviceExport.headers)
-            let chunk = DeviceExport.render(devices)
-            guard let next else {
-                if chunk.isEmpty {
-                    body.finish()
-                } else {
-                    body.write(chunk) { signal in if signal == .writable { body.finish() } }
-                }
-                return
-            }
-            body.write(chunk) { signal in
-                guard signal == .writable else { return }
-                reply.submit([self.slice(after: next)], answer: self.answer(stream: body))
-            }
+            self.send(after: next, to: stream)
         }
     }
 

@@ -11,6 +11,8 @@ import RoostModel
 struct DeviceRoutes: Sendable {
     let catalog: Catalog
     let registry: Registry
+    /// The point-in-time exports streaming now (`DeviceExport.concurrentMax`).
+    let exports = ExportSlots()
 
     var routes: [Route] {
         [
@@ -166,6 +168,7 @@ package struct NativeRoutes: Sendable {
 
     package var routes: [Route] {
         DeviceRoutes(catalog: catalog, registry: registry).routes + PeopleRoutes(catalog: catalog).routes
+            + ChangeFeedRoutes(catalog: catalog, registry: registry).routes
             + CredentialRoutes(catalog: catalog).routes + FeedbackRoutes(catalog: catalog).routes
             + StatsRoutes(catalog: catalog).routes
     }

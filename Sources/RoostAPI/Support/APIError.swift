@@ -130,6 +130,8 @@ package enum RateLimitReason: String, Sendable, Equatable, CaseIterable {
     /// Too many requests from one client address on the routes a mobile key
     /// or an identity token authorizes.
     case clientAddress = "client_address"
+    /// More point-in-time exports streaming at once than `DeviceExport.concurrentMax`.
+    case exports
 
     /// The envelope's message.
     var message: String {
@@ -137,6 +139,7 @@ package enum RateLimitReason: String, Sendable, Equatable, CaseIterable {
         case .key: "rate limit exceeded for this key"
         case .token: RegistryRejection.tokenRateLimited(retryAfterSeconds: 1).message
         case .clientAddress: "too many requests from this address for this app"
+        case .exports: "too many exports are streaming at once; try again when one is done"
         }
     }
 }

@@ -15,6 +15,11 @@
 /// `Limits.historyEventsPerRecordMax` events of `at i64 · kind u8 ·
 /// external_id opt · previous_external_id opt · fingerprint (u8 presence, u64) ·
 /// reason opt`).
+/// 20 change time (spec §9: `at i64`, the commit time of the device changes
+/// of the index that follow it in the log), 21 change-feed slice (a
+/// snapshot's copy: `expired_through u64 · last_position u64 · count u16 ·`
+/// count × `position u64 · sequence u64 · at i64 · platform u8 · deleted u8`,
+/// positions ascending, at most `ChangeFeed.entriesPerSnapshotRecordMax`).
 /// 13 settings with `inactive_after_days` (spec §8). Settings without that value
 /// are written as kind 7, byte for byte as before it existed after the
 /// format byte (decision 0052).
@@ -42,6 +47,8 @@ package enum MutationCodec {
         case rememberedAnswer = 10
         case settingsWithInactivity = 13
         case deviceHistory = 19
+        case changeTime = 20
+        case changeFeed = 21
     }
 
     /// Returns the bytes of `mutation`.
@@ -102,6 +109,24 @@ package enum MutationCodec {
             writer.u64(firstOrdinal)
             writer.u8(UInt8(events.count))
             for event in events { encode(event, into: &writer) }
+        case .changeTime(let at):
+            writer.u8(Kind.changeTime.rawValue)
+            writer.i64(at.millisecondsSinceEpoch)
+        case .changeFeed(let slice):
+            precondition(
+                slice.entries.count <= ChangeFeed.entriesPerSnapshotRecordMax,
+                "change-feed slice of \(slice.entries.count)")
+            writer.u8(Kind.changeFeed.rawValue)
+            writer.u64(slice.expiredThrough)
+            writer.u64(slice.lastPosition)
+            writer.u16(UInt16(slice.entries.count))
+            for entry in slice.entries {
+                writer.u64(entry.position)
+                writer.u64(entry.sequence)
+                writer.i64(entry.at.millisecondsSinceEpoch)
+                writer.u8(entry.platform.rawValue)
+                writer.u8(entry.deleted ? 1 : 0)
+            }
         }
         precondition(writer.bytes.count <= Limits.mutationBytesMax, "mutation of \(writer.bytes.count) bytes")
         return writer.bytes
@@ -112,6 +137,21 @@ package enum MutationCodec {
     package static func isUpsert(_ bytes: UnsafeRawBufferPointer) -> Bool {
         bytes.count >= 2 && readableFormatVersions.contains(bytes[0])
             && (bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.personUpsert.rawValue)
+    }
+
+    /// The platform and sequence of the device a device upsert's bytes name
+    /// (read from its fixed-place id, not validated beyond that); nil for any
+    /// other bytes. Replay's fast path, after `applyEncodedUpsert` took them.
+    package static func deviceUpsertID(
+        in bytes: UnsafeRawBufferPointer
+    ) -> (platform: Platform, sequence: UInt64)? {
+        // version · kind · app u32 · mode u8 · platform u8 · sequence u64
+        guard bytes.count >= 16, readableFormatVersions.contains(bytes[0]), bytes[1] == Kind.deviceUpsert.rawValue,
+            let platform = Platform(rawValue: bytes[7])
+        else { return nil }
+        let sequence = LittleEndianReader.u64(at: 8, of: bytes)
+        guard sequence > 0 else { return nil }
+        return (platform, sequence)
     }
 
     /// Returns the mutation `bytes` hold, or throws why they are not one.
@@ -191,9 +231,46 @@ package enum MutationCodec {
                 RememberedAnswerSeal(owner: owner, key: key, digest: digest, at: at, byteCount: byteCount))
         case .deviceHistory:
             mutation = try decodeHistory(&reader)
+        case .changeTime:
+            mutation = .changeTime(try reader.timestamp("change_time"))
+        case .changeFeed:
+            mutation = .changeFeed(try decodeChangeFeed(&reader))
         }
         guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
         return mutation
+    }
+
+    /// A change-feed slice: positions ascending, above `expired_through` and
+    /// at most `last_position`; sequences positive; a known platform.
+    private static func decodeChangeFeed(
+        _ reader: inout LittleEndianReader
+    ) throws(ByteDecodingError) -> ChangeFeedSlice {
+        let offset = reader.offset
+        let expiredThrough = try reader.u64()
+        let lastPosition = try reader.u64()
+        guard lastPosition >= expiredThrough else { throw .invalidValue(field: "change_feed", offset: offset) }
+        let count = Int(try reader.u16())
+        guard count <= ChangeFeed.entriesPerSnapshotRecordMax else {
+            throw .lengthOutOfBounds(field: "change_feed", length: count, max: ChangeFeed.entriesPerSnapshotRecordMax)
+        }
+        var entries: [ChangeFeed.Entry] = []
+        entries.reserveCapacity(count)
+        var previous = expiredThrough
+        for _ in 0..<count {
+            let entryOffset = reader.offset
+            let position = try reader.u64()
+            let sequence = try reader.u64()
+            let at = try reader.timestamp("change_at")
+            let platform = Platform(rawValue: try reader.u8())
+            let deleted = try reader.bool("change_deleted")
+            guard let platform, position > previous, position <= lastPosition, sequence > 0, sequence < .max else {
+                throw .invalidValue(field: "change_entry", offset: entryOffset)
+            }
+            previous = position
+            entries.append(
+                ChangeFeed.Entry(position: position, sequence: sequence, platform: platform, deleted: deleted, at: at))
+        }
+        return ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: entries)
     }
 
     // MARK: Devices (read by `EncodedDevice`)

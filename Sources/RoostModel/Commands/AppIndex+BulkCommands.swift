@@ -41,7 +41,7 @@ extension AppIndex {
             switch mutation {
             case .deviceUpsert(let device): return device
             case .deviceHistory, .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete,
-                .settings, .deviceSequenceFloor, .rememberedAnswerPart, .rememberedAnswer:
+                .settings, .deviceSequenceFloor, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
                 preconditionFailure("a device slice held \(mutation)")
             }
         }

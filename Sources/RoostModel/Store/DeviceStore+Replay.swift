@@ -9,6 +9,8 @@ package enum MutationApplyError: Error, Hashable, Sendable {
     case invalidSettings
     /// A remembered answer's seal without all of its parts just before it.
     case incompleteAnswer
+    /// A change-feed slice out of order or out of its own bounds.
+    case invalidChangeFeed
 }
 
 extension DeviceStore {

@@ -108,6 +108,33 @@ struct DeviceStore: Sendable {
         return copy
     }
 
+    /// A read-only copy for a point-in-time export (`IndexExportView`): the
+    /// chunked arrays shared as in `freezeForSnapshot`, but with no sharing
+    /// marks and no pin (a write to a shared chunk still copies it: chunks
+    /// are copy-on-write values), and without the hash tables, so that the
+    /// next write does not copy a whole table, nor the histories. Slices by
+    /// sequence work on it; lookups by token, installation or person do not.
+    /// O(chunks).
+    func frozenForExport() -> DeviceStore {
+        var copy = self
+        copy.records = records.frozenCopy()
+        copy.people = people.frozenCopy()
+        copy.digests = digests.frozenCopy()
+        copy.order = order.frozenCopy()
+        copy.orderSlots = orderSlots.frozenCopy()
+        copy.strings = strings.frozenCopy()
+        copy.blobs = blobs.frozenCopy()
+        copy.tokenSlots = SlotTable()
+        copy.installationSlots = SlotTable()
+        copy.personSlots = SlotTable()
+        copy.freeDeviceSlots = []
+        copy.freePersonSlots = []
+        copy.freeDigestSlots = []
+        // Not in the device JSON; the next history write would copy it whole.
+        copy.history = DeviceHistoryStore()
+        return copy
+    }
+
     /// Forgets the sharing marks of `freezeForSnapshot` (its copy is gone). O(blob classes).
     mutating func endSnapshotSharing() {
         records.endSharing()

@@ -1,0 +1,134 @@
+/// The change feed and the point-in-time export (spec §9): what the shard
+/// records after each append, what `GET /v1/changes` reads, and the frozen
+/// view `GET /v1/devices/export` streams.
+extension AppIndex {
+    /// Records the change `mutation` made (a device upsert or tombstone; any
+    /// other mutation records nothing) at log position `position` and time
+    /// `at`. Returns whether it recorded one. O(log retained) amortised.
+    @discardableResult
+    package mutating func recordChange(_ mutation: Mutation, position: UInt64, at: Timestamp) -> Bool {
+        switch mutation {
+        case .deviceUpsert(let device):
+            return changes.record(
+                sequence: device.id.sequence, platform: device.id.platform, deleted: false, at: at, position: position)
+        case .deviceTombstone(let id):
+            return changes.record(
+                sequence: id.sequence, platform: id.platform, deleted: true, at: at, position: position)
+        case .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings, .deviceSequenceFloor,
+            .deviceHistory, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
+            return false
+        }
+    }
+
+    /// `recordChange` for a device named by its sequence and platform (the
+    /// shard keeps only those of a batch's changes until the append).
+    @discardableResult
+    package mutating func recordChange(
+        sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp, position: UInt64
+    ) -> Bool {
+        changes.record(sequence: sequence, platform: platform, deleted: deleted, at: at, position: position)
+    }
+
+    /// Replay's form of `recordChange` for a device mutation read from the
+    /// log at `position` (the fast path knows only the id): the time is the
+    /// last `changeTime` record's, else (a log written before the feed
+    /// existed) the device's `last_seen_at`, else the epoch.
+    package mutating func recordReplayedChange(
+        sequence: UInt64, platform: Platform, deleted: Bool, position: UInt64
+    ) {
+        var at = replayChangeTime
+        if at == nil, !deleted {
+            at = store.device(DeviceID(appID: appID, mode: mode, platform: platform, sequence: sequence))?.lastSeenAt
+        }
+        changes.record(
+            sequence: sequence, platform: platform, deleted: deleted,
+            at: at ?? Timestamp(millisecondsSinceEpoch: 0), position: position)
+    }
+
+    /// `GET /v1/changes`: at most `limit` changes after `cursor` (nil: from
+    /// the oldest retained), each device as it is now — which is its state at
+    /// its entry's position, since any later change would have moved it on.
+    /// O(log retained + limit).
+    package func changesPage(after cursor: UInt64?, limit: Int) -> Result<ChangesPage, ChangeFeed.CursorFault> {
+        changes.page(after: cursor, limit: limit).map { page in
+            ChangesPage(
+                changes: page.entries.map { entry in
+                    let id = DeviceID(appID: appID, mode: mode, platform: entry.platform, sequence: entry.sequence)
+                    // A live upsert entry's device exists (`invariantViolations` checks it).
+                    if !entry.deleted, let device = store.device(id) {
+                        return .upsert(position: entry.position, at: entry.at, device)
+                    }
+                    return .delete(position: entry.position, at: entry.at, id)
+                },
+                next: page.next)
+        }
+    }
+
+    /// The broken invariants of the change feed: a live upsert entry whose
+    /// device is gone, a device that changed but has no entry while nothing
+    /// was ever dropped. O(retained).
+    func changeFeedViolations() -> [String] {
+        var result: [String] = []
+        if case .success(let page) = changes.page(after: nil, limit: changes.retainedCount + 1) {
+            for entry in page.entries where !entry.deleted {
+                let id = DeviceID(appID: appID, mode: mode, platform: entry.platform, sequence: entry.sequence)
+                if store.device(id) == nil {
+                    result.append("change feed: upsert of \(id) at \(entry.position), no device")
+                }
+            }
+        }
+        return result
+    }
+
+    /// A frozen copy of the devices for a point-in-time export, and the
+    /// change-feed position it holds exactly: every change at or below the
+    /// cursor, none above. O(chunks); later writes copy what they touch.
+    package func freezeForExport() -> IndexExportView {
+        IndexExportView(store: store.frozenForExport(), cursor: changes.lastPosition)
+    }
+}
+
+/// One change as `GET /v1/changes` answers it.
+package enum FeedChange: Sendable, Equatable {
+    case upsert(position: UInt64, at: Timestamp, Device)
+    case delete(position: UInt64, at: Timestamp, DeviceID)
+
+    package var position: UInt64 {
+        switch self {
+        case .upsert(let position, _, _), .delete(let position, _, _): position
+        }
+    }
+}
+
+/// A page of the change feed.
+package struct ChangesPage: Sendable, Equatable {
+    package var changes: [FeedChange]
+    /// The cursor to ask from next.
+    package var next: UInt64
+
+    package init(changes: [FeedChange], next: UInt64) {
+        self.changes = changes
+        self.next = next
+    }
+}
+
+/// The devices of one index frozen at one shard turn, for a point-in-time
+/// export streamed off the shard (`GET /v1/devices/export`, spec §9); and
+/// the change-feed cursor it is the state at.
+package struct IndexExportView: Sendable {
+    let store: DeviceStore
+    package let cursor: UInt64
+
+    /// Up to `limit` devices created after `afterSequence`, in creation order,
+    /// and where the next slice starts (nil: done). O(limit + log devices).
+    package func devices(afterSequence: UInt64, limit: Int) -> (devices: [Device], next: UInt64?) {
+        let slice = store.snapshotDevices(afterSequence: afterSequence, limit: limit, includingHistory: false)
+        var devices: [Device] = []
+        devices.reserveCapacity(slice.mutations.count)
+        for case .deviceUpsert(let device) in slice.mutations { devices.append(device) }
+        return (devices, slice.next)
+    }
+
+    /// The devices in the view.
+    package var deviceCount: Int { store.deviceCount }
+}

@@ -1,0 +1,253 @@
+/// The change feed of one (app, mode) index (spec §9, `GET /v1/changes`):
+/// which devices changed, in commit order, each at most once — at the
+/// position of its latest change — with deletions kept as tombstones.
+///
+/// A position is the LSN of the log record that carried the change (the
+/// engine's; this type only needs them to grow), so a cursor names a point
+/// of the log and means the same after a restart. The feed keeps the latest
+/// change of at most `retainedMax` devices (deleted ones included): past it
+/// the oldest is dropped and `expiredThrough` moves to its position, and a
+/// cursor below that answers 410 `cursor_expired` (the client may have
+/// missed a deletion; it exports again). Memory: 32 bytes per entry plus
+/// ~40 per retained device in `latest` — bounded by the retention, not by
+/// the device count (docs/model.md "Change feed").
+///
+/// A pure value, owned by the shard that owns its index; it is rebuilt by
+/// replay (every device mutation of the log, at its LSN) on top of the copy
+/// a snapshot holds (`snapshotSlices`), so that live and recovered feeds are
+/// the same.
+package struct ChangeFeed: Sendable, Equatable {
+    /// One change: the device (by its sequence and platform), whether it was
+    /// deleted, when, and where in the log.
+    package struct Entry: Sendable, Hashable {
+        package var position: UInt64
+        package var sequence: UInt64
+        package var at: Timestamp
+        package var platform: Platform
+        package var deleted: Bool
+        /// A later entry of the same device replaced this one (skipped, then compacted away).
+        var superseded = false
+
+        package init(position: UInt64, sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp) {
+            self.position = position
+            self.sequence = sequence
+            self.platform = platform
+            self.deleted = deleted
+            self.at = at
+        }
+    }
+
+    /// Why a page cannot be read from a cursor.
+    package enum CursorFault: Error, Equatable, Sendable {
+        /// Changes after the cursor were dropped by the retention.
+        case expired(retainedFrom: UInt64)
+        /// The cursor is past every change this feed ever held: it belongs to
+        /// another server's (or an older data directory's) log.
+        case ahead(last: UInt64)
+    }
+
+    /// One page of changes after a cursor.
+    package struct Page: Sendable, Equatable {
+        package var entries: [Entry]
+        /// The cursor to ask from next: the last entry's position, or the
+        /// cursor asked from when there was nothing after it.
+        package var next: UInt64
+    }
+
+    /// The default of `retainedMax` (`roost serve --changes-retained`).
+    package static let retainedDefault = 100_000
+    /// The largest `retainedMax` accepted (~72 bytes each: 720 MB per index).
+    package static let retainedLimit = 10_000_000
+    /// Superseded or dropped entries tolerated before the array is compacted
+    /// (and at least as many as live ones): amortised O(1) per change.
+    static let compactionSlack = 4_096
+    /// Entries per snapshot record (`snapshotSlices`): 26 bytes each, so a
+    /// record stays under `Limits.mutationBytesMax` (13 KB).
+    package static let entriesPerSnapshotRecordMax = 512
+
+    /// Ascending positions; `entries[..<head]` are dropped.
+    private(set) var entries: [Entry] = []
+    private var head = 0
+    /// Device sequence → position of its live entry.
+    private var latest: [UInt64: UInt64] = [:]
+    private var supersededCount = 0
+    /// Cursors below this position are expired (0: nothing was ever dropped).
+    package private(set) var expiredThrough: UInt64 = 0
+    /// The position of the newest change held (0: none yet).
+    package private(set) var lastPosition: UInt64 = 0
+    /// The most devices whose latest change is kept.
+    package let retainedMax: Int
+
+    package init(retainedMax: Int = ChangeFeed.retainedDefault) {
+        precondition((1...Self.retainedLimit).contains(retainedMax), "change retention \(retainedMax)")
+        self.retainedMax = retainedMax
+    }
+
+    /// Devices whose latest change is held (deleted ones included).
+    package var retainedCount: Int { latest.count }
+
+    /// Approximate heap bytes held (metrics, `memoryEstimate`).
+    package var heapBytes: Int {
+        entries.capacity * MemoryLayout<Entry>.stride + latest.capacity * (MemoryLayout<UInt64>.stride * 2 + 8)
+    }
+
+    /// Records that device `sequence` changed (or was deleted) at `position`.
+    /// Positions only grow: one at or below `lastPosition` is already held
+    /// (a replay over a snapshot that has it) and changes nothing; returns
+    /// whether it was recorded. Amortised O(log retained).
+    @discardableResult
+    package mutating func record(
+        sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp, position: UInt64
+    ) -> Bool {
+        guard position > lastPosition else { return false }
+        if let previous = latest[sequence], let index = index(of: previous) {
+            entries[index].superseded = true
+            supersededCount += 1
+        }
+        entries.append(Entry(position: position, sequence: sequence, platform: platform, deleted: deleted, at: at))
+        latest[sequence] = position
+        lastPosition = position
+        while latest.count > retainedMax { dropOldest() }
+        compactIfWorthIt()
+        return true
+    }
+
+    /// The changes after `cursor` (nil: from the oldest retained one), at
+    /// most `limit`, oldest first. O(log entries + limit + superseded skipped).
+    package func page(after cursor: UInt64?, limit: Int) -> Result<Page, CursorFault> {
+        precondition(limit >= 1, "change page limit \(limit)")
+        if let cursor {
+            if cursor < expiredThrough { return .failure(.expired(retainedFrom: expiredThrough)) }
+            if cursor > lastPosition { return .failure(.ahead(last: lastPosition)) }
+        }
+        var position = firstIndex(after: cursor ?? 0)
+        var result: [Entry] = []
+        while position < entries.count && result.count < limit {
+            if !entries[position].superseded { result.append(entries[position]) }
+            position += 1
+        }
+        return .success(Page(entries: result, next: result.last?.position ?? cursor ?? 0))
+    }
+
+    /// Whether a change after `cursor` is held (nil: any change). O(log entries).
+    package func hasChange(after cursor: UInt64?) -> Bool {
+        var position = firstIndex(after: cursor ?? 0)
+        while position < entries.count {
+            if !entries[position].superseded { return true }
+            position += 1
+        }
+        return false
+    }
+
+    // MARK: Snapshots
+
+    /// The feed as snapshot slices: each the retention state and up to
+    /// `entriesPerSnapshotRecordMax` live entries, oldest first (at least one
+    /// slice, so that `expiredThrough` and `lastPosition` survive an empty
+    /// feed). `restore` of every slice, in order, into an empty feed gives
+    /// this feed back.
+    package func snapshotSlices() -> [ChangeFeedSlice] {
+        var slices: [ChangeFeedSlice] = []
+        var batch: [Entry] = []
+        for entry in entries[head...] where !entry.superseded {
+            batch.append(entry)
+            if batch.count == Self.entriesPerSnapshotRecordMax {
+                slices.append(
+                    ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: batch))
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty || slices.isEmpty {
+            slices.append(ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: batch))
+        }
+        return slices
+    }
+
+    /// Applies one snapshot slice: entries past `lastPosition` are appended
+    /// as `record` would (so a slice read twice changes nothing), and the
+    /// retention marks only move forward. Throws on entries out of order.
+    package mutating func restore(_ slice: ChangeFeedSlice) throws(MutationApplyError) {
+        guard slice.lastPosition >= slice.expiredThrough else { throw .invalidChangeFeed }
+        var previous: UInt64 = 0
+        for entry in slice.entries {
+            guard entry.position > previous, entry.position <= slice.lastPosition,
+                entry.position > slice.expiredThrough
+            else { throw .invalidChangeFeed }
+            previous = entry.position
+            record(
+                sequence: entry.sequence, platform: entry.platform, deleted: entry.deleted, at: entry.at,
+                position: entry.position)
+        }
+        expiredThrough = max(expiredThrough, slice.expiredThrough)
+        // The newest entry's position is the last one (set by `record`); an
+        // empty feed's slice carries it alone. Not taken from a slice with
+        // entries: the slices after it still hold entries up to it.
+        if slice.entries.isEmpty { lastPosition = max(lastPosition, slice.lastPosition) }
+    }
+
+    // MARK: Internals
+
+    /// Drops the oldest live entry (and the superseded ones before it).
+    private mutating func dropOldest() {
+        while head < entries.count {
+            let entry = entries[head]
+            head += 1
+            if entry.superseded {
+                supersededCount -= 1
+                continue
+            }
+            latest[entry.sequence] = nil
+            expiredThrough = entry.position
+            return
+        }
+        preconditionFailure("change feed over its retention with no live entry")
+    }
+
+    /// Removes dropped and superseded entries once they outnumber the live
+    /// ones (and `compactionSlack`). O(entries), amortised over as many changes.
+    private mutating func compactIfWorthIt() {
+        let dead = head + supersededCount
+        guard dead > Self.compactionSlack && dead > latest.count else { return }
+        var kept: [Entry] = []
+        kept.reserveCapacity(latest.count + Self.compactionSlack)
+        for entry in entries[head...] where !entry.superseded { kept.append(entry) }
+        entries = kept
+        head = 0
+        supersededCount = 0
+    }
+
+    /// The index of the first held entry with a position above `cursor`.
+    private func firstIndex(after cursor: UInt64) -> Int {
+        var low = head
+        var high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].position <= cursor { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// The index of the held entry at `position`, if any.
+    private func index(of position: UInt64) -> Int? {
+        let found = firstIndex(after: position - 1)
+        return found < entries.count && entries[found].position == position ? found : nil
+    }
+
+    package static func == (lhs: ChangeFeed, rhs: ChangeFeed) -> Bool {
+        lhs.expiredThrough == rhs.expiredThrough && lhs.lastPosition == rhs.lastPosition
+            && lhs.retainedMax == rhs.retainedMax && lhs.snapshotSlices() == rhs.snapshotSlices()
+    }
+}
+
+/// One snapshot record's part of a change feed (`ChangeFeed.snapshotSlices`).
+package struct ChangeFeedSlice: Sendable, Hashable {
+    package var expiredThrough: UInt64
+    package var lastPosition: UInt64
+    package var entries: [ChangeFeed.Entry]
+
+    package init(expiredThrough: UInt64, lastPosition: UInt64, entries: [ChangeFeed.Entry]) {
+        self.expiredThrough = expiredThrough
+        self.lastPosition = lastPosition
+        self.entries = entries
+    }
+}

@@ -1,0 +1,195 @@
+import Testing
+
+@testable import RoostModel
+
+/// `ChangeFeed` (spec §9 `GET /v1/changes`): one entry per device at its
+/// latest change, retention and expiry, snapshot slices, the codec.
+@Suite("Change feed (spec §9)")
+struct ChangeFeedTests {
+    static let t0 = Timestamp(millisecondsSinceEpoch: 1_800_000_000_000)
+
+    static func at(_ offset: Int64) -> Timestamp { t0.adding(milliseconds: offset) }
+
+    static func positions(_ page: ChangeFeed.Page) -> [UInt64] { page.entries.map(\.position) }
+
+    @Test("each device appears once, at its latest change, in position order; a deletion is a tombstone")
+    func latestOnly() throws {
+        var feed = ChangeFeed()
+        feed.record(sequence: 1, platform: .ios, deleted: false, at: Self.at(0), position: 10)
+        feed.record(sequence: 2, platform: .android, deleted: false, at: Self.at(1), position: 11)
+        feed.record(sequence: 1, platform: .ios, deleted: false, at: Self.at(2), position: 15)
+        feed.record(sequence: 2, platform: .android, deleted: true, at: Self.at(3), position: 20)
+        let page = try feed.page(after: nil, limit: 10).get()
+        #expect(Self.positions(page) == [15, 20])
+        #expect(page.entries.map(\.sequence) == [1, 2])
+        #expect(page.entries.map(\.deleted) == [false, true])
+        #expect(page.entries.map(\.at) == [Self.at(2), Self.at(3)])
+        #expect(page.next == 20)
+        #expect(try feed.page(after: 15, limit: 10).get().entries.map(\.sequence) == [2])
+        let empty = try feed.page(after: 20, limit: 10).get()
+        #expect(empty.entries.isEmpty && empty.next == 20, "nothing after the last: the cursor comes back")
+        #expect(feed.hasChange(after: 15) && !feed.hasChange(after: 20))
+    }
+
+    @Test("pages of `limit` chain through every change without a gap or a repeat")
+    func paging() throws {
+        var feed = ChangeFeed()
+        for n in 1...25 {
+            feed.record(sequence: UInt64(n), platform: .ios, deleted: false, at: Self.t0, position: UInt64(n * 3))
+        }
+        var cursor: UInt64? = nil
+        var seen: [UInt64] = []
+        while true {
+            let page = try feed.page(after: cursor, limit: 4).get()
+            if page.entries.isEmpty { break }
+            seen += page.entries.map(\.sequence)
+            cursor = page.next
+        }
+        #expect(seen == (1...25).map(UInt64.init))
+    }
+
+    @Test("a position at or below the last one is already held: recording it changes nothing")
+    func replayIsIdempotent() {
+        var feed = ChangeFeed()
+        let first = feed.record(sequence: 1, platform: .ios, deleted: false, at: Self.t0, position: 5)
+        #expect(first)
+        let before = feed
+        let same = feed.record(sequence: 9, platform: .ios, deleted: false, at: Self.t0, position: 5)
+        let older = feed.record(sequence: 9, platform: .ios, deleted: false, at: Self.t0, position: 3)
+        #expect(!same && !older)
+        #expect(feed == before)
+    }
+
+    @Test("past the retention the oldest device is dropped; a cursor below it is expired, one at it is not")
+    func retention() throws {
+        var feed = ChangeFeed(retainedMax: 3)
+        for n in 1...5 {
+            feed.record(sequence: UInt64(n), platform: .ios, deleted: n == 2, at: Self.t0, position: UInt64(n))
+        }
+        #expect(feed.retainedCount == 3)
+        #expect(feed.expiredThrough == 2)
+        #expect(feed.page(after: 1, limit: 10) == .failure(.expired(retainedFrom: 2)))
+        #expect(Self.positions(try feed.page(after: 2, limit: 10).get()) == [3, 4, 5])
+        #expect(
+            Self.positions(try feed.page(after: nil, limit: 10).get()) == [3, 4, 5], "no cursor: the oldest retained")
+        // A device changing again does not count twice.
+        feed.record(sequence: 5, platform: .ios, deleted: false, at: Self.t0, position: 6)
+        #expect(feed.retainedCount == 3 && feed.expiredThrough == 2)
+        #expect(Self.positions(try feed.page(after: 2, limit: 10).get()) == [3, 4, 6])
+    }
+
+    @Test("a cursor past every change held is refused as another feed's")
+    func aheadCursor() {
+        var feed = ChangeFeed()
+        feed.record(sequence: 1, platform: .ios, deleted: false, at: Self.t0, position: 7)
+        #expect(feed.page(after: 8, limit: 1) == .failure(.ahead(last: 7)))
+        #expect(ChangeFeed().page(after: 1, limit: 1) == .failure(.ahead(last: 0)))
+        #expect((try? ChangeFeed().page(after: 0, limit: 1).get())?.entries.isEmpty == true)
+    }
+
+    @Test("compaction keeps every live entry (many changes of few devices)")
+    func compaction() throws {
+        var feed = ChangeFeed()
+        var position: UInt64 = 0
+        for round in 0..<3_000 {
+            for device in 1...5 {
+                position += 1
+                feed.record(
+                    sequence: UInt64(device), platform: .android, deleted: false, at: Self.at(Int64(round)),
+                    position: position)
+            }
+        }
+        #expect(feed.entries.count < ChangeFeed.compactionSlack * 2 + 10, "superseded entries are compacted away")
+        let page = try feed.page(after: nil, limit: 100).get()
+        #expect(Self.positions(page) == Array((position - 4)...position))
+    }
+
+    @Test("snapshot slices restore the same feed, retention marks included; restoring twice changes nothing")
+    func snapshotRoundTrip() throws {
+        var feed = ChangeFeed(retainedMax: 1_200)
+        for n in 1...1_500 {
+            feed.record(
+                sequence: UInt64(n % 1_300 + 1), platform: n % 3 == 0 ? .android : .ios, deleted: n % 7 == 0,
+                at: Self.at(Int64(n)), position: UInt64(n * 2))
+        }
+        let slices = feed.snapshotSlices()
+        #expect(slices.count == 3, "1,200 live entries in slices of \(ChangeFeed.entriesPerSnapshotRecordMax)")
+        var restored = ChangeFeed(retainedMax: 1_200)
+        for slice in slices { try restored.restore(slice) }
+        #expect(restored == feed)
+        for slice in slices { try restored.restore(slice) }
+        #expect(restored == feed)
+        // The empty feed still carries its marks.
+        #expect(ChangeFeed().snapshotSlices().count == 1)
+    }
+
+    @Test("a slice out of order or out of its bounds is refused")
+    func badSlices() {
+        let entry = { (position: UInt64) in
+            ChangeFeed.Entry(position: position, sequence: 1, platform: .ios, deleted: false, at: Self.t0)
+        }
+        var feed = ChangeFeed()
+        #expect(throws: MutationApplyError.invalidChangeFeed) {
+            try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 10, entries: [entry(5), entry(4)]))
+        }
+        #expect(throws: MutationApplyError.invalidChangeFeed) {
+            try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 4, entries: [entry(5)]))
+        }
+        #expect(throws: MutationApplyError.invalidChangeFeed) {
+            try feed.restore(ChangeFeedSlice(expiredThrough: 5, lastPosition: 9, entries: [entry(5)]))
+        }
+        #expect(throws: MutationApplyError.invalidChangeFeed) {
+            try feed.restore(ChangeFeedSlice(expiredThrough: 9, lastPosition: 5, entries: []))
+        }
+    }
+
+    @Test("the codec round-trips change times and feed slices and refuses a slice out of order")
+    func codec() throws {
+        let slice = ChangeFeedSlice(
+            expiredThrough: 3, lastPosition: 90,
+            entries: [
+                ChangeFeed.Entry(position: 4, sequence: 17, platform: .ios, deleted: false, at: Self.t0),
+                ChangeFeed.Entry(position: 90, sequence: 2, platform: .android, deleted: true, at: Self.at(5)),
+            ])
+        for mutation in [
+            Mutation.changeTime(Self.at(42)), .changeFeed(slice),
+            .changeFeed(ChangeFeedSlice(expiredThrough: 0, lastPosition: 0, entries: [])),
+        ] {
+            #expect(try MutationCodec.decode(MutationCodec.encode(mutation)) == mutation)
+        }
+        var full: [ChangeFeed.Entry] = []
+        for n in 1...ChangeFeed.entriesPerSnapshotRecordMax {
+            full.append(
+                ChangeFeed.Entry(position: UInt64(n), sequence: UInt64(n), platform: .ios, deleted: false, at: Self.t0))
+        }
+        let largest = MutationCodec.encode(
+            .changeFeed(ChangeFeedSlice(expiredThrough: 0, lastPosition: UInt64(full.count), entries: full)))
+        #expect(largest.count <= Limits.mutationBytesMax)
+        var swapped = MutationCodec.encode(.changeFeed(slice))
+        // The two positions (offsets 20 and 46): 90 before 4 is out of order.
+        swapped.withUnsafeMutableBytes { bytes in
+            bytes.storeBytes(of: UInt64(90).littleEndian, toByteOffset: 20, as: UInt64.self)
+        }
+        #expect(throws: ByteDecodingError.self) { try MutationCodec.decode(swapped) }
+    }
+
+    @Test("an index records a device's change where the shard says; its page shows the device as it is")
+    func indexPage() throws {
+        var index = AppIndex(appID: AppID(1), mode: .live)
+        let registered = try index.register(RegisterRequest(token: apnsToken(1)), at: Self.t0).get()
+        var position: UInt64 = 100
+        for mutation in registered.mutations {
+            position += 1
+            index.recordChange(mutation, position: position, at: Self.t0)
+        }
+        let page = try index.changesPage(after: nil, limit: 10).get()
+        #expect(page.changes == [.upsert(position: 101, at: Self.t0, registered.device)])
+        let removal = index.deleteDevice(registered.device.id)
+        for mutation in removal.mutations { index.recordChange(mutation, position: 200, at: Self.at(1)) }
+        #expect(
+            try index.changesPage(after: 101, limit: 10).get().changes == [
+                .delete(position: 200, at: Self.at(1), registered.device.id)
+            ])
+        #expect(index.invariantViolations().isEmpty)
+    }
+}
