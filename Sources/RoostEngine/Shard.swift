@@ -109,6 +109,10 @@ package actor Shard {
         var changeTime: Timestamp?
         /// Answers of waiting `GET /v1/changes` requests released in this batch.
         var released: [(key: IndexKey, outcome: ShardOutcome)] = []
+        /// Exports frozen in this batch: their outcome, and how many of the
+        /// batch's device changes came before (their view holds those, whose
+        /// positions the append gives: the cursor is set after it).
+        var exports: [(outcome: Int, key: IndexKey, changesBefore: Int)] = []
         if changeWaiterCount > 0 { releaseExpiredWaiters(into: &released) }
         var position = commands.startIndex
         while position < commands.endIndex {
@@ -150,6 +154,7 @@ package actor Shard {
                             changeWaiterCount += 1
                             continue
                         }
+                        if case .beginExport = work { exports.append((outcomes.count, key, feedChanges.count)) }
                         for mutation in mutations {
                             if let change = Self.deviceChange(mutation) {
                                 if !timedKeys.contains(key) {
@@ -220,8 +225,17 @@ package actor Shard {
         if let appended {
             for key in written { loggedThrough[key] = appended }
             if !feedChanges.isEmpty {
-                recordChanges(feedChanges, firstLSN: appended.rawValue - UInt64(records.count) + 1, at: changeTime)
+                let firstLSN = appended.rawValue - UInt64(records.count) + 1
+                recordChanges(feedChanges, firstLSN: firstLSN, at: changeTime)
                 releaseWaiters(of: timedKeys, into: &released)
+                for export in exports {
+                    // The last change of the index before the freeze, if this batch made one.
+                    guard
+                        let last = feedChanges[..<export.changesBefore].last(where: { $0.key == export.key }),
+                        case .exportView(let view) = outcomes[export.outcome].outcome
+                    else { continue }
+                    outcomes[export.outcome].outcome = .exportView(view.at(cursor: firstLSN + UInt64(last.record)))
+                }
             }
         } else if !records.isEmpty {
             // Refused: these changes are in memory and nowhere else.

@@ -131,4 +131,11 @@ package struct IndexExportView: Sendable {
 
     /// The devices in the view.
     package var deviceCount: Int { store.deviceCount }
+
+    /// The same view at another cursor: the shard's, when changes of the
+    /// batch that froze it got their positions after the freeze.
+    package func at(cursor: UInt64) -> IndexExportView {
+        precondition(cursor >= self.cursor, "an export's cursor moved back from \(self.cursor) to \(cursor)")
+        return IndexExportView(store: store, cursor: cursor)
+    }
 }

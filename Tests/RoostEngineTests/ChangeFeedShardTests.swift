@@ -1,0 +1,49 @@
+import RoostModel
+import RoostTesting
+import Testing
+
+@testable import RoostEngine
+
+/// The shard's side of the change feed (spec §9, decision 0062): positions
+/// from the append, the export's cursor within a batch, waiters.
+@Suite("Change feed in the shard (spec §9)")
+struct ChangeFeedShardTests {
+    static func registration(_ seed: Int) throws -> ShardWork {
+        .index(liveKey, settings: .defaults, .register(RegisterRequest(token: try apnsToken(seed)), at: now))
+    }
+
+    static let export = ShardWork.index(liveKey, settings: .defaults, .beginExport)
+
+    @Test("each device change takes the LSN of its record; a change-time record precedes a batch's changes")
+    func positionsAreLSNs() async throws {
+        let log = CountingLog()
+        let registry = Registry(shardCount: 1, log: log)
+        _ = await registry.shardSet.perform(batch: [try Self.registration(1), try Self.registration(2)])
+        // One batch: the change time, then one upsert each (no history for a new device).
+        let page = try #require(
+            await registry.execute(liveKey, .changes(after: nil, limit: 10, waitUntil: nil)))
+        guard case .changes(.success(let changes)) = page else { Issue.record("\(page)"); return }
+        let positions = changes.changes.map(\.position)
+        #expect(positions.count == 2)
+        #expect(
+            positions == positions.sorted()
+                && positions.allSatisfy { $0 >= 2 && $0 <= UInt64(log.records.withLock { $0 }) })
+    }
+
+    @Test("an export frozen after a write of the same batch holds it, and its cursor is that write's position")
+    func exportCursorWithinABatch() async throws {
+        let registry = Registry(shardCount: 1, log: VolatileLog())
+        _ = await registry.shardSet.perform(batch: [try Self.registration(1)])
+        let outcomes = await registry.shardSet.perform(batch: [
+            try Self.registration(2), Self.export, try Self.registration(3),
+        ])
+        guard case .exportView(let view)? = outcomes[1] else { Issue.record("\(outcomes[1] as Any)"); return }
+        #expect(view.deviceCount == 2, "the write before the freeze is in the view, the one after is not")
+        let after = try #require(
+            await registry.execute(liveKey, .changes(after: view.cursor, limit: 10, waitUntil: nil)))
+        guard case .changes(.success(let page)) = after else { Issue.record("\(after)"); return }
+        #expect(page.changes.count == 1, "following from the cursor gives exactly the write after the freeze")
+        guard case .upsert(_, _, let device)? = page.changes.first else { Issue.record("\(page)"); return }
+        #expect(device.token == (try apnsToken(3)))
+    }
+}
