@@ -27,11 +27,46 @@ enum RegistryBenchmark {
     /// tag changing every other one, 10 events a device.
     static let historyChanges = 9
 
-    static func run(devices: Int, shards: Int) async {
+    /// What each populated device carries.
+    enum Shape: String, CaseIterable, Sendable {
+        /// A person of its own and the tags `plan`/`score`; then every phase below.
+        case personEach = "person-each"
+        /// Issue 12's registration shape (the `roost-bench load` registrations):
+        /// a person out of `issuePeople`, `app_version`, `locale`, `timezone`
+        /// and two tags `t0`/`t1` of 8 values each; populate and memory only.
+        case issue12
+    }
+
+    /// People of the issue-12 shape.
+    static let issuePeople = 200_000
+
+    /// The issue-12 shape's request for device `number` (as `MixedWorkload`'s
+    /// registration body with `--tags 2`).
+    static func issueRequest(_ number: Int) -> RegisterRequest {
+        var request = RegisterRequest(token: token(number, generation: 0))
+        request.externalID = .set(try! ExternalID("user_\(number % issuePeople)"))
+        request.appVersion = .set("2.4.0")
+        request.locale = .set("en-US")
+        request.timezone = .set("Europe/Berlin")
+        request.tags = .merge(["t0": .string("v\(number % 8)"), "t1": .string("v\((number / 2) % 8)")])
+        return request
+    }
+
+    static func run(devices: Int, shards: Int, shape: Shape = .personEach) async {
         let registry = Registry(shardCount: shards, log: VolatileLog())
         let apps = (1...shards).map { AppID(UInt32($0)) }
         let tags = TagsChange.merge(["plan": .string("pro"), "score": .number(7)])
         let baseline = residentBytes()
+        if shape == .issue12 {
+            await measure("populate (new devices, issue 12 shape)", count: devices, registry: registry) { number in
+                (apps[number % shards], issueRequest(number))
+            }
+            let grown = residentBytes() - baseline
+            print(
+                "memory: \(grown / devices) bytes/device RSS growth at \(devices) devices (\(grown >> 20) MiB), issue 12 shape"
+            )
+            return
+        }
 
         @Sendable func request(_ number: Int, person: Int, installation: Bool = false, generation: Int = 0)
             -> RegisterRequest

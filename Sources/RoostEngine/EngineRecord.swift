@@ -106,6 +106,18 @@ package enum EngineRecord: Equatable, Sendable {
         }
     }
 
+    /// The device a mutation record's device upsert or tombstone names, read
+    /// from the encoded bytes' fixed places (the shard's feed needs no second
+    /// look at the `Mutation`); nil for any other record.
+    package static func deviceChange(
+        inEncoded record: [UInt8]
+    ) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
+        guard record.count > mutationOffset + 1, record[0] == formatVersion, record[1] == 1 else { return nil }
+        return record.withUnsafeBytes { bytes in
+            MutationCodec.deviceChange(in: UnsafeRawBufferPointer(rebasing: bytes[mutationOffset...]))
+        }
+    }
+
     /// The index key and `MutationCodec` bytes of a mutation record, read from
     /// its framing without decoding the mutation; nil for any other record or
     /// a framing `decode` would refuse.

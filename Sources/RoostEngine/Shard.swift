@@ -139,24 +139,32 @@ package actor Shard {
                         guard case .index(_, _, let work) = command.work else { continue }
                         let outcome: Outcome
                         let mutations: [Mutation]
-                        if let refusal = tokenRefusal(work, on: key, now: &now) {
+                        // One look at the command's case (a multi-payload enum: each look is a runtime call).
+                        let traits = Self.traits(of: work)
+                        if let refusal = tokenRefusal(traits.token, on: key, now: &now) {
                             (outcome, mutations) = (.rejected(refusal), [])
                         } else {
                             (outcome, mutations) = index.execute(work)
                         }
-                        if case .changes(let after, let limit, let waitUntil?) = work,
-                            case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                            waitUntil > .now, changeWaiterCount < Shard.changeWaitersMax
-                        {
-                            // Nothing after the cursor yet: held back until a change or `waitUntil`.
-                            changeWaiters[key, default: []].append(
-                                ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
-                            changeWaiterCount += 1
-                            continue
+                        switch traits.feed {
+                        case .none: break
+                        case .changes(let after, let limit, let waitUntil):
+                            if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
+                                waitUntil > .now, changeWaiterCount < Shard.changeWaitersMax
+                            {
+                                // Nothing after the cursor yet: held back until a change or `waitUntil`.
+                                changeWaiters[key, default: []].append(
+                                    ChangeWaiter(
+                                        origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                                changeWaiterCount += 1
+                                continue
+                            }
+                        case .export:
+                            exports.append((outcomes.count, key, feedChanges.count))
                         }
-                        if case .beginExport = work { exports.append((outcomes.count, key, feedChanges.count)) }
                         for mutation in mutations {
-                            if let change = Self.deviceChange(mutation) {
+                            let record = EngineRecord.mutation(key, mutation).encoded()
+                            if let change = EngineRecord.deviceChange(inEncoded: record) {
                                 if !timedKeys.contains(key) {
                                     let at =
                                         changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
@@ -167,7 +175,7 @@ package actor Shard {
                                 feedChanges.append(
                                     (key, records.count, change.sequence, change.platform, change.deleted))
                             }
-                            records.append(EngineRecord.mutation(key, mutation).encoded())
+                            records.append(record)
                         }
                         if !mutations.isEmpty { written.insert(key) }
                         outcomes.append(
@@ -265,12 +273,40 @@ package actor Shard {
         return outcomes
     }
 
-    /// The feed entry a mutation makes: a device upsert or tombstone; nil otherwise.
-    private static func deviceChange(_ mutation: Mutation) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
-        switch mutation {
-        case .deviceUpsert(let device): (device.id.sequence, device.id.platform, false)
-        case .deviceTombstone(let id): (id.sequence, id.platform, true)
-        default: nil
+    /// What the shard itself needs of a command, read with one switch: the
+    /// token a registration counts against, and the change-feed work.
+    private struct CommandTraits {
+        enum Feed {
+            case none
+            case changes(after: UInt64?, limit: Int, waitUntil: ContinuousClock.Instant)
+            case export
+        }
+
+        var token: PushToken?
+        var feed: Feed = .none
+    }
+
+    private static func traits(of command: Command) -> CommandTraits {
+        switch command {
+        case .register(let request, _), .registerForPrincipal(let request, _, _):
+            return CommandTraits(token: request.token)
+        case .idempotent(_, let inner):
+            // A keyed registration counts as one; so does a retry that will be
+            // answered from memory (the budget's burst absorbs retries).
+            return traits(of: inner)
+        case .changes(let after, let limit, let waitUntil?):
+            return CommandTraits(token: nil, feed: .changes(after: after, limit: limit, waitUntil: waitUntil))
+        case .beginExport:
+            return CommandTraits(token: nil, feed: .export)
+        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
+            .exportSlice, .changes, .importRows,
+            .registerBatch,
+            .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
+            .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
+            .deletePrincipalDevice, .answer, .lookUpAnswer, .custom:
+            // A batch is a secret key's bulk write, as the CSV import: bounded by
+            // the key's rate limit, not per token (docs/api.md, "Rate limits").
+            return CommandTraits(token: nil)
         }
     }
 
@@ -366,24 +402,8 @@ package actor Shard {
     /// rate). Every registration of the token counts, refused or not by the
     /// model; one refused here is not counted and reaches neither the index
     /// nor the log. O(1).
-    private func tokenRefusal(_ command: Command, on key: IndexKey, now: inout UInt64?) -> RegistryRejection? {
-        let token: PushToken
-        switch command {
-        case .register(let request, _), .registerForPrincipal(let request, _, _): token = request.token
-        case .idempotent(_, let inner):
-            // A keyed registration counts as one; so does a retry that will be
-            // answered from memory (the budget's burst absorbs retries).
-            return tokenRefusal(inner, on: key, now: &now)
-        case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
-            .exportSlice, .beginExport, .changes, .importRows,
-            .registerBatch,
-            .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
-            .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
-            .deletePrincipalDevice, .answer, .lookUpAnswer, .custom:
-            // A batch is a secret key's bulk write, as the CSV import: bounded by
-            // the key's rate limit, not per token (docs/api.md, "Rate limits").
-            return nil
-        }
+    private func tokenRefusal(_ token: PushToken?, on key: IndexKey, now: inout UInt64?) -> RegistryRejection? {
+        guard let token else { return nil }
         var hasher = Hasher()
         hasher.combine(key)
         hasher.combine(token)

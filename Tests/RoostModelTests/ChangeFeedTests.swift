@@ -192,4 +192,24 @@ struct ChangeFeedTests {
             ])
         #expect(index.invariantViolations().isEmpty)
     }
+
+    @Test("SequenceMap agrees with a Dictionary over random inserts, updates and removals (backward-shift deletion)")
+    func sequenceMap() {
+        var map = SequenceMap()
+        var reference: [UInt64: UInt64] = [:]
+        var state: UInt64 = 0x1234_5678
+        for step in 0..<200_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let key = (state >> 33) % 3_000 + 1
+            if (state >> 20) % 3 == 0 {
+                #expect(map.removeValue(forKey: key) == reference.removeValue(forKey: key))
+            } else {
+                #expect(map.updateValue(UInt64(step), forKey: key) == reference.updateValue(UInt64(step), forKey: key))
+            }
+        }
+        #expect(map.count == reference.count)
+        for key in UInt64(1)...3_001 where map[key] != reference[key] {
+            Issue.record("key \(key): \(map[key] as Any) vs \(reference[key] as Any)")
+        }
+    }
 }

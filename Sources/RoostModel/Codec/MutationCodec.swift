@@ -145,13 +145,24 @@ package enum MutationCodec {
     package static func deviceUpsertID(
         in bytes: UnsafeRawBufferPointer
     ) -> (platform: Platform, sequence: UInt64)? {
+        guard let change = deviceChange(in: bytes), !change.deleted else { return nil }
+        return (change.platform, change.sequence)
+    }
+
+    /// The device a device upsert's or tombstone's bytes name, and which of
+    /// the two it is (read from the id's fixed place: both start with it);
+    /// nil for any other bytes.
+    package static func deviceChange(
+        in bytes: UnsafeRawBufferPointer
+    ) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
         // version · kind · app u32 · mode u8 · platform u8 · sequence u64
-        guard bytes.count >= 16, readableFormatVersions.contains(bytes[0]), bytes[1] == Kind.deviceUpsert.rawValue,
+        guard bytes.count >= 16, readableFormatVersions.contains(bytes[0]),
+            bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.deviceTombstone.rawValue,
             let platform = Platform(rawValue: bytes[7])
         else { return nil }
         let sequence = LittleEndianReader.u64(at: 8, of: bytes)
         guard sequence > 0 else { return nil }
-        return (platform, sequence)
+        return (sequence, platform, bytes[1] == Kind.deviceTombstone.rawValue)
     }
 
     /// Returns the mutation `bytes` hold, or throws why they are not one.

@@ -25,8 +25,6 @@ package struct ChangeFeed: Sendable, Equatable {
         package var at: Timestamp
         package var platform: Platform
         package var deleted: Bool
-        /// A later entry of the same device replaced this one (skipped, then compacted away).
-        var superseded = false
 
         package init(position: UInt64, sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp) {
             self.position = position
@@ -65,11 +63,15 @@ package struct ChangeFeed: Sendable, Equatable {
     /// record stays under `Limits.mutationBytesMax` (13 KB).
     package static let entriesPerSnapshotRecordMax = 512
 
-    /// Ascending positions; `entries[..<head]` are dropped.
+    /// Ascending positions; `entries[..<head]` are dropped. An entry is live
+    /// while `latest` names its position for its device; a later change of
+    /// the device makes it superseded (skipped, then compacted away) with no
+    /// search for it: one dictionary update per change.
     private(set) var entries: [Entry] = []
     private var head = 0
     /// Device sequence → position of its live entry.
-    private var latest: [UInt64: UInt64] = [:]
+    private var latest = SequenceMap()
+    /// Entries at or after `head` that are no longer live.
     private var supersededCount = 0
     /// Cursors below this position are expired (0: nothing was ever dropped).
     package private(set) var expiredThrough: UInt64 = 0
@@ -88,7 +90,7 @@ package struct ChangeFeed: Sendable, Equatable {
 
     /// Approximate heap bytes held (metrics, `memoryEstimate`).
     package var heapBytes: Int {
-        entries.capacity * MemoryLayout<Entry>.stride + latest.capacity * (MemoryLayout<UInt64>.stride * 2 + 8)
+        entries.capacity * MemoryLayout<Entry>.stride + latest.capacity * MemoryLayout<UInt64>.stride * 2
     }
 
     /// Records that device `sequence` changed (or was deleted) at `position`.
@@ -100,12 +102,8 @@ package struct ChangeFeed: Sendable, Equatable {
         sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp, position: UInt64
     ) -> Bool {
         guard position > lastPosition else { return false }
-        if let previous = latest[sequence], let index = index(of: previous) {
-            entries[index].superseded = true
-            supersededCount += 1
-        }
+        if latest.updateValue(position, forKey: sequence) != nil { supersededCount += 1 }
         entries.append(Entry(position: position, sequence: sequence, platform: platform, deleted: deleted, at: at))
-        latest[sequence] = position
         lastPosition = position
         while latest.count > retainedMax { dropOldest() }
         compactIfWorthIt()
@@ -123,7 +121,7 @@ package struct ChangeFeed: Sendable, Equatable {
         var position = firstIndex(after: cursor ?? 0)
         var result: [Entry] = []
         while position < entries.count && result.count < limit {
-            if !entries[position].superseded { result.append(entries[position]) }
+            if isLive(entries[position]) { result.append(entries[position]) }
             position += 1
         }
         return .success(Page(entries: result, next: result.last?.position ?? cursor ?? 0))
@@ -133,7 +131,7 @@ package struct ChangeFeed: Sendable, Equatable {
     package func hasChange(after cursor: UInt64?) -> Bool {
         var position = firstIndex(after: cursor ?? 0)
         while position < entries.count {
-            if !entries[position].superseded { return true }
+            if isLive(entries[position]) { return true }
             position += 1
         }
         return false
@@ -149,7 +147,7 @@ package struct ChangeFeed: Sendable, Equatable {
     package func snapshotSlices() -> [ChangeFeedSlice] {
         var slices: [ChangeFeedSlice] = []
         var batch: [Entry] = []
-        for entry in entries[head...] where !entry.superseded {
+        for entry in entries[head...] where isLive(entry) {
             batch.append(entry)
             if batch.count == Self.entriesPerSnapshotRecordMax {
                 slices.append(
@@ -192,11 +190,11 @@ package struct ChangeFeed: Sendable, Equatable {
         while head < entries.count {
             let entry = entries[head]
             head += 1
-            if entry.superseded {
+            guard isLive(entry) else {
                 supersededCount -= 1
                 continue
             }
-            latest[entry.sequence] = nil
+            latest.removeValue(forKey: entry.sequence)
             expiredThrough = entry.position
             return
         }
@@ -210,7 +208,7 @@ package struct ChangeFeed: Sendable, Equatable {
         guard dead > Self.compactionSlack && dead > latest.count else { return }
         var kept: [Entry] = []
         kept.reserveCapacity(latest.count + Self.compactionSlack)
-        for entry in entries[head...] where !entry.superseded { kept.append(entry) }
+        for entry in entries[head...] where isLive(entry) { kept.append(entry) }
         entries = kept
         head = 0
         supersededCount = 0
@@ -227,11 +225,8 @@ package struct ChangeFeed: Sendable, Equatable {
         return low
     }
 
-    /// The index of the held entry at `position`, if any.
-    private func index(of position: UInt64) -> Int? {
-        let found = firstIndex(after: position - 1)
-        return found < entries.count && entries[found].position == position ? found : nil
-    }
+    /// Whether `entry` is its device's latest change. O(1).
+    private func isLive(_ entry: Entry) -> Bool { latest[entry.sequence] == entry.position }
 
     package static func == (lhs: ChangeFeed, rhs: ChangeFeed) -> Bool {
         lhs.expiredThrough == rhs.expiredThrough && lhs.lastPosition == rhs.lastPosition
