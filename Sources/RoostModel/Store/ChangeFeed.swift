@@ -8,8 +8,9 @@
 /// change of at most `retainedMax` devices (deleted ones included): past it
 /// the oldest is dropped and `expiredThrough` moves to its position, and a
 /// cursor below that answers 410 `cursor_expired` (the client may have
-/// missed a deletion; it exports again). Memory: 32 bytes per entry plus
-/// ~40 per retained device in `latest` — bounded by the retention, not by
+/// missed a deletion; it exports again). Memory: 32 bytes per entry (at
+/// most 1.25 per device between compactions) and 18–37 in `latest` per
+/// retained device — bounded by the retention, not by
 /// the device count (docs/model.md "Change feed").
 ///
 /// A pure value, owned by the shard that owns its index; it is rebuilt by
@@ -201,13 +202,16 @@ package struct ChangeFeed: Sendable, Equatable {
         preconditionFailure("change feed over its retention with no live entry")
     }
 
-    /// Removes dropped and superseded entries once they outnumber the live
-    /// ones (and `compactionSlack`). O(entries), amortised over as many changes.
+    /// Removes dropped and superseded entries once they pass a quarter of the
+    /// live ones (and `compactionSlack`): O(live), amortised over a quarter as
+    /// many changes (a memcpy of ~4 entries a change), and the array, sized
+    /// for the live entries and that quarter, never grows by doubling in
+    /// between (memory: ≤ 1.25 × live entries + slack).
     private mutating func compactIfWorthIt() {
         let dead = head + supersededCount
-        guard dead > Self.compactionSlack && dead > latest.count else { return }
+        guard dead > Self.compactionSlack && dead * 4 > latest.count else { return }
         var kept: [Entry] = []
-        kept.reserveCapacity(latest.count + Self.compactionSlack)
+        kept.reserveCapacity(latest.count + latest.count / 4 + Self.compactionSlack + 1)
         for entry in entries[head...] where isLive(entry) { kept.append(entry) }
         entries = kept
         head = 0
