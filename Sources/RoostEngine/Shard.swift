@@ -342,49 +342,47 @@ package actor Shard {
 
     /// Answers the waiters of `keys` whose page is no longer empty.
     private func releaseWaiters(of keys: [IndexKey], into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
-        for key in keys {
-            guard let waiters = changeWaiters[key] else { continue }
-            var still: [ChangeWaiter] = []
-            for waiter in waiters {
-                guard let outcome = changesOutcome(key, waiter), !Self.isEmptyPage(outcome) else {
-                    still.append(waiter)
-                    continue
-                }
-                released.append(
-                    (
-                        key,
-                        ShardOutcome(
-                            origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
-                    ))
+        for key in keys where changeWaiters[key] != nil {
+            release(key, into: &released) { waiter in
+                changesOutcome(key, waiter).flatMap { Self.isEmptyPage($0) ? nil : $0 }
             }
-            changeWaiterCount -= waiters.count - still.count
-            changeWaiters[key] = still.isEmpty ? nil : still
         }
     }
 
     /// Answers every waiter whose time is up, with its page as it is now.
     private func releaseExpiredWaiters(into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
         let now = ContinuousClock.now
-        for (key, waiters) in changeWaiters {
-            var still: [ChangeWaiter] = []
-            for waiter in waiters {
-                guard waiter.deadline <= now else {
-                    still.append(waiter)
-                    continue
-                }
-                let outcome =
-                    changesOutcome(key, waiter)
+        for key in Array(changeWaiters.keys) {
+            release(key, into: &released) { waiter in
+                guard waiter.deadline <= now else { return nil }
+                return changesOutcome(key, waiter)
                     ?? .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0)))
-                released.append(
-                    (
-                        key,
-                        ShardOutcome(
-                            origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
-                    ))
             }
-            changeWaiterCount -= waiters.count - still.count
-            changeWaiters[key] = still.isEmpty ? nil : still
         }
+    }
+
+    /// Answers the waiters of `key` for which `answer` gives an outcome
+    /// (their waitsFor is set by the caller); keeps the others.
+    private func release(
+        _ key: IndexKey, into released: inout [(key: IndexKey, outcome: ShardOutcome)],
+        answer: (ChangeWaiter) -> Outcome?
+    ) {
+        guard let waiters = changeWaiters[key] else { return }
+        var still: [ChangeWaiter] = []
+        for waiter in waiters {
+            guard let outcome = answer(waiter) else {
+                still.append(waiter)
+                continue
+            }
+            released.append(
+                (
+                    key,
+                    ShardOutcome(
+                        origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
+                ))
+        }
+        changeWaiterCount -= waiters.count - still.count
+        changeWaiters[key] = still.isEmpty ? nil : still
     }
 
     /// The page a waiter would get now (nil when its index is gone).

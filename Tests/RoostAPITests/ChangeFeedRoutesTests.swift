@@ -78,7 +78,8 @@ struct ChangeFeedRoutesTests {
         arguments: [
             ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("wait_ms=30001", "wait_ms"),
             ("wait_ms=-1", "wait_ms"), ("after=c123", "after"), ("after=C0000000000000001", "after"),
-            ("after=c000000000000000g", "after"), ("since=1", "since"), ("limit=5&limit=6", "limit"),
+            ("after=c000000000000000g", "after"), ("after=c000000000000000A", "after"), ("since=1", "since"),
+            ("limit=5&limit=6", "limit"),
         ])
     func malformed(_ query: String, _ field: String) async throws {
         let app = try await DeviceApp.make()

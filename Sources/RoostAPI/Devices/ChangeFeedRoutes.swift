@@ -142,11 +142,11 @@ enum ChangeCursor {
         guard utf8.count == 17, utf8[0] == UInt8(ascii: "c") else { return nil }
         var value: UInt64 = 0
         for byte in utf8[1...] {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = value << 4 | UInt64(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = value << 4 | UInt64(byte - UInt8(ascii: "a") + 10)
-            default: return nil
+            // Lower-case only: the form `encode` writes, so one position has one cursor.
+            guard !(UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte), let digit = Hex.digitValue(byte) else {
+                return nil
             }
+            value = value << 4 | UInt64(digit)
         }
         return value
     }

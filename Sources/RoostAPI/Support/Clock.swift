@@ -13,15 +13,7 @@ package protocol APIClock: MonotonicClock {
 package struct SystemClock: APIClock {
     package init() {}
 
-    package func wallMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
+    package func wallMilliseconds() -> Int64 { SystemWallClock().wallMilliseconds() }
 
-    package func monotonicNanoseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-    }
+    package func monotonicNanoseconds() -> UInt64 { SystemMonotonicClock().monotonicNanoseconds() }
 }

@@ -91,6 +91,13 @@ struct DeviceStore: Sendable {
         orderSlots.shareChunks(pin: pin)
         strings.shareChunks(pin: pin)
         blobs.shareChunks(pin: pin)
+        return frozenWithoutLookups()
+    }
+
+    /// The shared, read-only copy both frozen views are: every chunked array
+    /// shares its chunks (`frozenCopy`), and what a reader of slices does not
+    /// need is dropped (hash tables, free lists), so writes to those copy nothing.
+    private func frozenWithoutLookups() -> DeviceStore {
         var copy = self
         copy.records = records.frozenCopy()
         copy.people = people.frozenCopy()
@@ -116,20 +123,7 @@ struct DeviceStore: Sendable {
     /// sequence work on it; lookups by token, installation or person do not.
     /// O(chunks).
     func frozenForExport() -> DeviceStore {
-        var copy = self
-        copy.records = records.frozenCopy()
-        copy.people = people.frozenCopy()
-        copy.digests = digests.frozenCopy()
-        copy.order = order.frozenCopy()
-        copy.orderSlots = orderSlots.frozenCopy()
-        copy.strings = strings.frozenCopy()
-        copy.blobs = blobs.frozenCopy()
-        copy.tokenSlots = SlotTable()
-        copy.installationSlots = SlotTable()
-        copy.personSlots = SlotTable()
-        copy.freeDeviceSlots = []
-        copy.freePersonSlots = []
-        copy.freeDigestSlots = []
+        var copy = frozenWithoutLookups()
         // Not in the device JSON; the next history write would copy it whole.
         copy.history = DeviceHistoryStore()
         return copy
