@@ -168,6 +168,16 @@ struct BenchHarnessTests {
         #expect(!finished.errors.contains("precondition"), "\(finished.errors)")
     }
 
+    @Test("registry --shape issue12 holds every device it registered (25 a person) and prints its memory line")
+    func registryIssueShape() throws {
+        let finished = try Self.run(["registry", "--devices", "5000", "--shape", "issue12"])
+        #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
+        #expect(finished.output.contains("populate (new devices, issue 12 shape): 5000 in"), "\(finished.output)")
+        #expect(finished.output.contains("at 5000 devices"), "\(finished.output)")
+        let refused = try Self.run(["registry", "--shape", "round"])
+        #expect(refused.status == 2, "\(refused.errors)")
+    }
+
     @Test("the self-checks pass", arguments: ["selftest-histogram", "selftest-load", "selftest-crash"])
     func selfChecks(_ command: String) throws {
         let finished = try Self.run([command])
