@@ -384,8 +384,8 @@ extension DeviceStore {
             let stored = records[index].tags
             if stored.isNone ? !tags.isEmpty : !blobs.equals(stored, tags.encoded) {
                 changed = true
-                if !stored.isNone { blobs.release(stored) }
-                records[index].tags = tags.isEmpty ? .none : blobs.store(tags.encoded)
+                if !stored.isNone { releaseTags(stored) }
+                records[index].tags = tags.isEmpty ? .none : internTags(tags.encoded)
             }
         }
         switch person {

@@ -79,7 +79,7 @@ extension DeviceStore {
         record.appVersion = retainString(device.appVersion)
         record.timezone = retainString(device.timezone)
         record.locale = retainString(device.locale)
-        if device.tags.count > 1 { record.tags = blobs.store(device.tags) }  // one byte: no tags
+        if device.tags.count > 1 { record.tags = internTags(device.tags) }  // one byte: no tags
         if let reason = device.invalidationReason, let invalidatedAt = device.invalidatedAt {
             record.invalidatedAt = invalidatedAt.millisecondsSinceEpoch
             record.invalidationReason = retainString(reason)

@@ -46,7 +46,7 @@ extension DeviceStore {
     /// Returns every broken internal invariant (empty when consistent). O(devices);
     /// for tests and `roost` self-checks, not for the request path.
     func invariantViolations() -> [String] {
-        var problems: [String] = []
+        var problems: [String] = tagSetViolations()
         var live = 0
         var withToken = 0
         var withInstallation = 0

@@ -26,6 +26,12 @@ struct DeviceStore: Sendable {
     var strings = StringInterner()
     var blobs = BlobStore()
     var digests = ChunkedArray<SecretDigest>(chunkBytes: 64 << 10)
+    /// Interned tag sets (`DeviceStore+TagSets.swift`): a record's `tags` is
+    /// the blob of its set's canonical bytes, stored once for every device
+    /// holding the same set and counted here.
+    var tagSets = ChunkedArray<TagSetEntry>(chunkBytes: 64 << 10)
+    var freeTagSetSlots: [UInt32] = []
+    var tagSetSlots = SlotTable()
     var freeDigestSlots: [UInt32] = []
     /// Spec §7 client sequences by device slot, only for devices that carry
     /// one (`DeviceRecord.hasClientSequence`): most never do, and pay nothing.
@@ -112,6 +118,10 @@ struct DeviceStore: Sendable {
         copy.freeDeviceSlots = []
         copy.freePersonSlots = []
         copy.freeDigestSlots = []
+        // A view reads tags through the records' blobs; the counts are the writer's.
+        copy.tagSets = ChunkedArray(chunkBytes: 64 << 10)
+        copy.tagSetSlots = SlotTable()
+        copy.freeTagSetSlots = []
         return copy
     }
 
@@ -145,6 +155,7 @@ struct DeviceStore: Sendable {
     static let tokenDomain: UInt8 = 1
     static let installationDomain: UInt8 = 2
     static let personDomain: UInt8 = 3
+    static let tagSetDomain: UInt8 = 4
 
     /// Returns the position of `sequence` in `order`, or nil. O(log devices).
     func orderPosition(of sequence: UInt64) -> Int? {
@@ -447,7 +458,7 @@ struct DeviceStore: Sendable {
         record.appVersion = strings.retain(device.appVersion)
         record.timezone = strings.retain(device.timezone)
         record.locale = strings.retain(device.locale)
-        if !device.tags.isEmpty { record.tags = blobs.store(device.tags.encoded) }
+        if !device.tags.isEmpty { record.tags = internTags(device.tags.encoded) }
         if let invalidatedAt = device.invalidatedAt, let reason = device.invalidationReason {
             record.invalidatedAt = invalidatedAt.millisecondsSinceEpoch
             record.invalidationReason = strings.retain(reason.rawValue)
@@ -491,7 +502,7 @@ struct DeviceStore: Sendable {
         strings.release(record.appVersion)
         strings.release(record.timezone)
         strings.release(record.locale)
-        if !record.tags.isNone { blobs.release(record.tags) }
+        if !record.tags.isNone { releaseTags(record.tags) }
         if record.isInvalidated {
             strings.release(record.invalidationReason)
             invalidatedCount -= 1
