@@ -147,16 +147,20 @@ enum Idempotency {
             guard let (key, settings) = gate.index(of: caller) else { return outcome }
             return gate.entering(tag) {
                 let answer = EngineAnswer { outcomes, reply in
-                    switch outcomes?.first {
-                    case .notRemembered?:
+                    if case .notRemembered? = outcomes?.first {
                         start(RememberingSink(inner: reply.sink, tag: tag, index: key, settings: settings, gate: gate))
                         return
+                    }
+                    // Out of flight before the answer leaves: a client that sends the key
+                    // again as soon as it has the answer must meet the remembered one, not 409.
+                    gate.inFlight.leave(tag.name)
+                    switch outcomes?.first {
+                    case .notRemembered?: preconditionFailure("handled above")
                     case .replayed(let first)?: reply.sink.send(replayedAnswer(first))
                     case .idempotencyKeyReused?: reply.sink.send(keyReused.response)
                     case nil: reply.sink.send(APIError.logUnavailable.response)
                     case let other?: preconditionFailure("an answer look-up answered \(other)")
                     }
-                    gate.inFlight.leave(tag.name)
                 }
                 return .engine([.index(key, settings: settings, .lookUpAnswer(tag))], answer: answer)
             }
