@@ -201,7 +201,9 @@ final class CrashRun {
         printHeader()
         var server = try start()
         try setUp(port: server.port)
-        follower = try CrashFeedFollower(export: try export(port: server.port))
+        let first = try export(port: server.port)
+        follower = try CrashFeedFollower(
+            export: try CrashModel.parseExport(first.body), cursor: first.header("Roost-Cursor"))
         var totals = Totals()
         for cycle in 1...options.cycles {
             totals.cycles = cycle
@@ -428,7 +430,7 @@ final class CrashRun {
         // The consumer goes on from its cursor and must hold the export exactly.
         if var consumer = follower {
             try consumer.catchUp(port: port, key: key)
-            try consumer.check(against: answer, into: &counts)
+            consumer.check(against: devices, cursor: answer.header("Roost-Cursor"), into: &counts)
             follower = consumer
         }
         try RememberedWrite.check(remembered, port: port, into: &counts)

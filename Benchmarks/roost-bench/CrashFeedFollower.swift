@@ -22,23 +22,16 @@ struct CrashFeedFollower: Sendable {
     /// The longest catch-up after a restart, in pages.
     static let catchUpPagesMax = 100_000
 
-    /// Starts from an export's body and its `Roost-Cursor`.
-    init(export: LoopbackResponse) throws(LoadError) {
-        guard let cursor = export.header("Roost-Cursor") else { throw LoadError("the export has no Roost-Cursor") }
+    /// Starts from an export's devices (`CrashModel.parseExport`) and its `Roost-Cursor`.
+    init(export: [ExportedDevice], cursor: String?) throws(LoadError) {
+        guard let cursor else { throw LoadError("the export has no Roost-Cursor") }
         self.cursor = cursor
-        devices = try Self.devices(inExport: export.body)
+        devices = Self.byID(export)
     }
 
-    /// Device JSON by id of an export's NDJSON body.
-    static func devices(inExport body: [UInt8]) throws(LoadError) -> [String: JSONValue] {
-        var result: [String: JSONValue] = [:]
-        for line in body.split(separator: UInt8(ascii: "\n")) {
-            guard let device = try? JSONReader.parse(Array(line)), let id = device["id"]?.stringValue else {
-                throw LoadError("an export line is not a device")
-            }
-            result[id] = device
-        }
-        return result
+    /// Each exported device's JSON, by id.
+    static func byID(_ export: [ExportedDevice]) -> [String: JSONValue] {
+        Dictionary(export.map { ($0.id, $0.json) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// Tails the feed until `stop` is set or the server goes away (the kill):
@@ -104,14 +97,12 @@ struct CrashFeedFollower: Sendable {
     /// Compares what the consumer holds with an export taken when nothing
     /// is being written: the same devices, member for member, and the same
     /// cursor. Adds to `counts` (a difference is lost or extra).
-    func check(against export: LoopbackResponse, into counts: inout CheckCounts) throws(LoadError) {
-        let exported = try Self.devices(inExport: export.body)
+    func check(against export: [ExportedDevice], cursor exportCursor: String?, into counts: inout CheckCounts) {
+        let exported = Self.byID(export)
         counts.feedChecked += exported.count
-        if export.header("Roost-Cursor") != cursor {
+        if exportCursor != cursor {
             counts.feedMismatched += 1
-            counts.note(
-                "change feed: followed to \(cursor), but the export is at \(export.header("Roost-Cursor") ?? "no cursor")"
-            )
+            counts.note("change feed: followed to \(cursor), but the export is at \(exportCursor ?? "no cursor")")
         }
         for (id, device) in exported where devices[id] != device {
             counts.feedMismatched += 1

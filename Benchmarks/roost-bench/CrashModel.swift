@@ -179,6 +179,9 @@ struct ExportedDevice {
     var installation: String?
     var person: String?
     var tags: [(key: String, value: JSONValue)]
+    /// The whole exported line (`parseExport` sets it; the change-feed
+    /// consumer compares it member for member).
+    var json: JSONValue = .null
 }
 
 /// The model of every client's slots after the last check plus the
@@ -209,7 +212,8 @@ enum CrashModel {
                 devices.append(
                     ExportedDevice(
                         id: id, token: token, installation: value["installation_id"]?.stringValue,
-                        person: value["external_id"]?.stringValue, tags: value["tags"]?.objectMembers ?? []))
+                        person: value["external_id"]?.stringValue, tags: value["tags"]?.objectMembers ?? [],
+                        json: value))
             }
             lineStart = lineEnd + 1
         }

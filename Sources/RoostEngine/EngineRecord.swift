@@ -109,12 +109,9 @@ package enum EngineRecord: Equatable, Sendable {
     /// The device a mutation record's device upsert or tombstone names, read
     /// from the encoded bytes' fixed places (the shard's feed needs no second
     /// look at the `Mutation`); nil for any other record.
-    package static func deviceChange(
-        inEncoded record: [UInt8]
-    ) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
-        guard record.count > mutationOffset + 1, record[0] == formatVersion, record[1] == 1 else { return nil }
-        return record.withUnsafeBytes { bytes in
-            MutationCodec.deviceChange(in: UnsafeRawBufferPointer(rebasing: bytes[mutationOffset...]))
+    package static func deviceChange(inEncoded record: [UInt8]) -> ChangedDevice? {
+        record.withUnsafeBytes { bytes in
+            framedMutation(in: bytes).flatMap { MutationCodec.deviceChange(in: $0.mutation) }
         }
     }
 

@@ -50,16 +50,8 @@ package struct IndexTable: Sendable {
             } catch {
                 throw ReplayError(key: key, reason: "\(error)")
             }
-            if let lsn {
-                switch mutation {
-                case .deviceUpsert(let device):
-                    indexes.values[position].recordReplayedChange(
-                        sequence: device.id.sequence, platform: device.id.platform, deleted: false, position: lsn)
-                case .deviceTombstone(let id):
-                    indexes.values[position].recordReplayedChange(
-                        sequence: id.sequence, platform: id.platform, deleted: true, position: lsn)
-                default: break
-                }
+            if let lsn, let change = ChangedDevice(mutation) {
+                indexes.values[position].recordReplayedChange(change, position: lsn)
             }
         case .appRemoved(let app):
             _ = removeApp(app)
@@ -86,9 +78,8 @@ package struct IndexTable: Sendable {
     ) -> Bool {
         let position = ensurePosition(key)
         guard indexes.values[position].applyEncodedUpsert(mutation) else { return false }
-        if let lsn, let id = MutationCodec.deviceUpsertID(in: mutation) {
-            indexes.values[position].recordReplayedChange(
-                sequence: id.sequence, platform: id.platform, deleted: false, position: lsn)
+        if let lsn, let change = MutationCodec.deviceChange(in: mutation) {
+            indexes.values[position].recordReplayedChange(change, position: lsn)
         }
         return true
     }

@@ -55,7 +55,6 @@ package actor Shard {
     private let wallClock: any WallClock
     /// Waiting `GET /v1/changes` requests, by index.
     private var changeWaiters: [IndexKey: [ChangeWaiter]] = [:]
-    private var changeWaiterCount = 0
 
     package init(
         number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable(),
@@ -88,7 +87,6 @@ package actor Shard {
             var outcomes = executeWithoutLog(commands)
             for waiter in changeWaiters.values.joined() { outcomes.append(.unavailable(waiter.origin)) }
             changeWaiters = [:]
-            changeWaiterCount = 0
             return outcomes
         }
         var records: [[UInt8]] = []
@@ -103,7 +101,7 @@ package actor Shard {
         var now: UInt64?
         /// The device changes of this batch, for the change feed once the
         /// append has given their records LSNs (`record`: index in `records`).
-        var feedChanges: [(key: IndexKey, record: Int, sequence: UInt64, platform: Platform, deleted: Bool)] = []
+        var feedChanges: [(key: IndexKey, record: Int, change: ChangedDevice)] = []
         /// The indexes of this batch that logged their `changeTime` record, and the time.
         var timedKeys: [IndexKey] = []
         var changeTime: Timestamp?
@@ -113,7 +111,7 @@ package actor Shard {
         /// batch's device changes came before (their view holds those, whose
         /// positions the append gives: the cursor is set after it).
         var exports: [(outcome: Int, key: IndexKey, changesBefore: Int)] = []
-        if changeWaiterCount > 0 { releaseExpiredWaiters(into: &released) }
+        if !changeWaiters.isEmpty { releaseExpiredWaiters(into: &released) }
         var position = commands.startIndex
         while position < commands.endIndex {
             switch commands[position].work {
@@ -150,13 +148,12 @@ package actor Shard {
                         case .none: break
                         case .changes(let after, let limit, let waitUntil):
                             if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                                waitUntil > .now, changeWaiterCount < Shard.changeWaitersMax
+                                waitUntil > .now, changeWaitersHeld < Shard.changeWaitersMax
                             {
                                 // Nothing after the cursor yet: held back until a change or `waitUntil`.
                                 changeWaiters[key, default: []].append(
                                     ChangeWaiter(
                                         origin: command.origin, after: after, limit: limit, deadline: waitUntil))
-                                changeWaiterCount += 1
                                 continue
                             }
                         case .export:
@@ -172,8 +169,7 @@ package actor Shard {
                                     records.append(EngineRecord.mutation(key, .changeTime(at)).encoded())
                                     timedKeys.append(key)
                                 }
-                                feedChanges.append(
-                                    (key, records.count, change.sequence, change.platform, change.deleted))
+                                feedChanges.append((key, records.count, change))
                             }
                             records.append(record)
                         }
@@ -201,25 +197,15 @@ package actor Shard {
                 position += 1
                 for mode in AppMode.allCases {
                     // Their index is gone: answered now, with the removal's append to wait for.
-                    for waiter in changeWaiters.removeValue(forKey: IndexKey(app: app, mode: mode)) ?? [] {
-                        changeWaiterCount -= 1
-                        released.append(
-                            (
-                                IndexKey(app: app, mode: mode),
-                                ShardOutcome(
-                                    origin: waiter.origin,
-                                    outcome: .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0))),
-                                    waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0))
-                            ))
-                    }
+                    release(IndexKey(app: app, mode: mode), into: &released) { Self.emptyPage(for: $0) }
                 }
-            case .wakeChangeWaiters:
+            case .wakeChangeWaiters(let app):
                 // The expired waiters were released above; this command only made the shard turn.
                 outcomes.append(
                     ShardOutcome(
                         origin: commands[position].origin, outcome: .logAcknowledged,
                         waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0)))
-                keys.append(IndexKey(app: app(of: commands[position].work), mode: .live))
+                keys.append(IndexKey(app: app, mode: .live))
                 changed.append(false)
                 position += 1
             case .awaitLog:
@@ -299,7 +285,7 @@ package actor Shard {
         case .beginExport:
             return CommandTraits(token: nil, feed: .export)
         case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
-            .exportSlice, .changes, .importRows,
+            .changes, .importRows,
             .registerBatch,
             .reportFeedback, .stats, .previewInactive, .invalidateInactive, .updateSettings, .putPerson, .getPerson,
             .erasePerson, .putCredential, .deleteCredential, .deleteDeviceByToken, .deregisterInstallation,
@@ -310,15 +296,10 @@ package actor Shard {
         }
     }
 
-    private func app(of work: ShardWork) -> AppID {
-        guard let app = work.app else { preconditionFailure("\(work) has no app") }
-        return app
-    }
-
     /// Enters this batch's device changes in their indexes' change feeds at
     /// the LSNs their records got (`firstLSN` is the batch's first record's).
     private func recordChanges(
-        _ changes: [(key: IndexKey, record: Int, sequence: UInt64, platform: Platform, deleted: Bool)],
+        _ changes: [(key: IndexKey, record: Int, change: ChangedDevice)],
         firstLSN: UInt64, at: Timestamp?
     ) {
         guard let at else { preconditionFailure("device changes logged without a change time") }
@@ -329,9 +310,7 @@ package actor Shard {
             while end < changes.count && changes[end].key == key { end += 1 }
             let found: Void? = table.withIndex(key) { index in
                 for change in changes[start..<end] {
-                    let recorded = index.recordChange(
-                        sequence: change.sequence, platform: change.platform, deleted: change.deleted, at: at,
-                        position: firstLSN + UInt64(change.record))
+                    let recorded = index.recordChange(change.change, at: at, position: firstLSN + UInt64(change.record))
                     precondition(recorded, "change feed of \(key) refused LSN \(firstLSN + UInt64(change.record))")
                 }
             }
@@ -355,8 +334,7 @@ package actor Shard {
         for key in Array(changeWaiters.keys) {
             release(key, into: &released) { waiter in
                 guard waiter.deadline <= now else { return nil }
-                return changesOutcome(key, waiter)
-                    ?? .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0)))
+                return changesOutcome(key, waiter) ?? Self.emptyPage(for: waiter)
             }
         }
     }
@@ -381,13 +359,20 @@ package actor Shard {
                         origin: waiter.origin, outcome: outcome, waitsFor: nil, dependsOn: LogSequenceNumber(0))
                 ))
         }
-        changeWaiterCount -= waiters.count - still.count
         changeWaiters[key] = still.isEmpty ? nil : still
     }
 
     /// The page a waiter would get now (nil when its index is gone).
     private func changesOutcome(_ key: IndexKey, _ waiter: ChangeWaiter) -> Outcome? {
         table.indexes[key].map { .changes($0.changesPage(after: waiter.after, limit: waiter.limit)) }
+    }
+
+    /// The requests waiting now (O(indexes with waiters): asked only when one would wait).
+    private var changeWaitersHeld: Int { changeWaiters.values.reduce(0) { $0 + $1.count } }
+
+    /// A waiter's answer when nothing came: no changes, its own cursor back.
+    private static func emptyPage(for waiter: ChangeWaiter) -> Outcome {
+        .changes(.success(ChangesPage(changes: [], next: waiter.after ?? 0)))
     }
 
     private static func isEmptyPage(_ outcome: Outcome) -> Bool {

@@ -20,9 +20,6 @@ package enum Command: Sendable {
     case deleteDevice(DeviceID, ifMatch: VersionCondition? = nil)
     /// `GET /v1/devices`: one page of a filtered listing (`Outcome.devicePage`).
     case listDevices(DeviceQuery)
-    /// `GET /v1/devices/export`: up to `limit` devices created after
-    /// `afterSequence`, in creation order (`Outcome.deviceSlice`).
-    case exportSlice(afterSequence: UInt64, limit: Int)
     /// `GET /v1/devices/export` (spec §9): a frozen view of the devices and
     /// the change-feed cursor it holds (`Outcome.exportView`).
     case beginExport
@@ -142,8 +139,6 @@ package indirect enum Outcome: Sendable {
     case personErased(erased: Bool, devicesRemoved: Int, at: Timestamp?)
     /// A page of a device listing.
     case devicePage(DevicePage)
-    /// One export slice: the devices and the sequence to continue after (nil: done).
-    case deviceSlice(devices: [Device], next: UInt64?)
     /// A point-in-time export's frozen view and cursor.
     case exportView(IndexExportView)
     /// A page of the change feed, or why the cursor cannot be read.
@@ -229,8 +224,6 @@ extension AppIndex {
             case .success(let page): return (.devicePage(page), [])
             case .failure(let rejection): return (.rejected(rejection), [])
             }
-        case .exportSlice(let afterSequence, let limit):
-            return (exportSlice(afterSequence: afterSequence, limit: limit), [])
         case .beginExport:
             return (.exportView(freezeForExport()), [])
         case .changes(let cursor, let limit, _):

@@ -41,3 +41,30 @@ package enum Mutation: Hashable, Sendable {
     /// Part of a snapshot's copy of the index's change feed (`ChangeFeed.snapshotSlices`).
     case changeFeed(ChangeFeedSlice)
 }
+
+/// The device a device upsert or tombstone changes, as the change feed
+/// records it (spec §9): read from a `Mutation`, or from its encoded bytes
+/// (`MutationCodec.deviceChange(in:)`) where only those are at hand.
+package struct ChangedDevice: Equatable, Sendable {
+    package var sequence: UInt64
+    package var platform: Platform
+    package var deleted: Bool
+
+    package init(sequence: UInt64, platform: Platform, deleted: Bool) {
+        self.sequence = sequence
+        self.platform = platform
+        self.deleted = deleted
+    }
+
+    /// The change of a device upsert or tombstone; nil for any other mutation.
+    package init?(_ mutation: Mutation) {
+        switch mutation {
+        case .deviceUpsert(let device):
+            self.init(sequence: device.id.sequence, platform: device.id.platform, deleted: false)
+        case .deviceTombstone(let id): self.init(sequence: id.sequence, platform: id.platform, deleted: true)
+        case .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings, .deviceSequenceFloor,
+            .deviceHistory, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
+            return nil
+        }
+    }
+}

@@ -171,29 +171,30 @@ struct NativeCommandTests {
         try harness.verify()
     }
 
-    @Test("exportSlice reads devices in creation order, a slice at a time, skipping deleted ones")
+    @Test("an export's view reads devices in creation order, a slice at a time, skipping deleted ones")
     func exportSlices() throws {
         var harness = Harness()
         var devices: [Device] = []
         for n in 1...4 { devices.append(try harness.mustRegister(request(apnsToken(UInt64(n)))).device) }
         harness.record(harness.index.deleteDevice(devices[1].id).mutations)
-        let first = harness.execute(.exportSlice(afterSequence: 0, limit: 2))
-        guard case .deviceSlice(let slice, let next) = first.outcome else { Issue.record("\(first.outcome)"); return }
-        #expect(slice == [devices[0], devices[2]])
-        #expect(first.mutations.isEmpty)
-        let after = try #require(next)
-        let second = harness.execute(.exportSlice(afterSequence: after, limit: 2))
-        guard case .deviceSlice(let rest, nil) = second.outcome else { Issue.record("\(second.outcome)"); return }
-        #expect(rest == [devices[3]])
+        let begun = harness.execute(.beginExport)
+        guard case .exportView(let view) = begun.outcome else { Issue.record("\(begun.outcome)"); return }
+        let first = view.devices(afterSequence: 0, limit: 2)
+        #expect(first.devices == [devices[0], devices[2]])
+        #expect(begun.mutations.isEmpty)
+        let after = try #require(first.next)
+        let second = view.devices(afterSequence: after, limit: 2)
+        #expect(second.next == nil)
+        #expect(second.devices == [devices[3]])
         let empty = AppIndex(appID: testApp, mode: .live)
         var copy = empty
-        guard case .deviceSlice(let none, let end) = copy.execute(.exportSlice(afterSequence: 0, limit: 5)).outcome
-        else {
+        guard case .exportView(let emptyView) = copy.execute(.beginExport).outcome else {
             Issue.record("an export answered another outcome")
             return
         }
-        #expect(none.isEmpty)
-        #expect(end == nil)
+        let none = emptyView.devices(afterSequence: 0, limit: 5)
+        #expect(none.devices.isEmpty)
+        #expect(none.next == nil)
         try harness.verify()
     }
 

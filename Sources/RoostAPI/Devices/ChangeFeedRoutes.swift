@@ -10,9 +10,6 @@ struct ChangeFeedRoutes: Sendable {
     let catalog: Catalog
     let registry: Registry
 
-    /// Changes per page when `limit` is absent, and the most (spec §9).
-    static let limitDefault = 100
-    static let limitMax = 1_000
     /// The longest `wait_ms` (spec §9).
     static let waitMillisecondsMax = 30_000
 
@@ -38,7 +35,7 @@ struct ChangeFeedRoutes: Sendable {
     func changes(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         var after: UInt64? = nil
-        var limit = Self.limitDefault
+        var limit = Limits.listLimitDefault
         var waitMilliseconds = 0
         var seen: Set<String> = []
         for (name, value) in try QueryString.parse(context.request.head.query, parametersMax: 3) {
@@ -52,12 +49,14 @@ struct ChangeFeedRoutes: Sendable {
                 }
                 after = cursor
             case "limit":
-                guard let number = Self.smallInteger(value), (1...Self.limitMax).contains(number) else {
-                    throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Self.limitMax)")
+                // Spec §9's page: "≤ 1,000 (default 100)", the list routes' limit.
+                guard let number = QueryString.smallDecimal(value), (1...Limits.listLimitMax).contains(number) else {
+                    throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Limits.listLimitMax)")
                 }
                 limit = number
             case "wait_ms":
-                guard let number = Self.smallInteger(value), (0...Self.waitMillisecondsMax).contains(number) else {
+                guard let number = QueryString.smallDecimal(value), (0...Self.waitMillisecondsMax).contains(number)
+                else {
                     throw APIError.invalidField(
                         "wait_ms", "wait_ms must be an integer from 0 to \(Self.waitMillisecondsMax)")
                 }
@@ -113,12 +112,6 @@ struct ChangeFeedRoutes: Sendable {
         writer.member("next_cursor", ChangeCursor.encode(page.next))
         writer.endObject()
         return jsonResponse(200, writer)
-    }
-
-    /// A decimal of at most 5 digits, else nil.
-    private static func smallInteger(_ text: String) -> Int? {
-        guard !text.isEmpty, text.utf8.count <= 5, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return Int(text)
     }
 }
 

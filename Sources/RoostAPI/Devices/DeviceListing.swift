@@ -53,8 +53,7 @@ enum DeviceListing {
                 }
                 if name == "last_seen_before" { query.lastSeenBefore = time } else { query.lastSeenAfter = time }
             case "limit":
-                guard value.utf8.count <= 5, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let limit = Int(value),
-                    (1...Limits.listLimitMax).contains(limit)
+                guard let limit = QueryString.smallDecimal(value), (1...Limits.listLimitMax).contains(limit)
                 else {
                     throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Limits.listLimitMax)")
                 }
@@ -101,6 +100,13 @@ enum DeviceListing {
 
 /// A URL query string as name/value pairs.
 enum QueryString {
+    /// The value of at most 5 ASCII digits (a `limit`, a number of days or
+    /// milliseconds), else nil.
+    static func smallDecimal(_ text: String) -> Int? {
+        guard text.utf8.count <= 5, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int(text)
+    }
+
     /// Splits `a=1&b=2` into decoded pairs, in order. An empty value (`a=` or
     /// `a`), a malformed escape or invalid UTF-8 is 400 `invalid_field` naming
     /// the parameter; more than `parametersMax` pairs is 400 `invalid_field` `query`.

@@ -65,12 +65,15 @@ struct InactiveQuery: Equatable {
         for (name, value) in try QueryString.parse(text, parametersMax: 2) {
             switch name {
             case "older_than_days":
-                guard let number = decimal(value), Limits.inactiveAfterDaysRange.contains(number) else {
+                guard let number = QueryString.smallDecimal(value), Limits.inactiveAfterDaysRange.contains(number)
+                else {
                     throw daysOutOfRange
                 }
                 days = number
             case "limit":
-                guard let number = decimal(value), (1...Limits.inactivePreviewLimitMax).contains(number) else {
+                guard let number = QueryString.smallDecimal(value),
+                    (1...Limits.inactivePreviewLimitMax).contains(number)
+                else {
                     throw APIError.invalidField(
                         "limit", "limit must be an integer from 1 to \(Limits.inactivePreviewLimitMax)")
                 }
@@ -81,12 +84,6 @@ struct InactiveQuery: Equatable {
         }
         guard let days else { throw APIError.missingField("older_than_days") }
         return InactiveQuery(olderThanDays: days, limit: limit)
-    }
-
-    /// Returns the value of at most 5 ASCII digits, or nil.
-    private static func decimal(_ text: String) -> Int? {
-        guard text.utf8.count <= 5, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return Int(text)
     }
 }
 

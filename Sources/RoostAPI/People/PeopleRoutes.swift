@@ -124,8 +124,7 @@ struct PeopleRoutes: Sendable {
         for (name, value) in try QueryString.parse(context.request.head.query, parametersMax: 2) {
             switch name {
             case "limit":
-                guard value.utf8.count <= 5, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let number = Int(value),
-                    (1...Limits.listLimitMax).contains(number)
+                guard let number = QueryString.smallDecimal(value), (1...Limits.listLimitMax).contains(number)
                 else {
                     throw APIError.invalidField("limit", "limit must be an integer from 1 to \(Limits.listLimitMax)")
                 }

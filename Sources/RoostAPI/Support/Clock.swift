@@ -1,13 +1,10 @@
 import Glibc
 import RoostPlatform
 
-/// The time source of the API: wall-clock milliseconds for timestamps and a
-/// monotonic reading (`MonotonicClock`) for rate limits. Injected so that
-/// tests can move time.
-package protocol APIClock: MonotonicClock {
-    /// Milliseconds since the Unix epoch (one read per request).
-    func wallMilliseconds() -> Int64
-}
+/// The time source of the API: wall-clock milliseconds for timestamps
+/// (`WallClock`, one read per request) and a monotonic reading
+/// (`MonotonicClock`) for rate limits. Injected so that tests can move time.
+package protocol APIClock: MonotonicClock, WallClock {}
 
 /// The real clocks of the machine.
 package struct SystemClock: APIClock {

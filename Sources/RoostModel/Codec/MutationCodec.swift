@@ -139,22 +139,10 @@ package enum MutationCodec {
             && (bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.personUpsert.rawValue)
     }
 
-    /// The platform and sequence of the device a device upsert's bytes name
-    /// (read from its fixed-place id, not validated beyond that); nil for any
-    /// other bytes. Replay's fast path, after `applyEncodedUpsert` took them.
-    package static func deviceUpsertID(
-        in bytes: UnsafeRawBufferPointer
-    ) -> (platform: Platform, sequence: UInt64)? {
-        guard let change = deviceChange(in: bytes), !change.deleted else { return nil }
-        return (change.platform, change.sequence)
-    }
-
     /// The device a device upsert's or tombstone's bytes name, and which of
-    /// the two it is (read from the id's fixed place: both start with it);
-    /// nil for any other bytes.
-    package static func deviceChange(
-        in bytes: UnsafeRawBufferPointer
-    ) -> (sequence: UInt64, platform: Platform, deleted: Bool)? {
+    /// the two it is (read from the id's fixed place: both start with it, not
+    /// validated beyond that); nil for any other bytes.
+    package static func deviceChange(in bytes: UnsafeRawBufferPointer) -> ChangedDevice? {
         // version · kind · app u32 · mode u8 · platform u8 · sequence u64
         guard bytes.count >= 16, readableFormatVersions.contains(bytes[0]),
             bytes[1] == Kind.deviceUpsert.rawValue || bytes[1] == Kind.deviceTombstone.rawValue,
@@ -162,7 +150,7 @@ package enum MutationCodec {
         else { return nil }
         let sequence = LittleEndianReader.u64(at: 8, of: bytes)
         guard sequence > 0 else { return nil }
-        return (sequence, platform, bytes[1] == Kind.deviceTombstone.rawValue)
+        return ChangedDevice(sequence: sequence, platform: platform, deleted: bytes[1] == Kind.deviceTombstone.rawValue)
     }
 
     /// Returns the mutation `bytes` hold, or throws why they are not one.

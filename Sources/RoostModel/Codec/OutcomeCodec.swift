@@ -123,7 +123,7 @@ package enum OutcomeCodec {
             writer.u16(UInt16(status))
             writer.u32(UInt32(body.count))
             writer.append(contentsOf: body)
-        case .devicePage, .deviceSlice, .exportView, .changes, .stats, .settings, .person, .custom, .logAcknowledged,
+        case .devicePage, .exportView, .changes, .stats, .settings, .person, .custom, .logAcknowledged,
             .appRemoved,
             .replayed, .idempotencyKeyReused, .notRemembered, .inactivePreview, .inactiveInvalidated, .peoplePage,
             .history, .personExport:

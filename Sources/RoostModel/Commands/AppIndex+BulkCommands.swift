@@ -32,22 +32,6 @@ package struct ImportBatch: Hashable, Sendable {
 }
 
 extension AppIndex {
-    /// Returns the export slice after `afterSequence`: at most `limit`
-    /// devices in creation order and where the next slice starts (nil: done).
-    /// O(limit + log devices).
-    func exportSlice(afterSequence: UInt64, limit: Int) -> Outcome {
-        let slice = store.snapshotDevices(afterSequence: afterSequence, limit: limit, includingHistory: false)
-        let devices = slice.mutations.map { mutation -> Device in
-            switch mutation {
-            case .deviceUpsert(let device): return device
-            case .deviceHistory, .deviceTombstone, .personUpsert, .personErase, .credentialUpsert, .credentialDelete,
-                .settings, .deviceSequenceFloor, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
-                preconditionFailure("a device slice held \(mutation)")
-            }
-        }
-        return .deviceSlice(devices: devices, next: slice.next)
-    }
-
     /// Registers each row in order, as `register` would: a rejected row
     /// changes nothing (rule 7) and the rows after it still apply. Returns
     /// the batch's counts and the mutations of every accepted row, in order.

@@ -2,47 +2,28 @@
 /// records after each append, what `GET /v1/changes` reads, and the frozen
 /// view `GET /v1/devices/export` streams.
 extension AppIndex {
-    /// Records the change `mutation` made (a device upsert or tombstone; any
-    /// other mutation records nothing) at log position `position` and time
-    /// `at`. Returns whether it recorded one. O(log retained) amortised.
+    /// Records `change` (committed at `at`) at log position `position`;
+    /// returns whether it was recorded (false: the feed already holds that
+    /// position). Amortised O(1).
     @discardableResult
-    package mutating func recordChange(_ mutation: Mutation, position: UInt64, at: Timestamp) -> Bool {
-        switch mutation {
-        case .deviceUpsert(let device):
-            return changes.record(
-                sequence: device.id.sequence, platform: device.id.platform, deleted: false, at: at, position: position)
-        case .deviceTombstone(let id):
-            return changes.record(
-                sequence: id.sequence, platform: id.platform, deleted: true, at: at, position: position)
-        case .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings, .deviceSequenceFloor,
-            .deviceHistory, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
-            return false
-        }
-    }
-
-    /// `recordChange` for a device named by its sequence and platform (the
-    /// shard keeps only those of a batch's changes until the append).
-    @discardableResult
-    package mutating func recordChange(
-        sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp, position: UInt64
-    ) -> Bool {
-        changes.record(sequence: sequence, platform: platform, deleted: deleted, at: at, position: position)
+    package mutating func recordChange(_ change: ChangedDevice, at: Timestamp, position: UInt64) -> Bool {
+        changes.record(
+            sequence: change.sequence, platform: change.platform, deleted: change.deleted, at: at, position: position)
     }
 
     /// Replay's form of `recordChange` for a device mutation read from the
-    /// log at `position` (the fast path knows only the id): the time is the
-    /// last `changeTime` record's, else (a log written before the feed
-    /// existed) the device's `last_seen_at`, else the epoch.
-    package mutating func recordReplayedChange(
-        sequence: UInt64, platform: Platform, deleted: Bool, position: UInt64
-    ) {
+    /// log at `position`: the time is the last `changeTime` record's, else
+    /// (a log written before the feed existed) the device's `last_seen_at`,
+    /// else the epoch.
+    package mutating func recordReplayedChange(_ change: ChangedDevice, position: UInt64) {
         var at = replayChangeTime
-        if at == nil, !deleted {
-            at = store.device(DeviceID(appID: appID, mode: mode, platform: platform, sequence: sequence))?.lastSeenAt
+        if at == nil, !change.deleted {
+            at =
+                store.device(
+                    DeviceID(appID: appID, mode: mode, platform: change.platform, sequence: change.sequence))?
+                .lastSeenAt
         }
-        changes.record(
-            sequence: sequence, platform: platform, deleted: deleted,
-            at: at ?? Timestamp(millisecondsSinceEpoch: 0), position: position)
+        recordChange(change, at: at ?? Timestamp(millisecondsSinceEpoch: 0), position: position)
     }
 
     /// `GET /v1/changes`: at most `limit` changes after `cursor` (nil: from
@@ -65,8 +46,7 @@ extension AppIndex {
     }
 
     /// The broken invariants of the change feed: a live upsert entry whose
-    /// device is gone, a device that changed but has no entry while nothing
-    /// was ever dropped. O(retained).
+    /// device is gone. O(retained).
     func changeFeedViolations() -> [String] {
         var result: [String] = []
         if case .success(let page) = changes.page(after: nil, limit: changes.retainedCount + 1) {

@@ -57,8 +57,9 @@ package struct ChangeFeed: Sendable, Equatable {
     package static let retainedDefault = 100_000
     /// The largest `retainedMax` accepted (~72 bytes each: 720 MB per index).
     package static let retainedLimit = 10_000_000
-    /// Superseded or dropped entries tolerated before the array is compacted
-    /// (and at least as many as live ones): amortised O(1) per change.
+    /// Superseded or dropped entries always tolerated before the array is
+    /// compacted (`compactIfWorthIt`: past that, once they pass a quarter of
+    /// the live ones): amortised O(1) per change.
     static let compactionSlack = 4_096
     /// Entries per snapshot record (`snapshotSlices`): 26 bytes each, so a
     /// record stays under `Limits.mutationBytesMax` (13 KB).
@@ -67,7 +68,7 @@ package struct ChangeFeed: Sendable, Equatable {
     /// Ascending positions; `entries[..<head]` are dropped. An entry is live
     /// while `latest` names its position for its device; a later change of
     /// the device makes it superseded (skipped, then compacted away) with no
-    /// search for it: one dictionary update per change.
+    /// search for it: one map update per change.
     private(set) var entries: [Entry] = []
     private var head = 0
     /// Device sequence → position of its live entry.
@@ -89,15 +90,10 @@ package struct ChangeFeed: Sendable, Equatable {
     /// Devices whose latest change is held (deleted ones included).
     package var retainedCount: Int { latest.count }
 
-    /// Approximate heap bytes held (metrics, `memoryEstimate`).
-    package var heapBytes: Int {
-        entries.capacity * MemoryLayout<Entry>.stride + latest.capacity * MemoryLayout<UInt64>.stride * 2
-    }
-
     /// Records that device `sequence` changed (or was deleted) at `position`.
     /// Positions only grow: one at or below `lastPosition` is already held
     /// (a replay over a snapshot that has it) and changes nothing; returns
-    /// whether it was recorded. Amortised O(log retained).
+    /// whether it was recorded. Amortised O(1).
     @discardableResult
     package mutating func record(
         sequence: UInt64, platform: Platform, deleted: Bool, at: Timestamp, position: UInt64
@@ -126,16 +122,6 @@ package struct ChangeFeed: Sendable, Equatable {
             position += 1
         }
         return .success(Page(entries: result, next: result.last?.position ?? cursor ?? 0))
-    }
-
-    /// Whether a change after `cursor` is held (nil: any change). O(log entries).
-    package func hasChange(after cursor: UInt64?) -> Bool {
-        var position = firstIndex(after: cursor ?? 0)
-        while position < entries.count {
-            if isLive(entries[position]) { return true }
-            position += 1
-        }
-        return false
     }
 
     // MARK: Snapshots

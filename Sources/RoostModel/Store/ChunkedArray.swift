@@ -72,6 +72,17 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
         count += 1
     }
 
+    /// Stores `element` in a slot taken from `free` (slots given back earlier),
+    /// else appends it; returns its slot. O(1).
+    mutating func store(_ element: Element, reusing free: inout [UInt32]) -> UInt32 {
+        if let reused = free.popLast() {
+            self[Int(reused)] = element
+            return reused
+        }
+        append(element)
+        return UInt32(count - 1)
+    }
+
     /// Inserts `element` at `position`, moving the later elements up by one. O(count - position).
     mutating func insert(_ element: Element, at position: Int) {
         precondition(position >= 0 && position <= count, "insert at \(position) out of 0...\(count)")

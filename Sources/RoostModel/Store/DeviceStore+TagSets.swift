@@ -23,14 +23,7 @@ extension DeviceStore {
             return tagSets[Int(slot)].ref
         }
         let entry = TagSetEntry(ref: blobs.store(bytes), uses: 1)
-        let slot: UInt32
-        if let free = freeTagSetSlots.popLast() {
-            slot = free
-            tagSets[Int(free)] = entry
-        } else {
-            slot = UInt32(tagSets.count)
-            tagSets.append(entry)
-        }
+        let slot = tagSets.store(entry, reusing: &freeTagSetSlots)
         tagSetSlots.insert(slot: slot, hash: hash)
         return entry.ref
     }

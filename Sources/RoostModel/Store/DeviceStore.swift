@@ -577,12 +577,7 @@ struct DeviceStore: Sendable {
 
     /// Stores a secret digest and returns its slot in `digests`.
     mutating func storeDigest(_ digest: SecretDigest) -> UInt32 {
-        if let reused = freeDigestSlots.popLast() {
-            digests[Int(reused)] = digest
-            return reused
-        }
-        digests.append(digest)
-        return UInt32(digests.count - 1)
+        digests.store(digest, reusing: &freeDigestSlots)
     }
 
     /// Puts a live slot without a person at the head of a person's device list.
@@ -632,14 +627,7 @@ struct DeviceStore: Sendable {
     mutating func insertPerson(name bytes: UnsafeRawBufferPointer, createdAt: Int64, hash: UInt32) -> UInt32 {
         let name = blobs.store(bytes)
         let record = PersonRecord(name: name, createdAt: createdAt, firstDevice: DeviceRecord.noSlot, deviceCount: 0)
-        let slot: UInt32
-        if let reused = freePersonSlots.popLast() {
-            slot = reused
-            people[Int(slot)] = record
-        } else {
-            slot = UInt32(people.count)
-            people.append(record)
-        }
+        let slot = people.store(record, reusing: &freePersonSlots)
         personSlots.insert(slot: slot, hash: hash)
         personCount += 1
         lastInsertedPerson = slot

@@ -5,7 +5,7 @@
 /// needs no key; one multiply per lookup instead of SipHash's setup and
 /// rounds, and 16 bytes a slot at a load of at most 7/8 (~18–37 B an entry:
 /// the keys are nearly sequential, which a Fibonacci hash spreads evenly).
-struct SequenceMap: Sendable, Equatable {
+struct SequenceMap: Sendable {
     /// `keys[i] == 0`: slot `i` is empty (sequences are ≥ 1).
     private var keys: [UInt64] = []
     private var values: [UInt64] = []
@@ -101,13 +101,5 @@ struct SequenceMap: Sendable, Equatable {
         for index in oldKeys.indices where oldKeys[index] != 0 {
             updateValue(oldValues[index], forKey: oldKeys[index])
         }
-    }
-
-    static func == (lhs: SequenceMap, rhs: SequenceMap) -> Bool {
-        guard lhs.count == rhs.count else { return false }
-        for index in lhs.keys.indices where lhs.keys[index] != 0 {
-            if rhs[lhs.keys[index]] != lhs.values[index] { return false }
-        }
-        return true
     }
 }
