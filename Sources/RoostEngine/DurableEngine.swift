@@ -93,6 +93,19 @@ package final class DurableEngine: Sendable {
             {
                 return
             }
+            // Index image parts (snapshots only) are read where they lie.
+            if let image = EngineRecord.framedImagePart(in: payload) {
+                guard lsn == nil else {
+                    throw EngineRecoveryError(where: origin(), reason: "an index image part in the log")
+                }
+                do {
+                    try tables[ShardSet.shardNumber(for: image.key.app, shardCount: shardCount)].replayImagePart(
+                        image.key, part: image.part)
+                } catch {
+                    throw EngineRecoveryError(where: origin(), reason: error.description)
+                }
+                return
+            }
             var record: EngineRecord
             do {
                 record = try EngineRecord.decode(payload)
@@ -107,6 +120,7 @@ package final class DurableEngine: Sendable {
             case .mutation(let key, _): app = key.app
             case .appRemoved(let removed): app = removed
             case .indexSize(let key, _, _): app = key.app
+            case .indexImage(let key, _): app = key.app
             case .catalog(let payload):
                 report.catalogRecords.append(payload)
                 return
@@ -126,6 +140,12 @@ package final class DurableEngine: Sendable {
                     try apply(payload, hintMax: hintMax, lsn: nil) { "snapshot record \(report.snapshotRecords)" }
                     return true
                 }) != nil {}
+                for table in tables {
+                    if let key = table.unfinishedImages.first {
+                        throw EngineRecoveryError(
+                            where: "snapshot end", reason: "the image of \(key) has no end part")
+                    }
+                }
             }
             report.snapshotDuration = clock.now - started
             started = clock.now

@@ -7,12 +7,13 @@ import RoostModel
 /// | bytes | field |
 /// |---|---|
 /// | 1 | format version (1) |
-/// | 1 | kind: 1 mutation, 2 app removed, 3 index size, 4 catalog |
-/// | 4 | app id; kinds 1–3 (kind 4 has no app id here) |
-/// | 1 | mode (0 live, 1 test); kinds 1 and 3 |
+/// | 1 | kind: 1 mutation, 2 app removed, 3 index size, 4 catalog, 5 index image part |
+/// | 4 | app id; kinds 1–3 and 5 (kind 4 has no app id here) |
+/// | 1 | mode (0 live, 1 test); kinds 1, 3 and 5 |
 /// | rest | `MutationCodec` bytes; kind 1 only |
 /// | 8 + 8 | devices, people (`u64`); kind 3 only |
 /// | rest | the catalog's own record bytes (`CatalogRecord` in RoostAPI); kind 4 only |
+/// | rest | one part of an index image (`StoreImage.swift` in RoostModel); kind 5 only, snapshots only |
 package enum EngineRecord: Equatable, Sendable {
     case mutation(IndexKey, Mutation)
     case appRemoved(AppID)
@@ -24,6 +25,10 @@ package enum EngineRecord: Equatable, Sendable {
     /// A catalog change, opaque to the engine: recovery hands these payloads,
     /// in log order, to the catalog that wrote them (docs/storage.md).
     case catalog([UInt8])
+    /// One part of an index's image (decision 0056): its devices and people
+    /// as the store's arrays, in a snapshot only. The parts of one image are
+    /// consecutive records; the model reads them (`StoreImageLoader`).
+    case indexImage(IndexKey, [UInt8])
 
     package static let formatVersion: UInt8 = 1
 
@@ -46,7 +51,32 @@ package enum EngineRecord: Equatable, Sendable {
             return writer.bytes
         case .catalog(let payload):
             return [EngineRecord.formatVersion, 4] + payload
+        case .indexImage(let key, let part):
+            return Self.imagePrefix(key) + part
         }
+    }
+
+    /// The framing of an index image part of `key` (the part's bytes follow).
+    package static func imagePrefix(_ key: IndexKey) -> [UInt8] {
+        var writer = Self.header(kind: 5, app: key.app, capacity: imageOffset)
+        writer.u8(key.mode.rawValue)
+        return writer.bytes
+    }
+
+    /// Where an index image part's bytes start.
+    private static let imageOffset = 7
+
+    /// The index key and part bytes of an index image record, read from its
+    /// framing; nil for any other record or a framing `decode` would refuse.
+    package static func framedImagePart(
+        in record: UnsafeRawBufferPointer
+    ) -> (key: IndexKey, part: UnsafeRawBufferPointer)? {
+        guard record.count >= imageOffset + 1, record[0] == formatVersion, record[1] == 5,
+            let mode = AppMode(rawValue: record[6])
+        else { return nil }
+        let app = LittleEndianReader.u32(at: 2, of: record)
+        guard app > 0 else { return nil }
+        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[imageOffset...]))
     }
 
     /// Where a mutation record's `MutationCodec` bytes start.
@@ -101,6 +131,11 @@ package enum EngineRecord: Equatable, Sendable {
                 IndexKey(app: app, mode: mode),
                 devices: LittleEndianReader.u64(at: 7, of: bytes),
                 people: LittleEndianReader.u64(at: 15, of: bytes))
+        case 5:
+            guard let framed = framedImagePart(in: bytes) else {
+                throw bytes.count <= imageOffset ? .truncated(bytes.count) : .invalid("mode \(bytes[6])")
+            }
+            return .indexImage(framed.key, Array(framed.part))
         default:
             throw .unknownKind(bytes[1])
         }

@@ -7,6 +7,9 @@ package struct IndexTable: Sendable {
     /// The change-feed retention of every index this table creates
     /// (`roost serve --changes-retained`).
     package let changesRetained: Int
+    /// Index images being read from a snapshot, by index (decision 0056):
+    /// a loader from the image's header to its end part.
+    private var imageLoaders: [IndexKey: StoreImageLoader] = [:]
 
     package init(changesRetained: Int = ChangeFeed.retainedDefault) {
         self.changesRetained = changesRetained
@@ -58,12 +61,50 @@ package struct IndexTable: Sendable {
         case .catalog:
             // The catalog's, not an index's: recovery hands these to the catalog.
             break
+        case .indexImage(let key, let part):
+            guard lsn == nil else { throw ReplayError(key: key, reason: "an index image part in the log") }
+            let result = part.withUnsafeBytes { bytes in
+                Result { () throws(ReplayError) in try replayImagePart(key, part: bytes) }
+            }
+            try result.get()
         case .indexSize(let key, let devices, let people):
             // A hint: reserve (bounded, it is read from disk) and change nothing else.
             let limit = UInt64(Limits.devicesPerIndexMax)
             indexes.values[ensurePosition(key)].reserveCapacity(
                 devices: Int(min(devices, limit)), people: Int(min(people, limit)))
         }
+    }
+
+    /// Reads one part of an index's image from a snapshot (decision 0056):
+    /// the header starts a loader, the end part replaces the index's (empty)
+    /// store with the loaded one, an abandoned part drops the loader. Throws
+    /// on a part out of order, an inconsistent image, or an image of an
+    /// index that already holds devices or people.
+    package mutating func replayImagePart(_ key: IndexKey, part: UnsafeRawBufferPointer) throws(ReplayError) {
+        if StoreImageLoader.isAbandoned(part) {
+            imageLoaders[key] = nil
+            return
+        }
+        var loader = imageLoaders.removeValue(forKey: key) ?? StoreImageLoader(appID: key.app, mode: key.mode)
+        let loaded: LoadedIndexImage
+        do {
+            try loader.add(part)
+            guard loader.isComplete else {
+                imageLoaders[key] = loader
+                return
+            }
+            loaded = try loader.finish()
+        } catch {
+            throw ReplayError(key: key, reason: error.description)
+        }
+        guard indexes.values[ensurePosition(key)].adoptLoadedStore(loaded) else {
+            throw ReplayError(key: key, reason: "an index image for an index that already holds devices or people")
+        }
+    }
+
+    /// The indexes whose image began and has not ended (a snapshot cut short: damage once it is all read).
+    package var unfinishedImages: [IndexKey] {
+        imageLoaders.keys.sorted { ($0.app, $0.mode.rawValue) < ($1.app, $1.mode.rawValue) }
     }
 
     /// Replay's fast path for device and person upserts (most records):

@@ -55,8 +55,14 @@ struct EngineRecordTests {
         wrongVersion[0] = 9
         #expect(throws: EngineRecordError.unknownVersion(9)) { try EngineRecord.decode(wrongVersion) }
         var wrongKind = good
-        wrongKind[1] = 5
-        #expect(throws: EngineRecordError.unknownKind(5)) { try EngineRecord.decode(wrongKind) }
+        wrongKind[1] = 6
+        #expect(throws: EngineRecordError.unknownKind(6)) { try EngineRecord.decode(wrongKind) }
+        // Kind 5 frames an index image part, which must not be empty; its contents are the model's to check.
+        let imagePrefix = EngineRecord.imagePrefix(liveKey)
+        for length in 0...imagePrefix.count {
+            #expect(throws: EngineRecordError.self) { try EngineRecord.decode(Array(imagePrefix.prefix(length))) }
+        }
+        #expect((try? EngineRecord.decode(imagePrefix + [9])) == .indexImage(liveKey, [9]))
         // Kind 4 carries the catalog's payload, which must not be empty.
         #expect(throws: EngineRecordError.self) { try EngineRecord.decode([EngineRecord.formatVersion, 4]) }
         let hint = EngineRecord.indexSize(liveKey, devices: 1, people: 2).encoded()

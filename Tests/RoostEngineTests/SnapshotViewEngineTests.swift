@@ -85,24 +85,60 @@ struct SnapshotViewEngineTests {
         #expect(source.recordCount == 0)
     }
 
-    @Test("a source under its limit yields every device once, then is done and lets its view go")
+    @Test("a source under its limit yields its index's image, which replays to the same devices; then it is done")
     func sourceDrains() throws {
         var index = AppIndex(appID: AppID(1), mode: .live)
         for seed in 0..<600 {
+            var request = RegisterRequest(token: try apnsToken(seed))
+            request.externalID = .set(try ExternalID("p\(seed % 50)"))
+            _ = index.register(request, at: now)
+        }
+        let pin = SnapshotPin()
+        var source = IndexSnapshotSource(
+            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: Int.max)
+        var table = IndexTable()
+        var records = 0
+        while let batch = source.nextBatch() {
+            #expect(batch.count <= IndexSnapshotSource.imagePartsPerBatch)
+            for record in batch { try table.replay(try EngineRecord.decode(record)) }
+            records += batch.count
+        }
+        #expect(records > 0 && records == source.recordCount)
+        #expect(source.position == .done)
+        #expect(source.view == nil)
+        #expect(!source.stoppedAtPinLimit)
+        #expect(table.unfinishedImages.isEmpty)
+        let restored = try #require(table.indexes[liveKey])
+        #expect(restored.stats() == index.stats())
+        #expect(
+            restored.snapshotDevices(afterSequence: 0, limit: 1_000).mutations
+                == index.snapshotDevices(afterSequence: 0, limit: 1_000).mutations)
+        #expect(restored.invariantViolations() == [])
+    }
+
+    @Test(
+        "a source that passes its limit inside the image ends it with the abandoned part; replay drops the parts before"
+    )
+    func sourceAbandonsImage() throws {
+        var index = AppIndex(appID: AppID(1), mode: .live)
+        for seed in 0..<5_000 {
             _ = index.register(RegisterRequest(token: try apnsToken(seed)), at: now)
         }
         let pin = SnapshotPin()
         var source = IndexSnapshotSource(
-            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 0)
-        var records = 0
-        while let batch = source.nextBatch() {
-            #expect(batch.count <= Shard.snapshotSliceDevices)
-            records += batch.count
-        }
-        #expect(records == 600)
-        #expect(source.recordCount == 600)
-        #expect(source.position == .done)
-        #expect(source.view == nil)
-        #expect(!source.stoppedAtPinLimit)
+            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 100)
+        var table = IndexTable()
+        let first = source.nextBatch() ?? []
+        #expect(!first.isEmpty)
+        pin.add(bytes: 101)
+        let last = source.nextBatch() ?? []
+        #expect(last == [StoreImageEncoder.abandonedPart(prefix: EngineRecord.imagePrefix(liveKey))])
+        let after = source.nextBatch()
+        #expect(after == nil)
+        #expect(source.stoppedAtPinLimit)
+        #expect(source.position == .people(fromSlot: 0))
+        for record in first + last { try table.replay(try EngineRecord.decode(record)) }
+        #expect(table.unfinishedImages.isEmpty)
+        #expect(table.indexes[liveKey].map { $0.stats().devices } ?? 0 == 0)
     }
 }

@@ -177,3 +177,82 @@ struct BlobStore: Sendable {
         return withBytes(ref) { $0.elementsEqual(other) }
     }
 }
+
+// MARK: The index image (decision 0056)
+
+extension BlobStore {
+    /// Size classes in use (`classCount - 1` is the largest blob's class).
+    var classCount: Int { classes.count }
+
+    /// Cells ever allocated in `classIndex`, live and free.
+    func cellCount(ofClass classIndex: Int) -> Int { classes[classIndex].cellCount }
+
+    /// Bytes of one cell of `classIndex`.
+    static func cellSize(ofClass classIndex: Int) -> Int { (classIndex + 1) * granularity }
+
+    /// Chunks of `classIndex` (each holds whole cells; the last may be partly filled).
+    func chunkCount(ofClass classIndex: Int) -> Int { classes[classIndex].chunks.count }
+
+    /// Calls `body` with the cells stored in chunk `chunk` of `classIndex`
+    /// (free cells included, as they are) and the number of its first cell.
+    func withChunk<Result>(
+        ofClass classIndex: Int, _ chunk: Int, _ body: (_ firstCell: Int, _ cells: UnsafeRawBufferPointer) -> Result
+    ) -> Result {
+        classes[classIndex].chunks[chunk].withUnsafeBytes { body(chunk << classes[classIndex].chunkShift, $0) }
+    }
+
+    /// Appends whole cells to `classIndex` while an image loads: `bytes` holds
+    /// `bytes.count / cellSize` cells, the first of them number `firstCell`,
+    /// which must be the class's next. Classes below are created empty. The
+    /// cells count as free until `adoptLoadedCells` says which are live.
+    /// Returns false, changing nothing, when the cells do not follow on.
+    mutating func appendLoadedCells(ofClass classIndex: Int, firstCell: Int, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        let cellSize = Self.cellSize(ofClass: classIndex)
+        guard classIndex >= 0, cellSize <= Self.lengthMax + Self.granularity, bytes.count % cellSize == 0 else {
+            return false
+        }
+        while classes.count <= classIndex { classes.append(SizeClass(cellSize: Self.cellSize(ofClass: classes.count))) }
+        guard classes[classIndex].cellCount == firstCell, firstCell + bytes.count / cellSize <= Int(UInt32.max) else {
+            return false
+        }
+        let shift = classes[classIndex].chunkShift
+        var offset = 0
+        while offset < bytes.count {
+            let cellCount = classes[classIndex].cellCount
+            if cellCount >> shift == classes[classIndex].chunks.count {
+                var chunk: [UInt8] = []
+                if cellCount > 0 { chunk.reserveCapacity(cellSize << shift) }
+                classes[classIndex].chunks.append(chunk)
+            }
+            let room = ((1 << shift) - (cellCount & ((1 << shift) - 1))) * cellSize
+            let taken = min(room, bytes.count - offset)
+            classes[classIndex].chunks[cellCount >> shift].append(
+                contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + taken]))
+            classes[classIndex].cellCount += taken / cellSize
+            offset += taken
+        }
+        return true
+    }
+
+    /// Whether `ref` names a whole cell that exists (any length its class holds).
+    func holds(_ ref: BlobRef) -> Bool {
+        guard !ref.isNone else { return false }
+        let classIndex = (Int(ref.length) - 1) / Self.granularity
+        return classIndex < classes.count && Int(ref.cell) < classes[classIndex].cellCount
+    }
+
+    /// After an image loaded: `isLive(class, cell)` says which cells the
+    /// store refers to; the others become the classes' free cells.
+    mutating func adoptLoadedCells(isLive: (_ classIndex: Int, _ cell: Int) -> Bool) {
+        for classIndex in classes.indices {
+            var free: [UInt32] = []
+            var live = 0
+            for cell in 0..<classes[classIndex].cellCount {
+                if isLive(classIndex, cell) { live += 1 } else { free.append(UInt32(cell)) }
+            }
+            free.reverse()  // `store` pops from the end: reuse low cells first
+            classes[classIndex].freeCells = free
+            classes[classIndex].liveCells = live
+        }
+    }
+}

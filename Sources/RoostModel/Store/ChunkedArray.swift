@@ -72,6 +72,27 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
         count += 1
     }
 
+    /// Appends `count` elements, each made by `make(i)` for `i` in `0..<count`,
+    /// straight into the chunks (an image loading: no per-element checks of
+    /// sharing or capacity). Not while a frozen copy shares chunks. O(count).
+    mutating func append(count added: Int, _ make: (Int) -> Element) {
+        precondition(sharedChunks.isEmpty, "bulk append while a frozen copy shares chunks")
+        var made = 0
+        while made < added {
+            if count & mask == 0 && count >> shift == chunks.count {
+                var chunk = ContiguousArray<Element>()
+                if !chunks.isEmpty { chunk.reserveCapacity(mask + 1) }
+                chunks.append(chunk)
+            }
+            let chunk = count >> shift
+            let room = (mask + 1) - (count & mask)
+            let taken = Swift.min(room, added - made)
+            for index in made..<made + taken { chunks[chunk].append(make(index)) }
+            count += taken
+            made += taken
+        }
+    }
+
     /// Stores `element` in a slot taken from `free` (slots given back earlier),
     /// else appends it; returns its slot. O(1).
     mutating func store(_ element: Element, reusing free: inout [UInt32]) -> UInt32 {

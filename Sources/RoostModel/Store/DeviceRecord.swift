@@ -142,3 +142,100 @@ struct PersonRecord: Sendable {
 
     var isFree: Bool { name.isNone }
 }
+
+// MARK: The index image's fixed layouts (decision 0056)
+
+extension DeviceRecord {
+    /// Bytes of one device in an index image: every field, little-endian, in
+    /// declaration order (sequence 8, the four timestamps' low words 16 and
+    /// high words 8, token 32, person and next 8, five string ids 20, digest 4,
+    /// strikes 4, installation 6, token length 2, tags 6, flags 1, version 4).
+    /// Fixed by the format, not by the compiler's layout of the struct.
+    static let imageBytes = 119
+
+    /// Writes this record's `imageBytes` at `base`.
+    @inline(__always)
+    func writeImage(to base: UnsafeMutableRawPointer) {
+        base.storeBytes(of: sequence.littleEndian, toByteOffset: 0, as: UInt64.self)
+        base.storeBytes(of: createdAtLow.littleEndian, toByteOffset: 8, as: UInt32.self)
+        base.storeBytes(of: lastSeenAtLow.littleEndian, toByteOffset: 12, as: UInt32.self)
+        base.storeBytes(of: boundAtLow.littleEndian, toByteOffset: 16, as: UInt32.self)
+        base.storeBytes(of: invalidatedAtLow.littleEndian, toByteOffset: 20, as: UInt32.self)
+        base.storeBytes(of: createdAtHigh.littleEndian, toByteOffset: 24, as: UInt16.self)
+        base.storeBytes(of: lastSeenAtHigh.littleEndian, toByteOffset: 26, as: UInt16.self)
+        base.storeBytes(of: boundAtHigh.littleEndian, toByteOffset: 28, as: UInt16.self)
+        base.storeBytes(of: invalidatedAtHigh.littleEndian, toByteOffset: 30, as: UInt16.self)
+        base.storeBytes(of: token0.littleEndian, toByteOffset: 32, as: UInt64.self)
+        base.storeBytes(of: token1.littleEndian, toByteOffset: 40, as: UInt64.self)
+        base.storeBytes(of: token2.littleEndian, toByteOffset: 48, as: UInt64.self)
+        base.storeBytes(of: token3.littleEndian, toByteOffset: 56, as: UInt64.self)
+        base.storeBytes(of: person.littleEndian, toByteOffset: 64, as: UInt32.self)
+        base.storeBytes(of: nextOfPerson.littleEndian, toByteOffset: 68, as: UInt32.self)
+        base.storeBytes(of: bundleID.littleEndian, toByteOffset: 72, as: UInt32.self)
+        base.storeBytes(of: appVersion.littleEndian, toByteOffset: 76, as: UInt32.self)
+        base.storeBytes(of: timezone.littleEndian, toByteOffset: 80, as: UInt32.self)
+        base.storeBytes(of: locale.littleEndian, toByteOffset: 84, as: UInt32.self)
+        base.storeBytes(of: invalidationReason.littleEndian, toByteOffset: 88, as: UInt32.self)
+        base.storeBytes(of: digest.littleEndian, toByteOffset: 92, as: UInt32.self)
+        base.storeBytes(of: strikes.littleEndian, toByteOffset: 96, as: UInt32.self)
+        base.storeBytes(of: installation.cell.littleEndian, toByteOffset: 100, as: UInt32.self)
+        base.storeBytes(of: installation.length.littleEndian, toByteOffset: 104, as: UInt16.self)
+        base.storeBytes(of: tokenLength.littleEndian, toByteOffset: 106, as: UInt16.self)
+        base.storeBytes(of: tags.cell.littleEndian, toByteOffset: 108, as: UInt32.self)
+        base.storeBytes(of: tags.length.littleEndian, toByteOffset: 112, as: UInt16.self)
+        base.storeBytes(of: flags, toByteOffset: 114, as: UInt8.self)
+        base.storeBytes(of: version.littleEndian, toByteOffset: 115, as: UInt32.self)
+    }
+
+    /// Reads a record from its `imageBytes` at `base` (no check: the image's
+    /// loader validates the whole store afterwards).
+    @inline(__always)
+    init(image base: UnsafeRawPointer) {
+        func u64(_ offset: Int) -> UInt64 {
+            UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+        }
+        func u32(_ offset: Int) -> UInt32 {
+            UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        }
+        func u16(_ offset: Int) -> UInt16 {
+            UInt16(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+        }
+        self.init(
+            sequence: u64(0), createdAtLow: u32(8), lastSeenAtLow: u32(12), boundAtLow: u32(16),
+            invalidatedAtLow: u32(20), createdAtHigh: u16(24), lastSeenAtHigh: u16(26), boundAtHigh: u16(28),
+            invalidatedAtHigh: u16(30), token0: u64(32), token1: u64(40), token2: u64(48), token3: u64(56),
+            person: u32(64), nextOfPerson: u32(68), bundleID: u32(72), appVersion: u32(76), timezone: u32(80),
+            locale: u32(84), invalidationReason: u32(88), digest: u32(92), strikes: u32(96),
+            installation: BlobRef(cell: u32(100), length: u16(104)), tokenLength: u16(106),
+            tags: BlobRef(cell: u32(108), length: u16(112)), flags: base.load(fromByteOffset: 114, as: UInt8.self),
+            version: u32(115))
+    }
+}
+
+extension PersonRecord {
+    /// Bytes of one person in an index image: name cell 4, name length 2,
+    /// created at 8 (milliseconds, signed), first device 4, device count 4.
+    static let imageBytes = 22
+
+    /// Writes this record's `imageBytes` at `base`.
+    @inline(__always)
+    func writeImage(to base: UnsafeMutableRawPointer) {
+        base.storeBytes(of: name.cell.littleEndian, toByteOffset: 0, as: UInt32.self)
+        base.storeBytes(of: name.length.littleEndian, toByteOffset: 4, as: UInt16.self)
+        base.storeBytes(of: createdAt.littleEndian, toByteOffset: 6, as: Int64.self)
+        base.storeBytes(of: firstDevice.littleEndian, toByteOffset: 14, as: UInt32.self)
+        base.storeBytes(of: deviceCount.littleEndian, toByteOffset: 18, as: UInt32.self)
+    }
+
+    /// Reads a record from its `imageBytes` at `base` (validated by the loader).
+    @inline(__always)
+    init(image base: UnsafeRawPointer) {
+        self.init(
+            name: BlobRef(
+                cell: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 0, as: UInt32.self)),
+                length: UInt16(littleEndian: base.loadUnaligned(fromByteOffset: 4, as: UInt16.self))),
+            createdAt: Int64(littleEndian: base.loadUnaligned(fromByteOffset: 6, as: Int64.self)),
+            firstDevice: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 14, as: UInt32.self)),
+            deviceCount: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 18, as: UInt32.self)))
+    }
+}

@@ -180,7 +180,13 @@ struct DeviceStore: Sendable {
     /// The token index's hash of a token's bytes (the platform is part of the key).
     @inline(__always)
     func tokenHash(platform: Platform, bytes: UnsafeRawBufferPointer) -> UInt32 {
-        tokenSlots.keys.hash(domain: Self.tokenDomain &+ platform.rawValue &* 16, bytes: bytes)
+        Self.tokenHash(keys: tokenSlots.keys, platform: platform, bytes: bytes)
+    }
+
+    /// The hash a token index with `keys` files a token under.
+    @inline(__always)
+    static func tokenHash(keys: SlotHashKeys, platform: Platform, bytes: UnsafeRawBufferPointer) -> UInt32 {
+        keys.hash(domain: tokenDomain &+ platform.rawValue &* 16, bytes: bytes)
     }
 
     /// The installation index's hash of an installation id's UTF-8 bytes.

@@ -17,6 +17,24 @@ package struct IndexSnapshotView: Sendable {
         store.snapshotPeople(fromSlot: fromSlot, limit: limit)
     }
 
+    /// An encoder of the view's image (decision 0056): its devices and
+    /// people as the store's own arrays.
+    package func imageEncoder() -> StoreImageEncoder { store.imageEncoder() }
+
+    /// The sequences of the view's devices that have a history, ascending
+    /// (their records follow the image). O(devices with history · log).
+    package func sequencesWithHistory() -> [UInt64] {
+        store.history.rings.keys.filter { store.slot(ofSequence: $0) != nil }.sorted()
+    }
+
+    /// The history records of the device with `sequence` (none if it has no history or is gone).
+    package func historyMutations(ofSequence sequence: UInt64) -> [Mutation] {
+        guard let slot = store.slot(ofSequence: sequence) else { return [] }
+        let id = DeviceID(
+            appID: store.appID, mode: store.mode, platform: store.records[Int(slot)].platform, sequence: sequence)
+        return store.historyMutations(id)
+    }
+
     /// One bounded slice of the view's devices (`DeviceStore.snapshotDevices`).
     package func snapshotDevices(afterSequence: UInt64, limit: Int) -> (mutations: [Mutation], next: UInt64?) {
         store.snapshotDevices(afterSequence: afterSequence, limit: limit)
@@ -29,6 +47,16 @@ extension AppIndex {
     /// O(chunks). Call `endSnapshotSharing()` after the view is dropped.
     package mutating func freezeForSnapshot(pin: SnapshotPin) -> IndexSnapshotView {
         IndexSnapshotView(store: store.freezeForSnapshot(pin: pin))
+    }
+
+    /// Replaces this index's devices and people with a store loaded from an
+    /// image (decision 0056). Returns false, changing nothing, unless the
+    /// index holds none yet (an image is the whole of its index's devices).
+    package mutating func adoptLoadedStore(_ loaded: LoadedIndexImage) -> Bool {
+        guard store.records.isEmpty, store.people.isEmpty, loaded.store.appID == appID, loaded.store.mode == mode
+        else { return false }
+        store = loaded.store
+        return true
     }
 
     /// Forgets the sharing marks of `freezeForSnapshot` (its view is gone).

@@ -94,3 +94,43 @@ struct StringInterner: Sendable {
         }
     }
 }
+
+// MARK: The index image (decision 0056)
+
+extension StringInterner {
+    /// Ids ever handed out, free ones included, plus id 0.
+    var idCount: Int { strings.count }
+
+    /// The string of `id` as the table holds it: nil when `id` is free (or 0).
+    func storedString(_ id: Int) -> String? { strings[id] }
+
+    /// The interner an image describes: `strings[id]` for every id (nil for 0
+    /// and free ids) and how many references each has. Nil when they
+    /// disagree: a live string with no reference, references to a free id,
+    /// id 0 not empty, or one string under two ids.
+    init?(loadedStrings: [String?], referenceCounts: [UInt32]) {
+        guard !loadedStrings.isEmpty, loadedStrings.count == referenceCounts.count, loadedStrings[0] == nil,
+            referenceCounts[0] == 0
+        else { return nil }
+        var table = ChunkedArray<String?>(chunkBytes: 64 << 10)
+        var ids: [String: UInt32] = [:]
+        var free: [UInt32] = []
+        for (index, string) in loadedStrings.enumerated() {
+            table.append(string)
+            guard index > 0 else { continue }
+            if let string {
+                guard referenceCounts[index] > 0, ids.updateValue(UInt32(index), forKey: string) == nil else {
+                    return nil
+                }
+            } else {
+                guard referenceCounts[index] == 0 else { return nil }
+                free.append(UInt32(index))
+            }
+        }
+        self.init()
+        strings = table
+        self.referenceCounts = referenceCounts
+        freeIDs = free.reversed()
+        self.ids = ids
+    }
+}

@@ -1,0 +1,237 @@
+/// An index's devices and people as an image of the store's own arrays
+/// (decision 0056): what a snapshot holds so that a restart loads them
+/// without decoding a mutation, interning a string or growing a table per
+/// device.
+///
+/// An image is a sequence of parts, each one snapshot record
+/// (`EngineRecord.indexImage`), at most `partPayloadBytes` of elements.
+/// Every part starts with its section (`u8`); all integers little-endian:
+///
+/// | section | after the section byte |
+/// |---|---|
+/// | 1 header | `u8` format version (1), `u64` next device sequence, `u32` device slots, person slots, digest slots, id-index entries, string ids, client sequences, `u16` blob classes, then `u32` cells per class |
+/// | 2 devices | `u32` first slot, `u32` count, `DeviceRecord.imageBytes` each |
+/// | 3 people | `u32` first slot, `u32` count, `PersonRecord.imageBytes` each |
+/// | 4 digests | `u32` first slot, `u32` count, 32 bytes each |
+/// | 5 id index | `u32` first entry, `u32` count, (`u64` sequence, `u32` slot) each |
+/// | 6 blob cells | `u16` class, `u32` first cell, `u32` count, the cells' bytes (class × 16 each) |
+/// | 7 strings | `u32` first id, `u32` count, (`u32` length + 1, 0 for a free id; UTF-8) each |
+/// | 8 client sequences | `u32` first, `u32` count, (`u32` slot, `u64` sequence) each, slots ascending |
+/// | 9 end | nothing |
+/// | 10 abandoned | nothing: the writer gave up this image; drop what was read |
+///
+/// Sections come in this order; within one, parts follow on without gaps
+/// (blob classes in ascending order, each class's cells in order). What an
+/// image does not hold is derived when it is loaded (`StoreImageLoader`):
+/// the hash tables, free lists, counts, interned tag sets and reference
+/// counts, each from the records that use them; the derivation also checks
+/// every reference, so an image that does not describe a consistent store is
+/// refused rather than served. Free slots and cells are kept as they were
+/// (their bytes too), so slot numbers mean the same after loading.
+enum StoreImageSection: UInt8, Comparable {
+    case header = 1
+    case devices = 2
+    case people = 3
+    case digests = 4
+    case order = 5
+    case blobCells = 6
+    case strings = 7
+    case clientSequences = 8
+    case end = 9
+    case abandoned = 10
+
+    static func < (left: Self, right: Self) -> Bool { left.rawValue < right.rawValue }
+}
+
+/// The image format's constants.
+package enum StoreImageFormat {
+    /// The version in an image's header.
+    static let version: UInt8 = 1
+    /// Most element bytes in one part (one snapshot record): a blob chunk.
+    package static let partPayloadBytes = 256 << 10
+    /// Bytes of one id-index entry (sequence and slot).
+    static let orderEntryBytes = 12
+    /// Bytes of one secret digest.
+    static let digestBytes = 32
+    /// Bytes of one client-sequence entry (slot and sequence).
+    static let clientSequenceBytes = 12
+    /// The section byte of the part that ends an image, and of the one that abandons it.
+    package static let endSection = StoreImageSection.end.rawValue
+    package static let abandonedSection = StoreImageSection.abandoned.rawValue
+}
+
+/// Why an image cannot be loaded (damage, or a writer's bug): start-up stops.
+package struct StoreImageError: Error, CustomStringConvertible, Equatable {
+    package var reason: String
+    package var description: String { "index image: \(reason)" }
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// Writes the image of a frozen store part by part (on the snapshot thread:
+/// every read is of the frozen view, which nothing else writes).
+package struct StoreImageEncoder: Sendable {
+    private let store: DeviceStore
+    private var section = StoreImageSection.header
+    /// The next element of `section` (for blob cells: the next chunk of `blobClass`).
+    private var next = 0
+    private var blobClass = 0
+    private let clientSequences: [(slot: UInt32, sequence: UInt64)]
+
+    init(store: DeviceStore) {
+        self.store = store
+        clientSequences = store.clientSequences.sorted { $0.key < $1.key }.map { (slot: $0.key, sequence: $0.value) }
+    }
+
+    /// Whether the last part (end) has been written.
+    package private(set) var isDone = false
+
+    /// The part that abandons an image partly written (its loader drops what it read), after `prefix`.
+    package static func abandonedPart(prefix: [UInt8]) -> [UInt8] {
+        prefix + [StoreImageSection.abandoned.rawValue]
+    }
+
+    /// Returns the next part, after `prefix` (the record framing), or nil once the end was written.
+    package mutating func nextPart(prefix: [UInt8]) -> [UInt8]? {
+        while !isDone {
+            var part = prefix
+            switch section {
+            case .header:
+                part.reserveCapacity(prefix.count + 40 + store.blobs.classCount * 4)
+                part.append(section.rawValue)
+                part.append(StoreImageFormat.version)
+                append(store.nextDeviceSequence, to: &part)
+                for count in [
+                    store.records.count, store.people.count, store.digests.count, store.order.count,
+                    store.strings.idCount, clientSequences.count,
+                ] {
+                    append(UInt32(count), to: &part)
+                }
+                append(UInt16(store.blobs.classCount), to: &part)
+                for classIndex in 0..<store.blobs.classCount {
+                    append(UInt32(store.blobs.cellCount(ofClass: classIndex)), to: &part)
+                }
+                advance()
+                return part
+            case .devices, .people, .digests, .order:
+                if let part = fixedPart(prefix) { return part }
+            case .blobCells:
+                while blobClass < store.blobs.classCount && next >= store.blobs.chunkCount(ofClass: blobClass) {
+                    blobClass += 1
+                    next = 0
+                }
+                if blobClass < store.blobs.classCount {
+                    store.blobs.withChunk(ofClass: blobClass, next) { firstCell, cells in
+                        part.reserveCapacity(prefix.count + 11 + cells.count)
+                        part.append(section.rawValue)
+                        append(UInt16(blobClass), to: &part)
+                        append(UInt32(firstCell), to: &part)
+                        append(UInt32(cells.count / BlobStore.cellSize(ofClass: blobClass)), to: &part)
+                        part.append(contentsOf: cells)
+                    }
+                    next += 1
+                    return part
+                }
+            case .strings:
+                if next < store.strings.idCount {
+                    part.append(section.rawValue)
+                    append(UInt32(next), to: &part)
+                    let countOffset = part.count
+                    append(UInt32(0), to: &part)
+                    var count: UInt32 = 0
+                    while next < store.strings.idCount && part.count - prefix.count < StoreImageFormat.partPayloadBytes
+                    {
+                        if let string = store.strings.storedString(next) {
+                            let utf8 = Array(string.utf8)
+                            append(UInt32(utf8.count + 1), to: &part)
+                            part.append(contentsOf: utf8)
+                        } else {
+                            append(UInt32(0), to: &part)
+                        }
+                        next += 1
+                        count += 1
+                    }
+                    overwrite(count, at: countOffset, in: &part)
+                    return part
+                }
+            case .clientSequences:
+                if let part = fixedPart(prefix) { return part }
+            case .end:
+                part.append(section.rawValue)
+                isDone = true
+                return part
+            case .abandoned:
+                preconditionFailure("an image encoder never reaches the abandoned section")
+            }
+            advance()
+        }
+        return nil
+    }
+
+    /// The part of a fixed-size section holding its next elements (at most
+    /// `partPayloadBytes` of them); nil when the section has no more.
+    private mutating func fixedPart(_ prefix: [UInt8]) -> [UInt8]? {
+        let total: Int
+        let elementBytes: Int
+        switch section {
+        case .devices: (total, elementBytes) = (store.records.count, DeviceRecord.imageBytes)
+        case .people: (total, elementBytes) = (store.people.count, PersonRecord.imageBytes)
+        case .digests: (total, elementBytes) = (store.digests.count, StoreImageFormat.digestBytes)
+        case .order: (total, elementBytes) = (store.order.count, StoreImageFormat.orderEntryBytes)
+        case .clientSequences: (total, elementBytes) = (clientSequences.count, StoreImageFormat.clientSequenceBytes)
+        default: preconditionFailure("section \(section) has no fixed-size elements")
+        }
+        guard next < total else { return nil }
+        let count = min(total - next, StoreImageFormat.partPayloadBytes / elementBytes)
+        let headerBytes = 9
+        let first = next
+        let section = self.section
+        let part = [UInt8](unsafeUninitializedCapacity: prefix.count + headerBytes + count * elementBytes) {
+            buffer, initialized in
+            let base = UnsafeMutableRawPointer(buffer.baseAddress!)
+            prefix.withUnsafeBytes { base.copyMemory(from: $0.baseAddress!, byteCount: prefix.count) }
+            let start = base.advanced(by: prefix.count)
+            start.storeBytes(of: section.rawValue, as: UInt8.self)
+            start.storeBytes(of: UInt32(first).littleEndian, toByteOffset: 1, as: UInt32.self)
+            start.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 5, as: UInt32.self)
+            for index in 0..<count {
+                let target = start.advanced(by: headerBytes + index * elementBytes)
+                let element = first + index
+                switch section {
+                case .devices: store.records[element].writeImage(to: target)
+                case .people: store.people[element].writeImage(to: target)
+                case .digests:
+                    let digest = store.digests[element]
+                    target.storeBytes(of: digest.word0.littleEndian, as: UInt64.self)
+                    target.storeBytes(of: digest.word1.littleEndian, toByteOffset: 8, as: UInt64.self)
+                    target.storeBytes(of: digest.word2.littleEndian, toByteOffset: 16, as: UInt64.self)
+                    target.storeBytes(of: digest.word3.littleEndian, toByteOffset: 24, as: UInt64.self)
+                case .order:
+                    target.storeBytes(of: store.order[element].littleEndian, as: UInt64.self)
+                    target.storeBytes(of: store.orderSlots[element].littleEndian, toByteOffset: 8, as: UInt32.self)
+                default:
+                    target.storeBytes(of: clientSequences[element].slot.littleEndian, as: UInt32.self)
+                    target.storeBytes(
+                        of: clientSequences[element].sequence.littleEndian, toByteOffset: 4, as: UInt64.self)
+                }
+            }
+            initialized = buffer.count
+        }
+        next += count
+        return part
+    }
+
+    private mutating func advance() {
+        section = StoreImageSection(rawValue: section.rawValue + 1)!
+        next = 0
+    }
+
+    private func append<Integer: FixedWidthInteger>(_ value: Integer, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    private func overwrite(_ value: UInt32, at offset: Int, in bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for index in 0..<4 { bytes[offset + index] = raw[index] }
+        }
+    }
+}
