@@ -279,11 +279,15 @@ package final class DurableEngine: Sendable {
         guard let view = await shard.freezeForSnapshot(key, pin: pin) else { return 0 }  // the app is gone
         var position = IndexSnapshotSource.Position.people(fromSlot: 0)
         do {
-            let source = IndexSnapshotSource(key: key, view: view, pin: pin, pinnedBytesMax: pinnedBytesMax)
-            while !background.offer(source: source) {
+            // The source must be the view's only holder (it lets go of chunks as it writes them, decision
+            // 0056): no copy of the view or of the source stays here, so it is made in the offer itself.
+            while !background.hasRoom {
                 if let failure = background.failure { throw failure }
                 try? await Task.sleep(for: .microseconds(200))
             }
+            let offered = background.offer(
+                source: IndexSnapshotSource(key: key, view: consume view, pin: pin, pinnedBytesMax: pinnedBytesMax))
+            if !offered { throw background.failure ?? StorageError.invalidUse("snapshot queue full after it had room") }
             while true {
                 if let returned = background.takeReturnedSource() {
                     guard let drained = returned as? IndexSnapshotSource, drained.key == key else {
@@ -291,7 +295,7 @@ package final class DurableEngine: Sendable {
                     }
                     // After a failed write the thread hands the source back undrained, view and all.
                     if let failure = background.failure { throw failure }
-                    precondition(drained.view == nil, "snapshot source of \(key) returned holding its view")
+                    precondition(!drained.holdsView, "snapshot source of \(key) returned holding its view")
                     position = drained.position
                     if drained.stoppedAtPinLimit {
                         snapshotFiguresState.withLock { $0.pinLimitStops += 1 }

@@ -25,18 +25,17 @@ struct IndexSnapshotSource: SnapshotRecordSource {
     /// The phase on the snapshot thread.
     private enum Phase: Sendable {
         case image
-        /// The next device (an index into `historySequences`) whose history records follow.
+        /// The next device (an index into the encoder's `devicesWithHistory`) whose history records follow.
         case history(next: Int)
         case finished
     }
 
     let key: IndexKey
-    private(set) var view: IndexSnapshotView?
     let pin: SnapshotPin
     let pinnedBytesMax: Int
-    private var encoder: StoreImageEncoder
+    /// The view's only holder (it lets go of chunks as it writes them); nil once the source is done or stopped.
+    private var encoder: StoreImageEncoder?
     private var phase = Phase.image
-    private var historySequences: [UInt64] = []
     private let prefix: [UInt8]
     /// Where shard turns continue if the source stopped (`.done` once all is encoded).
     private(set) var position = Position.people(fromSlot: 0)
@@ -45,10 +44,10 @@ struct IndexSnapshotSource: SnapshotRecordSource {
     /// Records produced so far.
     private(set) var recordCount = 0
 
-    init(key: IndexKey, view: IndexSnapshotView, pin: SnapshotPin, pinnedBytesMax: Int) {
+    /// Takes `view` (give it the only copy: see `IndexSnapshotView.imageEncoder`).
+    init(key: IndexKey, view: consuming IndexSnapshotView, pin: SnapshotPin, pinnedBytesMax: Int) {
         precondition(pinnedBytesMax >= 0, "negative pinned-bytes limit \(pinnedBytesMax)")
         self.key = key
-        self.view = view
         self.pin = pin
         self.pinnedBytesMax = pinnedBytesMax
         encoder = view.imageEncoder()
@@ -58,16 +57,19 @@ struct IndexSnapshotSource: SnapshotRecordSource {
     /// Image parts per batch: about 1 MiB of records per hand-off to the compressor.
     static let imagePartsPerBatch = 4
 
+    /// Whether the source still holds its index's frozen view.
+    var holdsView: Bool { encoder != nil }
+
     mutating func nextBatch() -> [[UInt8]]? {
-        guard let view else { return nil }
+        guard encoder != nil else { return nil }
         if case .finished = phase {
             position = .done
-            self.view = nil
+            encoder = nil
             return nil
         }
         if pin.pinnedBytes > pinnedBytesMax {
             stoppedAtPinLimit = true
-            self.view = nil
+            encoder = nil
             switch phase {
             case .image:
                 // Shard turns write every person and device; recovery drops the parts written so far.
@@ -84,23 +86,18 @@ struct IndexSnapshotSource: SnapshotRecordSource {
         var records: [[UInt8]] = []
         switch phase {
         case .image:
-            while records.count < Self.imagePartsPerBatch, let part = encoder.nextPart(prefix: prefix) {
+            while records.count < Self.imagePartsPerBatch, let part = encoder!.nextPart(prefix: prefix) {
                 records.append(part)
             }
-            if encoder.isDone {
-                historySequences = view.sequencesWithHistory()
-                phase = .history(next: 0)
-            }
+            if encoder!.isDone { phase = .history(next: 0) }
         case .history(var next):
-            var devices = 0
-            while next < historySequences.count && devices < Shard.snapshotSliceDevices {
-                records += view.historyMutations(ofSequence: historySequences[next]).map {
-                    EngineRecord.mutation(key, $0).encoded()
-                }
+            let devices = encoder!.devicesWithHistory
+            let end = min(next + Shard.snapshotSliceDevices, devices.count)
+            while next < end {
+                records += encoder!.historyMutations(devices[next]).map { EngineRecord.mutation(key, $0).encoded() }
                 next += 1
-                devices += 1
             }
-            phase = next < historySequences.count ? .history(next: next) : .finished
+            phase = next < devices.count ? .history(next: next) : .finished
         case .finished:
             preconditionFailure("a finished source is handled above")
         }

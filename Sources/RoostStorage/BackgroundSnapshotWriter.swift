@@ -55,16 +55,18 @@ package final class BackgroundSnapshotWriter: Sendable {
             // Linux keeps the nice value per thread: this lowers only this one.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             while true {
-                let items = state.waitFor { state -> (result: [Item]?, deadline: UInt64?) in
+                var queued = state.waitFor { state -> (result: [Item]?, deadline: UInt64?) in
                     if !state.items.isEmpty {
                         defer { state.items.removeAll(keepingCapacity: true) }
                         return (state.items, nil)
                     }
                     return (state.closed ? [] : nil, nil)
                 }
-                if items.isEmpty { break }
-                for item in items {
-                    switch item {
+                if queued.isEmpty { break }
+                while !queued.isEmpty {
+                    // Taken out of the queue, so that a source is held once (it may let go of memory as it goes).
+                    let item = queued.removeFirst()
+                    switch consume item {
                     case .records(let batch):
                         Self.write(batch, box.writer, state)
                     case .source(var source):
@@ -111,6 +113,12 @@ package final class BackgroundSnapshotWriter: Sendable {
             state.items.append(item)
             return true
         }
+    }
+
+    /// Whether one more batch or source can be queued now (only the caller
+    /// queues, so it stays true until the caller offers; false after a failure).
+    package var hasRoom: Bool {
+        state.withLock { $0.failure == nil && $0.items.count < Self.queuedBatchesMax }
     }
 
     /// The oldest source the snapshot thread has finished with, or nil.

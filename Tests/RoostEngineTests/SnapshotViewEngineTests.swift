@@ -80,7 +80,7 @@ struct SnapshotViewEngineTests {
         pin.add(bytes: 101)
         #expect(source.nextBatch() == nil)
         #expect(source.stoppedAtPinLimit)
-        #expect(source.view == nil)
+        #expect(!source.holdsView)
         #expect(source.position == .people(fromSlot: 0))
         #expect(source.recordCount == 0)
     }
@@ -105,7 +105,7 @@ struct SnapshotViewEngineTests {
         }
         #expect(records > 0 && records == source.recordCount)
         #expect(source.position == .done)
-        #expect(source.view == nil)
+        #expect(!source.holdsView)
         #expect(!source.stoppedAtPinLimit)
         #expect(table.unfinishedImages.isEmpty)
         let restored = try #require(table.indexes[liveKey])

@@ -11,11 +11,10 @@ struct StoreImageTests {
     /// frozen view), and the history records that follow them.
     static func image(of index: inout AppIndex) -> (parts: [[UInt8]], history: [Mutation]) {
         let pin = SnapshotPin()
-        let view = index.freezeForSnapshot(pin: pin)
-        var encoder = view.imageEncoder()
+        var encoder = index.freezeForSnapshot(pin: pin).imageEncoder()
         var parts: [[UInt8]] = []
         while let part = encoder.nextPart(prefix: []) { parts.append(part) }
-        let history = view.sequencesWithHistory().flatMap { view.historyMutations(ofSequence: $0) }
+        let history = encoder.devicesWithHistory.flatMap { encoder.historyMutations($0) }
         index.endSnapshotSharing()
         return (parts, history)
     }
@@ -144,5 +143,37 @@ struct StoreImageTests {
         var otherMode = AppIndex(appID: testApp, mode: .test)
         let adoptedByOtherMode = otherMode.adoptLoadedStore(loaded)
         #expect(!adoptedByOtherMode)
+    }
+
+    @Test("chunks the encoder has written are let go of: a writer touching them afterwards copies nothing")
+    func writtenChunksAreReleased() throws {
+        var harness = Harness()
+        for seed in 0..<2_500 { _ = try harness.mustRegister(RegisterRequest(token: apnsToken(UInt64(seed)))) }
+        do {
+            // Control: a write before the encoder passes the device copies its record's chunk.
+            let control = SnapshotPin()
+            var early = harness.index.freezeForSnapshot(pin: control).imageEncoder()
+            _ = early.nextPart(prefix: [])  // the header only
+            harness.advance()
+            _ = harness.index.register(RegisterRequest(token: apnsToken(1)), at: harness.now)
+            #expect(control.pinnedBytes > 0)
+            harness.index.endSnapshotSharing()
+        }
+
+        let pin = SnapshotPin()
+        var encoder = harness.index.freezeForSnapshot(pin: pin).imageEncoder()
+        var sections: [UInt8] = []
+        while sections.last.map({ $0 <= 2 }) ?? true, let part = encoder.nextPart(prefix: []) {
+            sections.append(part[0])
+        }
+        #expect(sections.first == 1 && sections.dropFirst().dropLast().allSatisfy { $0 == 2 } && sections.count >= 4)
+        harness.advance()
+        for seed in [0, 2_000, 2_499] {
+            _ = harness.index.register(RegisterRequest(token: apnsToken(UInt64(seed))), at: harness.now)
+        }
+        #expect(pin.pinnedBytes == 0, "records written in place once encoded")
+        while encoder.nextPart(prefix: []) != nil {}
+        harness.index.endSnapshotSharing()
+        #expect(harness.index.invariantViolations() == [])
     }
 }

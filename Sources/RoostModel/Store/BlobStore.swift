@@ -15,7 +15,7 @@ struct BlobRef: Hashable, Sendable {
 /// cell of class 2. Freed cells go on their class's free list and are reused;
 /// arrays never shrink (a restart compacts). Waste is under 16 bytes per blob.
 struct BlobStore: Sendable {
-    /// One size class: cells in chunks of `cellsPerChunk` cells (about 256 KiB;
+    /// One size class: cells in chunks of `cellsPerChunk` cells (about 64 KiB, as `ChunkedArray`;
     /// the first chunk grows from empty), never moved, so growth leaves no
     /// outgrown buffers in the heap (see `ChunkedArray`).
     private struct SizeClass: Sendable {
@@ -38,7 +38,7 @@ struct BlobStore: Sendable {
         var reservedBytes: Int { cellCount * cellSize }
     }
 
-    static let chunkBytes = 256 << 10
+    static let chunkBytes = 64 << 10
 
     static let granularity = 16
     static let lengthMax = Int(UInt16.max)
@@ -126,8 +126,18 @@ struct BlobStore: Sendable {
         guard chunk < classes[classIndex].sharedChunks.count, classes[classIndex].sharedChunks[chunk] else { return }
         classes[classIndex].sharedChunks[chunk] = false
         let capacity = classes[classIndex].chunks[chunk].capacity
+        let before = classes[classIndex].chunks[chunk].withUnsafeBufferPointer { $0.baseAddress }
         classes[classIndex].chunks[chunk].reserveCapacity(capacity)
-        pin?.add(bytes: capacity)
+        // A chunk the frozen copy let go of (`releaseChunk`) is written in place: nothing pinned.
+        if classes[classIndex].chunks[chunk].withUnsafeBufferPointer({ $0.baseAddress }) != before {
+            pin?.add(bytes: capacity)
+        }
+    }
+
+    /// Lets go of chunk `chunk` of `classIndex` in a frozen copy whose reader
+    /// has passed it (decision 0056); its cells must not be read again.
+    mutating func releaseChunk(ofClass classIndex: Int, _ chunk: Int) {
+        classes[classIndex].chunks[chunk] = []
     }
 
     /// Frees a blob's cell; `ref` must be live.

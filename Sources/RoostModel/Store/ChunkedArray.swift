@@ -5,8 +5,12 @@ import Synchronization
 /// Why: a `ContiguousArray` that doubles leaves each outgrown buffer behind;
 /// below glibc's (self-raising) mmap threshold those buffers stay in the heap,
 /// and at 1M devices that was ~47 of 290 bytes of RSS per device. Chunks of
-/// about 256 KiB are allocated once and filled, so growth leaves nothing behind
-/// but the first chunk's own doublings (under 256 KiB) and never copies more.
+/// about 64 KiB are allocated once and filled, so growth leaves nothing behind
+/// but the first chunk's own doublings (under 64 KiB) and never copies more.
+/// The size is what a snapshot costs a writer: the first write to a chunk a
+/// frozen view shares copies the whole chunk, and at 256 KiB those copies put
+/// a single registration's p99 at 6–9× its p99 without a snapshot; at 64 KiB
+/// 1.7–2.1× (docs/performance.md, "Snapshots off the request path").
 /// Element access costs one more (cached) indirection.
 ///
 /// Chunks are copy-on-write values, so a copy of the array (a snapshot's
@@ -27,7 +31,7 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     private var pin: SnapshotPin?
 
     /// An empty array whose chunks hold about `chunkBytes` of elements each (a power of two count).
-    init(chunkBytes: Int = 256 << 10) {
+    init(chunkBytes: Int = 64 << 10) {
         var shift = 0
         while (2 << shift) * MemoryLayout<Element>.stride <= chunkBytes { shift += 1 }
         self.shift = shift
@@ -154,15 +158,30 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
         return copy
     }
 
-    /// Copies chunk `chunk` if a frozen copy may share it, keeping its capacity. O(chunk) once per snapshot.
+    /// Copies chunk `chunk` if a frozen copy still shares it, keeping its
+    /// capacity, and counts the copy in the pin; a chunk the copy has let go
+    /// of (`releaseChunks`) is written in place. O(chunk) once per snapshot.
     @inline(never)
     private mutating func unshare(_ chunk: Int) {
         guard chunk < sharedChunks.count, sharedChunks[chunk] else { return }
         sharedChunks[chunk] = false
         let capacity = chunks[chunk].capacity
+        let before = chunks[chunk].withUnsafeBufferPointer { $0.baseAddress }
         chunks[chunk].reserveCapacity(capacity)  // copies a shared buffer, keeping room for appends
-        pin?.add(bytes: capacity * MemoryLayout<Element>.stride)
+        if chunks[chunk].withUnsafeBufferPointer({ $0.baseAddress }) != before {
+            pin?.add(bytes: capacity * MemoryLayout<Element>.stride)
+        }
     }
+
+    /// Lets go of chunks `range` of a frozen copy whose reader has passed
+    /// them, so that the live array writes them in place instead of copying
+    /// them (decision 0056). Their elements must not be read again. O(range).
+    mutating func releaseChunks(_ range: Range<Int>) {
+        for chunk in range where chunk < chunks.count { chunks[chunk] = [] }
+    }
+
+    /// The chunk that holds element `position`.
+    func chunk(of position: Int) -> Int { position >> shift }
 }
 
 extension ChunkedArray: Sendable where Element: Sendable {}

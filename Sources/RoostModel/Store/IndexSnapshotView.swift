@@ -18,22 +18,10 @@ package struct IndexSnapshotView: Sendable {
     }
 
     /// An encoder of the view's image (decision 0056): its devices and
-    /// people as the store's own arrays.
+    /// people as the store's own arrays, then its devices' histories. Give
+    /// the encoder the only copy of the view: it lets go of chunks as it
+    /// writes them, which spares writers their copies only if nothing else holds them.
     package func imageEncoder() -> StoreImageEncoder { store.imageEncoder() }
-
-    /// The sequences of the view's devices that have a history, ascending
-    /// (their records follow the image). O(devices with history · log).
-    package func sequencesWithHistory() -> [UInt64] {
-        store.history.rings.keys.filter { store.slot(ofSequence: $0) != nil }.sorted()
-    }
-
-    /// The history records of the device with `sequence` (none if it has no history or is gone).
-    package func historyMutations(ofSequence sequence: UInt64) -> [Mutation] {
-        guard let slot = store.slot(ofSequence: sequence) else { return [] }
-        let id = DeviceID(
-            appID: store.appID, mode: store.mode, platform: store.records[Int(slot)].platform, sequence: sequence)
-        return store.historyMutations(id)
-    }
 
     /// One bounded slice of the view's devices (`DeviceStore.snapshotDevices`).
     package func snapshotDevices(afterSequence: UInt64, limit: Int) -> (mutations: [Mutation], next: UInt64?) {

@@ -68,19 +68,34 @@ package struct StoreImageError: Error, CustomStringConvertible, Equatable {
 }
 
 /// Writes the image of a frozen store part by part (on the snapshot thread:
-/// every read is of the frozen view, which nothing else writes).
+/// every read is of the frozen view, which nothing else writes). It is the
+/// view's only holder, and lets go of each chunk once it has written it, so
+/// that a writer touching that chunk afterwards writes it in place instead of
+/// copying it (the copies are what a snapshot costs writers, decision 0054).
 package struct StoreImageEncoder: Sendable {
-    private let store: DeviceStore
+    private var store: DeviceStore
     private var section = StoreImageSection.header
     /// The next element of `section` (for blob cells: the next chunk of `blobClass`).
     private var next = 0
     private var blobClass = 0
     private let clientSequences: [(slot: UInt32, sequence: UInt64)]
 
+    /// The devices whose history records follow the image, in id order.
+    package let devicesWithHistory: [DeviceID]
+
     init(store: DeviceStore) {
         self.store = store
         clientSequences = store.clientSequences.sorted { $0.key < $1.key }.map { (slot: $0.key, sequence: $0.value) }
+        devicesWithHistory = store.history.rings.keys.sorted().compactMap { sequence in
+            store.slot(ofSequence: sequence).map {
+                DeviceID(
+                    appID: store.appID, mode: store.mode, platform: store.records[Int($0)].platform, sequence: sequence)
+            }
+        }
     }
+
+    /// The history records of `id` (one of `devicesWithHistory`), as the view holds them.
+    package func historyMutations(_ id: DeviceID) -> [Mutation] { store.historyMutations(id) }
 
     /// Whether the last part (end) has been written.
     package private(set) var isDone = false
@@ -128,6 +143,7 @@ package struct StoreImageEncoder: Sendable {
                         append(UInt32(cells.count / BlobStore.cellSize(ofClass: blobClass)), to: &part)
                         part.append(contentsOf: cells)
                     }
+                    store.blobs.releaseChunk(ofClass: blobClass, next)
                     next += 1
                     return part
                 }
@@ -217,7 +233,24 @@ package struct StoreImageEncoder: Sendable {
             initialized = buffer.count
         }
         next += count
+        releaseWritten(from: first, to: next, of: total)
         return part
+    }
+
+    /// Lets go of the chunks of the current section that elements `first..<end` completed.
+    private mutating func releaseWritten(from first: Int, to end: Int, of total: Int) {
+        func completed<Element>(_ array: ChunkedArray<Element>) -> Range<Int> {
+            array.chunk(of: first)..<(end == total ? array.chunk(of: end - 1) + 1 : array.chunk(of: end))
+        }
+        switch section {
+        case .devices: store.records.releaseChunks(completed(store.records))
+        case .people: store.people.releaseChunks(completed(store.people))
+        case .digests: store.digests.releaseChunks(completed(store.digests))
+        case .order:
+            store.order.releaseChunks(completed(store.order))
+            store.orderSlots.releaseChunks(completed(store.orderSlots))
+        default: break
+        }
     }
 
     private mutating func advance() {
