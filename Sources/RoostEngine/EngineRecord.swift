@@ -71,12 +71,20 @@ package enum EngineRecord: Equatable, Sendable {
     package static func framedImagePart(
         in record: UnsafeRawBufferPointer
     ) -> (key: IndexKey, part: UnsafeRawBufferPointer)? {
-        guard record.count >= imageOffset + 1, record[0] == formatVersion, record[1] == 5,
+        framed(record, kind: 5, bodyOffset: imageOffset).map { (key: $0.key, part: $0.body) }
+    }
+
+    /// The index key and the bytes after it of a record of `kind` framed as
+    /// version, kind, app (`u32`, not 0), mode, then at least one byte; nil otherwise.
+    private static func framed(
+        _ record: UnsafeRawBufferPointer, kind: UInt8, bodyOffset: Int
+    ) -> (key: IndexKey, body: UnsafeRawBufferPointer)? {
+        guard record.count >= bodyOffset + 1, record[0] == formatVersion, record[1] == kind,
             let mode = AppMode(rawValue: record[6])
         else { return nil }
         let app = LittleEndianReader.u32(at: 2, of: record)
         guard app > 0 else { return nil }
-        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[imageOffset...]))
+        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[bodyOffset...]))
     }
 
     /// Where a mutation record's `MutationCodec` bytes start.
@@ -156,12 +164,7 @@ package enum EngineRecord: Equatable, Sendable {
     package static func framedMutation(
         in record: UnsafeRawBufferPointer
     ) -> (key: IndexKey, mutation: UnsafeRawBufferPointer)? {
-        guard record.count >= mutationOffset + 1, record[0] == formatVersion, record[1] == 1,
-            let mode = AppMode(rawValue: record[6])
-        else { return nil }
-        let app = LittleEndianReader.u32(at: 2, of: record)
-        guard app > 0 else { return nil }
-        return (IndexKey(app: AppID(app), mode: mode), UnsafeRawBufferPointer(rebasing: record[mutationOffset...]))
+        framed(record, kind: 1, bodyOffset: mutationOffset).map { (key: $0.key, mutation: $0.body) }
     }
 }
 

@@ -15,7 +15,7 @@ struct BlobRef: Hashable, Sendable {
 /// cell of class 2. Freed cells go on their class's free list and are reused;
 /// arrays never shrink (a restart compacts). Waste is under 16 bytes per blob.
 struct BlobStore: Sendable {
-    /// One size class: cells in chunks of `cellsPerChunk` cells (about 64 KiB, as `ChunkedArray`;
+    /// One size class: cells in chunks of `cellsPerChunk` cells (about 32 KiB, as `ChunkedArray`;
     /// the first chunk grows from empty), never moved, so growth leaves no
     /// outgrown buffers in the heap (see `ChunkedArray`).
     private struct SizeClass: Sendable {
@@ -38,7 +38,7 @@ struct BlobStore: Sendable {
         var reservedBytes: Int { cellCount * cellSize }
     }
 
-    static let chunkBytes = 64 << 10
+    static let chunkBytes = 32 << 10
 
     static let granularity = 16
     static let lengthMax = Int(UInt16.max)

@@ -5,12 +5,12 @@ import Synchronization
 /// Why: a `ContiguousArray` that doubles leaves each outgrown buffer behind;
 /// below glibc's (self-raising) mmap threshold those buffers stay in the heap,
 /// and at 1M devices that was ~47 of 290 bytes of RSS per device. Chunks of
-/// about 64 KiB are allocated once and filled, so growth leaves nothing behind
-/// but the first chunk's own doublings (under 64 KiB) and never copies more.
+/// about 32 KiB are allocated once and filled, so growth leaves nothing behind
+/// but the first chunk's own doublings (under 32 KiB) and never copies more.
 /// The size is what a snapshot costs a writer: the first write to a chunk a
 /// frozen view shares copies the whole chunk, and at 256 KiB those copies put
-/// a single registration's p99 at 6–9× its p99 without a snapshot; at 64 KiB
-/// 1.7–2.1× (docs/performance.md, "Snapshots off the request path").
+/// a single registration's p99 at 4–9× its p99 without a snapshot; at 64 KiB
+/// 1.7–2.3×, at 32 KiB 1.5–1.9× (docs/performance.md, "With index images").
 /// Element access costs one more (cached) indirection.
 ///
 /// Chunks are copy-on-write values, so a copy of the array (a snapshot's
@@ -31,7 +31,7 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
     private var pin: SnapshotPin?
 
     /// An empty array whose chunks hold about `chunkBytes` of elements each (a power of two count).
-    init(chunkBytes: Int = 64 << 10) {
+    init(chunkBytes: Int = 32 << 10) {
         var shift = 0
         while (2 << shift) * MemoryLayout<Element>.stride <= chunkBytes { shift += 1 }
         self.shift = shift
