@@ -95,12 +95,9 @@ package final class DurableEngine: Sendable {
             }
             // Index image parts (snapshots only) are read where they lie.
             if let image = EngineRecord.framedImagePart(in: payload) {
-                guard lsn == nil else {
-                    throw EngineRecoveryError(where: origin(), reason: "an index image part in the log")
-                }
                 do {
                     try tables[ShardSet.shardNumber(for: image.key.app, shardCount: shardCount)].replayImagePart(
-                        image.key, part: image.part)
+                        image.key, part: image.part, lsn: lsn)
                 } catch {
                     throw EngineRecoveryError(where: origin(), reason: error.description)
                 }

@@ -62,9 +62,8 @@ package struct IndexTable: Sendable {
             // The catalog's, not an index's: recovery hands these to the catalog.
             break
         case .indexImage(let key, let part):
-            guard lsn == nil else { throw ReplayError(key: key, reason: "an index image part in the log") }
             let result = part.withUnsafeBytes { bytes in
-                Result { () throws(ReplayError) in try replayImagePart(key, part: bytes) }
+                Result { () throws(ReplayError) in try replayImagePart(key, part: bytes, lsn: lsn) }
             }
             try result.get()
         case .indexSize(let key, let devices, let people):
@@ -78,9 +77,13 @@ package struct IndexTable: Sendable {
     /// Reads one part of an index's image from a snapshot (decision 0056):
     /// the header starts a loader, the end part replaces the index's (empty)
     /// store with the loaded one, an abandoned part drops the loader. Throws
-    /// on a part out of order, an inconsistent image, or an image of an
-    /// index that already holds devices or people.
-    package mutating func replayImagePart(_ key: IndexKey, part: UnsafeRawBufferPointer) throws(ReplayError) {
+    /// on a part out of order, an inconsistent image, an image of an index
+    /// that already holds devices or people, or a part read from the log
+    /// (`lsn` non-nil: images are in snapshots only).
+    package mutating func replayImagePart(
+        _ key: IndexKey, part: UnsafeRawBufferPointer, lsn: UInt64? = nil
+    ) throws(ReplayError) {
+        guard lsn == nil else { throw ReplayError(key: key, reason: "an index image part in the log") }
         if StoreImageLoader.isAbandoned(part) {
             imageLoaders[key] = nil
             return

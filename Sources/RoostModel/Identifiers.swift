@@ -78,13 +78,24 @@ package struct SecretDigest: Hashable, Sendable, CustomStringConvertible {
         self = Array(bytes).withUnsafeBytes { SecretDigest(littleEndianBytes: $0) }
     }
 
+    /// Bytes of a digest.
+    static let byteCount = 32
+
     /// A digest from exactly 32 borrowed bytes (four little-endian words).
     init(littleEndianBytes bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count == 32, "digest of \(bytes.count) bytes")
+        precondition(bytes.count == Self.byteCount, "digest of \(bytes.count) bytes")
         word0 = LittleEndianReader.u64(at: 0, of: bytes)
         word1 = LittleEndianReader.u64(at: 8, of: bytes)
         word2 = LittleEndianReader.u64(at: 16, of: bytes)
         word3 = LittleEndianReader.u64(at: 24, of: bytes)
+    }
+
+    /// Writes the 32 bytes `init(littleEndianBytes:)` reads at `base`.
+    func writeLittleEndian(to base: UnsafeMutableRawPointer) {
+        base.storeBytes(of: word0.littleEndian, toByteOffset: 0, as: UInt64.self)
+        base.storeBytes(of: word1.littleEndian, toByteOffset: 8, as: UInt64.self)
+        base.storeBytes(of: word2.littleEndian, toByteOffset: 16, as: UInt64.self)
+        base.storeBytes(of: word3.littleEndian, toByteOffset: 24, as: UInt64.self)
     }
 
     /// The 32 digest bytes, in order.

@@ -68,15 +68,22 @@ struct SnapshotViewEngineTests {
         engine.close()
     }
 
-    @Test("a source whose pin is past its limit drops its view and stops where it was, having produced nothing")
-    func sourceStopsAtPinLimit() throws {
+    /// A source over an index of `devices` APNs devices (no people), with its pin.
+    static func source(devices: Int, pinnedBytesMax: Int) throws -> (IndexSnapshotSource, SnapshotPin) {
         var index = AppIndex(appID: AppID(1), mode: .live)
-        for seed in 0..<10 {
+        for seed in 0..<devices {
             _ = index.register(RegisterRequest(token: try apnsToken(seed)), at: now)
         }
         let pin = SnapshotPin()
-        var source = IndexSnapshotSource(
-            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 100)
+        let source = IndexSnapshotSource(
+            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: pinnedBytesMax)
+        return (source, pin)
+    }
+
+    @Test("a source whose pin is past its limit drops its view and stops where it was, having produced nothing")
+    func sourceStopsAtPinLimit() throws {
+        let (made, pin) = try Self.source(devices: 10, pinnedBytesMax: 100)
+        var source = made
         pin.add(bytes: 101)
         #expect(source.nextBatch() == nil)
         #expect(source.stoppedAtPinLimit)
@@ -120,13 +127,8 @@ struct SnapshotViewEngineTests {
         "a source that passes its limit inside the image ends it with the abandoned part; replay drops the parts before"
     )
     func sourceAbandonsImage() throws {
-        var index = AppIndex(appID: AppID(1), mode: .live)
-        for seed in 0..<5_000 {
-            _ = index.register(RegisterRequest(token: try apnsToken(seed)), at: now)
-        }
-        let pin = SnapshotPin()
-        var source = IndexSnapshotSource(
-            key: liveKey, view: index.freezeForSnapshot(pin: pin), pin: pin, pinnedBytesMax: 100)
+        let (made, pin) = try Self.source(devices: 5_000, pinnedBytesMax: 100)
+        var source = made
         var table = IndexTable()
         let first = source.nextBatch() ?? []
         #expect(!first.isEmpty)

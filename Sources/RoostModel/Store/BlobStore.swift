@@ -36,7 +36,19 @@ struct BlobStore: Sendable {
         }
 
         var reservedBytes: Int { cellCount * cellSize }
+
+        /// Adds the chunk the next cell goes in when the last one is full (the
+        /// first grows from empty, as a small store stays small; later ones are made whole).
+        mutating func addChunkIfFull() {
+            guard cellCount >> chunkShift == chunks.count else { return }
+            var chunk: [UInt8] = []
+            if cellCount > 0 { chunk.reserveCapacity(cellSize << chunkShift) }
+            chunks.append(chunk)
+        }
     }
+
+    /// The size class of a blob of `length` bytes (1 to `lengthMax`).
+    static func classIndex(ofLength length: Int) -> Int { (length - 1) / granularity }
 
     static let chunkBytes = 32 << 10
 
@@ -55,7 +67,7 @@ struct BlobStore: Sendable {
     /// Stores `source` (1 to 65,535 bytes) and returns where.
     mutating func store(_ source: UnsafeRawBufferPointer) -> BlobRef {
         precondition(source.count >= 1 && source.count <= Self.lengthMax, "blob length \(source.count) out of range")
-        let classIndex = (source.count - 1) / Self.granularity
+        let classIndex = Self.classIndex(ofLength: source.count)
         while classes.count <= classIndex {
             classes.append(SizeClass(cellSize: (classes.count + 1) * Self.granularity))
         }
@@ -68,11 +80,7 @@ struct BlobStore: Sendable {
             let cellCount = classes[classIndex].cellCount
             precondition(cellCount < Int(UInt32.max), "blob class \(classIndex) full")
             cell = UInt32(cellCount)
-            if cellCount >> shift == classes[classIndex].chunks.count {
-                var chunk: [UInt8] = []
-                if cellCount > 0 { chunk.reserveCapacity(cellSize << shift) }
-                classes[classIndex].chunks.append(chunk)
-            }
+            classes[classIndex].addChunkIfFull()
             unshare(classIndex, chunk: cellCount >> shift)
             classes[classIndex].chunks[cellCount >> shift].append(contentsOf: repeatElement(0, count: cellSize))
             classes[classIndex].cellCount += 1
@@ -143,7 +151,7 @@ struct BlobStore: Sendable {
     /// Frees a blob's cell; `ref` must be live.
     mutating func release(_ ref: BlobRef) {
         precondition(!ref.isNone, "releasing an empty blob reference")
-        let classIndex = (Int(ref.length) - 1) / Self.granularity
+        let classIndex = Self.classIndex(ofLength: Int(ref.length))
         classes[classIndex].freeCells.append(ref.cell)
         classes[classIndex].liveCells -= 1
         precondition(classes[classIndex].liveCells >= 0, "blob class \(classIndex) released more than stored")
@@ -152,7 +160,7 @@ struct BlobStore: Sendable {
     /// Calls `body` with exactly the blob's bytes.
     func withBytes<Result>(_ ref: BlobRef, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         precondition(!ref.isNone, "reading an empty blob reference")
-        let classIndex = (Int(ref.length) - 1) / Self.granularity
+        let classIndex = Self.classIndex(ofLength: Int(ref.length))
         let cellSize = classes[classIndex].cellSize
         let shift = classes[classIndex].chunkShift
         let start = (Int(ref.cell) & ((1 << shift) - 1)) * cellSize
@@ -228,12 +236,8 @@ extension BlobStore {
         let shift = classes[classIndex].chunkShift
         var offset = 0
         while offset < bytes.count {
+            classes[classIndex].addChunkIfFull()
             let cellCount = classes[classIndex].cellCount
-            if cellCount >> shift == classes[classIndex].chunks.count {
-                var chunk: [UInt8] = []
-                if cellCount > 0 { chunk.reserveCapacity(cellSize << shift) }
-                classes[classIndex].chunks.append(chunk)
-            }
             let room = ((1 << shift) - (cellCount & ((1 << shift) - 1))) * cellSize
             let taken = min(room, bytes.count - offset)
             classes[classIndex].chunks[cellCount >> shift].append(
@@ -247,7 +251,7 @@ extension BlobStore {
     /// Whether `ref` names a whole cell that exists (any length its class holds).
     func holds(_ ref: BlobRef) -> Bool {
         guard !ref.isNone else { return false }
-        let classIndex = (Int(ref.length) - 1) / Self.granularity
+        let classIndex = Self.classIndex(ofLength: Int(ref.length))
         return classIndex < classes.count && Int(ref.cell) < classes[classIndex].cellCount
     }
 

@@ -65,12 +65,7 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
 
     /// Appends `element`, allocating a new chunk when the last one is full. O(1).
     mutating func append(_ element: Element) {
-        if count & mask == 0 && count >> shift == chunks.count {
-            // The first chunk grows as usual (a small index stays small); later ones are made whole.
-            var chunk = ContiguousArray<Element>()
-            if !chunks.isEmpty { chunk.reserveCapacity(mask + 1) }
-            chunks.append(chunk)
-        }
+        addChunkIfFull()
         if !sharedChunks.isEmpty { unshare(count >> shift) }
         chunks[count >> shift].append(element)
         count += 1
@@ -83,11 +78,7 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
         precondition(sharedChunks.isEmpty, "bulk append while a frozen copy shares chunks")
         var made = 0
         while made < added {
-            if count & mask == 0 && count >> shift == chunks.count {
-                var chunk = ContiguousArray<Element>()
-                if !chunks.isEmpty { chunk.reserveCapacity(mask + 1) }
-                chunks.append(chunk)
-            }
+            addChunkIfFull()
             let chunk = count >> shift
             let room = (mask + 1) - (count & mask)
             let taken = Swift.min(room, added - made)
@@ -95,6 +86,16 @@ struct ChunkedArray<Element>: RandomAccessCollection, MutableCollection {
             count += taken
             made += taken
         }
+    }
+
+    /// Adds the chunk the next element goes in when the last one is full.
+    @inline(__always)
+    private mutating func addChunkIfFull() {
+        guard count & mask == 0 && count >> shift == chunks.count else { return }
+        // The first chunk grows as usual (a small index stays small); later ones are made whole.
+        var chunk = ContiguousArray<Element>()
+        if !chunks.isEmpty { chunk.reserveCapacity(mask + 1) }
+        chunks.append(chunk)
     }
 
     /// Stores `element` in a slot taken from `free` (slots given back earlier),

@@ -255,7 +255,7 @@ private struct LoadedCellUses {
         tagSetOfCell = [[UInt32]](repeating: [], count: blobs.classCount)
     }
 
-    private static func classOf(_ ref: BlobRef) -> Int { (Int(ref.length) - 1) / BlobStore.granularity }
+    private static func classOf(_ ref: BlobRef) -> Int { BlobStore.classIndex(ofLength: Int(ref.length)) }
 
     /// Claims `ref`'s cell for one user; false if it does not exist or is taken.
     mutating func claim(_ ref: BlobRef, in blobs: BlobStore) -> Bool {

@@ -37,16 +37,6 @@ extension AppIndex {
         IndexSnapshotView(store: store.freezeForSnapshot(pin: pin))
     }
 
-    /// Replaces this index's devices and people with a store loaded from an
-    /// image (decision 0056). Returns false, changing nothing, unless the
-    /// index holds none yet (an image is the whole of its index's devices).
-    package mutating func adoptLoadedStore(_ loaded: LoadedIndexImage) -> Bool {
-        guard store.records.isEmpty, store.people.isEmpty, loaded.store.appID == appID, loaded.store.mode == mode
-        else { return false }
-        store = loaded.store
-        return true
-    }
-
     /// Forgets the sharing marks of `freezeForSnapshot` (its view is gone).
     package mutating func endSnapshotSharing() {
         store.endSnapshotSharing()

@@ -41,23 +41,43 @@ enum StoreImageSection: UInt8, Comparable {
     case abandoned = 10
 
     static func < (left: Self, right: Self) -> Bool { left.rawValue < right.rawValue }
+
+    /// The sections whose element counts the header announces, in the header's order.
+    static let counted: [StoreImageSection] = [.devices, .people, .digests, .order, .strings, .clientSequences]
+
+    /// Bytes of one element of a fixed-size section; nil for the others.
+    var elementBytes: Int? {
+        switch self {
+        case .devices: DeviceRecord.imageBytes
+        case .people: PersonRecord.imageBytes
+        case .digests: SecretDigest.byteCount
+        case .order, .clientSequences: 12  // u64 sequence + u32 slot; u32 slot + u64 client sequence
+        default: nil
+        }
+    }
+}
+
+extension DeviceStore {
+    /// How many elements `section` of this store's image holds (one of `StoreImageSection.counted`).
+    func imageElementCount(_ section: StoreImageSection) -> Int {
+        switch section {
+        case .devices: records.count
+        case .people: people.count
+        case .digests: digests.count
+        case .order: order.count
+        case .strings: strings.idCount
+        case .clientSequences: clientSequences.count
+        default: preconditionFailure("section \(section) has no element count")
+        }
+    }
 }
 
 /// The image format's constants.
 package enum StoreImageFormat {
     /// The version in an image's header.
     static let version: UInt8 = 1
-    /// Most element bytes in one part (one snapshot record): a blob chunk.
+    /// Most element bytes in one part (one snapshot record).
     package static let partPayloadBytes = 256 << 10
-    /// Bytes of one id-index entry (sequence and slot).
-    static let orderEntryBytes = 12
-    /// Bytes of one secret digest.
-    static let digestBytes = 32
-    /// Bytes of one client-sequence entry (slot and sequence).
-    static let clientSequenceBytes = 12
-    /// The section byte of the part that ends an image, and of the one that abandons it.
-    package static let endSection = StoreImageSection.end.rawValue
-    package static let abandonedSection = StoreImageSection.abandoned.rawValue
 }
 
 /// Why an image cannot be loaded (damage, or a writer's bug): start-up stops.
@@ -115,11 +135,8 @@ package struct StoreImageEncoder: Sendable {
                 part.append(section.rawValue)
                 part.append(StoreImageFormat.version)
                 append(store.nextDeviceSequence, to: &part)
-                for count in [
-                    store.records.count, store.people.count, store.digests.count, store.order.count,
-                    store.strings.idCount, clientSequences.count,
-                ] {
-                    append(UInt32(count), to: &part)
+                for counted in StoreImageSection.counted {
+                    append(UInt32(store.imageElementCount(counted)), to: &part)
                 }
                 append(UInt16(store.blobs.classCount), to: &part)
                 for classIndex in 0..<store.blobs.classCount {
@@ -186,16 +203,10 @@ package struct StoreImageEncoder: Sendable {
     /// The part of a fixed-size section holding its next elements (at most
     /// `partPayloadBytes` of them); nil when the section has no more.
     private mutating func fixedPart(_ prefix: [UInt8]) -> [UInt8]? {
-        let total: Int
-        let elementBytes: Int
-        switch section {
-        case .devices: (total, elementBytes) = (store.records.count, DeviceRecord.imageBytes)
-        case .people: (total, elementBytes) = (store.people.count, PersonRecord.imageBytes)
-        case .digests: (total, elementBytes) = (store.digests.count, StoreImageFormat.digestBytes)
-        case .order: (total, elementBytes) = (store.order.count, StoreImageFormat.orderEntryBytes)
-        case .clientSequences: (total, elementBytes) = (clientSequences.count, StoreImageFormat.clientSequenceBytes)
-        default: preconditionFailure("section \(section) has no fixed-size elements")
+        guard let elementBytes = section.elementBytes else {
+            preconditionFailure("section \(section) has no fixed-size elements")
         }
+        let total = store.imageElementCount(section)
         guard next < total else { return nil }
         let count = min(total - next, StoreImageFormat.partPayloadBytes / elementBytes)
         let headerBytes = 9
@@ -215,12 +226,7 @@ package struct StoreImageEncoder: Sendable {
                 switch section {
                 case .devices: store.records[element].writeImage(to: target)
                 case .people: store.people[element].writeImage(to: target)
-                case .digests:
-                    let digest = store.digests[element]
-                    target.storeBytes(of: digest.word0.littleEndian, as: UInt64.self)
-                    target.storeBytes(of: digest.word1.littleEndian, toByteOffset: 8, as: UInt64.self)
-                    target.storeBytes(of: digest.word2.littleEndian, toByteOffset: 16, as: UInt64.self)
-                    target.storeBytes(of: digest.word3.littleEndian, toByteOffset: 24, as: UInt64.self)
+                case .digests: store.digests[element].writeLittleEndian(to: target)
                 case .order:
                     target.storeBytes(of: store.order[element].littleEndian, as: UInt64.self)
                     target.storeBytes(of: store.orderSlots[element].littleEndian, toByteOffset: 8, as: UInt32.self)

@@ -5,12 +5,8 @@
 package struct StoreImageLoader: Sendable {
     /// The header's counts: what the sections must add up to.
     private struct Expected: Sendable {
-        var deviceSlots: Int
-        var personSlots: Int
-        var digestSlots: Int
-        var orderEntries: Int
-        var stringIDs: Int
-        var clientSequences: Int
+        /// Elements of each of `StoreImageSection.counted`.
+        var counts: [StoreImageSection: Int]
         var cellsPerClass: [Int]
     }
 
@@ -57,8 +53,8 @@ package struct StoreImageLoader: Sendable {
                 let version = try reader.u8()
                 guard version == StoreImageFormat.version else { throw StoreImageError("image version \(version)") }
                 store.nextDeviceSequence = try reader.u64()
-                var counts: [Int] = []
-                for _ in 0..<6 { counts.append(Int(try reader.u32())) }
+                var counts: [StoreImageSection: Int] = [:]
+                for counted in StoreImageSection.counted { counts[counted] = Int(try reader.u32()) }
                 let classCount = Int(try reader.u16())
                 guard classCount <= BlobStore.lengthMax / BlobStore.granularity + 1 else {
                     throw StoreImageError("\(classCount) blob classes")
@@ -66,32 +62,31 @@ package struct StoreImageLoader: Sendable {
                 var cells: [Int] = []
                 for _ in 0..<classCount { cells.append(Int(try reader.u32())) }
                 guard reader.remaining == 0 else { throw StoreImageError("header of \(part.count) bytes") }
-                guard counts[0] <= Limits.devicesPerIndexMax, counts[1] <= Limits.devicesPerIndexMax else {
-                    throw StoreImageError("\(counts[0]) device slots, \(counts[1]) person slots")
+                let (devices, people) = (counts[.devices]!, counts[.people]!)
+                guard devices <= Limits.devicesPerIndexMax, people <= Limits.devicesPerIndexMax else {
+                    throw StoreImageError("\(devices) device slots, \(people) person slots")
                 }
-                expected = Expected(
-                    deviceSlots: counts[0], personSlots: counts[1], digestSlots: counts[2], orderEntries: counts[3],
-                    stringIDs: counts[4], clientSequences: counts[5], cellsPerClass: cells)
-                strings.reserveCapacity(min(counts[4], 1 << 20))
+                expected = Expected(counts: counts, cellsPerClass: cells)
+                strings.reserveCapacity(min(counts[.strings]!, 1 << 20))
             case .devices:
-                let part = try elements(&reader, have: store.records.count, of: \.deviceSlots, DeviceRecord.imageBytes)
+                let part = try elements(&reader)
                 store.records.append(count: part.count) {
                     DeviceRecord(image: part.base + $0 * DeviceRecord.imageBytes)
                 }
             case .people:
-                let part = try elements(&reader, have: store.people.count, of: \.personSlots, PersonRecord.imageBytes)
+                let part = try elements(&reader)
                 store.people.append(count: part.count) { PersonRecord(image: part.base + $0 * PersonRecord.imageBytes) }
             case .digests:
-                let size = StoreImageFormat.digestBytes
-                let part = try elements(&reader, have: store.digests.count, of: \.digestSlots, size)
+                let size = SecretDigest.byteCount
+                let part = try elements(&reader)
                 for index in 0..<part.count {
                     store.digests.append(
                         SecretDigest(
                             littleEndianBytes: UnsafeRawBufferPointer(start: part.base + index * size, count: size)))
                 }
             case .order:
-                let size = StoreImageFormat.orderEntryBytes
-                let part = try elements(&reader, have: store.order.count, of: \.orderEntries, size)
+                let size = kind.elementBytes!
+                let part = try elements(&reader)
                 store.order.append(count: part.count) {
                     UInt64(littleEndian: part.base.loadUnaligned(fromByteOffset: $0 * size, as: UInt64.self))
                 }
@@ -117,7 +112,7 @@ package struct StoreImageLoader: Sendable {
             case .strings:
                 let first = Int(try reader.u32())
                 let count = Int(try reader.u32())
-                guard let expected, first == strings.count, count <= expected.stringIDs - first else {
+                guard let expected, first == strings.count, count <= expected.counts[.strings]! - first else {
                     throw StoreImageError("strings \(first) + \(count) after \(strings.count)")
                 }
                 for _ in 0..<count {
@@ -133,8 +128,8 @@ package struct StoreImageLoader: Sendable {
                 }
                 guard reader.remaining == 0 else { throw StoreImageError("strings part of \(part.count) bytes") }
             case .clientSequences:
-                let size = StoreImageFormat.clientSequenceBytes
-                let part = try elements(&reader, have: store.clientSequences.count, of: \.clientSequences, size)
+                let size = kind.elementBytes!
+                let part = try elements(&reader)
                 for index in 0..<part.count {
                     let base = part.base + index * size
                     let slot = UInt32(littleEndian: base.loadUnaligned(as: UInt32.self))
@@ -158,12 +153,19 @@ package struct StoreImageLoader: Sendable {
         }
     }
 
-    /// The `count` fixed-size elements of one part and where they start; they
-    /// must start where the section has got to (`have`) and stay within the
-    /// header's count.
+    /// Elements of `section` read so far.
+    private func loadedCount(_ section: StoreImageSection) -> Int {
+        section == .strings ? strings.count : store.imageElementCount(section)
+    }
+
+    /// The `count` fixed-size elements of one part of the current section and
+    /// where they start; they must start where the section has got to and
+    /// stay within the header's count.
     private func elements(
-        _ reader: inout LittleEndianReader, have: Int, of total: KeyPath<Expected, Int>, _ elementBytes: Int
+        _ reader: inout LittleEndianReader
     ) throws(StoreImageError) -> (base: UnsafeRawPointer, count: Int) {
+        let elementBytes = section.elementBytes!
+        let have = loadedCount(section)
         let first: Int
         let count: Int
         let bytes: UnsafeRawBufferPointer
@@ -179,7 +181,7 @@ package struct StoreImageLoader: Sendable {
         } catch {
             throw StoreImageError("section \(section.rawValue): \(error)")
         }
-        guard let expected, first == have, count <= expected[keyPath: total] - have else {
+        guard let expected, first == have, count <= expected.counts[section]! - have else {
             throw StoreImageError("section \(section.rawValue): elements \(first) + \(count) after \(have)")
         }
         return (bytes.baseAddress!, count)
@@ -188,25 +190,17 @@ package struct StoreImageLoader: Sendable {
     /// Throws unless `finished` (a section being left) holds all the header announced.
     private func checkComplete(_ finished: StoreImageSection) throws(StoreImageError) {
         guard let expected else { return }
-        let (have, want): (Int, Int)
-        switch finished {
-        case .devices: (have, want) = (store.records.count, expected.deviceSlots)
-        case .people: (have, want) = (store.people.count, expected.personSlots)
-        case .digests: (have, want) = (store.digests.count, expected.digestSlots)
-        case .order: (have, want) = (store.order.count, expected.orderEntries)
-        case .strings: (have, want) = (strings.count, expected.stringIDs)
-        case .clientSequences: (have, want) = (store.clientSequences.count, expected.clientSequences)
-        case .blobCells:
+        if let want = expected.counts[finished] {
+            let have = loadedCount(finished)
+            guard have == want else { throw StoreImageError("section \(finished.rawValue): \(have) of \(want)") }
+        } else if finished == .blobCells {
             for (classIndex, cells) in expected.cellsPerClass.enumerated() {
                 let held = classIndex < store.blobs.classCount ? store.blobs.cellCount(ofClass: classIndex) : 0
                 guard held == cells else {
                     throw StoreImageError("blob class \(classIndex): \(held) of \(cells) cells")
                 }
             }
-            return
-        case .header, .end, .abandoned: return
         }
-        guard have == want else { throw StoreImageError("section \(finished.rawValue): \(have) of \(want)") }
     }
 
     /// The loaded store, with its tables, free lists and counts derived and
@@ -223,8 +217,16 @@ package struct StoreImageLoader: Sendable {
 /// A store loaded from an image and checked, for `AppIndex.adoptLoadedStore`.
 package struct LoadedIndexImage: Sendable {
     let store: DeviceStore
+}
 
-    /// Live devices and people it holds.
-    package var deviceCount: Int { store.deviceCount }
-    package var personCount: Int { store.personCount }
+extension AppIndex {
+    /// Replaces this index's devices and people with a store loaded from an
+    /// image (decision 0056). Returns false, changing nothing, unless the
+    /// index holds none yet (an image is the whole of its index's devices).
+    package mutating func adoptLoadedStore(_ loaded: LoadedIndexImage) -> Bool {
+        guard store.records.isEmpty, store.people.isEmpty, loaded.store.appID == appID, loaded.store.mode == mode
+        else { return false }
+        store = loaded.store
+        return true
+    }
 }
