@@ -173,14 +173,20 @@ public final class RoostService: HTTPResponder {
             precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
             let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
             loopRequests[sink.loopIndex].submit(work, answer: answer, sink: observed, wake: false)
-            return .deferred
+            return .deferred(Self.tenant(exchange.app))
         case .detached(let start):
             if let refusal = refusalWhileLogFailed(request.head.method) {
                 return .respond(observer.finish(exchange, refusal))
             }
             start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
-            return .deferred
+            return .deferred(Self.tenant(exchange.app))
         }
+    }
+
+    /// Apps are the tenants the HTTP loops share their work between
+    /// (decision 0063): one app's flood is held to its share of a busy loop.
+    private static func tenant(_ app: AppID?) -> HTTPTenant? {
+        app.map { HTTPTenant(UInt64($0.rawValue)) }
     }
 
     /// 503 for a write once the log has failed, before anything is applied in

@@ -15,6 +15,15 @@ final class LoopConnection {
     let peerAddress: IPAddress?
     /// Counted in its loop's `LoopMailbox.silentConnections`: it has not sent a byte.
     var countedSilent = false
+    /// The tenant of its latest request in progress: its next request is
+    /// taken to be the same tenant's (`TenantShare`).
+    var tenant: HTTPTenant?
+    /// Its requests in progress (dispatched, deferred, not answered) and their tenants.
+    var inProgress: [(sequence: UInt64, tenant: HTTPTenant)] = []
+    /// In its tenant's wait queue: unread until its turn.
+    var waitsForTurn = false
+    /// Woken from the queue: its next request starts whatever the queue holds.
+    var turnGranted = false
 
     init(socket: FileDescriptor, key: UInt64, admission: HTTPAdmission, machine: HTTPConnectionMachine) {
         self.socket = socket
@@ -81,6 +90,10 @@ final class EventLoop {
     private var dispatchedInRound = 0
     /// See `returnFreePagesAfterBytes`.
     private var closedQueuedBytesSinceTrim = 0
+    /// Requests in progress per tenant and the connections waiting for their turn.
+    private var share: TenantShare
+    /// Tenants with a request finished since their queue was last served.
+    private var tenantsToServe: [HTTPTenant] = []
     /// The idlest connections found by the last scan, idlest last; valid
     /// only within the batch of accepts or hand-overs that made it.
     private var evictionCandidates: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
@@ -101,6 +114,7 @@ final class EventLoop {
         readBuffer = .allocate(byteCount: limits.readBufferBytes, alignment: 16)
         sweepInterval = min(max(limits.shortestTimeout / 4, .milliseconds(5)), .seconds(1))
         nextSweep = clock.now + sweepInterval
+        share = TenantShare(limits: limits.tenantShare, now: clock.now)
         try epoll.add(listener, events: .readable, token: Self.listenerToken)
         try epoll.add(mailbox.executor.wakeup.descriptor, events: .readable, token: Self.wakeupToken)
     }
@@ -120,12 +134,14 @@ final class EventLoop {
         defer { mailbox.executor.releaseThread() }
         while true {
             let count: Int
+            let waitStart = clock.now
             do {
-                count = try epoll.wait(timeoutMs: waitTimeoutMs(now: clock.now))
+                count = try epoll.wait(timeoutMs: waitTimeoutMs(now: waitStart))
             } catch {
                 preconditionFailure("epoll_wait failed: \(error)")
             }
             var now = clock.now
+            if share.noteIdle(now - waitStart, now: now) { shared.noteLoopBusy(share.loopIsBusy) }
             dispatchedInRound = 0
             for index in 0..<count {
                 let (token, events) = epoll.event(at: index)
@@ -144,9 +160,11 @@ final class EventLoop {
             }
             finishRound(now: now)
             if now >= nextSweep { sweep(now: now) }
+            serveWaitingTenants(now: now)
             if let pausedUntil = acceptPausedUntil, now >= pausedUntil { resumeAccepting() }
             if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
         }
+        if share.loopIsBusy { shared.noteLoopBusy(false) }  // a stopped loop holds nobody back
         for case let connection? in connections { close(connection) }
         for handed in mailbox.takeHandedOver() {
             handed.socket.close()
@@ -290,7 +308,8 @@ final class EventLoop {
     private func scanEvictionCandidates() {
         var kept: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
         kept.reserveCapacity(Self.evictionCandidatesPerScan + 1)
-        for case let connection? in connections where connection.admission == .counted {
+        // One waiting for its tenant's turn is not idle: its request waits unread.
+        for case let connection? in connections where connection.admission == .counted && !connection.waitsForTurn {
             guard let rank = connection.machine.evictionRank else { continue }
             if kept.count == Self.evictionCandidatesPerScan, let leastIdle = kept.first, !(rank < leastIdle.rank) {
                 continue
@@ -405,8 +424,10 @@ final class EventLoop {
             }
             switch delivery.payload {
             case .response(let response):
+                finishInProgress(delivery.sequence, of: connection)
                 connection.machine.answer(response, to: delivery.sequence, now: now)
             case .streamStart(let status, let headers, let stream):
+                finishInProgress(delivery.sequence, of: connection)
                 let accepted = connection.machine.answerStream(
                     status: status, headers: headers, stream: stream, to: delivery.sequence, now: now)
                 if !accepted { stream.abortFromServer() }
@@ -415,6 +436,7 @@ final class EventLoop {
             }
             drive(connection, now: now)
         }
+        serveWaitingTenants(now: now)
     }
 
     private func beginDrain(now: ContinuousClock.Instant) {
@@ -425,17 +447,86 @@ final class EventLoop {
             epoll.remove(listener)
             self.listener = nil
         }
+        for key in share.takeAllWaiting() { releaseFromWait(key) }
         for case let connection? in connections {
             connection.machine.beginDrain()
             drive(connection, now: now)
         }
     }
 
+    // MARK: - Tenants' shares (TenantShare)
+
+    /// Whether `connection` must wait for its tenant's turn before anything
+    /// more is read or started: the loops hold tenants back and its tenant
+    /// has its share in progress on this loop, or others of the tenant wait
+    /// already (they go first), and it was not just woken.
+    private func mustWaitForTurn(_ connection: LoopConnection, now: ContinuousClock.Instant) -> Bool {
+        guard let tenant = connection.tenant, !connection.turnGranted else { return false }
+        guard shared.holdsTenantsBack(now: now) else { return false }
+        return !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
+    }
+
+    /// The answer to request `sequence` of `connection` arrived: it is no
+    /// longer in progress, and its tenant's queue may move.
+    private func finishInProgress(_ sequence: UInt64, of connection: LoopConnection) {
+        guard let index = connection.inProgress.firstIndex(where: { $0.sequence == sequence }) else { return }
+        let tenant = connection.inProgress.remove(at: index).tenant
+        share.finished(tenant)
+        if share.waitingCount(of: tenant) > 0 { tenantsToServe.append(tenant) }
+    }
+
+    /// Wakes, for every tenant with a request finished since, the first
+    /// waiting connections while the tenant may start more; every waiting
+    /// connection once the loops stopped holding back. A woken connection is read at once (its bytes usually
+    /// wait in the kernel); one with nothing to read gives its turn on.
+    private func serveWaitingTenants(now: ContinuousClock.Instant) {
+        guard share.hasWaiting else {
+            tenantsToServe.removeAll()
+            return
+        }
+        let holdingBack = shared.holdsTenantsBack(now: now)
+        if !holdingBack {
+            tenantsToServe.removeAll()
+            for key in share.takeAllWaiting() {
+                handleSocket(releaseFromWait(key), events: .readable, now: now)
+            }
+            return
+        }
+        while let tenant = tenantsToServe.popLast() {
+            while let key = share.nextToWake(for: tenant, holdingBack: true) {
+                let connection = releaseFromWait(key)
+                connection.turnGranted = true
+                handleSocket(connection, events: .readable, now: now)
+            }
+        }
+    }
+
+    /// Takes connection `key` (still open: a closing one leaves its queue) out of waiting.
+    @discardableResult
+    private func releaseFromWait(_ key: UInt64) -> LoopConnection {
+        let fd = Int(UInt32(truncatingIfNeeded: key))
+        guard fd < connections.count, let connection = connections[fd], connection.key == key else {
+            preconditionFailure("connection \(key) closed but still waiting for its turn")
+        }
+        precondition(connection.waitsForTurn, "connection \(key) woken but not waiting")
+        connection.waitsForTurn = false
+        connection.machine.isHeldBack = false
+        return connection
+    }
+
     // MARK: - Connections
 
     private func handleSocket(fd: Int32, events: EpollEvents, now: ContinuousClock.Instant) {
         guard Int(fd) < connections.count, let connection = connections[Int(fd)] else { return }
-        if !events.isDisjoint(with: [.readable, .error, .hangUp]) {
+        handleSocket(connection, events: events, now: now)
+    }
+
+    private func handleSocket(_ connection: LoopConnection, events: EpollEvents, now: ContinuousClock.Instant) {
+        // A connection waiting for its turn is not read (a readiness of this
+        // batch reported before it began to wait), unless an error or hang-up
+        // (reported whatever the interest) says the peer is gone.
+        let peerGone = !events.isDisjoint(with: [.error, .hangUp])
+        if (!connection.waitsForTurn || peerGone) && !events.isDisjoint(with: [.readable, .error, .hangUp]) {
             do {
                 switch try connection.socket.read(into: readBuffer) {
                 case .wouldBlock:
@@ -461,15 +552,21 @@ final class EventLoop {
             if let stream = connection.machine.activeStream, !pump(stream, into: connection, now: now) {
                 return
             }
+            if !connection.waitsForTurn { connection.machine.isHeldBack = mustWaitForTurn(connection, now: now) }
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
             case .dispatch(var request, let sequence):
                 request.head.peerAddress = connection.peerAddress
                 dispatchedSinceRound = true
                 dispatchedInRound += 1
+                connection.turnGranted = false
                 let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
                 switch responder.respond(to: request, sink: sink) {
                 case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
-                case .deferred: break
+                case .deferred(let tenant):
+                    guard let tenant else { break }
+                    connection.tenant = tenant
+                    connection.inProgress.append((sequence, tenant))
+                    if share.started(tenant) { shared.noteTenantsContend(now: now) }
                 }
             case .refuse(let failure, let sequence):
                 shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)
@@ -492,6 +589,15 @@ final class EventLoop {
                 return
             case .wait(let read, let write):
                 for stream in connection.machine.takeAbandonedStreams() { stream.abortFromServer() }
+                if connection.machine.isHeldBack && !connection.waitsForTurn && connection.inProgress.isEmpty,
+                    let tenant = connection.tenant
+                {
+                    // Its answers are out: it joins its tenant's queue (while
+                    // a request is in progress, that answer's delivery drives it again).
+                    connection.waitsForTurn = true
+                    share.wait(connection.key, for: tenant)
+                    shared.tenantWaited(loop: mailbox.loopIndex)
+                }
                 var wanted: EpollEvents = []
                 if read { wanted.insert(.readable) }
                 if write { wanted.insert(.writable) }
@@ -538,6 +644,11 @@ final class EventLoop {
         openCount -= 1
         if releasing { shared.release(connection.admission) }
         if connection.countedSilent { noteSpoke(connection) }
+        if connection.waitsForTurn, let tenant = connection.tenant {
+            share.stopWaiting(connection.key, for: tenant)
+            connection.waitsForTurn = false
+        }
+        for (sequence, _) in connection.inProgress { finishInProgress(sequence, of: connection) }
         closedQueuedBytesSinceTrim += connection.machine.queuedBytesHighWater
         // The bodies not yet sent are not wanted any more: tell their producers.
         for stream in connection.machine.takeAllStreams() { stream.abortFromServer() }

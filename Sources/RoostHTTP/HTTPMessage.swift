@@ -207,8 +207,10 @@ public enum HTTPResponderResult: Sendable {
     /// The answer is ready now (the fast path: no hop, no allocation of a sink).
     case respond(HTTPResponse)
     /// The responder keeps the sink and calls `send` when the answer is ready
-    /// (for example after the covering fsync).
-    case deferred
+    /// (for example after the covering fsync). The tenant, when the request
+    /// has one, is who the request counts for while in progress
+    /// (`HTTPServerLimits.tenantRequestsInProgressMax`).
+    case deferred(HTTPTenant?)
 }
 
 /// The application side of the server. Called on an event-loop thread; it must

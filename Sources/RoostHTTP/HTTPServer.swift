@@ -73,7 +73,8 @@ public final class HTTPServer: Sendable {
         self.responder = responder
         shared = ServerShared(
             connectionsMax: configuration.limits.connectionsMax, reservedMax: configuration.limits.reservedConnections,
-            loopCount: configuration.eventLoopCount, logger: configuration.logger)
+            loopCount: configuration.eventLoopCount,
+            tenantContentionWindow: configuration.limits.tenantContentionWindow, logger: configuration.logger)
         self.executors =
             executors.isEmpty
             ? try (0..<configuration.eventLoopCount).map { index throws(SystemCallError) in

@@ -49,6 +49,20 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// with 1, a connection holds at most its budget plus one answer. At the
     /// cap the connection stops reading until the answer arrives.
     public var unansweredRequestsMax: Int = 1
+    /// Requests one tenant (an app) may have in progress on one event loop
+    /// while tenants contend and the loop is busy (`TenantShare`, decision
+    /// 0063). A connection of a tenant at the bound is left unread until one
+    /// of the tenant's answers goes out. Past what keeps a loop busy, more
+    /// requests in progress only lengthen the queues every tenant waits in.
+    public var tenantRequestsInProgressMax: Int = 32
+    /// A loop idle (in `epoll_wait`) less than this fraction of a 50 ms
+    /// window holds contending tenants to `tenantRequestsInProgressMax`.
+    public var tenantShareBusyBelowIdleFraction: Double = 0.1
+    /// A holding loop stops after a window idle more than this fraction.
+    public var tenantShareIdleAboveIdleFraction: Double = 0.5
+    /// How long tenants count as contending after a loop started requests
+    /// of two tenants one after the other.
+    public var tenantContentionWindow: Duration = .seconds(1)
     /// Response bytes queued on one connection: unwritten output plus answers
     /// waiting for their turn (behind a stream). At or above it the
     /// connection stops reading and dispatching until the peer takes some.
@@ -101,6 +115,13 @@ public struct HTTPServerLimits: Sendable, Equatable {
         require(
             unansweredRequestsMax <= pipelinedRequestsMax,
             "unansweredRequestsMax \(unansweredRequestsMax) > pipelinedRequestsMax \(pipelinedRequestsMax)")
+        require(tenantRequestsInProgressMax >= 1, "tenantRequestsInProgressMax \(tenantRequestsInProgressMax) < 1")
+        require(
+            (0...1).contains(tenantShareBusyBelowIdleFraction) && tenantShareIdleAboveIdleFraction >= 0
+                && tenantShareBusyBelowIdleFraction <= tenantShareIdleAboveIdleFraction,
+            "tenant share idle fractions \(tenantShareBusyBelowIdleFraction) (busy below) and "
+                + "\(tenantShareIdleAboveIdleFraction) (idle above) must lie in 0...1, the first not above the second")
+        require(tenantContentionWindow > .zero, "tenantContentionWindow \(tenantContentionWindow) must be positive")
         require(bufferBytesRetainedMax >= 0, "bufferBytesRetainedMax \(bufferBytesRetainedMax) < 0")
         require(
             bufferBytesRetainedMax <= writeBufferBytesMax,
@@ -128,4 +149,11 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// The wait for a new connection's first byte: `firstByteTimeout`, or the
     /// keep-alive idle timeout when that is shorter.
     var firstByteWait: Duration { min(firstByteTimeout, keepAliveIdleTimeout) }
+
+    /// The bounds `TenantShare` works with.
+    var tenantShare: TenantShare.Limits {
+        TenantShare.Limits(
+            perTenantMax: tenantRequestsInProgressMax, busyBelowIdleFraction: tenantShareBusyBelowIdleFraction,
+            idleAboveIdleFraction: tenantShareIdleAboveIdleFraction)
+    }
 }

@@ -73,6 +73,10 @@ public struct HTTPServerStatistics: Sendable, Equatable {
     public var acceptedConnections: UInt64
     /// Keep-alive connections closed after `keepAliveIdleTimeout`.
     public var idleClosedConnections: UInt64
+    /// Times a connection was left unread because its tenant had its share
+    /// of requests in progress on a busy loop while tenants contended
+    /// (`TenantShare`).
+    public var tenantWaits: UInt64
     /// Refusals by reason; every reason is present.
     public var refusals: [HTTPRefusalReason: UInt64]
 }
@@ -82,7 +86,8 @@ public struct HTTPServerStatistics: Sendable, Equatable {
 struct LoopCounters: Sendable {
     static let accepted = 0
     static let idleClosed = 1
-    static let firstRefusal = 2
+    static let tenantWaits = 2
+    static let firstRefusal = 3
     static let count = firstRefusal + HTTPRefusalReason.allCases.count
 
     let cells = CounterCells(count: LoopCounters.count)

@@ -17,6 +17,12 @@ final class ServerShared: Sendable {
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
     private let acceptTurn = Atomic<Int>(0)
+    /// `HTTPServerLimits.tenantContentionWindow`.
+    private let tenantContentionWindow: Duration
+    /// The instant `tenantsContendUntil` counts from.
+    private let origin = ContinuousClock.now
+    /// Nanoseconds after `origin` until which tenants contend (`TenantShare`).
+    private let tenantsContendUntil = Atomic<Int64>(0)
 
     /// Returns the loop that takes the next accepted connection: the loops
     /// in turn, whichever accepted it (one listener is shared, so the kernel
@@ -25,13 +31,17 @@ final class ServerShared: Sendable {
         acceptTurn.wrappingAdd(1, ordering: .relaxed).oldValue % loopCount
     }
 
-    init(connectionsMax: Int, reservedMax: Int = 0, loopCount: Int = 1, logger: Logger = .standard) {
+    init(
+        connectionsMax: Int, reservedMax: Int = 0, loopCount: Int = 1,
+        tenantContentionWindow: Duration = HTTPServerLimits().tenantContentionWindow, logger: Logger = .standard
+    ) {
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
         precondition(reservedMax >= 0, "reservedMax \(reservedMax) < 0")
         precondition(loopCount >= 1, "loopCount \(loopCount) < 1")
         self.connectionsMax = connectionsMax
         self.reservedMax = reservedMax
         self.loopCounters = (0..<loopCount).map { _ in LoopCounters() }
+        self.tenantContentionWindow = tenantContentionWindow
         self.logger = logger
     }
 
@@ -51,6 +61,9 @@ final class ServerShared: Sendable {
     /// Counts an idle keep-alive connection loop `loop` closed.
     func closedIdle(loop: Int) { loopCounters[loop].cells.add(LoopCounters.idleClosed) }
 
+    /// Counts a connection loop `loop` left unread for its tenant's turn.
+    func tenantWaited(loop: Int) { loopCounters[loop].cells.add(LoopCounters.tenantWaits) }
+
     /// The counters of every loop added up, and the connections open now.
     var statistics: HTTPServerStatistics {
         let total = CounterCells.sum(loopCounters.map(\.cells))
@@ -58,7 +71,8 @@ final class ServerShared: Sendable {
         for reason in HTTPRefusalReason.allCases { refusals[reason] = total[LoopCounters.slot(reason)] }
         return HTTPServerStatistics(
             openConnections: openConnections, acceptedConnections: total[LoopCounters.accepted],
-            idleClosedConnections: total[LoopCounters.idleClosed], refusals: refusals)
+            idleClosedConnections: total[LoopCounters.idleClosed], tenantWaits: total[LoopCounters.tenantWaits],
+            refusals: refusals)
     }
 
     /// Counts one more open connection; returns false (and counts nothing) at the limit.
@@ -118,6 +132,50 @@ final class ServerShared: Sendable {
             if exchanged { return }
             seen = original
         }
+    }
+
+    /// A loop saw two tenants start requests one after the other at `now`:
+    /// tenants contend for `tenantContentionWindow` from now.
+    /// Stored only when it moves the end by a tenth of the window or more,
+    /// so that a steady mix of tenants does not write the line every request.
+    func noteTenantsContend(now: ContinuousClock.Instant) {
+        let until = nanoseconds(since: origin, at: now + tenantContentionWindow)
+        let stored = tenantsContendUntil.load(ordering: .relaxed)
+        if until - stored >= nanoseconds(of: tenantContentionWindow) / 10 {
+            tenantsContendUntil.store(until, ordering: .relaxed)
+        }
+    }
+
+    /// Whether tenants contend at `now` (a loop noted a switch within the window).
+    func tenantsContend(now: ContinuousClock.Instant) -> Bool {
+        nanoseconds(since: origin, at: now) < tenantsContendUntil.load(ordering: .relaxed)
+    }
+
+    /// Loops that count as busy now (`TenantShare`).
+    private let busyLoops = Atomic<Int>(0)
+
+    /// A loop became busy (`true`) or stopped being busy.
+    func noteLoopBusy(_ busy: Bool) {
+        let after =
+            busy
+            ? busyLoops.wrappingAdd(1, ordering: .relaxed).newValue
+            : busyLoops.wrappingSubtract(1, ordering: .relaxed).newValue
+        precondition(after >= 0, "busy loop count went negative: \(after)")
+    }
+
+    /// Whether the loops hold tenants to their share at `now`: tenants
+    /// contend and some loop is busy (`TenantShare`).
+    func holdsTenantsBack(now: ContinuousClock.Instant) -> Bool {
+        busyLoops.load(ordering: .relaxed) > 0 && tenantsContend(now: now)
+    }
+
+    private func nanoseconds(since start: ContinuousClock.Instant, at instant: ContinuousClock.Instant) -> Int64 {
+        nanoseconds(of: instant - start)
+    }
+
+    private func nanoseconds(of duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }

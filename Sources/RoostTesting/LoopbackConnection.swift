@@ -1,3 +1,4 @@
+import Glibc
 import RoostPlatform
 
 /// A response as read by `LoopbackConnection`.
@@ -59,6 +60,15 @@ public final class LoopbackConnection {
     /// Sends a string's UTF-8 bytes.
     public func send(_ text: String) throws(LoopbackError) {
         try send(Array(text.utf8))
+    }
+
+    /// Closes the connection with a reset (SO_LINGER 0): the server sees an
+    /// error, not an end of stream.
+    public func reset() {
+        guard !isClosed else { return }
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(socket.rawValue, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        close()
     }
 
     /// Closes the connection.

@@ -38,7 +38,7 @@ final class OneAnswerPerRoundResponder: HTTPResponder {
         let target = request.head.target
         if target == "/now" { return .respond(HTTPResponse(status: 200, body: Array("now".utf8))) }
         loops.withLock { $0[sink.loopIndex].waiting.append((target, sink)) }
-        return .deferred
+        return .deferred(nil)
     }
 
     func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {

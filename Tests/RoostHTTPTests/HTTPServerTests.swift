@@ -37,7 +37,7 @@ final class TestResponder: HTTPResponder {
         seen.withLock { $0.append(target) }
         if target == "/hold" {
             held.withLock { $0.append(sink) }
-            return .deferred
+            return .deferred(nil)
         }
         if target.hasPrefix("/defer/"), let milliseconds = Int(target.dropFirst(7)) {
             // A thread of its own, not a Task: blocking tests can occupy every
@@ -48,7 +48,7 @@ final class TestResponder: HTTPResponder {
             }
             precondition(thread != nil, "cannot start a thread for a deferred answer")
             thread?.detach()
-            return .deferred
+            return .deferred(nil)
         }
         let text = "\(request.head.method.name) \(target) \(request.body.count)"
         return .respond(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Array(text.utf8)))

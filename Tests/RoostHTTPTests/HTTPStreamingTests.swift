@@ -43,7 +43,7 @@ final class BatchingResponder: HTTPResponder {
     func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
         let target = request.head.target
         pending.withLock { $0[sink.loopIndex, default: []].append((target, sink)) }
-        return .deferred
+        return .deferred(nil)
     }
 
     func answer(loop: Int) {
@@ -114,7 +114,7 @@ final class StreamingResponder: HTTPResponder {
             let stream = sink.startStream(status: 200, headers: [("Content-Type", "application/octet-stream")])
             started.add(1, ordering: .relaxed)
             writePattern(stream, offset: 0, total: total)
-            return .deferred
+            return .deferred(nil)
         }
         if target.hasPrefix("/lines/"), let count = Int(target.dropFirst(7)) {
             let stream = sink.startStream(status: 200, headers: [("Content-Type", "application/x-ndjson")])
@@ -129,18 +129,18 @@ final class StreamingResponder: HTTPResponder {
                 }
                 stream.finish()
             }
-            return .deferred
+            return .deferred(nil)
         }
         if target == "/forever" {
             let stream = sink.startStream(status: 200, headers: [])
             started.add(1, ordering: .relaxed)
             writeForever(stream, offset: 0)
-            return .deferred
+            return .deferred(nil)
         }
         if target == "/cut" {
             let stream = sink.startStream(status: 200, headers: [])
             stream.write(Array("partial".utf8)) { _ in stream.abort() }
-            return .deferred
+            return .deferred(nil)
         }
         return .respond(HTTPResponse(status: 200, body: Array("\(request.head.method.name) \(target)".utf8)))
     }

@@ -135,6 +135,10 @@ package final class MetricsExporter: Sendable {
             "roost_http_idle_closes_total", .counter, help: "Keep-alive connections closed after the idle timeout.")
         text.sample("roost_http_idle_closes_total", statistics.idleClosedConnections)
         text.family(
+            "roost_http_tenant_waits_total", .counter,
+            help: "Connections left unread because their app had its share of requests in progress on a busy loop.")
+        text.sample("roost_http_tenant_waits_total", statistics.tenantWaits)
+        text.family(
             "roost_http_refusals_total", .counter,
             help: "Connections and requests the HTTP layer refused or gave up on, by reason.")
         for reason in HTTPRefusalReason.allCases {

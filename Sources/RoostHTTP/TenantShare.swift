@@ -1,0 +1,179 @@
+/// The party a request is accounted to when tenants share the server's loops
+/// (Roost: the app whose key made the request). The responder names it with
+/// `HTTPResponderResult.deferred`; a request without one (an operator route,
+/// a refusal) is never held back.
+public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+
+    public var description: String { "tenant \(rawValue)" }
+}
+
+/// One event loop's share of its work between tenants (sans I/O: the loop
+/// feeds it what happened and does what it answers; decision 0063).
+///
+/// A request is *in progress* from its dispatch (deferred by the responder)
+/// until its answer reaches the connection. Work queued inside the server
+/// ahead of a request — sockets to read, commands, answers to render — is
+/// what one tenant's flood makes every other tenant wait for, and it grows
+/// with the flood's requests in progress, not with its throughput (past what
+/// fills the pipeline, more requests in progress only wait longer). So while
+/// the loops *hold back* — tenants contend and a loop is busy — a tenant may
+/// have at most `perTenantMax` requests in progress on each loop: a
+/// connection of a tenant at the bound is not read (its bytes wait in the
+/// kernel) and joins that tenant's queue; each answer of the tenant lets the
+/// queue's first connection be read.
+///
+/// - *Contend*: on some loop, a request of one tenant started after one of
+///   another tenant within `HTTPServerLimits.tenantContentionWindow`
+///   (`ServerShared.tenantsContend`).
+/// - *Busy*: some loop spent less than `busyBelowIdleFraction` of a
+///   `loadWindow` waiting in `epoll_wait`, and has not had a window idle
+///   more than `idleAboveIdleFraction` since (`ServerShared.anyLoopBusy`).
+///   Any loop, not this one only: the queue a request waits in may be on
+///   the loop that runs its shard. A loop waiting for the disk is not what
+///   delays other tenants, so a lone app on a slow disk, or several, keep
+///   all their requests in progress.
+struct TenantShare {
+    /// The span over which the loop's idle time is measured.
+    static let loadWindow: Duration = .milliseconds(50)
+
+    struct Limits: Equatable {
+        var perTenantMax: Int
+        var busyBelowIdleFraction: Double
+        var idleAboveIdleFraction: Double
+    }
+
+    let limits: Limits
+    /// Whether this loop counts as busy (see the type).
+    private(set) var loopIsBusy = false
+    private var inProgress: [HTTPTenant: Int] = [:]
+    /// Connection keys waiting for their tenant's turn, oldest first; a key
+    /// may be stale (closed, or woken another way): the loop checks each.
+    private var queues: [HTTPTenant: WaitQueue] = [:]
+    private var lastStarted: HTTPTenant?
+    private var windowStart: ContinuousClock.Instant
+    private var idleInWindow: Duration = .zero
+
+    init(limits: Limits, now: ContinuousClock.Instant) {
+        precondition(limits.perTenantMax >= 1, "perTenantMax \(limits.perTenantMax) < 1")
+        precondition(
+            limits.busyBelowIdleFraction <= limits.idleAboveIdleFraction,
+            "busy below \(limits.busyBelowIdleFraction) idle yet idle above \(limits.idleAboveIdleFraction)")
+        self.limits = limits
+        windowStart = now
+    }
+
+    /// The requests `tenant` has in progress on this loop.
+    func requestsInProgress(of tenant: HTTPTenant) -> Int { inProgress[tenant, default: 0] }
+
+    /// Connections waiting for `tenant`'s turn (stale keys included).
+    func waitingCount(of tenant: HTTPTenant) -> Int { queues[tenant]?.count ?? 0 }
+
+    /// Whether a connection of `tenant` may be read and its next request
+    /// started, `holdingBack` or not (see the type).
+    func mayStart(_ tenant: HTTPTenant, holdingBack: Bool) -> Bool {
+        !holdingBack || requestsInProgress(of: tenant) < limits.perTenantMax
+    }
+
+    /// Counts a request of `tenant` started; returns whether the last request
+    /// this loop started was another tenant's (the loop then tells every loop
+    /// that tenants contend).
+    mutating func started(_ tenant: HTTPTenant) -> Bool {
+        inProgress[tenant, default: 0] += 1
+        defer { lastStarted = tenant }
+        return lastStarted != nil && lastStarted != tenant
+    }
+
+    /// Counts a request of `tenant` answered (or dropped with its connection).
+    mutating func finished(_ tenant: HTTPTenant) {
+        let left = requestsInProgress(of: tenant) - 1
+        precondition(left >= 0, "\(tenant) finished more requests than it started")
+        if left == 0 { inProgress[tenant] = nil } else { inProgress[tenant] = left }
+    }
+
+    /// Queues connection `key` for `tenant`'s turn.
+    mutating func wait(_ key: UInt64, for tenant: HTTPTenant) {
+        queues[tenant, default: WaitQueue()].append(key)
+    }
+
+    /// Takes connection `key` out of `tenant`'s queue (it closed while waiting).
+    mutating func stopWaiting(_ key: UInt64, for tenant: HTTPTenant) {
+        guard var queue = queues[tenant] else { preconditionFailure("\(tenant) has no queue holding \(key)") }
+        queue.remove(key)
+        queues[tenant] = queue.isEmpty ? nil : queue
+    }
+
+    /// Takes the first connection waiting for `tenant`'s turn, if it may
+    /// start now; the loop reads it at once and calls again while it may.
+    mutating func nextToWake(for tenant: HTTPTenant, holdingBack: Bool) -> UInt64? {
+        guard mayStart(tenant, holdingBack: holdingBack), var queue = queues[tenant] else { return nil }
+        let key = queue.removeFirst()
+        queues[tenant] = queue.isEmpty ? nil : queue
+        return key
+    }
+
+    /// Takes every waiting connection of every tenant (the loop stopped
+    /// holding back, or tenants stopped contending).
+    mutating func takeAllWaiting() -> [UInt64] {
+        var keys: [UInt64] = []
+        for queue in queues.values { keys.append(contentsOf: queue.remaining) }
+        queues.removeAll()
+        return keys
+    }
+
+    /// Whether any connection waits.
+    var hasWaiting: Bool { !queues.isEmpty }
+
+    /// Counts `idle` spent in `epoll_wait`, ending at `now`; at the end of a
+    /// load window decides whether the loop is busy. Returns whether that
+    /// changed (the loop tells `ServerShared`).
+    mutating func noteIdle(_ idle: Duration, now: ContinuousClock.Instant) -> Bool {
+        idleInWindow += idle
+        let span = now - windowStart
+        guard span >= Self.loadWindow else { return false }
+        let idleFraction = idleInWindow / span
+        let wasBusy = loopIsBusy
+        if idleFraction < limits.busyBelowIdleFraction {
+            loopIsBusy = true
+        } else if idleFraction > limits.idleAboveIdleFraction {
+            loopIsBusy = false
+        }
+        windowStart = now
+        idleInWindow = .zero
+        return loopIsBusy != wasBusy
+    }
+
+    /// A FIFO of connection keys: an array with a moving head.
+    struct WaitQueue {
+        private var keys: [UInt64] = []
+        private var head = 0
+
+        var count: Int { keys.count - head }
+        var isEmpty: Bool { head == keys.count }
+        var remaining: ArraySlice<UInt64> { keys[head...] }
+
+        mutating func append(_ key: UInt64) { keys.append(key) }
+
+        /// Removes `key` wherever it is: O(count), for a connection that
+        /// closes while it waits.
+        mutating func remove(_ key: UInt64) {
+            guard let index = keys[head...].firstIndex(of: key) else {
+                preconditionFailure("connection \(key) not in its tenant's wait queue")
+            }
+            keys.remove(at: index)
+        }
+
+        mutating func removeFirst() -> UInt64 {
+            precondition(!isEmpty, "removeFirst of an empty wait queue")
+            let key = keys[head]
+            head += 1
+            if head >= 64 && head * 2 >= keys.count {
+                keys.removeFirst(head)
+                head = 0
+            }
+            return key
+        }
+    }
+}

@@ -1,0 +1,294 @@
+import Glibc
+import RoostPlatform
+import Synchronization
+import Testing
+
+@testable import RoostHTTP
+@testable import RoostTesting
+
+@Suite("Tenant share state machine")
+struct TenantShareTests {
+    static let limits = TenantShare.Limits(perTenantMax: 2, busyBelowIdleFraction: 0.1, idleAboveIdleFraction: 0.5)
+    let start = ContinuousClock.now
+    let flood = HTTPTenant(1)
+    let quiet = HTTPTenant(2)
+
+    @Test("a tenant at its share may not start while the loops hold back, and may when they do not")
+    func shareBound() {
+        var share = TenantShare(limits: Self.limits, now: start)
+        let switched1 = share.started(flood)
+        #expect(!switched1)
+        let switched2 = share.started(flood)
+        #expect(!switched2)
+        #expect(share.requestsInProgress(of: flood) == 2)
+        #expect(!share.mayStart(flood, holdingBack: true))
+        #expect(share.mayStart(flood, holdingBack: false))
+        #expect(share.mayStart(quiet, holdingBack: true))
+        share.finished(flood)
+        #expect(share.mayStart(flood, holdingBack: true))
+    }
+
+    @Test("a start after another tenant's is a switch; the same tenant's again is not")
+    func switches() {
+        var share = TenantShare(limits: Self.limits, now: start)
+        let switched3 = share.started(flood)
+        #expect(!switched3)
+        let switched4 = share.started(flood)
+        #expect(!switched4)
+        let switched5 = share.started(quiet)
+        #expect(switched5)
+        let switched6 = share.started(flood)
+        #expect(switched6)
+        let switched7 = share.started(flood)
+        #expect(!switched7)
+    }
+
+    @Test("waiting connections are woken oldest first, only while their tenant may start")
+    func queueOrder() {
+        var share = TenantShare(limits: Self.limits, now: start)
+        _ = share.started(flood)
+        _ = share.started(flood)
+        for key in [UInt64(10), 11, 12, 13] { share.wait(key, for: flood) }
+        share.wait(20, for: quiet)
+        #expect(share.waitingCount(of: flood) == 4)
+        let woken1 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken1 == nil)
+        share.finished(flood)
+        let woken2 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken2 == 10)
+        _ = share.started(flood)
+        let woken3 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken3 == nil)
+        share.stopWaiting(12, for: flood)
+        share.finished(flood)
+        share.finished(flood)
+        let woken4 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken4 == 11)
+        let woken5 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken5 == 13)
+        let woken6 = share.nextToWake(for: flood, holdingBack: true)
+        #expect(woken6 == nil)
+        #expect(share.waitingCount(of: flood) == 0)
+        #expect(share.hasWaiting)
+        let allWaiting1 = share.takeAllWaiting()
+        #expect(allWaiting1 == [20])
+        #expect(!share.hasWaiting)
+    }
+
+    @Test("a long queue keeps its order across the compaction of its storage")
+    func longQueue() {
+        var share = TenantShare(limits: Self.limits, now: start)
+        for key in UInt64(0)..<500 { share.wait(key, for: flood) }
+        var woken: [UInt64] = []
+        while let key = share.nextToWake(for: flood, holdingBack: false) {
+            woken.append(key)
+            if key % 7 == 0 { share.wait(1000 + key, for: flood) }
+        }
+        let requeued = (UInt64(0)..<500).filter { $0 % 7 == 0 }.map { 1000 + $0 }
+        #expect(woken == Array(UInt64(0)..<500) + requeued)
+    }
+
+    @Test("the loop turns busy below the busy fraction and idle only above the idle fraction")
+    func busyHysteresis() {
+        var share = TenantShare(limits: Self.limits, now: start)
+        let window = TenantShare.loadWindow
+        // Less than a window: nothing decided yet.
+        let busyChanged1 = share.noteIdle(.milliseconds(1), now: start + window / 2)
+        #expect(!busyChanged1)
+        #expect(!share.loopIsBusy)
+        // A window 4% idle: busy.
+        let busyChanged2 = share.noteIdle(.milliseconds(1), now: start + window)
+        #expect(busyChanged2)
+        #expect(share.loopIsBusy)
+        // 30% idle: between the bounds, still busy.
+        let busyChanged3 = share.noteIdle(window * 0.3, now: start + window * 2)
+        #expect(!busyChanged3)
+        #expect(share.loopIsBusy)
+        // 80% idle: no longer busy.
+        let busyChanged4 = share.noteIdle(window * 0.8, now: start + window * 3)
+        #expect(busyChanged4)
+        #expect(!share.loopIsBusy)
+        // 30% again: stays idle.
+        let busyChanged5 = share.noteIdle(window * 0.3, now: start + window * 4)
+        #expect(!busyChanged5)
+        #expect(!share.loopIsBusy)
+    }
+}
+
+/// Targets `/t/<tenant>` (answered at once through the sink) and
+/// `/t/<tenant>/hold` (kept until released); both name the tenant.
+final class TenantResponder: HTTPResponder {
+    private let held = Mutex<[(tenant: UInt64, sink: any HTTPReplySink)]>([])
+    private let holdsSeen = Mutex<Int>(0)
+
+    func heldCount(of tenant: UInt64) -> Int { held.withLock { $0.filter { $0.tenant == tenant }.count } }
+
+    /// `/hold` requests that reached the responder.
+    var holdsReceived: Int { holdsSeen.withLock { $0 } }
+
+    /// Answers the oldest held request of `tenant`; returns whether there was one.
+    @discardableResult
+    func releaseOldest(of tenant: UInt64) -> Bool {
+        let sink = held.withLock { held -> (any HTTPReplySink)? in
+            guard let index = held.firstIndex(where: { $0.tenant == tenant }) else { return nil }
+            return held.remove(at: index).sink
+        }
+        sink?.send(HTTPResponse(status: 200, body: Array("released".utf8)))
+        return sink != nil
+    }
+
+    func bodyLimitBytes(for head: HTTPRequestHead) -> Int { 1024 }
+
+    func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
+        let parts = request.head.path.split(separator: "/")
+        guard parts.count >= 2, parts[0] == "t", let tenant = UInt64(parts[1]) else {
+            return .respond(HTTPResponse(status: 404, body: []))
+        }
+        if parts.count == 3 && parts[2] == "hold" {
+            held.withLock { $0.append((tenant, sink)) }
+            holdsSeen.withLock { $0 += 1 }
+        } else {
+            sink.send(HTTPResponse(status: 200, body: Array("tenant \(tenant)".utf8)))
+        }
+        return .deferred(HTTPTenant(tenant))
+    }
+
+    func response(for failure: HTTPRequestFailure) -> HTTPResponse {
+        HTTPResponse(status: failure.status, body: [])
+    }
+}
+
+extension HTTPServerTests {
+    @Suite("Tenants share a busy server's loops")
+    struct TenantShareServerTests {
+        /// One loop that counts as busy after its first 50 ms window and
+        /// never stops, tenants contending for a minute after a switch, two
+        /// requests per tenant in progress.
+        static var holdingLimits: HTTPServerLimits {
+            var limits = HTTPServerLimits()
+            limits.tenantRequestsInProgressMax = 2
+            limits.tenantShareBusyBelowIdleFraction = 1
+            limits.tenantShareIdleAboveIdleFraction = 1
+            limits.tenantContentionWindow = .seconds(60)
+            return limits
+        }
+
+        static func withOneLoopServer(
+            limits: HTTPServerLimits, _ body: (UInt16, TenantResponder, HTTPServer) throws -> Void
+        ) throws {
+            let responder = TenantResponder()
+            let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 1, limits: limits)
+            let server = try HTTPServer(configuration: configuration, responder: responder)
+            let port = try server.start()
+            defer {
+                server.beginShutdown()
+                server.waitUntilStopped()
+            }
+            try body(port, responder, server)
+        }
+
+        /// `count` connections of tenant `tenant`, each past one answered request.
+        static func connections(_ count: Int, of tenant: Int, port: UInt16) throws -> [LoopbackConnection] {
+            try (0..<count).map { _ in
+                let client = try LoopbackConnection(port: port)
+                try client.send(get("/t/\(tenant)"))
+                #expect(try client.readResponse().bodyText == "tenant \(tenant)")
+                return client
+            }
+        }
+
+        @Test("while tenants contend on a busy loop, a tenant's connections past its share wait unread, in turn")
+        func floodWaitsForItsTurn() throws {
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, server in
+                let flood = try Self.connections(5, of: 1, port: port)
+                let quiet = try Self.connections(1, of: 2, port: port)[0]  // a switch: tenants contend
+                usleep(120_000)  // past a load window: the loop counts as busy
+                try quiet.send(get("/t/2"))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                for client in flood { try client.send(get("/t/1/hold")) }
+                #expect(eventually { responder.heldCount(of: 1) == 2 })
+                usleep(100_000)
+                #expect(responder.holdsReceived == 2, "only the share starts; the rest wait unread")
+                // The other tenant is not held back by the flood's queue.
+                try quiet.send(get("/t/2"))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                #expect(server.statistics.tenantWaits >= 3)
+                // Each answer lets one more start; every request is served.
+                for answered in 1...5 {
+                    #expect(responder.releaseOldest(of: 1))
+                    #expect(eventually { responder.heldCount(of: 1) == min(2, 5 - answered) })
+                }
+                #expect(responder.holdsReceived == 5)
+                for client in flood { #expect(try client.readResponse().bodyText == "released") }
+            }
+        }
+
+        @Test("a waiting connection outlives the peer timeouts; one reset while it waits leaves its queue")
+        func waitingConnectionTimeoutsAndReset() throws {
+            var limits = Self.holdingLimits
+            limits.keepAliveIdleTimeout = .milliseconds(300)
+            limits.headerReadTimeout = .milliseconds(300)
+            try Self.withOneLoopServer(limits: limits) { port, responder, _ in
+                let flood = try Self.connections(5, of: 1, port: port)
+                let quiet = try Self.connections(1, of: 2, port: port)[0]
+                usleep(120_000)
+                try quiet.send(get("/t/2"))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                // 0 and 1 start (the share), then 2 and 3 wait in that order.
+                for (index, client) in flood.prefix(2).enumerated() {
+                    try client.send(get("/t/1/hold"))
+                    #expect(eventually { responder.heldCount(of: 1) == index + 1 })
+                }
+                try flood[2].send(get("/t/1/hold"))
+                try flood[3].send(get("/t/1/hold"))
+                // Three times the timeouts: the idle fifth is closed, the two
+                // waiting connections stay, their requests unread.
+                usleep(900_000)
+                #expect(flood[4].isClosedByPeer(timeout: .milliseconds(500)))
+                #expect(!flood[2].isClosedByPeer(timeout: .milliseconds(50)))
+                #expect(!flood[3].isClosedByPeer(timeout: .milliseconds(50)))
+                #expect(responder.holdsReceived == 2)
+                // 3 resets while it waits; the first answer lets 2 start.
+                flood[3].reset()
+                usleep(50_000)
+                #expect(responder.releaseOldest(of: 1))
+                #expect(try flood[0].readResponse().bodyText == "released")
+                #expect(eventually { responder.holdsReceived == 3 })
+                while responder.releaseOldest(of: 1) {}
+                #expect(try flood[1].readResponse().bodyText == "released")
+                #expect(try flood[2].readResponse().bodyText == "released")
+                #expect(responder.holdsReceived == 3, "the reset connection's request never started")
+            }
+        }
+
+        @Test("a tenant alone is never held back, however busy the loop")
+        func loneTenantKeepsEveryRequest() throws {
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+                let flood = try Self.connections(5, of: 1, port: port)
+                usleep(120_000)
+                for client in flood { try client.send(get("/t/1/hold")) }
+                #expect(eventually { responder.heldCount(of: 1) == 5 })
+                while responder.releaseOldest(of: 1) {}
+                for client in flood { #expect(try client.readResponse().bodyText == "released") }
+            }
+        }
+
+        @Test("contending tenants on an idle loop are not held back (defaults)")
+        func idleLoopHoldsNobody() throws {
+            var limits = HTTPServerLimits()
+            limits.tenantRequestsInProgressMax = 2
+            try Self.withOneLoopServer(limits: limits) { port, responder, server in
+                let flood = try Self.connections(5, of: 1, port: port)
+                let quiet = try Self.connections(1, of: 2, port: port)[0]
+                usleep(120_000)
+                try quiet.send(get("/t/2"))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                for client in flood { try client.send(get("/t/1/hold")) }
+                #expect(eventually { responder.heldCount(of: 1) == 5 })
+                #expect(server.statistics.tenantWaits == 0)
+                while responder.releaseOldest(of: 1) {}
+                for client in flood { #expect(try client.readResponse().bodyText == "released") }
+            }
+        }
+    }
+}
