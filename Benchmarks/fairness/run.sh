@@ -9,10 +9,12 @@
 # (127.0.0.1, port 0) with apps 1 (A), 2 (B: the same shard as A with the
 # default two shards) and 3 (C: the other shard), each with a devices:write key:
 #   quiet   B alone: `roost-bench load --connections 1` (closed loop), SECONDS;
+#   alone   after 1.5 s (apps no longer contend: decision 0063), the flood's
+#           wrk alone on app A for SECONDS: its rate with nobody to share with;
 #   flood   wrk -t2 -c200 on app A (Benchmarks/spine/register.lua), under
 #           `nice -n $FAIR_NICE` (default 10), for 2 × SECONDS + 4 s; after 2 s, B then C each
 #           measured for SECONDS with the same closed-loop client.
-# Prints p50 / p99 of each light client and A's request rate; the last lines
+# Prints p50 / p99 of each light client and A's request rates; the last lines
 # are a markdown table ready for docs/performance.md.
 #
 # Environment: ROOST_BIN (default: the release build), ROOST_BIN_BASELINE,
@@ -108,8 +110,13 @@ results=()
 run_one() { # label binary round
   local label=$1 binary=$2 round=$3
   start_roost "$binary"
-  local quiet b c rate flood_pid
+  local quiet b c rate alone flood_pid
   quiet=$(light 2 "$((round * 10 + 1))")
+  sleep 1.5
+  ROOST_KEY=${keys[1]} SPINE_SEED=$((round + 100)) nice -n "$NICE" timeout $((SECONDS_PER_RUN + 30)) \
+    wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_PER_RUN}s" -s Benchmarks/spine/register.lua \
+    "http://127.0.0.1:$port/v1/devices" > "$work/wrk-alone.out" 2>&1 || true
+  alone=$(awk '/^Requests\/sec/ {printf "%d", $2}' "$work/wrk-alone.out")
   ROOST_KEY=${keys[1]} SPINE_SEED=$round nice -n "$NICE" timeout $((SECONDS_PER_RUN * 2 + 34)) \
     wrk -t2 -c"$CONNECTIONS" -d"$((SECONDS_PER_RUN * 2 + 4))s" -s Benchmarks/spine/register.lua \
     "http://127.0.0.1:$port/v1/devices" > "$work/wrk.out" 2>&1 &
@@ -122,9 +129,9 @@ run_one() { # label binary round
   stop_pid "$server_pid"
   [ "$server_pid" = "$wrapper_pid" ] || stop_pid "$wrapper_pid"
   read -r q50 q99 _ <<< "$quiet"; read -r b50 b99 _ <<< "$b"; read -r c50 c99 _ <<< "$c"
-  local line="$label round $round: B alone p50 ${q50} µs p99 ${q99} µs | flood A ${rate:-?} req/s | B (A's shard) p50 ${b50} µs p99 ${b99} µs | C (other shard) p50 ${c50} µs p99 ${c99} µs"
+  local line="$label round $round: B alone p50 ${q50} µs p99 ${q99} µs | A alone ${alone:-?} req/s | flood A ${rate:-?} req/s | B (A's shard) p50 ${b50} µs p99 ${b99} µs | C (other shard) p50 ${c50} µs p99 ${c99} µs"
   echo "$line"
-  results+=("| $label | $round | $q50 / $q99 | ${rate:-?} | $b50 / $b99 | $c50 / $c99 |")
+  results+=("| $label | $round | $q50 / $q99 | ${alone:-?} | ${rate:-?} | $b50 / $b99 | $c50 / $c99 |")
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -138,6 +145,6 @@ done
 echo
 echo "Command: \`FAIR_NICE=$NICE FAIR_FSYNC=$FSYNC${DELAY:+ FAIR_FSYNC_DELAY_US=$DELAY} $COMMAND\`$( [ -n "$BASELINE" ] && echo " (ROOST_BIN_BASELINE=$BASELINE)")"
 echo
-echo "| binary | round | B alone p50 / p99 µs | A flood req/s | B under flood (A's shard) p50 / p99 µs | C under flood (other shard) p50 / p99 µs |"
-echo "|---|---|---|---|---|---|"
+echo "| binary | round | B alone p50 / p99 µs | A alone req/s | A flood req/s | B under flood (A's shard) p50 / p99 µs | C under flood (other shard) p50 / p99 µs |"
+echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${results[@]}"

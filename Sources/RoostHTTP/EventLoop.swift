@@ -20,10 +20,9 @@ final class LoopConnection {
     var tenant: HTTPTenant?
     /// Its requests in progress (dispatched, deferred, not answered) and their tenants.
     var inProgress: [(sequence: UInt64, tenant: HTTPTenant)] = []
-    /// In its tenant's wait queue: unread until its turn.
-    var waitsForTurn = false
-    /// Woken from the queue: its next request starts whatever the queue holds.
-    var turnGranted = false
+    /// Its request read and waiting in its tenant's queue for its turn
+    /// (`TenantShare`): the responder has not seen it yet.
+    var waitingRequest: (request: HTTPRequest, sequence: UInt64)?
 
     init(socket: FileDescriptor, key: UInt64, admission: HTTPAdmission, machine: HTTPConnectionMachine) {
         self.socket = socket
@@ -94,6 +93,10 @@ final class EventLoop {
     private var share: TenantShare
     /// Tenants with a request finished since their queue was last served.
     private var tenantsToServe: [HTTPTenant] = []
+    /// Connections whose waiting request got its turn: started in the next
+    /// round, after the sockets epoll reports. `tenant` is the one whose
+    /// share it counts toward (nil when the loops stopped holding back).
+    private var wokenToStart: [(connection: LoopConnection, tenant: HTTPTenant?)] = []
     /// The idlest connections found by the last scan, idlest last; valid
     /// only within the batch of accepts or hand-overs that made it.
     private var evictionCandidates: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
@@ -143,14 +146,33 @@ final class EventLoop {
             var now = clock.now
             if share.noteIdle(now - waitStart, now: now) { shared.noteLoopBusy(share.loopIsBusy) }
             dispatchedInRound = 0
-            for index in 0..<count {
-                let (token, events) = epoll.event(at: index)
-                switch token {
-                case Self.listenerToken: acceptConnections(now: now)
-                case Self.wakeupToken: mailbox.executor.wakeup.drain()
-                default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
+            // The requests that got their tenant's turn start after the
+            // sockets epoll reported: a quiet tenant's request read now goes
+            // first.
+            let woken = wokenToStart
+            wokenToStart.removeAll(keepingCapacity: true)
+            for index in 0..<(count + woken.count) {
+                if index < count {
+                    let (token, events) = epoll.event(at: index)
+                    switch token {
+                    case Self.listenerToken: acceptConnections(now: now)
+                    case Self.wakeupToken: mailbox.executor.wakeup.drain()
+                    default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
+                    }
+                } else {
+                    let (connection, tenant) = woken[index - count]
+                    if let tenant { share.wokenRead(tenant) }
+                    // Not closed meanwhile (a closed one left its queue and its request).
+                    let fd = Int(connection.socket.rawValue)
+                    if fd < connections.count, connections[fd] === connection,
+                        let (request, sequence) = connection.waitingRequest
+                    {
+                        connection.waitingRequest = nil
+                        start(request, sequence: sequence, of: connection, now: now)
+                        drive(connection, now: now)
+                    }
                 }
-                if dispatchedInRound >= Self.requestsPerRoundMax && index + 1 < count {
+                if dispatchedInRound >= Self.requestsPerRoundMax && index + 1 < count + woken.count {
                     // The rest of the batch waits for the engine's round: what
                     // stands between a request and its shard stays bounded.
                     finishRound(now: now)
@@ -184,6 +206,7 @@ final class EventLoop {
     }
 
     private func waitTimeoutMs(now: ContinuousClock.Instant) -> Int32 {
+        if !wokenToStart.isEmpty { return 0 }
         var until = nextSweep
         if let pausedUntil = acceptPausedUntil { until = min(until, pausedUntil) }
         if let deadline = drainDeadline { until = min(until, deadline) }
@@ -308,8 +331,7 @@ final class EventLoop {
     private func scanEvictionCandidates() {
         var kept: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
         kept.reserveCapacity(Self.evictionCandidatesPerScan + 1)
-        // One waiting for its tenant's turn is not idle: its request waits unread.
-        for case let connection? in connections where connection.admission == .counted && !connection.waitsForTurn {
+        for case let connection? in connections where connection.admission == .counted {
             guard let rank = connection.machine.evictionRank else { continue }
             if kept.count == Self.evictionCandidatesPerScan, let leastIdle = kept.first, !(rank < leastIdle.rank) {
                 continue
@@ -447,7 +469,14 @@ final class EventLoop {
             epoll.remove(listener)
             self.listener = nil
         }
-        for key in share.takeAllWaiting() { releaseFromWait(key) }
+        // Requests waiting for their turn start now: their answers are owed.
+        for key in share.takeAllWaiting() {
+            let connection = connectionWaiting(key)
+            if let (request, sequence) = connection.waitingRequest {
+                connection.waitingRequest = nil
+                start(request, sequence: sequence, of: connection, now: now)
+            }
+        }
         for case let connection? in connections {
             connection.machine.beginDrain()
             drive(connection, now: now)
@@ -456,12 +485,12 @@ final class EventLoop {
 
     // MARK: - Tenants' shares (TenantShare)
 
-    /// Whether `connection` must wait for its tenant's turn before anything
-    /// more is read or started: the loops hold tenants back and its tenant
-    /// has its share in progress on this loop, or others of the tenant wait
-    /// already (they go first), and it was not just woken.
+    /// Whether the request `connection` just read must wait for its
+    /// tenant's turn: the loops hold tenants back and its tenant (that of
+    /// the connection's last request) has its share in progress on this
+    /// loop, or others of the tenant wait already (they go first).
     private func mustWaitForTurn(_ connection: LoopConnection, now: ContinuousClock.Instant) -> Bool {
-        guard let tenant = connection.tenant, !connection.turnGranted else { return false }
+        guard let tenant = connection.tenant else { return false }
         guard shared.holdsTenantsBack(now: now) else { return false }
         return !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
     }
@@ -477,8 +506,9 @@ final class EventLoop {
 
     /// Wakes, for every tenant with a request finished since, the first
     /// waiting connections while the tenant may start more; every waiting
-    /// connection once the loops stopped holding back. A woken connection is read at once (its bytes usually
-    /// wait in the kernel); one with nothing to read gives its turn on.
+    /// connection once the loops stopped holding back. A woken connection is
+    /// read in the next round (its bytes usually wait in the kernel); one
+    /// with nothing to read gives its turn on then.
     private func serveWaitingTenants(now: ContinuousClock.Instant) {
         guard share.hasWaiting else {
             tenantsToServe.removeAll()
@@ -487,31 +517,42 @@ final class EventLoop {
         let holdingBack = shared.holdsTenantsBack(now: now)
         if !holdingBack {
             tenantsToServe.removeAll()
-            for key in share.takeAllWaiting() {
-                handleSocket(releaseFromWait(key), events: .readable, now: now)
-            }
+            for key in share.takeAllWaiting() { wokenToStart.append((connectionWaiting(key), nil)) }
             return
         }
         while let tenant = tenantsToServe.popLast() {
             while let key = share.nextToWake(for: tenant, holdingBack: true) {
-                let connection = releaseFromWait(key)
-                connection.turnGranted = true
-                handleSocket(connection, events: .readable, now: now)
+                wokenToStart.append((connectionWaiting(key), tenant))
             }
         }
     }
 
-    /// Takes connection `key` (still open: a closing one leaves its queue) out of waiting.
-    @discardableResult
-    private func releaseFromWait(_ key: UInt64) -> LoopConnection {
+    /// The connection `key` taken from a queue (still open: a closing one
+    /// leaves its queue), its request still waiting.
+    private func connectionWaiting(_ key: UInt64) -> LoopConnection {
         let fd = Int(UInt32(truncatingIfNeeded: key))
         guard fd < connections.count, let connection = connections[fd], connection.key == key else {
             preconditionFailure("connection \(key) closed but still waiting for its turn")
         }
-        precondition(connection.waitsForTurn, "connection \(key) woken but not waiting")
-        connection.waitsForTurn = false
-        connection.machine.isHeldBack = false
+        precondition(connection.waitingRequest != nil, "connection \(key) woken but not waiting")
         return connection
+    }
+
+    /// Hands a request to the responder, counting it in progress for its tenant.
+    private func start(
+        _ request: HTTPRequest, sequence: UInt64, of connection: LoopConnection, now: ContinuousClock.Instant
+    ) {
+        dispatchedSinceRound = true
+        dispatchedInRound += 1
+        let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
+        switch responder.respond(to: request, sink: sink) {
+        case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
+        case .deferred(let tenant):
+            guard let tenant else { return }
+            connection.tenant = tenant
+            connection.inProgress.append((sequence, tenant))
+            if share.started(tenant) { shared.noteTenantsContend(now: now) }
+        }
     }
 
     // MARK: - Connections
@@ -522,11 +563,7 @@ final class EventLoop {
     }
 
     private func handleSocket(_ connection: LoopConnection, events: EpollEvents, now: ContinuousClock.Instant) {
-        // A connection waiting for its turn is not read (a readiness of this
-        // batch reported before it began to wait), unless an error or hang-up
-        // (reported whatever the interest) says the peer is gone.
-        let peerGone = !events.isDisjoint(with: [.error, .hangUp])
-        if (!connection.waitsForTurn || peerGone) && !events.isDisjoint(with: [.readable, .error, .hangUp]) {
+        if !events.isDisjoint(with: [.readable, .error, .hangUp]) {
             do {
                 switch try connection.socket.read(into: readBuffer) {
                 case .wouldBlock:
@@ -552,21 +589,18 @@ final class EventLoop {
             if let stream = connection.machine.activeStream, !pump(stream, into: connection, now: now) {
                 return
             }
-            if !connection.waitsForTurn { connection.machine.isHeldBack = mustWaitForTurn(connection, now: now) }
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
             case .dispatch(var request, let sequence):
                 request.head.peerAddress = connection.peerAddress
-                dispatchedSinceRound = true
-                dispatchedInRound += 1
-                connection.turnGranted = false
-                let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
-                switch responder.respond(to: request, sink: sink) {
-                case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
-                case .deferred(let tenant):
-                    guard let tenant else { break }
-                    connection.tenant = tenant
-                    connection.inProgress.append((sequence, tenant))
-                    if share.started(tenant) { shared.noteTenantsContend(now: now) }
+                if mustWaitForTurn(connection, now: now), let tenant = connection.tenant {
+                    // Read, not started: it waits in its tenant's queue, and the
+                    // connection (its answer owed) reads no further request.
+                    precondition(connection.waitingRequest == nil, "connection \(connection.key) waits twice")
+                    connection.waitingRequest = (request, sequence)
+                    share.wait(connection.key, for: tenant)
+                    shared.tenantWaited(loop: mailbox.loopIndex)
+                } else {
+                    start(request, sequence: sequence, of: connection, now: now)
                 }
             case .refuse(let failure, let sequence):
                 shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)
@@ -589,15 +623,6 @@ final class EventLoop {
                 return
             case .wait(let read, let write):
                 for stream in connection.machine.takeAbandonedStreams() { stream.abortFromServer() }
-                if connection.machine.isHeldBack && !connection.waitsForTurn && connection.inProgress.isEmpty,
-                    let tenant = connection.tenant
-                {
-                    // Its answers are out: it joins its tenant's queue (while
-                    // a request is in progress, that answer's delivery drives it again).
-                    connection.waitsForTurn = true
-                    share.wait(connection.key, for: tenant)
-                    shared.tenantWaited(loop: mailbox.loopIndex)
-                }
                 var wanted: EpollEvents = []
                 if read { wanted.insert(.readable) }
                 if write { wanted.insert(.writable) }
@@ -644,9 +669,9 @@ final class EventLoop {
         openCount -= 1
         if releasing { shared.release(connection.admission) }
         if connection.countedSilent { noteSpoke(connection) }
-        if connection.waitsForTurn, let tenant = connection.tenant {
+        if connection.waitingRequest != nil, let tenant = connection.tenant {
             share.stopWaiting(connection.key, for: tenant)
-            connection.waitsForTurn = false
+            connection.waitingRequest = nil
         }
         for (sequence, _) in connection.inProgress { finishInProgress(sequence, of: connection) }
         closedQueuedBytesSinceTrim += connection.machine.queuedBytesHighWater

@@ -176,11 +176,6 @@ package struct HTTPConnectionMachine {
     private let acceptedAt: ContinuousClock.Instant
     /// A reserved connection's first request is not a probe: the next action is `.close`.
     private var refusedAdmission = false
-    /// Set by the loop while the connection waits for its tenant's turn
-    /// (`TenantShare`): nothing is read or started, and the peer's timeouts
-    /// do not run (a stalled write's still does); answers owed are still
-    /// written.
-    package var isHeldBack = false
     /// Requests dispatched or refused whose answers have not arrived; while
     /// serving, at most `unansweredRequestsMax`.
     private var unansweredCount = 0
@@ -476,8 +471,6 @@ package struct HTTPConnectionMachine {
         if pendingOutputBytes > 0 && output.isBlocked {
             return now - output.lastProgress > limits.writeStallTimeout
         }
-        // Waiting for its tenant's turn: the server keeps it waiting, not the peer.
-        if isHeldBack { return false }
         switch state {
         case .awaitingFirstByte(let since): return now - since > limits.firstByteWait
         case .awaitingRequest(let since): return now - since > limits.keepAliveIdleTimeout
@@ -495,7 +488,6 @@ package struct HTTPConnectionMachine {
     /// Checked before every parse, so a single answer may take the output
     /// past the budget but nothing starts after it until the peer reads.
     private var mayParse: Bool {
-        if isHeldBack { return false }
         switch state {
         case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
             return pendingAnswers < limits.pipelinedRequestsMax && unansweredCount < limits.unansweredRequestsMax
@@ -511,7 +503,7 @@ package struct HTTPConnectionMachine {
     /// request at a time keeps its epoll interest unchanged; over the output
     /// budget or the pipelining cap nothing is read.
     private var mayRead: Bool {
-        if peerClosed || isHeldBack { return false }
+        if peerClosed { return false }
         if mayParse { return true }
         switch state {
         case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:

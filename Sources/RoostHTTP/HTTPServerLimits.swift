@@ -50,10 +50,11 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// cap the connection stops reading until the answer arrives.
     public var unansweredRequestsMax: Int = 1
     /// Requests one tenant (an app) may have in progress on one event loop
-    /// while tenants contend and the loop is busy (`TenantShare`, decision
-    /// 0063). A connection of a tenant at the bound is left unread until one
-    /// of the tenant's answers goes out. Past what keeps a loop busy, more
-    /// requests in progress only lengthen the queues every tenant waits in.
+    /// while tenants contend and a loop is busy (`TenantShare`, decision
+    /// 0063). A further request of the tenant is read but not started: it
+    /// waits in the tenant's queue until one of the tenant's answers goes
+    /// out. Past what keeps a loop busy, more requests in progress only
+    /// lengthen the queues every tenant waits in.
     public var tenantRequestsInProgressMax: Int = 32
     /// A loop idle (in `epoll_wait`) less than this fraction of a 50 ms
     /// window holds contending tenants to `tenantRequestsInProgressMax`.

@@ -73,7 +73,7 @@ public struct HTTPServerStatistics: Sendable, Equatable {
     public var acceptedConnections: UInt64
     /// Keep-alive connections closed after `keepAliveIdleTimeout`.
     public var idleClosedConnections: UInt64
-    /// Times a connection was left unread because its tenant had its share
+    /// Times a request was read and left waiting because its tenant had its share
     /// of requests in progress on a busy loop while tenants contended
     /// (`TenantShare`).
     public var tenantWaits: UInt64

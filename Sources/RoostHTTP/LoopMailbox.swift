@@ -61,7 +61,7 @@ final class ServerShared: Sendable {
     /// Counts an idle keep-alive connection loop `loop` closed.
     func closedIdle(loop: Int) { loopCounters[loop].cells.add(LoopCounters.idleClosed) }
 
-    /// Counts a connection loop `loop` left unread for its tenant's turn.
+    /// Counts a request loop `loop` left waiting for its tenant's turn.
     func tenantWaited(loop: Int) { loopCounters[loop].cells.add(LoopCounters.tenantWaits) }
 
     /// The counters of every loop added up, and the connections open now.

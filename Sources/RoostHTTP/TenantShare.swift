@@ -20,10 +20,13 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 /// with the flood's requests in progress, not with its throughput (past what
 /// fills the pipeline, more requests in progress only wait longer). So while
 /// the loops *hold back* — tenants contend and a loop is busy — a tenant may
-/// have at most `perTenantMax` requests in progress on each loop: a
-/// connection of a tenant at the bound is not read (its bytes wait in the
-/// kernel) and joins that tenant's queue; each answer of the tenant lets the
-/// queue's first connection be read.
+/// have at most `perTenantMax` requests in progress on each loop: a request
+/// read for a tenant at the bound is not started; its connection joins that
+/// tenant's queue, and each answer of the tenant lets the queue's first
+/// request start. The waiting request is parsed and its answer owed, so the
+/// connection reads nothing more meanwhile (`unansweredRequestsMax`), keeps
+/// no peer timeout and is no eviction candidate; no system call is spent on
+/// it (leaving the socket unread would cost two `epoll_ctl` a request).
 ///
 /// - *Contend*: on some loop, a request of one tenant started after one of
 ///   another tenant within `HTTPServerLimits.tenantContentionWindow`
@@ -49,6 +52,10 @@ struct TenantShare {
     /// Whether this loop counts as busy (see the type).
     private(set) var loopIsBusy = false
     private var inProgress: [HTTPTenant: Int] = [:]
+    /// Connections taken from a queue whose requests have not started yet
+    /// (the loop starts them in its next round); they count toward their
+    /// tenant's share.
+    private var woken: [HTTPTenant: Int] = [:]
     /// Connection keys waiting for their tenant's turn, oldest first; a key
     /// may be stale (closed, or woken another way): the loop checks each.
     private var queues: [HTTPTenant: WaitQueue] = [:]
@@ -72,9 +79,10 @@ struct TenantShare {
     func waitingCount(of tenant: HTTPTenant) -> Int { queues[tenant]?.count ?? 0 }
 
     /// Whether a connection of `tenant` may be read and its next request
-    /// started, `holdingBack` or not (see the type).
+    /// started, `holdingBack` or not (see the type). Requests woken and not
+    /// started yet count as started.
     func mayStart(_ tenant: HTTPTenant, holdingBack: Bool) -> Bool {
-        !holdingBack || requestsInProgress(of: tenant) < limits.perTenantMax
+        !holdingBack || requestsInProgress(of: tenant) + woken[tenant, default: 0] < limits.perTenantMax
     }
 
     /// Counts a request of `tenant` started; returns whether the last request
@@ -106,12 +114,22 @@ struct TenantShare {
     }
 
     /// Takes the first connection waiting for `tenant`'s turn, if it may
-    /// start now; the loop reads it at once and calls again while it may.
+    /// start now; it counts as started until the loop has started it
+    /// (`wokenRead`).
     mutating func nextToWake(for tenant: HTTPTenant, holdingBack: Bool) -> UInt64? {
         guard mayStart(tenant, holdingBack: holdingBack), var queue = queues[tenant] else { return nil }
         let key = queue.removeFirst()
         queues[tenant] = queue.isEmpty ? nil : queue
+        woken[tenant, default: 0] += 1
         return key
+    }
+
+    /// The request of a connection `nextToWake` gave was started (and
+    /// counted by `started`), or the connection closed before.
+    mutating func wokenRead(_ tenant: HTTPTenant) {
+        let left = woken[tenant, default: 0] - 1
+        precondition(left >= 0, "\(tenant) read more woken connections than were woken")
+        if left == 0 { woken[tenant] = nil } else { woken[tenant] = left }
     }
 
     /// Takes every waiting connection of every tenant (the loop stopped

@@ -297,23 +297,6 @@ struct HTTPConnectionMachineTests {
         #expect(harness.hasTimedOut(after: .milliseconds(3001)))
     }
 
-    @Test("held back for its tenant's turn: the owed answer is written, nothing read or started, no peer timeout")
-    func heldBack() {
-        var harness = MachineHarness(limits: Self.shortTimeouts)
-        harness.receive(get("/first") + get("/second"))
-        #expect(harness.run() == [.dispatch("/first", sequence: 0), .wait(read: true, write: false)])
-        harness.machine.isHeldBack = true
-        harness.answer(0, body: "one")
-        let steps = harness.run()
-        #expect(steps.count == 2, "the answer is written, then it waits without reading: \(steps)")
-        #expect(steps.last == .wait(read: false, write: false))
-        // The buffered request waits; the peer's timeouts do not run meanwhile.
-        #expect(!harness.hasTimedOut(after: .seconds(60)))
-        harness.machine.isHeldBack = false
-        #expect(harness.run() == [.dispatch("/second", sequence: 1), .wait(read: true, write: false)])
-        #expect(!harness.hasTimedOut(after: .seconds(60)), "the server owes an answer")
-    }
-
     @Test("pipelined requests answered out of order are written in request order, in one write")
     func pipelinedOutOfOrder() {
         var harness = MachineHarness(limits: Self.dispatchingAhead())

@@ -56,7 +56,10 @@ struct TenantShareTests {
         share.finished(flood)
         let woken2 = share.nextToWake(for: flood, holdingBack: true)
         #expect(woken2 == 10)
+        // Woken and not started yet, it counts toward the share.
+        #expect(!share.mayStart(flood, holdingBack: true))
         _ = share.started(flood)
+        share.wokenRead(flood)
         let woken3 = share.nextToWake(for: flood, holdingBack: true)
         #expect(woken3 == nil)
         share.stopWaiting(12, for: flood)
@@ -69,6 +72,11 @@ struct TenantShareTests {
         let woken6 = share.nextToWake(for: flood, holdingBack: true)
         #expect(woken6 == nil)
         #expect(share.waitingCount(of: flood) == 0)
+        // Read with nothing to start: their places come free.
+        #expect(!share.mayStart(flood, holdingBack: true))
+        share.wokenRead(flood)
+        share.wokenRead(flood)
+        #expect(share.mayStart(flood, holdingBack: true))
         #expect(share.hasWaiting)
         let allWaiting1 = share.takeAllWaiting()
         #expect(allWaiting1 == [20])
@@ -81,6 +89,7 @@ struct TenantShareTests {
         for key in UInt64(0)..<500 { share.wait(key, for: flood) }
         var woken: [UInt64] = []
         while let key = share.nextToWake(for: flood, holdingBack: false) {
+            share.wokenRead(flood)
             woken.append(key)
             if key % 7 == 0 { share.wait(1000 + key, for: flood) }
         }
@@ -197,7 +206,7 @@ extension HTTPServerTests {
             }
         }
 
-        @Test("while tenants contend on a busy loop, a tenant's connections past its share wait unread, in turn")
+        @Test("while tenants contend on a busy loop, a tenant's requests past its share wait, in turn")
         func floodWaitsForItsTurn() throws {
             try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, server in
                 let flood = try Self.connections(5, of: 1, port: port)
@@ -208,7 +217,7 @@ extension HTTPServerTests {
                 for client in flood { try client.send(get("/t/1/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 2 })
                 usleep(100_000)
-                #expect(responder.holdsReceived == 2, "only the share starts; the rest wait unread")
+                #expect(responder.holdsReceived == 2, "only the share starts; the rest wait")
                 // The other tenant is not held back by the flood's queue.
                 try quiet.send(get("/t/2"))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
@@ -242,7 +251,7 @@ extension HTTPServerTests {
                 try flood[2].send(get("/t/1/hold"))
                 try flood[3].send(get("/t/1/hold"))
                 // Three times the timeouts: the idle fifth is closed, the two
-                // waiting connections stay, their requests unread.
+                // waiting connections stay (an answer is owed), their requests waiting.
                 usleep(900_000)
                 #expect(flood[4].isClosedByPeer(timeout: .milliseconds(500)))
                 #expect(!flood[2].isClosedByPeer(timeout: .milliseconds(50)))

@@ -136,7 +136,7 @@ package final class MetricsExporter: Sendable {
         text.sample("roost_http_idle_closes_total", statistics.idleClosedConnections)
         text.family(
             "roost_http_tenant_waits_total", .counter,
-            help: "Connections left unread because their app had its share of requests in progress on a busy loop.")
+            help: "Requests left waiting because their app had its share of requests in progress on a busy loop.")
         text.sample("roost_http_tenant_waits_total", statistics.tenantWaits)
         text.family(
             "roost_http_refusals_total", .counter,
