@@ -15,14 +15,11 @@ final class LoopConnection {
     let peerAddress: IPAddress?
     /// Counted in its loop's `LoopMailbox.silentConnections`: it has not sent a byte.
     var countedSilent = false
-    /// The tenant of its latest request in progress: its next request is
-    /// taken to be the same tenant's (`TenantShare`).
-    var tenant: HTTPTenant?
     /// Its requests in progress (dispatched, deferred, not answered) and their tenants.
     var inProgress: [(sequence: UInt64, tenant: HTTPTenant)] = []
     /// Its request read and waiting in its tenant's queue for its turn
     /// (`TenantShare`): the responder has not seen it yet.
-    var waitingRequest: (request: HTTPRequest, sequence: UInt64)?
+    var waitingRequest: (request: HTTPRequest, sequence: UInt64, tenant: HTTPTenant)?
 
     init(socket: FileDescriptor, key: UInt64, admission: HTTPAdmission, machine: HTTPConnectionMachine) {
         self.socket = socket
@@ -165,7 +162,7 @@ final class EventLoop {
                     // Not closed meanwhile (a closed one left its queue and its request).
                     let fd = Int(connection.socket.rawValue)
                     if fd < connections.count, connections[fd] === connection,
-                        let (request, sequence) = connection.waitingRequest
+                        let (request, sequence, _) = connection.waitingRequest
                     {
                         connection.waitingRequest = nil
                         start(request, sequence: sequence, of: connection, now: now)
@@ -472,7 +469,7 @@ final class EventLoop {
         // Requests waiting for their turn start now: their answers are owed.
         for key in share.takeAllWaiting() {
             let connection = connectionWaiting(key)
-            if let (request, sequence) = connection.waitingRequest {
+            if let (request, sequence, _) = connection.waitingRequest {
                 connection.waitingRequest = nil
                 start(request, sequence: sequence, of: connection, now: now)
             }
@@ -485,14 +482,16 @@ final class EventLoop {
 
     // MARK: - Tenants' shares (TenantShare)
 
-    /// Whether the request `connection` just read must wait for its
-    /// tenant's turn: the loops hold tenants back and its tenant (that of
-    /// the connection's last request) has its share in progress on this
-    /// loop, or others of the tenant wait already (they go first).
-    private func mustWaitForTurn(_ connection: LoopConnection, now: ContinuousClock.Instant) -> Bool {
-        guard let tenant = connection.tenant else { return false }
-        guard shared.holdsTenantsBack(now: now) else { return false }
-        return !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
+    /// The tenant whose turn a request just read must wait for, or nil if
+    /// it starts now: the loops hold tenants back and the tenant its
+    /// credential counts for has its share in progress on this loop, or
+    /// others of the tenant wait already (they go first).
+    private func tenantToWaitFor(_ head: HTTPRequestHead, now: ContinuousClock.Instant) -> HTTPTenant? {
+        guard shared.holdsTenantsBack(now: now), let credential = TenantShare.credential(of: head),
+            let tenant = share.tenant(of: credential)
+        else { return nil }
+        let mustWait = !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
+        return mustWait ? tenant : nil
     }
 
     /// The answer to request `sequence` of `connection` arrived: it is no
@@ -549,9 +548,12 @@ final class EventLoop {
         case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
         case .deferred(let tenant):
             guard let tenant else { return }
-            connection.tenant = tenant
             connection.inProgress.append((sequence, tenant))
             if share.started(tenant) { shared.noteTenantsContend(now: now) }
+            // Learnt only while tenants contend: a lone tenant pays nothing.
+            if shared.tenantsContend(now: now), let credential = TenantShare.credential(of: request.head) {
+                share.remember(credential, as: tenant)
+            }
         }
     }
 
@@ -592,11 +594,11 @@ final class EventLoop {
             switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
             case .dispatch(var request, let sequence):
                 request.head.peerAddress = connection.peerAddress
-                if mustWaitForTurn(connection, now: now), let tenant = connection.tenant {
+                if let tenant = tenantToWaitFor(request.head, now: now) {
                     // Read, not started: it waits in its tenant's queue, and the
                     // connection (its answer owed) reads no further request.
                     precondition(connection.waitingRequest == nil, "connection \(connection.key) waits twice")
-                    connection.waitingRequest = (request, sequence)
+                    connection.waitingRequest = (request, sequence, tenant)
                     share.wait(connection.key, for: tenant)
                     shared.tenantWaited(loop: mailbox.loopIndex)
                 } else {
@@ -669,7 +671,7 @@ final class EventLoop {
         openCount -= 1
         if releasing { shared.release(connection.admission) }
         if connection.countedSilent { noteSpoke(connection) }
-        if connection.waitingRequest != nil, let tenant = connection.tenant {
+        if let (_, _, tenant) = connection.waitingRequest {
             share.stopWaiting(connection.key, for: tenant)
             connection.waitingRequest = nil
         }

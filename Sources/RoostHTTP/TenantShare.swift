@@ -27,6 +27,9 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 /// connection reads nothing more meanwhile (`unansweredRequestsMax`), keeps
 /// no peer timeout and is no eviction candidate; no system call is spent on
 /// it (leaving the socket unread would cost two `epoll_ctl` a request).
+/// A request counts for the tenant its credential (`credential(of:)`) was
+/// last started for on this loop, whichever connection carries it (a proxy
+/// pools connections across apps); one with a credential not seen yet starts.
 ///
 /// - *Contend*: on some loop, a request of one tenant started after one of
 ///   another tenant within `HTTPServerLimits.tenantContentionWindow`
@@ -41,6 +44,9 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 struct TenantShare {
     /// The span over which the loop's idle time is measured.
     static let loadWindow: Duration = .milliseconds(50)
+    /// Credentials remembered per loop (`tenant(of:)`); when full the loop
+    /// forgets them all and learns again (~16 B each).
+    static let credentialsRememberedMax = 4096
 
     struct Limits: Equatable {
         var perTenantMax: Int
@@ -60,6 +66,9 @@ struct TenantShare {
     /// may be stale (closed, or woken another way): the loop checks each.
     private var queues: [HTTPTenant: WaitQueue] = [:]
     private var lastStarted: HTTPTenant?
+    /// The tenant each credential's last request was started for, by the
+    /// hash of its `Authorization` value (`credential(of:)`).
+    private var tenantsByCredential: [UInt64: HTTPTenant] = [:]
     private var windowStart: ContinuousClock.Instant
     private var idleInWindow: Duration = .zero
 
@@ -70,6 +79,31 @@ struct TenantShare {
             "busy below \(limits.busyBelowIdleFraction) idle yet idle above \(limits.idleAboveIdleFraction)")
         self.limits = limits
         windowStart = now
+    }
+
+    /// The credential a request carries: a hash of its `Authorization`
+    /// field, or nil without one. A request is attributed by its credential,
+    /// not by its connection, which a proxy shares between apps.
+    static func credential(of head: HTTPRequestHead) -> UInt64? {
+        guard let value = head.headers["Authorization"] else { return nil }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a, 64 bits
+        for byte in value.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    /// The tenant a request with `credential` counts for, if a request with
+    /// it started here since the loop last forgot; a request with a
+    /// credential not seen yet starts, and its tenant is learnt from it.
+    func tenant(of credential: UInt64) -> HTTPTenant? { tenantsByCredential[credential] }
+
+    /// Learns that requests with `credential` count for `tenant`.
+    mutating func remember(_ credential: UInt64, as tenant: HTTPTenant) {
+        if tenantsByCredential[credential] == tenant { return }
+        if tenantsByCredential.count >= Self.credentialsRememberedMax { tenantsByCredential.removeAll() }
+        tenantsByCredential[credential] = tenant
     }
 
     /// The requests `tenant` has in progress on this loop.

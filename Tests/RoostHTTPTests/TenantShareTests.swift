@@ -167,6 +167,11 @@ final class TenantResponder: HTTPResponder {
     }
 }
 
+/// A request of tenant `tenant`'s target `path`, with that tenant's key.
+func tenantRequest(_ tenant: Int, _ path: String = "") -> String {
+    get("/t/\(tenant)\(path)", "Authorization: Bearer key-of-\(tenant)\r\n")
+}
+
 extension HTTPServerTests {
     @Suite("Tenants share a busy server's loops")
     struct TenantShareServerTests {
@@ -200,7 +205,7 @@ extension HTTPServerTests {
         static func connections(_ count: Int, of tenant: Int, port: UInt16) throws -> [LoopbackConnection] {
             try (0..<count).map { _ in
                 let client = try LoopbackConnection(port: port)
-                try client.send(get("/t/\(tenant)"))
+                try client.send(tenantRequest(tenant))
                 #expect(try client.readResponse().bodyText == "tenant \(tenant)")
                 return client
             }
@@ -212,14 +217,14 @@ extension HTTPServerTests {
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]  // a switch: tenants contend
                 usleep(120_000)  // past a load window: the loop counts as busy
-                try quiet.send(get("/t/2"))
+                try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
-                for client in flood { try client.send(get("/t/1/hold")) }
+                for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 2 })
                 usleep(100_000)
                 #expect(responder.holdsReceived == 2, "only the share starts; the rest wait")
                 // The other tenant is not held back by the flood's queue.
-                try quiet.send(get("/t/2"))
+                try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 #expect(server.statistics.tenantWaits >= 3)
                 // Each answer lets one more start; every request is served.
@@ -241,15 +246,15 @@ extension HTTPServerTests {
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
                 usleep(120_000)
-                try quiet.send(get("/t/2"))
+                try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 // 0 and 1 start (the share), then 2 and 3 wait in that order.
                 for (index, client) in flood.prefix(2).enumerated() {
-                    try client.send(get("/t/1/hold"))
+                    try client.send(tenantRequest(1, "/hold"))
                     #expect(eventually { responder.heldCount(of: 1) == index + 1 })
                 }
-                try flood[2].send(get("/t/1/hold"))
-                try flood[3].send(get("/t/1/hold"))
+                try flood[2].send(tenantRequest(1, "/hold"))
+                try flood[3].send(tenantRequest(1, "/hold"))
                 // Three times the timeouts: the idle fifth is closed, the two
                 // waiting connections stay (an answer is owed), their requests waiting.
                 usleep(900_000)
@@ -270,12 +275,56 @@ extension HTTPServerTests {
             }
         }
 
+        @Test(
+            "a request is counted by its credential, not its connection: another tenant's on a pooled connection starts"
+        )
+        func pooledConnection() throws {
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+                let flood = try Self.connections(3, of: 1, port: port)
+                // One connection a proxy would pool: tenant 1 last, then tenant 2.
+                let pooled = try Self.connections(1, of: 1, port: port)[0]
+                let quiet = try Self.connections(1, of: 2, port: port)[0]
+                usleep(120_000)
+                try quiet.send(tenantRequest(2))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                for client in flood { try client.send(tenantRequest(1, "/hold")) }
+                #expect(eventually { responder.heldCount(of: 1) == 2 })
+                try pooled.send(tenantRequest(2, "/hold"))
+                #expect(eventually { responder.heldCount(of: 2) == 1 }, "tenant 2's request starts")
+                // And tenant 1's on the connection tenant 2 used last waits.
+                #expect(responder.releaseOldest(of: 2))
+                #expect(try pooled.readResponse().bodyText == "released")
+                try pooled.send(tenantRequest(1, "/hold"))
+                usleep(100_000)
+                #expect(responder.holdsReceived == 3, "two of tenant 1 and one of tenant 2 started")
+                while responder.releaseOldest(of: 1) {}
+                #expect(eventually { responder.holdsReceived == 5 })
+                while responder.releaseOldest(of: 1) {}
+                for client in flood + [pooled] { #expect(try client.readResponse().bodyText == "released") }
+            }
+        }
+
+        @Test("a request without a credential is never held back")
+        func noCredential() throws {
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+                let flood = try Self.connections(4, of: 1, port: port)
+                let quiet = try Self.connections(1, of: 2, port: port)[0]
+                usleep(120_000)
+                try quiet.send(tenantRequest(2))
+                #expect(try quiet.readResponse().bodyText == "tenant 2")
+                for client in flood { try client.send(get("/t/1/hold")) }
+                #expect(eventually { responder.heldCount(of: 1) == 4 })
+                while responder.releaseOldest(of: 1) {}
+                for client in flood { #expect(try client.readResponse().bodyText == "released") }
+            }
+        }
+
         @Test("a tenant alone is never held back, however busy the loop")
         func loneTenantKeepsEveryRequest() throws {
             try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
                 let flood = try Self.connections(5, of: 1, port: port)
                 usleep(120_000)
-                for client in flood { try client.send(get("/t/1/hold")) }
+                for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 5 })
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
@@ -290,14 +339,42 @@ extension HTTPServerTests {
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
                 usleep(120_000)
-                try quiet.send(get("/t/2"))
+                try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
-                for client in flood { try client.send(get("/t/1/hold")) }
+                for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 5 })
                 #expect(server.statistics.tenantWaits == 0)
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
             }
         }
+    }
+}
+
+extension TenantShareTests {
+    @Test("credentials: the same Authorization value is the same credential, another value or none is not")
+    func credentials() throws {
+        func head(_ authorization: String?) -> HTTPRequestHead {
+            var headers = HTTPHeaders([("Host", "t")])
+            if let authorization { headers.append(name: "authorization", value: authorization) }
+            return HTTPRequestHead(method: .get, target: "/", version: .http11, headers: headers, keepAlive: true)
+        }
+        let first = TenantShare.credential(of: head("Bearer a"))
+        #expect(first != nil)
+        #expect(TenantShare.credential(of: head("Bearer a")) == first)
+        #expect(TenantShare.credential(of: head("Bearer b")) != first)
+        #expect(TenantShare.credential(of: head(nil)) == nil)
+        var share = TenantShare(limits: Self.limits, now: start)
+        let credential = try #require(first)
+        #expect(share.tenant(of: credential) == nil)
+        share.remember(credential, as: flood)
+        #expect(share.tenant(of: credential) == flood)
+        share.remember(credential, as: quiet)
+        #expect(share.tenant(of: credential) == quiet)
+        // Full: everything is forgotten, then learnt again.
+        for other in 0..<UInt64(TenantShare.credentialsRememberedMax) {
+            share.remember(other &+ 1 &+ credential, as: flood)
+        }
+        #expect(share.tenant(of: credential) == nil)
     }
 }
