@@ -90,10 +90,18 @@ final class EventLoop {
     private var share: TenantShare
     /// Tenants with a request finished since their queue was last served.
     private var tenantsToServe: [HTTPTenant] = []
-    /// Connections whose waiting request got its turn: started in the next
-    /// round, after the sockets epoll reports. `tenant` is the one whose
-    /// share it counts toward (nil when the loops stopped holding back).
-    private var wokenToStart: [(connection: LoopConnection, tenant: HTTPTenant?)] = []
+    /// Waiting requests that got their turn, taken from their connections:
+    /// started in the next round, after the sockets epoll reports, unless
+    /// their connection closed meanwhile. `tenant` is the one whose share
+    /// each counts toward until then (nil when the loops stopped holding back).
+    private var wokenToStart: [WokenRequest] = []
+
+    struct WokenRequest {
+        let connection: LoopConnection
+        let request: HTTPRequest
+        let sequence: UInt64
+        let tenant: HTTPTenant?
+    }
     /// The idlest connections found by the last scan, idlest last; valid
     /// only within the batch of accepts or hand-overs that made it.
     private var evictionCandidates: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
@@ -157,16 +165,13 @@ final class EventLoop {
                     default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
                     }
                 } else {
-                    let (connection, tenant) = woken[index - count]
-                    if let tenant { share.wokenRead(tenant) }
-                    // Not closed meanwhile (a closed one left its queue and its request).
-                    let fd = Int(connection.socket.rawValue)
-                    if fd < connections.count, connections[fd] === connection,
-                        let (request, sequence, _) = connection.waitingRequest
-                    {
-                        connection.waitingRequest = nil
-                        start(request, sequence: sequence, of: connection, now: now)
-                        drive(connection, now: now)
+                    let next = woken[index - count]
+                    if let tenant = next.tenant { share.wokenRead(tenant) }
+                    // Not closed meanwhile (its descriptor then maybe reused).
+                    let fd = Int(next.connection.socket.rawValue)
+                    if fd < connections.count, connections[fd] === next.connection {
+                        start(next.request, sequence: next.sequence, of: next.connection, now: now)
+                        drive(next.connection, now: now)
                     }
                 }
                 if dispatchedInRound >= Self.requestsPerRoundMax && index + 1 < count + woken.count {
@@ -468,11 +473,8 @@ final class EventLoop {
         }
         // Requests waiting for their turn start now: their answers are owed.
         for key in share.takeAllWaiting() {
-            let connection = connectionWaiting(key)
-            if let (request, sequence, _) = connection.waitingRequest {
-                connection.waitingRequest = nil
-                start(request, sequence: sequence, of: connection, now: now)
-            }
+            let woken = takeWaitingRequest(key, tenant: nil)
+            start(woken.request, sequence: woken.sequence, of: woken.connection, now: now)
         }
         for case let connection? in connections {
             connection.machine.beginDrain()
@@ -485,9 +487,12 @@ final class EventLoop {
     /// The tenant whose turn a request just read must wait for, or nil if
     /// it starts now: the loops hold tenants back and the tenant its
     /// credential counts for has its share in progress on this loop, or
-    /// others of the tenant wait already (they go first).
+    /// others of the tenant wait already (they go first). Only with one
+    /// unanswered request per connection: then a waiting request is its
+    /// connection's only one, and nothing after it can start first.
     private func tenantToWaitFor(_ head: HTTPRequestHead, now: ContinuousClock.Instant) -> HTTPTenant? {
-        guard shared.holdsTenantsBack(now: now), let credential = TenantShare.credential(of: head),
+        guard limits.unansweredRequestsMax == 1, shared.holdsTenantsBack(now: now),
+            let credential = TenantShare.credential(of: head),
             let tenant = share.tenant(of: credential)
         else { return nil }
         let mustWait = !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
@@ -504,10 +509,9 @@ final class EventLoop {
     }
 
     /// Wakes, for every tenant with a request finished since, the first
-    /// waiting connections while the tenant may start more; every waiting
-    /// connection once the loops stopped holding back. A woken connection is
-    /// read in the next round (its bytes usually wait in the kernel); one
-    /// with nothing to read gives its turn on then.
+    /// waiting requests while the tenant may start more; every waiting
+    /// request once the loops stopped holding back. They start in the next
+    /// round (`wokenToStart`).
     private func serveWaitingTenants(now: ContinuousClock.Instant) {
         guard share.hasWaiting else {
             tenantsToServe.removeAll()
@@ -516,25 +520,29 @@ final class EventLoop {
         let holdingBack = shared.holdsTenantsBack(now: now)
         if !holdingBack {
             tenantsToServe.removeAll()
-            for key in share.takeAllWaiting() { wokenToStart.append((connectionWaiting(key), nil)) }
+            for key in share.takeAllWaiting() { wokenToStart.append(takeWaitingRequest(key, tenant: nil)) }
             return
         }
         while let tenant = tenantsToServe.popLast() {
             while let key = share.nextToWake(for: tenant, holdingBack: true) {
-                wokenToStart.append((connectionWaiting(key), tenant))
+                wokenToStart.append(takeWaitingRequest(key, tenant: tenant))
             }
         }
     }
 
-    /// The connection `key` taken from a queue (still open: a closing one
-    /// leaves its queue), its request still waiting.
-    private func connectionWaiting(_ key: UInt64) -> LoopConnection {
+    /// Takes the waiting request of connection `key`, just taken from its
+    /// queue (still open: a closing one leaves its queue), counted toward
+    /// `tenant`'s share until it starts.
+    private func takeWaitingRequest(_ key: UInt64, tenant: HTTPTenant?) -> WokenRequest {
         let fd = Int(UInt32(truncatingIfNeeded: key))
         guard fd < connections.count, let connection = connections[fd], connection.key == key else {
             preconditionFailure("connection \(key) closed but still waiting for its turn")
         }
-        precondition(connection.waitingRequest != nil, "connection \(key) woken but not waiting")
-        return connection
+        guard let (request, sequence, _) = connection.waitingRequest else {
+            preconditionFailure("connection \(key) woken but not waiting")
+        }
+        connection.waitingRequest = nil
+        return WokenRequest(connection: connection, request: request, sequence: sequence, tenant: tenant)
     }
 
     /// Hands a request to the responder, counting it in progress for its tenant.

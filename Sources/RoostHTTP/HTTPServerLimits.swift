@@ -54,7 +54,9 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// 0063). A further request of the tenant is read but not started: it
     /// waits in the tenant's queue until one of the tenant's answers goes
     /// out. Past what keeps a loop busy, more requests in progress only
-    /// lengthen the queues every tenant waits in.
+    /// lengthen the queues every tenant waits in. Applies only with
+    /// `unansweredRequestsMax` 1 (the default): a waiting request must be
+    /// its connection's only one, so that none after it starts first.
     public var tenantRequestsInProgressMax: Int = 32
     /// A loop idle (in `epoll_wait`) less than this fraction of a 50 ms
     /// window holds contending tenants to `tenantRequestsInProgressMax`.
