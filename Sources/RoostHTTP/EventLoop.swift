@@ -122,7 +122,7 @@ final class EventLoop {
         readBuffer = .allocate(byteCount: limits.readBufferBytes, alignment: 16)
         sweepInterval = min(max(limits.shortestTimeout / 4, .milliseconds(5)), .seconds(1))
         nextSweep = clock.now + sweepInterval
-        share = TenantShare(limits: limits.tenantShare, now: clock.now)
+        share = TenantShare(limits: limits, now: clock.now)
         try epoll.add(listener, events: .readable, token: Self.listenerToken)
         try epoll.add(mailbox.executor.wakeup.descriptor, events: .readable, token: Self.wakeupToken)
     }
@@ -156,31 +156,24 @@ final class EventLoop {
             // first.
             let woken = wokenToStart
             wokenToStart.removeAll(keepingCapacity: true)
-            for index in 0..<(count + woken.count) {
-                if index < count {
-                    let (token, events) = epoll.event(at: index)
-                    switch token {
-                    case Self.listenerToken: acceptConnections(now: now)
-                    case Self.wakeupToken: mailbox.executor.wakeup.drain()
-                    default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
-                    }
-                } else {
-                    let next = woken[index - count]
-                    if let tenant = next.tenant { share.wokenRead(tenant) }
-                    // Not closed meanwhile (its descriptor then maybe reused).
-                    let fd = Int(next.connection.socket.rawValue)
-                    if fd < connections.count, connections[fd] === next.connection {
-                        start(next.request, sequence: next.sequence, of: next.connection, now: now)
-                        drive(next.connection, now: now)
-                    }
+            for index in 0..<count {
+                let (token, events) = epoll.event(at: index)
+                switch token {
+                case Self.listenerToken: acceptConnections(now: now)
+                case Self.wakeupToken: mailbox.executor.wakeup.drain()
+                default: handleSocket(fd: Int32(truncatingIfNeeded: token), events: events, now: now)
                 }
-                if dispatchedInRound >= Self.requestsPerRoundMax && index + 1 < count + woken.count {
-                    // The rest of the batch waits for the engine's round: what
-                    // stands between a request and its shard stays bounded.
-                    finishRound(now: now)
-                    dispatchedInRound = 0
-                    now = clock.now
+                finishRoundIfFull(moreToCome: index + 1 < count || !woken.isEmpty, now: &now)
+            }
+            for (index, next) in woken.enumerated() {
+                if let tenant = next.tenant { share.wokenStarted(tenant) }
+                // Not closed meanwhile (its descriptor then maybe reused).
+                let fd = Int(next.connection.socket.rawValue)
+                if fd < connections.count, connections[fd] === next.connection {
+                    start(next.request, sequence: next.sequence, of: next.connection, now: now)
+                    drive(next.connection, now: now)
                 }
+                finishRoundIfFull(moreToCome: index + 1 < woken.count, now: &now)
             }
             finishRound(now: now)
             if now >= nextSweep { sweep(now: now) }
@@ -205,6 +198,16 @@ final class EventLoop {
             }
         }
         precondition(openCount == 0, "loop stopped with \(openCount) connections counted open")
+    }
+
+    /// Once `requestsPerRoundMax` requests were dispatched and more of the
+    /// batch is to come, runs the engine's round and the answers first: what
+    /// stands between a request and its shard stays bounded.
+    private func finishRoundIfFull(moreToCome: Bool, now: inout ContinuousClock.Instant) {
+        guard dispatchedInRound >= Self.requestsPerRoundMax && moreToCome else { return }
+        finishRound(now: now)
+        dispatchedInRound = 0
+        now = clock.now
     }
 
     private func waitTimeoutMs(now: ContinuousClock.Instant) -> Int32 {
@@ -460,7 +463,6 @@ final class EventLoop {
             }
             drive(connection, now: now)
         }
-        serveWaitingTenants(now: now)
     }
 
     private func beginDrain(now: ContinuousClock.Instant) {
@@ -495,7 +497,7 @@ final class EventLoop {
             let credential = TenantShare.credential(of: head),
             let tenant = share.tenant(of: credential)
         else { return nil }
-        let mustWait = !share.mayStart(tenant, holdingBack: true) || share.waitingCount(of: tenant) > 0
+        let mustWait = !share.mayStart(tenant) || share.waitingCount(of: tenant) > 0
         return mustWait ? tenant : nil
     }
 
@@ -524,7 +526,7 @@ final class EventLoop {
             return
         }
         while let tenant = tenantsToServe.popLast() {
-            while let key = share.nextToWake(for: tenant, holdingBack: true) {
+            while let key = share.nextToWake(for: tenant) {
                 wokenToStart.append(takeWaitingRequest(key, tenant: tenant))
             }
         }
@@ -569,10 +571,6 @@ final class EventLoop {
 
     private func handleSocket(fd: Int32, events: EpollEvents, now: ContinuousClock.Instant) {
         guard Int(fd) < connections.count, let connection = connections[Int(fd)] else { return }
-        handleSocket(connection, events: events, now: now)
-    }
-
-    private func handleSocket(_ connection: LoopConnection, events: EpollEvents, now: ContinuousClock.Instant) {
         if !events.isDisjoint(with: [.readable, .error, .hangUp]) {
             do {
                 switch try connection.socket.read(into: readBuffer) {

@@ -152,11 +152,4 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// The wait for a new connection's first byte: `firstByteTimeout`, or the
     /// keep-alive idle timeout when that is shorter.
     var firstByteWait: Duration { min(firstByteTimeout, keepAliveIdleTimeout) }
-
-    /// The bounds `TenantShare` works with.
-    var tenantShare: TenantShare.Limits {
-        TenantShare.Limits(
-            perTenantMax: tenantRequestsInProgressMax, busyBelowIdleFraction: tenantShareBusyBelowIdleFraction,
-            idleAboveIdleFraction: tenantShareIdleAboveIdleFraction)
-    }
 }

@@ -17,8 +17,8 @@ final class ServerShared: Sendable {
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
     private let acceptTurn = Atomic<Int>(0)
-    /// `HTTPServerLimits.tenantContentionWindow`.
-    private let tenantContentionWindow: Duration
+    /// `HTTPServerLimits.tenantContentionWindow`, in nanoseconds.
+    private let tenantContentionNanoseconds: Int64
     /// The instant `tenantsContendUntil` counts from.
     private let origin = ContinuousClock.now
     /// Nanoseconds after `origin` until which tenants contend (`TenantShare`).
@@ -41,7 +41,7 @@ final class ServerShared: Sendable {
         self.connectionsMax = connectionsMax
         self.reservedMax = reservedMax
         self.loopCounters = (0..<loopCount).map { _ in LoopCounters() }
-        self.tenantContentionWindow = tenantContentionWindow
+        self.tenantContentionNanoseconds = tenantContentionWindow.wholeNanoseconds
         self.logger = logger
     }
 
@@ -139,16 +139,16 @@ final class ServerShared: Sendable {
     /// Stored only when it moves the end by a tenth of the window or more,
     /// so that a steady mix of tenants does not write the line every request.
     func noteTenantsContend(now: ContinuousClock.Instant) {
-        let until = nanoseconds(since: origin, at: now + tenantContentionWindow)
+        let until = (now - origin).wholeNanoseconds + tenantContentionNanoseconds
         let stored = tenantsContendUntil.load(ordering: .relaxed)
-        if until - stored >= nanoseconds(of: tenantContentionWindow) / 10 {
+        if until - stored >= tenantContentionNanoseconds / 10 {
             tenantsContendUntil.store(until, ordering: .relaxed)
         }
     }
 
     /// Whether tenants contend at `now` (a loop noted a switch within the window).
     func tenantsContend(now: ContinuousClock.Instant) -> Bool {
-        nanoseconds(since: origin, at: now) < tenantsContendUntil.load(ordering: .relaxed)
+        (now - origin).wholeNanoseconds < tenantsContendUntil.load(ordering: .relaxed)
     }
 
     /// Loops that count as busy now (`TenantShare`).
@@ -167,15 +167,6 @@ final class ServerShared: Sendable {
     /// contend and some loop is busy (`TenantShare`).
     func holdsTenantsBack(now: ContinuousClock.Instant) -> Bool {
         busyLoops.load(ordering: .relaxed) > 0 && tenantsContend(now: now)
-    }
-
-    private func nanoseconds(since start: ContinuousClock.Instant, at instant: ContinuousClock.Instant) -> Int64 {
-        nanoseconds(of: instant - start)
-    }
-
-    private func nanoseconds(of duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }

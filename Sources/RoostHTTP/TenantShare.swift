@@ -20,7 +20,8 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 /// with the flood's requests in progress, not with its throughput (past what
 /// fills the pipeline, more requests in progress only wait longer). So while
 /// the loops *hold back* — tenants contend and a loop is busy — a tenant may
-/// have at most `perTenantMax` requests in progress on each loop: a request
+/// have at most `tenantRequestsInProgressMax` requests in progress on each
+/// loop (`HTTPServerLimits`, as the other bounds named here): a request
 /// read for a tenant at the bound is not started; its connection joins that
 /// tenant's queue, and each answer of the tenant lets the queue's first
 /// request start. The waiting request is parsed and its answer owed, so the
@@ -34,9 +35,11 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 /// - *Contend*: on some loop, a request of one tenant started after one of
 ///   another tenant within `HTTPServerLimits.tenantContentionWindow`
 ///   (`ServerShared.tenantsContend`).
-/// - *Busy*: some loop spent less than `busyBelowIdleFraction` of a
-///   `loadWindow` waiting in `epoll_wait`, and has not had a window idle
-///   more than `idleAboveIdleFraction` since (`ServerShared.anyLoopBusy`).
+/// - *Busy*: some loop spent less than `tenantShareBusyBelowIdleFraction` of
+///   a `loadWindow` waiting in `epoll_wait`, and has not had a window idle
+///   more than `tenantShareIdleAboveIdleFraction` since
+///   (`ServerShared.holdsTenantsBack`). The loop asks before it holds a
+///   request back; this type only counts.
 ///   Any loop, not this one only: the queue a request waits in may be on
 ///   the loop that runs its shard. A loop waiting for the disk is not what
 ///   delays other tenants, so a lone app on a slow disk, or several, keep
@@ -48,22 +51,20 @@ struct TenantShare {
     /// forgets them all and learns again (~16 B each).
     static let credentialsRememberedMax = 4096
 
-    struct Limits: Equatable {
-        var perTenantMax: Int
-        var busyBelowIdleFraction: Double
-        var idleAboveIdleFraction: Double
-    }
-
-    let limits: Limits
+    /// `HTTPServerLimits.tenantRequestsInProgressMax`.
+    let perTenantMax: Int
+    /// `HTTPServerLimits.tenantShareBusyBelowIdleFraction`.
+    let busyBelowIdleFraction: Double
+    /// `HTTPServerLimits.tenantShareIdleAboveIdleFraction`.
+    let idleAboveIdleFraction: Double
     /// Whether this loop counts as busy (see the type).
     private(set) var loopIsBusy = false
     private var inProgress: [HTTPTenant: Int] = [:]
-    /// Connections taken from a queue whose requests have not started yet
-    /// (the loop starts them in its next round); they count toward their
-    /// tenant's share.
+    /// Requests taken from a queue that have not started yet (the loop
+    /// starts them in its next round); they count toward their tenant's share.
     private var woken: [HTTPTenant: Int] = [:]
-    /// Connection keys waiting for their tenant's turn, oldest first; a key
-    /// may be stale (closed, or woken another way): the loop checks each.
+    /// The keys of the connections whose requests wait for their tenant's
+    /// turn, oldest first (a connection that closes leaves its queue).
     private var queues: [HTTPTenant: WaitQueue] = [:]
     private var lastStarted: HTTPTenant?
     /// The tenant each credential's last request was started for, by the
@@ -72,12 +73,14 @@ struct TenantShare {
     private var windowStart: ContinuousClock.Instant
     private var idleInWindow: Duration = .zero
 
-    init(limits: Limits, now: ContinuousClock.Instant) {
-        precondition(limits.perTenantMax >= 1, "perTenantMax \(limits.perTenantMax) < 1")
+    init(limits: HTTPServerLimits, now: ContinuousClock.Instant) {
+        perTenantMax = limits.tenantRequestsInProgressMax
+        busyBelowIdleFraction = limits.tenantShareBusyBelowIdleFraction
+        idleAboveIdleFraction = limits.tenantShareIdleAboveIdleFraction
+        precondition(perTenantMax >= 1, "perTenantMax \(perTenantMax) < 1")
         precondition(
-            limits.busyBelowIdleFraction <= limits.idleAboveIdleFraction,
-            "busy below \(limits.busyBelowIdleFraction) idle yet idle above \(limits.idleAboveIdleFraction)")
-        self.limits = limits
+            busyBelowIdleFraction <= idleAboveIdleFraction,
+            "busy below \(busyBelowIdleFraction) idle yet idle above \(idleAboveIdleFraction)")
         windowStart = now
     }
 
@@ -109,14 +112,14 @@ struct TenantShare {
     /// The requests `tenant` has in progress on this loop.
     func requestsInProgress(of tenant: HTTPTenant) -> Int { inProgress[tenant, default: 0] }
 
-    /// Connections waiting for `tenant`'s turn (stale keys included).
+    /// Connections whose requests wait for `tenant`'s turn.
     func waitingCount(of tenant: HTTPTenant) -> Int { queues[tenant]?.count ?? 0 }
 
-    /// Whether a connection of `tenant` may be read and its next request
-    /// started, `holdingBack` or not (see the type). Requests woken and not
-    /// started yet count as started.
-    func mayStart(_ tenant: HTTPTenant, holdingBack: Bool) -> Bool {
-        !holdingBack || requestsInProgress(of: tenant) + woken[tenant, default: 0] < limits.perTenantMax
+    /// Whether a request of `tenant` may start while the loops hold back:
+    /// the tenant is under its share. Requests woken and not started yet
+    /// count as started.
+    func mayStart(_ tenant: HTTPTenant) -> Bool {
+        requestsInProgress(of: tenant) + woken[tenant, default: 0] < perTenantMax
     }
 
     /// Counts a request of `tenant` started; returns whether the last request
@@ -147,11 +150,11 @@ struct TenantShare {
         queues[tenant] = queue.isEmpty ? nil : queue
     }
 
-    /// Takes the first connection waiting for `tenant`'s turn, if it may
-    /// start now; it counts as started until the loop has started it
-    /// (`wokenRead`).
-    mutating func nextToWake(for tenant: HTTPTenant, holdingBack: Bool) -> UInt64? {
-        guard mayStart(tenant, holdingBack: holdingBack), var queue = queues[tenant] else { return nil }
+    /// Takes the first connection waiting for `tenant`'s turn, if its
+    /// request may start now; it counts as started until the loop has
+    /// started it (`wokenStarted`).
+    mutating func nextToWake(for tenant: HTTPTenant) -> UInt64? {
+        guard mayStart(tenant), var queue = queues[tenant] else { return nil }
         let key = queue.removeFirst()
         queues[tenant] = queue.isEmpty ? nil : queue
         woken[tenant, default: 0] += 1
@@ -160,9 +163,9 @@ struct TenantShare {
 
     /// The request of a connection `nextToWake` gave was started (and
     /// counted by `started`), or the connection closed before.
-    mutating func wokenRead(_ tenant: HTTPTenant) {
+    mutating func wokenStarted(_ tenant: HTTPTenant) {
         let left = woken[tenant, default: 0] - 1
-        precondition(left >= 0, "\(tenant) read more woken connections than were woken")
+        precondition(left >= 0, "\(tenant) started more woken requests than were woken")
         if left == 0 { woken[tenant] = nil } else { woken[tenant] = left }
     }
 
@@ -187,9 +190,9 @@ struct TenantShare {
         guard span >= Self.loadWindow else { return false }
         let idleFraction = idleInWindow / span
         let wasBusy = loopIsBusy
-        if idleFraction < limits.busyBelowIdleFraction {
+        if idleFraction < busyBelowIdleFraction {
             loopIsBusy = true
-        } else if idleFraction > limits.idleAboveIdleFraction {
+        } else if idleFraction > idleAboveIdleFraction {
             loopIsBusy = false
         }
         windowStart = now

@@ -34,3 +34,11 @@ package struct SystemWallClock: WallClock {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }
+
+extension Duration {
+    /// The duration in whole nanoseconds (truncated toward zero).
+    package var wholeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -49,7 +49,6 @@ package final class ManualMonotonicClock: MonotonicClock {
     /// Moves the clock forward by `duration`.
     package func advance(by duration: Duration) {
         precondition(duration >= .zero, "a manual clock cannot go back (advance by \(duration))")
-        let (seconds, attoseconds) = duration.components
-        nanoseconds.withLock { $0 += UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000) }
+        nanoseconds.withLock { $0 += UInt64(duration.wholeNanoseconds) }
     }
 }

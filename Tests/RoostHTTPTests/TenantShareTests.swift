@@ -8,12 +8,18 @@ import Testing
 
 @Suite("Tenant share state machine")
 struct TenantShareTests {
-    static let limits = TenantShare.Limits(perTenantMax: 2, busyBelowIdleFraction: 0.1, idleAboveIdleFraction: 0.5)
+    static var limits: HTTPServerLimits {
+        var limits = HTTPServerLimits()
+        limits.tenantRequestsInProgressMax = 2
+        limits.tenantShareBusyBelowIdleFraction = 0.1
+        limits.tenantShareIdleAboveIdleFraction = 0.5
+        return limits
+    }
     let start = ContinuousClock.now
     let flood = HTTPTenant(1)
     let quiet = HTTPTenant(2)
 
-    @Test("a tenant at its share may not start while the loops hold back, and may when they do not")
+    @Test("a tenant at its share may not start while the loops hold back; another tenant may")
     func shareBound() {
         var share = TenantShare(limits: Self.limits, now: start)
         let switched1 = share.started(flood)
@@ -21,11 +27,10 @@ struct TenantShareTests {
         let switched2 = share.started(flood)
         #expect(!switched2)
         #expect(share.requestsInProgress(of: flood) == 2)
-        #expect(!share.mayStart(flood, holdingBack: true))
-        #expect(share.mayStart(flood, holdingBack: false))
-        #expect(share.mayStart(quiet, holdingBack: true))
+        #expect(!share.mayStart(flood))
+        #expect(share.mayStart(quiet))
         share.finished(flood)
-        #expect(share.mayStart(flood, holdingBack: true))
+        #expect(share.mayStart(flood))
     }
 
     @Test("a start after another tenant's is a switch; the same tenant's again is not")
@@ -51,32 +56,32 @@ struct TenantShareTests {
         for key in [UInt64(10), 11, 12, 13] { share.wait(key, for: flood) }
         share.wait(20, for: quiet)
         #expect(share.waitingCount(of: flood) == 4)
-        let woken1 = share.nextToWake(for: flood, holdingBack: true)
+        let woken1 = share.nextToWake(for: flood)
         #expect(woken1 == nil)
         share.finished(flood)
-        let woken2 = share.nextToWake(for: flood, holdingBack: true)
+        let woken2 = share.nextToWake(for: flood)
         #expect(woken2 == 10)
         // Woken and not started yet, it counts toward the share.
-        #expect(!share.mayStart(flood, holdingBack: true))
+        #expect(!share.mayStart(flood))
         _ = share.started(flood)
-        share.wokenRead(flood)
-        let woken3 = share.nextToWake(for: flood, holdingBack: true)
+        share.wokenStarted(flood)
+        let woken3 = share.nextToWake(for: flood)
         #expect(woken3 == nil)
         share.stopWaiting(12, for: flood)
         share.finished(flood)
         share.finished(flood)
-        let woken4 = share.nextToWake(for: flood, holdingBack: true)
+        let woken4 = share.nextToWake(for: flood)
         #expect(woken4 == 11)
-        let woken5 = share.nextToWake(for: flood, holdingBack: true)
+        let woken5 = share.nextToWake(for: flood)
         #expect(woken5 == 13)
-        let woken6 = share.nextToWake(for: flood, holdingBack: true)
+        let woken6 = share.nextToWake(for: flood)
         #expect(woken6 == nil)
         #expect(share.waitingCount(of: flood) == 0)
         // Read with nothing to start: their places come free.
-        #expect(!share.mayStart(flood, holdingBack: true))
-        share.wokenRead(flood)
-        share.wokenRead(flood)
-        #expect(share.mayStart(flood, holdingBack: true))
+        #expect(!share.mayStart(flood))
+        share.wokenStarted(flood)
+        share.wokenStarted(flood)
+        #expect(share.mayStart(flood))
         #expect(share.hasWaiting)
         let allWaiting1 = share.takeAllWaiting()
         #expect(allWaiting1 == [20])
@@ -88,8 +93,8 @@ struct TenantShareTests {
         var share = TenantShare(limits: Self.limits, now: start)
         for key in UInt64(0)..<500 { share.wait(key, for: flood) }
         var woken: [UInt64] = []
-        while let key = share.nextToWake(for: flood, holdingBack: false) {
-            share.wokenRead(flood)
+        while let key = share.nextToWake(for: flood) {
+            share.wokenStarted(flood)
             woken.append(key)
             if key % 7 == 0 { share.wait(1000 + key, for: flood) }
         }

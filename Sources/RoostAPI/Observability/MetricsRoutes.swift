@@ -1,6 +1,7 @@
 import RoostEngine
 import RoostHTTP
 import RoostModel
+import RoostPlatform
 import RoostStorage
 import RoostTelemetry
 import Synchronization
@@ -269,10 +270,7 @@ package final class MetricsExporter: Sendable {
         }
     }
 
-    private static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
-    }
+    private static func nanoseconds(_ duration: Duration) -> UInt64 { UInt64(max(0, duration.wholeNanoseconds)) }
 }
 
 /// The `/metrics` route.
