@@ -1,6 +1,7 @@
 import RoostAPI
 import RoostEngine
 import RoostHTTP
+import RoostModel
 
 /// `roost-bench api-micro [iterations]`: the in-process cost of the request
 /// path behind the HTTP layer (route, authenticate, parse, validate, render),

@@ -175,13 +175,13 @@ package enum CatalogStartup {
     package static func decodeLegacyIdentityKeys(_ bytes: [UInt8]) -> IdentityKeyState? {
         guard let document = try? JSONReader.parse(bytes), document["version"]?.intValue == 1,
             let current = document["current"]?.stringValue, let entries = document["keys"]?.arrayValue,
-            !entries.isEmpty, entries.count <= IdentityKeyStore.keysMax
+            !entries.isEmpty, entries.count <= IdentitySigningKey.keysMax
         else { return nil }
         var state = IdentityKeyState()
         for entry in entries {
-            guard let id = entry["id"]?.stringValue, IdentityToken.isKeyID(id),
+            guard let id = entry["id"]?.stringValue, IdentitySigningKey.isValidID(id),
                 let secret = entry["secret"]?.stringValue.flatMap({ Hex.decode($0) }),
-                secret.count == IdentityKeyStore.secretBytes, let created = entry["created_at_ms"]?.intValue,
+                secret.count == IdentitySigningKey.secretBytes, let created = entry["created_at_ms"]?.intValue,
                 !state.keys.contains(where: { $0.id == id })
             else { return nil }
             state.apply(

@@ -1,14 +1,5 @@
 import RoostModel
 
-/// One HMAC-SHA-256 signing key for identity tokens.
-package struct IdentitySigningKey: Sendable, Equatable {
-    /// Public, written into every token it signs: `ik_` + 16 hex digits.
-    var id: String
-    /// 32 random bytes; never logged, never answered.
-    var secret: [UInt8]
-    var createdAtMilliseconds: Int64
-}
-
 /// The signing keys for Connect-style identity tokens: one current key that
 /// signs, and older keys that still verify until an operator removes them.
 ///
@@ -19,11 +10,6 @@ package struct IdentitySigningKey: Sendable, Equatable {
 /// /v1/identity-keys/{id}` removes an old one, after which its tokens answer
 /// 401 (docs/compat.md).
 package final class IdentityKeyStore: Sendable {
-    /// Secret bytes per key (HMAC-SHA-256's block-size-safe key length).
-    package static let secretBytes = 32
-    /// The most keys kept at once; rotate, then remove the old ones.
-    package static let keysMax = 16
-
     private let state: LoggedState<IdentityKeyState>
 
     /// Keys recovered from the log (at least one), whose changes go to `log`.
@@ -75,10 +61,10 @@ package final class IdentityKeyStore: Sendable {
     /// Makes a new current key; older keys keep verifying. 409 at `keysMax`.
     func rotate(now: Int64) throws(APIError) -> (key: IdentitySigningKey, ticket: CommitTicket) {
         try state.change { state throws(APIError) in
-            guard state.keys.count < IdentityKeyStore.keysMax else {
+            guard state.keys.count < IdentitySigningKey.keysMax else {
                 throw APIError(
                     status: 409, code: "limit_reached",
-                    message: "at most \(IdentityKeyStore.keysMax) identity keys; remove an old one first")
+                    message: "at most \(IdentitySigningKey.keysMax) identity keys; remove an old one first")
             }
             let (next, record) = state.withNewKey(at: now)
             return ([record], next.keys[next.keys.count - 1])

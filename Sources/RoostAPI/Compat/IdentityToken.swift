@@ -156,12 +156,6 @@ enum IdentityToken {
         return token.isEmpty ? nil : token
     }
 
-    /// Returns whether `text` has the shape of a signing key id.
-    static func isKeyID(_ text: String) -> Bool {
-        text.utf8.count == 19 && text.hasPrefix("ik_")
-            && text.utf8.dropFirst(3).allSatisfy { Hex.digitValue($0) != nil }
-    }
-
     /// Returns a new guest id: 128 random bits as 32 hex digits.
     static func newGuestID() -> String {
         Hex.encode(Crypto.randomBytes(16))

@@ -21,7 +21,7 @@ package enum IdentityTokenFuzzCheck {
     /// The one signing key: fixed, so that every run is reproducible.
     static let key = IdentitySigningKey(
         id: "ik_00112233aabbccdd",
-        secret: (0..<IdentityKeyStore.secretBytes).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) },
+        secret: (0..<IdentitySigningKey.secretBytes).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) },
         createdAtMilliseconds: 0)
 
     static let keys: IdentityKeyStore = {

@@ -1,4 +1,5 @@
 import RoostEngine
+import RoostModel
 import RoostStorage
 import Synchronization
 

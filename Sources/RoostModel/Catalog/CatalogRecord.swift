@@ -1,5 +1,3 @@
-import RoostModel
-
 /// One catalog change as it is logged: a logical after-image (the app or key
 /// as it is after the change, or a tombstone), so replaying a record whose
 /// effect is already in the state changes nothing, and a fuzzy snapshot plus
@@ -30,7 +28,7 @@ package enum CatalogRecord: Equatable, Sendable {
     /// The kind of an app record that carries `inactive_after_days` (spec §8).
     static let appWithInactivityKind: UInt8 = 13
     /// The longest string field (names, labels and ids are far shorter).
-    static let stringBytesMax = 4096
+    package static let stringBytesMax = 4096
 
     /// Returns the payload bytes (the part after `EngineRecord`'s two bytes).
     package func encoded() -> [UInt8] {
@@ -75,7 +73,7 @@ package enum CatalogRecord: Equatable, Sendable {
             out.u8(6)
             out.string(key.id)
             precondition(
-                key.secret.count == IdentityKeyStore.secretBytes, "identity secret of \(key.secret.count) bytes")
+                key.secret.count == IdentitySigningKey.secretBytes, "identity secret of \(key.secret.count) bytes")
             out.bytes.append(contentsOf: key.secret)
             out.i64(key.createdAtMilliseconds)
             out.u8(current ? 1 : 0)
@@ -151,8 +149,8 @@ package enum CatalogRecord: Equatable, Sendable {
             record = .nextAppID(next)
         case 6:
             let id = try input.string()
-            guard IdentityToken.isKeyID(id) else { throw CatalogRecordError("identity key id") }
-            let secret = try input.take(IdentityKeyStore.secretBytes)
+            guard IdentitySigningKey.isValidID(id) else { throw CatalogRecordError("identity key id") }
+            let secret = try input.take(IdentitySigningKey.secretBytes)
             let created = try input.i64()
             let current = try input.flag()
             record = .identityKey(
@@ -194,7 +192,7 @@ package enum CatalogRecord: Equatable, Sendable {
 /// A catalog record that cannot be read: recovery stops and names it.
 package struct CatalogRecordError: Error, CustomStringConvertible, Equatable {
     package var reason: String
-    init(_ reason: String) { self.reason = reason }
+    package init(_ reason: String) { self.reason = reason }
     package var description: String { "catalog record: \(reason)" }
 }
 

@@ -1,5 +1,4 @@
 import RoostCrypto
-import RoostModel
 
 /// Everything the catalog knows: apps, keys (as digests) and the next app id.
 /// Changed only by applying `CatalogRecord`s, live and in recovery alike.
@@ -89,13 +88,13 @@ package struct IdentityKeyState: Sendable, Equatable {
     }
 
     /// Returns a state with a fresh random key made current, and its record.
-    func withNewKey(at now: Int64) -> (state: IdentityKeyState, record: CatalogRecord) {
+    package func withNewKey(at now: Int64) -> (state: IdentityKeyState, record: CatalogRecord) {
         var id: String
         repeat {
             id = "ik_" + Hex.encode(Crypto.randomBytes(8))
         } while keys.contains { $0.id == id }
         let key = IdentitySigningKey(
-            id: id, secret: Crypto.randomBytes(IdentityKeyStore.secretBytes), createdAtMilliseconds: now)
+            id: id, secret: Crypto.randomBytes(IdentitySigningKey.secretBytes), createdAtMilliseconds: now)
         let record = CatalogRecord.identityKey(key, current: true)
         var next = self
         next.apply(record)
@@ -165,7 +164,7 @@ package struct CatalogContents: Sendable, Equatable {
 /// The catalog part of the log cannot be made whole: start-up stops.
 package struct CatalogRecoveryError: Error, CustomStringConvertible {
     package var reason: String
-    init(_ reason: String) { self.reason = reason }
+    package init(_ reason: String) { self.reason = reason }
     package var description: String {
         "\(reason); the log is damaged or incomplete: run `roost wal verify DIR`, restore the data directory from a backup"
     }

@@ -1,5 +1,3 @@
-import RoostModel
-
 /// What a key may do. The raw values are the spec's capability names.
 package enum Capability: String, CaseIterable, Sendable, Comparable {
     case devicesWrite = "devices:write"
@@ -31,6 +29,13 @@ package struct AppRecord: Sendable, Equatable {
     package var name: String
     package var createdAtMilliseconds: Int64
     package var settings: AppSettings
+
+    package init(id: AppID, name: String, createdAtMilliseconds: Int64, settings: AppSettings) {
+        self.id = id
+        self.name = name
+        self.createdAtMilliseconds = createdAtMilliseconds
+        self.settings = settings
+    }
 }
 
 /// The SHA-256 digest of an API key, the only form in which keys are stored.
@@ -94,8 +99,50 @@ package struct KeyRecord: Sendable, Equatable {
     package var rateLimitPerSecond: Int?
     package var digest: KeyDigest
 
+    package init(
+        id: String, appID: AppID, kind: KeyKind, mode: AppMode, capabilities: Set<Capability>, label: String,
+        createdAtMilliseconds: Int64, rateLimitPerSecond: Int?, digest: KeyDigest
+    ) {
+        self.id = id
+        self.appID = appID
+        self.kind = kind
+        self.mode = mode
+        self.capabilities = capabilities
+        self.label = label
+        self.createdAtMilliseconds = createdAtMilliseconds
+        self.rateLimitPerSecond = rateLimitPerSecond
+        self.digest = digest
+    }
+
     /// Returns whether the key holds `capability`. Mobile keys hold none.
     package func allows(_ capability: Capability) -> Bool {
         kind == .secret && capabilities.contains(capability)
+    }
+}
+
+/// One HMAC-SHA-256 signing key for identity tokens (the Connect dialect's
+/// `POST /v1/identities/…`), a catalog value like apps and keys.
+package struct IdentitySigningKey: Sendable, Equatable {
+    /// Secret bytes per key (HMAC-SHA-256's block-size-safe key length).
+    package static let secretBytes = 32
+    /// The most keys kept at once; rotate, then remove the old ones.
+    package static let keysMax = 16
+
+    /// Public, written into every token it signs: `ik_` + 16 hex digits.
+    package var id: String
+    /// 32 random bytes; never logged, never answered.
+    package var secret: [UInt8]
+    package var createdAtMilliseconds: Int64
+
+    package init(id: String, secret: [UInt8], createdAtMilliseconds: Int64) {
+        self.id = id
+        self.secret = secret
+        self.createdAtMilliseconds = createdAtMilliseconds
+    }
+
+    /// Returns whether `text` has the form of a key id: `ik_` + 16 lower-case hex digits.
+    package static func isValidID(_ text: String) -> Bool {
+        text.utf8.count == 19 && text.hasPrefix("ik_")
+            && text.utf8.dropFirst(3).allSatisfy { Hex.digitValue($0) != nil }
     }
 }
