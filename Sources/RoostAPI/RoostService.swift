@@ -48,8 +48,9 @@ public final class RoostService: HTTPResponder {
         let contents = try CatalogStartup.open(
             directory: dataDirectory, recovered: try CatalogContents.rebuild(catalogRecords), log: log,
             sync: { _ = try engine.log.wal.sync() }, now: clock.wallMilliseconds())
-        let catalog = Catalog(state: contents.catalog, catalogLog: log, clock: clock)
-        let identityKeys = IdentityKeyStore(state: contents.identityKeys, log: log)
+        let state = LoggedState(contents, log: log)
+        let catalog = Catalog(state: state, clock: clock)
+        let identityKeys = IdentityKeyStore(state: state)
         engine.setCatalogSnapshotSource {
             (catalog.snapshotRecords() + identityKeys.snapshotRecords()).map { $0.encoded() }
         }

@@ -3,9 +3,11 @@ import RoostEngine
 import RoostModel
 import Synchronization
 
-/// The apps and API keys: a value (`CatalogState`) changed only by logged
-/// `CatalogRecord`s (see `LoggedState`): a change is applied under one mutex
-/// together with its log append, and acknowledged once durable.
+/// The apps and API keys: a value (`CatalogContents`, RoostModel) changed
+/// only by logged `CatalogRecord`s (see `LoggedState`): each change is a
+/// `CatalogCommand` that the model's rules (`CatalogContents.plan`) turn into
+/// records, applied under one mutex together with its log append, and
+/// acknowledged once durable. `IdentityKeyStore` shares the same state.
 ///
 /// Apps and keys change rarely and are read on every request (authentication),
 /// so reads take the mutex for a dictionary probe only. Authentication and
@@ -14,11 +16,12 @@ import Synchronization
 /// crash could still lose.
 package final class Catalog: Sendable {
     /// How many apps one server holds.
-    package static let appsMax = 100_000
+    package static let appsMax = CatalogLimits.appsMax
     /// How many live keys one app holds.
-    package static let keysPerAppMax = 1_000
+    package static let keysPerAppMax = CatalogLimits.keysPerAppMax
 
-    private let state: LoggedState<CatalogState>
+    /// The catalog's one logged state, shared with `IdentityKeyStore`.
+    package let state: LoggedState
     private let rateLimits: Mutex<[String: TokenBucket]>
     /// When each key was last used, in memory (every use), and when that was
     /// last logged (`KeyUsage`): the hot path writes the log at most once per
@@ -31,14 +34,19 @@ package final class Catalog: Sendable {
     /// Creates a catalog from a recovered state whose changes go to `log`
     /// (nil keeps everything in memory: tests only).
     package convenience init(state: CatalogState = CatalogState(), log: (any MutationLog)?, clock: any APIClock) {
-        self.init(state: state, catalogLog: CatalogLog(log: log), clock: clock)
+        var contents = CatalogContents()
+        contents.catalog = state
+        self.init(state: LoggedState(contents, log: CatalogLog(log: log)), clock: clock)
     }
 
-    package init(state: CatalogState, catalogLog: CatalogLog, clock: any APIClock) {
-        self.state = LoggedState(state, log: catalogLog) { value, record in value.apply(record) }
+    /// Creates a catalog over `state` (recovered, with its log).
+    package init(state: LoggedState, clock: any APIClock) {
+        self.state = state
         self.rateLimits = Mutex([:])
         self.usage = Mutex(
-            state.keyLastUsedMilliseconds.mapValues { KeyUsage(lastUsed: $0, logged: $0, loggedAtUse: $0) })
+            state.read { $0.catalog.keyLastUsedMilliseconds }.mapValues {
+                KeyUsage(lastUsed: $0, logged: $0, loggedAtUse: $0)
+            })
         self.clock = clock
     }
 
@@ -46,40 +54,40 @@ package final class Catalog: Sendable {
 
     /// Returns the key whose SHA-256 digest is `digest`, if it is live.
     package func key(withDigest digest: KeyDigest) -> KeyRecord? {
-        state.read { $0.keysByDigest[digest] }
+        state.read { $0.catalog.keysByDigest[digest] }
     }
 
     /// Returns the live key with public id `id` (`key_…`), nil once it is
     /// revoked or its app deleted. Every applied change counts, as for
     /// authentication. O(1) expected.
     package func liveKey(id: String) -> KeyRecord? {
-        state.read { state in state.keyDigestByID[id].flatMap { state.keysByDigest[$0] } }
+        state.read { $0.catalog.liveKey(id: id) }
     }
 
     /// Returns the whole state (a copy), every applied change included.
     package func currentState() -> CatalogState {
-        state.read { $0 }
+        state.read { $0.catalog }
     }
 
     /// Returns the catalog's records for a snapshot (its whole visible state:
     /// a change still in flight has an LSN at or after the snapshot's start,
     /// and replays over it). O(n log n).
     package func snapshotRecords() -> [CatalogRecord] {
-        state.read { $0.records() }
+        state.read { $0.catalog.records() }
     }
 
     package func app(_ id: AppID) -> AppRecord? {
-        state.read { $0.apps[id] }
+        state.read { $0.catalog.apps[id] }
     }
 
     /// Returns the app as its acknowledged changes left it.
     package func acknowledgedApp(_ id: AppID) -> AppRecord? {
-        state.readAcknowledged { $0.apps[id] }
+        state.readAcknowledged { $0.catalog.apps[id] }
     }
 
     /// Returns every app whose creation is acknowledged, ordered by id. O(apps log apps).
     package func apps() -> [AppRecord] {
-        state.readAcknowledged { $0.apps.values.sorted { $0.id < $1.id } }
+        state.readAcknowledged { $0.catalog.apps.values.sorted { $0.id < $1.id } }
     }
 
     /// Returns the live keys of `app` whose creation is acknowledged (of
@@ -89,7 +97,7 @@ package final class Catalog: Sendable {
     /// listed. At most `keysPerAppMax` keys. O(keys of the server).
     package func keys(of app: AppID, onlyMode: AppMode? = nil) -> [(key: KeyRecord, lastUsedMilliseconds: Int64?)] {
         let keys = state.readAcknowledged { state in
-            state.keysByDigest.values.filter { $0.appID == app && (onlyMode == nil || $0.mode == onlyMode) }
+            state.catalog.keysByDigest.values.filter { $0.appID == app && (onlyMode == nil || $0.mode == onlyMode) }
         }.sorted { ($0.createdAtMilliseconds, $0.id) < ($1.createdAtMilliseconds, $1.id) }
         let uses = usage.withLock { uses in keys.map { uses[$0.id]?.lastUsed } }
         return Array(zip(keys, uses)).map { (key: $0.0, lastUsedMilliseconds: $0.1) }
@@ -97,7 +105,7 @@ package final class Catalog: Sendable {
 
     /// Returns the number of live keys of `app`. O(keys).
     package func keyCount(of app: AppID) -> Int {
-        state.read { state in state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) } }
+        state.read { $0.catalog.keyCount(of: app) }
     }
 
     // MARK: - Changes (each logged; the ticket says when it is durable)
@@ -109,22 +117,13 @@ package final class Catalog: Sendable {
         name: String, maxDevicesPerPerson: Int? = nil, requireKnownPerson: Bool? = nil,
         inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
-        let now = clock.wallMilliseconds()
-        return try state.change { state throws(APIError) in
-            guard state.apps.count < Catalog.appsMax else {
-                throw APIError(status: 409, code: "limit_reached", message: "this server holds \(Catalog.appsMax) apps")
-            }
-            guard state.nextAppID < UInt32.max else {
-                throw APIError(status: 409, code: "limit_reached", message: "every app id has been used")
-            }
-            var settings = AppSettings.defaults
-            if let maxDevicesPerPerson { settings.maxDevicesPerPerson = maxDevicesPerPerson }
-            if let requireKnownPerson { settings.requireKnownPerson = requireKnownPerson }
-            if let inactiveAfterDays { settings.inactiveAfterDays = inactiveAfterDays }
-            let record = AppRecord(
-                id: AppID(state.nextAppID), name: name, createdAtMilliseconds: now, settings: settings)
-            return ([.app(record)], record)
-        }
+        let settings = AppSettingsChange(
+            maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
+            inactiveAfterDays: inactiveAfterDays)
+        let (outcome, ticket) = try state.execute(
+            .createApp(name: name, settings: settings, atMilliseconds: clock.wallMilliseconds()))
+        guard case .app(let record) = outcome else { preconditionFailure("createApp answered \(outcome)") }
+        return (record, ticket)
     }
 
     /// Applies a partial update: nil leaves a value as it is (for
@@ -134,23 +133,18 @@ package final class Catalog: Sendable {
         _ id: AppID, name: String?, maxDevicesPerPerson: Int?, requireKnownPerson: Bool?,
         inactiveAfterDays: Int?? = nil
     ) throws(APIError) -> (record: AppRecord, ticket: CommitTicket) {
-        try state.change { state throws(APIError) in
-            guard let record = state.apps[id] else { throw APIError.appNotFound }
-            var next = record
-            if let name { next.name = name }
-            if let maxDevicesPerPerson { next.settings.maxDevicesPerPerson = maxDevicesPerPerson }
-            if let requireKnownPerson { next.settings.requireKnownPerson = requireKnownPerson }
-            if let inactiveAfterDays { next.settings.inactiveAfterDays = inactiveAfterDays }
-            return (next == record ? [] : [.app(next)], next)
-        }
+        let settings = AppSettingsChange(
+            maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
+            inactiveAfterDays: inactiveAfterDays)
+        let (outcome, ticket) = try state.execute(.updateApp(id, name: name, settings: settings))
+        guard case .app(let record) = outcome else { preconditionFailure("updateApp answered \(outcome)") }
+        return (record, ticket)
     }
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        let (keyIDs, ticket) = try state.change { state throws(APIError) in
-            guard state.apps[id] != nil else { throw APIError.appNotFound }
-            return ([.appDeleted(id)], state.keysByDigest.values.filter { $0.appID == id }.map(\.id))
-        }
+        let (outcome, ticket) = try state.execute(.deleteApp(id))
+        guard case .appDeleted(let keyIDs) = outcome else { preconditionFailure("deleteApp answered \(outcome)") }
         _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
         usage.withLock { uses in
             for keyID in keyIDs { uses[keyID] = nil }
@@ -170,34 +164,18 @@ package final class Catalog: Sendable {
         guard let digest = KeyDigest(bytes: Crypto.sha256(secret.utf8)) else {
             preconditionFailure("SHA-256 did not give 32 bytes")
         }
-        let (record, ticket) = try state.change { state throws(APIError) in
-            guard state.apps[app] != nil else { throw APIError.appNotFound }
-            let existing = state.keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) }
-            guard existing < Catalog.keysPerAppMax else {
-                throw APIError(
-                    status: 409, code: "limit_reached", message: "an app holds at most \(Catalog.keysPerAppMax) keys")
-            }
-            precondition(state.keysByDigest[digest] == nil, "a fresh 192-bit key collided")
-            precondition(state.keyDigestByID[id] == nil, "a fresh 64-bit key id collided")
-            let record = KeyRecord(
-                id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
-                createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
-            return ([.key(record)], record)
-        }
+        let minted = KeyRecord(
+            id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
+            createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
+        let (outcome, ticket) = try state.execute(.createKey(minted))
+        guard case .key(let record) = outcome else { preconditionFailure("createKey answered \(outcome)") }
         return (record, secret, ticket)
     }
 
     /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
     /// or of the other mode, answers as unknown.
     package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
-        let ticket = try state.change { state throws(APIError) in
-            guard let digest = state.keyDigestByID[keyID], let key = state.keysByDigest[digest], key.appID == app,
-                onlyMode == nil || key.mode == onlyMode
-            else {
-                throw APIError(status: 404, code: "key_not_found", message: "no such key")
-            }
-            return ([.keyRevoked(id: keyID)], ())
-        }.1
+        let ticket = try state.execute(.revokeKey(app: app, keyID: keyID, onlyMode: onlyMode)).ticket
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
         _ = usage.withLock { $0.removeValue(forKey: keyID) }
         return ticket
@@ -251,31 +229,22 @@ package final class Catalog: Sendable {
     /// before its final snapshot). Returns the ticket of the last record, to
     /// wait for; `.acknowledged` when nothing was pending.
     package func flushKeyUsage() -> CommitTicket {
-        let pending = usage.withLock { uses -> [(id: String, at: Int64)] in
-            var pending: [(id: String, at: Int64)] = []
+        let pending = usage.withLock { uses -> [KeyUse] in
+            var pending: [KeyUse] = []
             for (id, entry) in uses where entry.loggedAtUse != entry.lastUsed {
-                pending.append((id, entry.lastUsed))
+                pending.append(KeyUse(keyID: id, atMilliseconds: entry.lastUsed))
                 uses[id]?.logged = entry.lastUsed
                 uses[id]?.loggedAtUse = entry.lastUsed
             }
-            return pending.sorted { $0.id < $1.id }
+            return pending.sorted { $0.keyID < $1.keyID }
         }
         guard !pending.isEmpty else { return .acknowledged }
-        let result = try? state.change { state throws(APIError) in
-            let records = pending.filter { state.keyDigestByID[$0.id] != nil }.map {
-                CatalogRecord.keyUsed(id: $0.id, atMilliseconds: $0.at)
-            }
-            return (records, ())
-        }
-        return result?.1 ?? .refused
+        return (try? state.execute(.noteKeyUses(pending)).ticket) ?? .refused
     }
 
     private func logUse(_ id: String, at now: Int64) {
         // A key revoked since it was looked up logs nothing (`plan` sees the current state).
-        _ = try? state.change { state throws(APIError) in
-            let records: [CatalogRecord] = state.keyDigestByID[id] == nil ? [] : [.keyUsed(id: id, atMilliseconds: now)]
-            return (records, ())
-        }
+        _ = try? state.execute(.noteKeyUses([KeyUse(keyID: id, atMilliseconds: now)]))
     }
 
     // MARK: - Rate limits
@@ -299,7 +268,12 @@ package final class Catalog: Sendable {
 }
 
 extension APIError {
-    package static let appNotFound = APIError(status: 404, code: "app_not_found", message: "no such app")
+    package static let appNotFound = APIError(CatalogRejection.appNotFound)
+
+    /// The error envelope of a catalog rejection.
+    package init(_ rejection: CatalogRejection) {
+        self.init(status: rejection.httpStatus, code: rejection.code, message: rejection.message)
+    }
 }
 
 /// When a key was last used, in memory, and what of it the log holds.

@@ -51,7 +51,7 @@ package enum CatalogStartup {
         }
         if contents.identityKeys.keys.isEmpty && !imports.contains(where: \.isIdentityKey) {
             // A new directory: its first signing key, durable before any token is signed.
-            imports.append(IdentityKeyState().withNewKey(at: now).record)
+            imports.append(.identityKey(IdentitySigningKey.mint(at: now), current: true))
         }
         guard !imports.isEmpty || !toRename.isEmpty else { return contents }
         if !imports.isEmpty {

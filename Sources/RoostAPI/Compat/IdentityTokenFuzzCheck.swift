@@ -25,10 +25,9 @@ package enum IdentityTokenFuzzCheck {
         createdAtMilliseconds: 0)
 
     static let keys: IdentityKeyStore = {
-        var state = IdentityKeyState()
-        state.keys = [key]
-        state.currentID = key.id
-        return IdentityKeyStore(state: state, log: CatalogLog(log: nil))
+        var contents = CatalogContents()
+        contents.identityKeys.apply(.identityKey(key, current: true))
+        return IdentityKeyStore(state: LoggedState(contents, log: CatalogLog(log: nil)))
     }()
 
     /// Returns a description of the first broken property for `input`, or nil. O(n).

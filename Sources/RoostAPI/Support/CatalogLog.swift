@@ -51,8 +51,9 @@ package enum CommitTicket: Sendable, Equatable {
     static var nothingToLog: CommitTicket { .acknowledged }
 }
 
-/// A value changed only by logged records (the catalog, the identity keys).
-/// A change is planned on the visible value, applied and appended to the log
+/// The catalog's state (`CatalogContents`: apps, keys, settings, identity
+/// signing keys), changed only by logged records. A `CatalogCommand` is
+/// planned on the visible value by the model's rules, applied and appended to the log
 /// under one mutex, so log order is apply order; it is acknowledged once the
 /// log's acknowledged LSN reaches its records. The value that acknowledged
 /// changes made is kept beside it and brought up to date at every access
@@ -60,7 +61,9 @@ package enum CommitTicket: Sendable, Equatable {
 /// the log has failed, the visible value falls back to it (the changes in
 /// flight are undone) and no further change is taken until a restart.
 /// Readers never wait for the disk.
-package final class LoggedState<Value: Sendable>: Sendable {
+package final class LoggedState: Sendable {
+    package typealias Value = CatalogContents
+
     private struct Copies {
         /// What requests see: every applied change, durable or in flight.
         var visible: Value
@@ -73,16 +76,22 @@ package final class LoggedState<Value: Sendable>: Sendable {
 
     private let copies: Mutex<Copies>
     private let log: CatalogLog
-    private let apply: @Sendable (inout Value, CatalogRecord) -> Void
 
-    package init(_ value: Value, log: CatalogLog, apply: @escaping @Sendable (inout Value, CatalogRecord) -> Void) {
+    /// A state recovered from the log (or new), whose changes go to `log`.
+    package init(_ value: Value, log: CatalogLog) {
         self.copies = Mutex(Copies(visible: value, acknowledged: value))
         self.log = log
-        self.apply = apply
+    }
+
+    /// Applies one record to the part it belongs to (live changes are not
+    /// counted as recovery counts them).
+    private func apply(_ value: inout Value, _ record: CatalogRecord) {
+        value.catalog.apply(record)
+        value.identityKeys.apply(record)
     }
 
     /// Returns what `body` reads from the visible value.
-    func read<Result: Sendable>(_ body: (Value) -> Result) -> Result {
+    package func read<Result: Sendable>(_ body: (Value) -> Result) -> Result {
         copies.withLock { copies in
             settle(&copies)
             return body(copies.visible)
@@ -97,17 +106,22 @@ package final class LoggedState<Value: Sendable>: Sendable {
         }
     }
 
-    /// Plans a change on the visible value (`plan` validates and returns the
-    /// records, after-images, and a result), applies it and appends it in one
-    /// critical section. Throws `plan`'s error, or 503 when the log cannot
-    /// take writes (nothing applied). The ticket says what the answer waits for.
-    func change<Result>(
-        _ plan: (Value) throws(APIError) -> (records: [CatalogRecord], result: Result)
-    ) throws(APIError) -> (Result, CommitTicket) {
-        try copies.withLock { copies throws(APIError) -> (Result, CommitTicket) in
+    /// Plans `command` on the visible value (`CatalogContents.plan`: the
+    /// model's rules give the records, after-images, and an outcome), applies
+    /// it and appends it in one critical section. Throws the rules' rejection,
+    /// or 503 when the log cannot take writes (nothing applied). The ticket
+    /// says what the answer waits for.
+    func execute(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket) {
+        try copies.withLock { copies throws(APIError) -> (CatalogOutcome, CommitTicket) in
             settle(&copies)
             guard !copies.failed, log.acceptsWrites else { throw APIError.logUnavailable }
-            let (records, result) = try plan(copies.visible)
+            let plan: CatalogPlan
+            do throws(CatalogRejection) {
+                plan = try copies.visible.plan(command)
+            } catch {
+                throw APIError(error)
+            }
+            let (records, result) = (plan.records, plan.outcome)
             guard !records.isEmpty else { return (result, .nothingToLog) }
             let ticket = log.append(records)
             switch ticket {

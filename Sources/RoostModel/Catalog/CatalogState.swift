@@ -1,5 +1,3 @@
-import RoostCrypto
-
 /// Everything the catalog knows: apps, keys (as digests) and the next app id.
 /// Changed only by applying `CatalogRecord`s, live and in recovery alike.
 package struct CatalogState: Sendable, Equatable {
@@ -85,20 +83,6 @@ package struct IdentityKeyState: Sendable, Equatable {
     /// Returns the keys as records, oldest first, the current one marked.
     package func records() -> [CatalogRecord] {
         keys.map { .identityKey($0, current: $0.id == currentID) }
-    }
-
-    /// Returns a state with a fresh random key made current, and its record.
-    package func withNewKey(at now: Int64) -> (state: IdentityKeyState, record: CatalogRecord) {
-        var id: String
-        repeat {
-            id = "ik_" + Hex.encode(Crypto.randomBytes(8))
-        } while keys.contains { $0.id == id }
-        let key = IdentitySigningKey(
-            id: id, secret: Crypto.randomBytes(IdentitySigningKey.secretBytes), createdAtMilliseconds: now)
-        let record = CatalogRecord.identityKey(key, current: true)
-        var next = self
-        next.apply(record)
-        return (next, record)
     }
 }
 

@@ -1,3 +1,5 @@
+import RoostCrypto
+
 /// What a key may do. The raw values are the spec's capability names.
 package enum Capability: String, CaseIterable, Sendable, Comparable {
     case devicesWrite = "devices:write"
@@ -138,6 +140,14 @@ package struct IdentitySigningKey: Sendable, Equatable {
         self.id = id
         self.secret = secret
         self.createdAtMilliseconds = createdAtMilliseconds
+    }
+
+    /// Returns a new key with a random id and secret, created at `now`
+    /// (a 64-bit id: `CatalogContents.plan` checks that it is fresh).
+    package static func mint(at now: Int64) -> IdentitySigningKey {
+        IdentitySigningKey(
+            id: "ik_" + Hex.encode(Crypto.randomBytes(8)), secret: Crypto.randomBytes(secretBytes),
+            createdAtMilliseconds: now)
     }
 
     /// Returns whether `text` has the form of a key id: `ik_` + 16 lower-case hex digits.
