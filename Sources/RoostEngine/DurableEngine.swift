@@ -77,72 +77,20 @@ package final class DurableEngine: Sendable {
         let clock = ContinuousClock()
         var started = clock.now
         let (wal, recovered) = try WriteAheadLog.open(directory: directory, policy: policy, options: options)
-        var tables = [IndexTable](repeating: IndexTable(changesRetained: changesRetained), count: shardCount)
+        var replayer = Replayer(shardCount: shardCount, changesRetained: changesRetained)
         var report = RecoveryReport()
         report.notes = recovered.notes
         report.filesDuration = clock.now - started
         started = clock.now
-        /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
-        /// `lsn`: a log record's position (its device change enters the
-        /// change feed there); nil for a snapshot's records.
-        func apply(_ payload: UnsafeRawBufferPointer, hintMax: UInt64, lsn: UInt64?, origin: () -> String) throws {
-            // Device and person upserts (most records) go straight from their bytes into the index.
-            if let upsert = IndexTable.upsert(in: payload),
-                tables[ShardSet.shardNumber(for: upsert.key.app, shardCount: shardCount)].replayUpsert(
-                    upsert.key, encoded: upsert.mutation, lsn: lsn)
-            {
-                return
-            }
-            // Index image parts (snapshots only) are read where they lie.
-            if let image = EngineRecord.framedImagePart(in: payload) {
-                do {
-                    try tables[ShardSet.shardNumber(for: image.key.app, shardCount: shardCount)].replayImagePart(
-                        image.key, part: image.part, lsn: lsn)
-                } catch {
-                    throw EngineRecoveryError(where: origin(), reason: error.description)
-                }
-                return
-            }
-            var record: EngineRecord
-            do {
-                record = try EngineRecord.decode(payload)
-            } catch {
-                throw EngineRecoveryError(where: origin(), reason: "\(error)")
-            }
-            if case .indexSize(let key, let devices, let people) = record {
-                record = .indexSize(key, devices: min(devices, hintMax), people: min(people, hintMax))
-            }
-            let app: AppID
-            switch record {
-            case .mutation(let key, _): app = key.app
-            case .appRemoved(let removed): app = removed
-            case .indexSize(let key, _, _): app = key.app
-            case .indexImage(let key, _): app = key.app
-            case .catalog(let payload):
-                report.catalogRecords.append(payload)
-                return
-            }
-            do {
-                try tables[ShardSet.shardNumber(for: app, shardCount: shardCount)].replay(record, lsn: lsn)
-            } catch {
-                throw EngineRecoveryError(where: origin(), reason: error.description)
-            }
-        }
         do {
             if let snapshot = recovered.snapshot {
-                // Every device and person is a record: no index holds more than the file.
-                let hintMax = snapshot.recordCount
+                let source = Replayer.Source.snapshot(recordCount: snapshot.recordCount)
                 while try snapshot.withNextRecord({ payload -> Bool in
                     report.snapshotRecords += 1
-                    try apply(payload, hintMax: hintMax, lsn: nil) { "snapshot record \(report.snapshotRecords)" }
+                    try replayer.apply(payload, from: source) { "snapshot record \(report.snapshotRecords)" }
                     return true
                 }) != nil {}
-                for table in tables {
-                    if let key = table.unfinishedImages.first {
-                        throw EngineRecoveryError(
-                            where: "snapshot end", reason: "the image of \(key) has no end part")
-                    }
-                }
+                try replayer.checkSnapshotEnded()
             }
             report.snapshotDuration = clock.now - started
             started = clock.now
@@ -152,9 +100,7 @@ package final class DurableEngine: Sendable {
                 report.logRecords += 1
                 do {
                     try record.payload.withUnsafeBytes { payload in
-                        try apply(payload, hintMax: 0, lsn: record.lsn.rawValue) {
-                            "log record LSN \(record.lsn.rawValue)"
-                        }
+                        try replayer.apply(payload, from: .log(record.lsn)) { "log record LSN \(record.lsn.rawValue)" }
                     }
                 } catch {
                     failure = error
@@ -166,6 +112,8 @@ package final class DurableEngine: Sendable {
             wal.close()
             throw error
         }
+        let (tables, catalogRecords) = replayer.finish()
+        report.catalogRecords = catalogRecords
         let log = WALMutationLog(wal: wal)
         let registry = Registry(
             shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
