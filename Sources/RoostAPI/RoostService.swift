@@ -32,28 +32,20 @@ public final class RoostService: HTTPResponder {
     /// The inactivity sweep (spec §8); `roost serve` starts it once it serves.
     package let inactivity: InactivitySweeper
 
-    /// Opens the service over a recovered engine: rebuilds the catalog (apps,
-    /// keys, settings, counters, identity signing keys) from the catalog
-    /// records recovery found (`catalogRecords`, snapshot then log), migrates
+    /// Opens the service over a recovered engine, whose catalog (apps, keys,
+    /// settings, counters, identity signing keys) recovery rebuilt: migrates
     /// an older release's `DIR/catalog.json` and `DIR/identity-keys.json` into
-    /// the log (`CatalogStartup`), and makes every later snapshot begin with
-    /// the catalog. Throws, with one line saying what to do, when the pieces
-    /// disagree or are damaged. Call `reconcile` before serving.
+    /// the log (`CatalogStartup`). Throws, with one line saying what to do,
+    /// when the pieces disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
-        dataDirectory: String, adminKey: String, engine: DurableEngine, catalogRecords: [[UInt8]],
-        clock: any APIClock = SystemClock(), logger: Logger = .standard, accessLog: Bool = false,
-        trustedProxies: [IPAddress] = []
+        dataDirectory: String, adminKey: String, engine: DurableEngine, clock: any APIClock = SystemClock(),
+        logger: Logger = .standard, accessLog: Bool = false, trustedProxies: [IPAddress] = []
     ) throws {
-        let log = CatalogLog(log: engine.log)
-        let contents = try CatalogStartup.open(
-            directory: dataDirectory, recovered: try CatalogContents.rebuild(catalogRecords), log: log,
-            sync: { _ = try engine.log.wal.sync() }, now: clock.wallMilliseconds())
-        let state = LoggedState(contents, log: log)
-        let catalog = Catalog(state: state, clock: clock)
-        let identityKeys = IdentityKeyStore(state: state)
-        engine.setCatalogSnapshotSource {
-            (catalog.snapshotRecords() + identityKeys.snapshotRecords()).map { $0.encoded() }
-        }
+        try CatalogStartup.open(
+            directory: dataDirectory, store: engine.catalog, sync: { _ = try engine.log.wal.sync() },
+            now: clock.wallMilliseconds())
+        let catalog = Catalog(state: engine.catalog, clock: clock)
+        let identityKeys = IdentityKeyStore(state: engine.catalog)
         self.init(
             catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys,
             engine: engine, logger: logger, accessLog: accessLog, trustedProxies: trustedProxies)

@@ -8,12 +8,11 @@ import Synchronization
 /// while writers continue, and a clean close.
 package final class DurableEngine: Sendable {
     package let registry: Registry
+    /// The apps, keys, settings and identity signing keys, rebuilt by
+    /// recovery and written into every snapshot first.
+    package let catalog: CatalogStore
     package let log: WALMutationLog
     private let shardCount: Int
-    /// Returns the catalog's records (its whole state as after-images) for a
-    /// snapshot; read after the snapshot's start LSN is taken. Set once by the
-    /// service that owns the catalog (`setCatalogSnapshotSource`).
-    private let catalogSource = Mutex<(@Sendable () -> [[UInt8]])?>(nil)
     private let snapshotFiguresState = Mutex(SnapshotFigures())
 
     /// What the snapshots of this process did, for metrics.
@@ -40,9 +39,9 @@ package final class DurableEngine: Sendable {
         package var snapshotRecords = 0
         package var logRecords = 0
         package var notes: [String] = []
-        /// The catalog's record payloads (`EngineRecord.catalog`), snapshot
-        /// first, then the log, in order: the catalog rebuilds its state from them.
-        package var catalogRecords: [[UInt8]] = []
+        /// How many catalog records (`EngineRecord.catalog`) the snapshot
+        /// and the log held: the catalog was rebuilt from them.
+        package var catalogRecords = 0
         /// Wall time of each phase: reading and verifying the files (checkpoint
         /// slots, snapshot CRC, every segment), loading the snapshot, replaying the log.
         package var filesDuration: Duration = .zero
@@ -50,8 +49,9 @@ package final class DurableEngine: Sendable {
         package var logDuration: Duration = .zero
     }
 
-    private init(registry: Registry, log: WALMutationLog, shardCount: Int) {
+    private init(registry: Registry, catalog: CatalogStore, log: WALMutationLog, shardCount: Int) {
         self.registry = registry
+        self.catalog = catalog
         self.log = log
         self.shardCount = shardCount
         if let path = log.wal.newestSnapshotPath {
@@ -66,8 +66,8 @@ package final class DurableEngine: Sendable {
     /// What the snapshots of this process did so far.
     package var snapshotFigures: SnapshotFigures { snapshotFiguresState.withLock { $0 } }
 
-    /// Opens the log in `directory` and rebuilds every index from the newest
-    /// valid snapshot and the log after it; the shards run on `loopCount`
+    /// Opens the log in `directory` and rebuilds every index and the catalog
+    /// from the newest valid snapshot and the log after it; the shards run on `loopCount`
     /// loops, driven by the engine's own threads until a server takes them. Throws, naming file and offset,
     /// on damage recovery must not paper over.
     package static func open(
@@ -113,17 +113,19 @@ package final class DurableEngine: Sendable {
             throw error
         }
         let (tables, catalogRecords) = replayer.finish()
-        report.catalogRecords = catalogRecords
+        report.catalogRecords = catalogRecords.count
+        let contents: CatalogContents
+        do {
+            contents = try CatalogContents.rebuild(catalogRecords)
+        } catch {
+            wal.close()
+            throw error
+        }
         let log = WALMutationLog(wal: wal)
         let registry = Registry(
             shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
-        return (DurableEngine(registry: registry, log: log, shardCount: shardCount), report)
-    }
-
-    /// Makes every later snapshot begin with `source()`'s records (the
-    /// catalog's state). Called once, before anything is served.
-    package func setCatalogSnapshotSource(_ source: @escaping @Sendable () -> [[UInt8]]) {
-        catalogSource.withLock { $0 = source }
+        let catalog = CatalogStore(contents, log: log)
+        return (DurableEngine(registry: registry, catalog: catalog, log: log, shardCount: shardCount), report)
     }
 
     /// Writes a fuzzy snapshot: the catalog's records first (read after the
@@ -280,11 +282,11 @@ package final class DurableEngine: Sendable {
         return pin.pinnedBytes
     }
 
-    /// Returns the catalog's records framed as `EngineRecord.catalog` (none
-    /// before a catalog source is set).
+    /// Returns the catalog's records framed as `EngineRecord.catalog`: read
+    /// after the snapshot's start LSN is taken, so every catalog change below
+    /// it is in them.
     private func catalogSnapshotRecords() -> [[UInt8]] {
-        guard let source = catalogSource.withLock({ $0 }) else { return [] }
-        return source().map { EngineRecord.catalog($0).encoded() }
+        catalog.snapshotPayloads().map { EngineRecord.catalog($0).encoded() }
     }
 
     /// Flushes and fsyncs the log and stops its I/O thread.

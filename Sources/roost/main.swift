@@ -193,7 +193,7 @@ func serve(_ arguments: [String]) -> Never {
         let catalogStarted = clock.now
         service = try RoostService(
             dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
-            catalogRecords: report.catalogRecords, logger: logger, accessLog: options.accessLog,
+            logger: logger, accessLog: options.accessLog,
             trustedProxies: options.trustedProxies)
         let reconciling = service
         let reconciled = blocking { () async -> String? in

@@ -121,13 +121,12 @@ extension Harness {
     /// engine recovered from the log, the catalog rebuilt (and migrated) from
     /// its records, indexes reconciled. The caller closes the engine.
     static func durable(_ directory: String, policy: FsyncPolicy = .always) async throws -> (Harness, DurableEngine) {
-        let (engine, report) = try DurableEngine.open(
+        let (engine, _) = try DurableEngine.open(
             directory: directory, policy: policy, shardCount: 2, options: storageOptions)
         do {
             let clock = ManualWallClock()
             let service = try RoostService(
-                dataDirectory: directory, adminKey: adminKey, engine: engine, catalogRecords: report.catalogRecords,
-                clock: clock)
+                dataDirectory: directory, adminKey: adminKey, engine: engine, clock: clock)
             try await service.reconcile(dataDirectory: directory)
             return (Harness(service: service, clock: clock, catalog: service.catalog), engine)
         } catch {

@@ -420,6 +420,6 @@ struct CatalogStartupTests {
         let (engine, report) = try DurableEngine.open(
             directory: directory, policy: .always, shardCount: 1, options: Harness.storageOptions)
         engine.close()
-        return report.catalogRecords.count
+        return report.catalogRecords
     }
 }

@@ -176,13 +176,12 @@ struct ObservabilityTests {
         options.fileSystem = fileSystem
         options.log = { logger.logKeyValues($0) }
         let directory = "/virtual/roost-metrics-fault"
-        let (engine, report) = try DurableEngine.open(
+        let (engine, _) = try DurableEngine.open(
             directory: directory, policy: .always, shardCount: 1, options: options)
         defer { engine.close() }
         let clock = ManualWallClock()
         let service = try RoostService(
-            dataDirectory: directory, adminKey: Harness.adminKey, engine: engine, catalogRecords: report.catalogRecords,
-            clock: clock, logger: logger)
+            dataDirectory: directory, adminKey: Harness.adminKey, engine: engine, clock: clock, logger: logger)
         let harness = Harness(service: service, clock: clock, catalog: service.catalog)
         _ = try await harness.createApp()
         let healthy = try await Scrape(harness)

@@ -18,13 +18,13 @@ struct ReadinessTests {
         // Small files: the in-memory file system copies whole files.
         options.recordPayloadBytesMax = 64 << 10
         options.segmentBytesMax = 128 << 10
-        let (engine, report) = try DurableEngine.open(
+        let (engine, _) = try DurableEngine.open(
             directory: "/data", policy: .always, shardCount: 2, options: options)
         let clock = ManualWallClock()
         // No legacy catalog files: the catalog lives in the (virtual) log only.
         let service = try RoostService(
             dataDirectory: "/nonexistent/roost-readyz-test", adminKey: Harness.adminKey, engine: engine,
-            catalogRecords: report.catalogRecords, clock: clock)
+            clock: clock)
         try await service.reconcile(dataDirectory: "/data")
         return (Harness(service: service, clock: clock, catalog: service.catalog), engine)
     }

@@ -3,11 +3,10 @@ import RoostEngine
 import RoostModel
 import Synchronization
 
-/// The apps and API keys: a value (`CatalogContents`, RoostModel) changed
-/// only by logged `CatalogRecord`s (see `LoggedState`): each change is a
-/// `CatalogCommand` that the model's rules (`CatalogContents.plan`) turn into
-/// records, applied under one mutex together with its log append, and
-/// acknowledged once durable. `IdentityKeyStore` shares the same state.
+/// The apps and API keys as the API uses them: reads and `CatalogCommand`s
+/// on the engine's `CatalogStore` (the one owner of the catalog's state),
+/// plus what only a serving process keeps: rate-limit buckets, in-memory key
+/// uses and refusal counts. `IdentityKeyStore` reads the same store.
 ///
 /// Apps and keys change rarely and are read on every request (authentication),
 /// so reads take the mutex for a dictionary probe only. Authentication and
@@ -20,8 +19,8 @@ package final class Catalog: Sendable {
     /// How many live keys one app holds.
     package static let keysPerAppMax = CatalogLimits.keysPerAppMax
 
-    /// The catalog's one logged state, shared with `IdentityKeyStore`.
-    package let state: LoggedState
+    /// The engine's catalog, shared with `IdentityKeyStore`.
+    package let state: CatalogStore
     private let rateLimits: Mutex<[String: TokenBucket]>
     /// When each key was last used, in memory (every use), and when that was
     /// last logged (`KeyUsage`): the hot path writes the log at most once per
@@ -36,11 +35,11 @@ package final class Catalog: Sendable {
     package convenience init(state: CatalogState = CatalogState(), log: (any MutationLog)?, clock: any APIClock) {
         var contents = CatalogContents()
         contents.catalog = state
-        self.init(state: LoggedState(contents, log: CatalogLog(log: log)), clock: clock)
+        self.init(state: CatalogStore(contents, log: log), clock: clock)
     }
 
-    /// Creates a catalog over `state` (recovered, with its log).
-    package init(state: LoggedState, clock: any APIClock) {
+    /// Creates a catalog over the engine's `state`.
+    package init(state: CatalogStore, clock: any APIClock) {
         self.state = state
         self.rateLimits = Mutex([:])
         self.usage = Mutex(
@@ -69,9 +68,7 @@ package final class Catalog: Sendable {
         state.read { $0.catalog }
     }
 
-    /// Returns the catalog's records for a snapshot (its whole visible state:
-    /// a change still in flight has an LSN at or after the snapshot's start,
-    /// and replays over it). O(n log n).
+    /// Returns the catalog's part of a snapshot (its whole visible state). O(n log n).
     package func snapshotRecords() -> [CatalogRecord] {
         state.read { $0.catalog.records() }
     }
@@ -120,7 +117,7 @@ package final class Catalog: Sendable {
         let settings = AppSettingsChange(
             maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
             inactiveAfterDays: inactiveAfterDays)
-        let (outcome, ticket) = try state.execute(
+        let (outcome, ticket) = try execute(
             .createApp(name: name, settings: settings, atMilliseconds: clock.wallMilliseconds()))
         guard case .app(let record) = outcome else { preconditionFailure("createApp answered \(outcome)") }
         return (record, ticket)
@@ -136,14 +133,14 @@ package final class Catalog: Sendable {
         let settings = AppSettingsChange(
             maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
             inactiveAfterDays: inactiveAfterDays)
-        let (outcome, ticket) = try state.execute(.updateApp(id, name: name, settings: settings))
+        let (outcome, ticket) = try execute(.updateApp(id, name: name, settings: settings))
         guard case .app(let record) = outcome else { preconditionFailure("updateApp answered \(outcome)") }
         return (record, ticket)
     }
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        let (outcome, ticket) = try state.execute(.deleteApp(id))
+        let (outcome, ticket) = try execute(.deleteApp(id))
         guard case .appDeleted(let keyIDs) = outcome else { preconditionFailure("deleteApp answered \(outcome)") }
         _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
         usage.withLock { uses in
@@ -167,7 +164,7 @@ package final class Catalog: Sendable {
         let minted = KeyRecord(
             id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
             createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
-        let (outcome, ticket) = try state.execute(.createKey(minted))
+        let (outcome, ticket) = try execute(.createKey(minted))
         guard case .key(let record) = outcome else { preconditionFailure("createKey answered \(outcome)") }
         return (record, secret, ticket)
     }
@@ -175,7 +172,7 @@ package final class Catalog: Sendable {
     /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
     /// or of the other mode, answers as unknown.
     package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
-        let ticket = try state.execute(.revokeKey(app: app, keyID: keyID, onlyMode: onlyMode)).ticket
+        let ticket = try execute(.revokeKey(app: app, keyID: keyID, onlyMode: onlyMode)).ticket
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
         _ = usage.withLock { $0.removeValue(forKey: keyID) }
         return ticket
@@ -239,12 +236,21 @@ package final class Catalog: Sendable {
             return pending.sorted { $0.keyID < $1.keyID }
         }
         guard !pending.isEmpty else { return .acknowledged }
-        return (try? state.execute(.noteKeyUses(pending)).ticket) ?? .refused
+        return (try? execute(.noteKeyUses(pending)).ticket) ?? .refused
     }
 
     private func logUse(_ id: String, at now: Int64) {
         // A key revoked since it was looked up logs nothing (`plan` sees the current state).
-        _ = try? state.execute(.noteKeyUses([KeyUse(keyID: id, atMilliseconds: now)]))
+        _ = try? execute(.noteKeyUses([KeyUse(keyID: id, atMilliseconds: now)]))
+    }
+
+    /// Runs `command` on the engine's catalog; a failure becomes its envelope.
+    func execute(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket) {
+        do throws(CatalogChangeFailure) {
+            return try state.execute(command)
+        } catch {
+            throw APIError(error)
+        }
     }
 
     // MARK: - Rate limits
@@ -273,6 +279,14 @@ extension APIError {
     /// The error envelope of a catalog rejection.
     package init(_ rejection: CatalogRejection) {
         self.init(status: rejection.httpStatus, code: rejection.code, message: rejection.message)
+    }
+
+    /// The error envelope of a catalog change not made.
+    package init(_ failure: CatalogChangeFailure) {
+        switch failure {
+        case .rejected(let rejection): self.init(rejection)
+        case .logUnavailable: self = .logUnavailable
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+import RoostEngine
 import RoostJSON
 import RoostModel
 import RoostPlatform
@@ -17,19 +18,20 @@ package enum CatalogStartup {
     /// Appended to a legacy file's name once its contents are durable in the log.
     package static let migratedSuffix = ".migrated"
 
-    /// Returns the catalog to serve from `recovered` (what the log holds),
-    /// after migrating legacy files found in `directory`. Order, each step
+    /// Brings the engine's recovered catalog (`store`: what the log holds) up
+    /// to date: migrates legacy files found in `directory`, and gives a new
+    /// directory its first identity signing key. Order, each step
     /// crash-safe: read and check both files; append their records; `sync`
     /// the log; rename each file to `NAME.migrated` (fsync of the directory).
     /// A crash before the rename leaves the files and records equal to them:
     /// the next start sees that, appends nothing and renames (re-importing
     /// would be harmless too: records are after-images).
     package static func open(
-        directory: String, recovered: CatalogContents, log: CatalogLog, sync: () throws -> Void, now: Int64
-    ) throws -> CatalogContents {
+        directory: String, store: CatalogStore, sync: () throws -> Void, now: Int64
+    ) throws {
         let catalogPath = directory + "/catalog.json"
         let identityPath = directory + "/identity-keys.json"
-        var contents = recovered
+        let recovered = store.read { $0 }
         var imports: [CatalogRecord] = []
         var toRename: [String] = []
 
@@ -49,24 +51,24 @@ package enum CatalogStartup {
             imports += legacy
             toRename.append(identityPath)
         }
-        if contents.identityKeys.keys.isEmpty && !imports.contains(where: \.isIdentityKey) {
+        if recovered.identityKeys.keys.isEmpty && !imports.contains(where: \.isIdentityKey) {
             // A new directory: its first signing key, durable before any token is signed.
             imports.append(.identityKey(IdentitySigningKey.mint(at: now), current: true))
         }
-        guard !imports.isEmpty || !toRename.isEmpty else { return contents }
+        guard !imports.isEmpty || !toRename.isEmpty else { return }
         if !imports.isEmpty {
-            guard log.append(imports) != .refused else {
+            do throws(CatalogChangeFailure) {
+                _ = try store.importRecords(imports)
+            } catch {
                 throw CatalogStartError("the log could not take the catalog records")
             }
-            for record in imports { contents.apply(record) }
         }
         // Makes the imported records durable whatever the --fsync policy.
         try sync()
         for path in toRename {
             try DurableFile.rename(path, to: path + migratedSuffix)
         }
-        try contents.validated()
-        return contents
+        try store.read { $0 }.validated()
     }
 
     /// Returns the records to import from a legacy file: all of them when the
@@ -199,4 +201,11 @@ extension CatalogRecord {
         if case .identityKey = self { return true }
         return false
     }
+}
+
+/// Start-up cannot bring the catalog up: exit 2 with this line.
+package struct CatalogStartError: Error, CustomStringConvertible {
+    package var reason: String
+    init(_ reason: String) { self.reason = reason }
+    package var description: String { reason }
 }

@@ -1,20 +1,21 @@
+import RoostEngine
 import RoostModel
 
 /// The signing keys for Connect-style identity tokens: one current key that
 /// signs, and older keys that still verify until an operator removes them.
 ///
 /// The keys are catalog records in the log (`CatalogRecord.identityKey`),
-/// applied and appended under one mutex (`LoggedState`) and acknowledged once
+/// applied and appended under one mutex (`CatalogStore`) and acknowledged once
 /// durable; a new data directory gets its first key at start-up. Rotation:
 /// `POST /v1/identity-keys` makes a new current key; `DELETE
 /// /v1/identity-keys/{id}` removes an old one, after which its tokens answer
 /// 401 (docs/compat.md).
 package final class IdentityKeyStore: Sendable {
-    /// The catalog's logged state, which holds the keys (shared with `Catalog`).
-    private let state: LoggedState
+    /// The engine's catalog, which holds the keys (shared with `Catalog`).
+    private let state: CatalogStore
 
-    /// Keys recovered from the log (at least one), in the catalog's `state`.
-    package init(state: LoggedState) {
+    /// Keys recovered from the log (at least one), in the engine's catalog.
+    package init(state: CatalogStore) {
         precondition(
             state.read { contents in contents.identityKeys.keys.contains { $0.id == contents.identityKeys.currentID } },
             "the current identity key must exist")
@@ -25,7 +26,7 @@ package final class IdentityKeyStore: Sendable {
     package static func inMemory(now: Int64) -> IdentityKeyStore {
         var contents = CatalogContents()
         contents.identityKeys.apply(.identityKey(IdentitySigningKey.mint(at: now), current: true))
-        return IdentityKeyStore(state: LoggedState(contents, log: CatalogLog(log: nil)))
+        return IdentityKeyStore(state: CatalogStore(contents, log: nil))
     }
 
     // MARK: - Reads
@@ -68,7 +69,7 @@ package final class IdentityKeyStore: Sendable {
 
     /// Makes a new current key; older keys keep verifying. 409 at `keysMax`.
     func rotate(now: Int64) throws(APIError) -> (key: IdentitySigningKey, ticket: CommitTicket) {
-        let (outcome, ticket) = try state.execute(.rotateIdentityKey(IdentitySigningKey.mint(at: now)))
+        let (outcome, ticket) = try execute(.rotateIdentityKey(IdentitySigningKey.mint(at: now)))
         guard case .identityKey(let key) = outcome else { preconditionFailure("rotation answered \(outcome)") }
         return (key, ticket)
     }
@@ -76,6 +77,15 @@ package final class IdentityKeyStore: Sendable {
     /// Removes an old key: the tokens it signed stop verifying. The current key
     /// cannot be removed (409 `current_key`); an unknown id is 404.
     func remove(id: String) throws(APIError) -> CommitTicket {
-        try state.execute(.removeIdentityKey(id: id)).ticket
+        try execute(.removeIdentityKey(id: id)).ticket
+    }
+
+    private func execute(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket)
+    {
+        do throws(CatalogChangeFailure) {
+            return try state.execute(command)
+        } catch {
+            throw APIError(error)
+        }
     }
 }

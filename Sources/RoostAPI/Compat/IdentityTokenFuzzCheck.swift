@@ -1,4 +1,5 @@
 import RoostCrypto
+import RoostEngine
 import RoostModel
 
 /// `IdentityToken` and `Base64URL` properties checked on arbitrary bytes:
@@ -27,7 +28,7 @@ package enum IdentityTokenFuzzCheck {
     static let keys: IdentityKeyStore = {
         var contents = CatalogContents()
         contents.identityKeys.apply(.identityKey(key, current: true))
-        return IdentityKeyStore(state: LoggedState(contents, log: CatalogLog(log: nil)))
+        return IdentityKeyStore(state: CatalogStore(contents, log: nil))
     }()
 
     /// Returns a description of the first broken property for `input`, or nil. O(n).
