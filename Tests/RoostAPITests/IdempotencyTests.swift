@@ -288,7 +288,7 @@ struct IdempotencyTests {
         ]
         #expect(Set(taking).isSuperset(of: Set(expected)), "missing: \(Set(expected).subtracting(taking).sorted())")
         for route in harness.service.routes where !Idempotency.applies(to: route) {
-            let scoped = [RouteAccess.open, .operatorKey, .setup].contains(route.access)
+            let scoped = [RouteAccess.open, .operatorKey, .setup, .liveSetup].contains(route.access)
             #expect(scoped || route.method == .get || route.method == .head, "\(route.method.name) \(route.path)")
         }
     }

@@ -72,7 +72,7 @@ struct IsolationMatrixTests {
             // The vendor's rule: a live mobile key (or a live secret key with
             // devices:write) of that app; anything else is a wrong appToken, 401.
             return credential == .mobileKey ? .admitted : .status(401)
-        case .operatorKey, .setup, .secretKey, .liveSecretKey, .deviceRegistrar, .mobileKey:
+        case .operatorKey, .setup, .liveSetup, .secretKey, .liveSecretKey, .deviceRegistrar, .mobileKey:
             break
         }
         switch credential {
@@ -83,7 +83,7 @@ struct IsolationMatrixTests {
         case .otherAppSecretKey:
             switch access {
             case .operatorKey, .mobileKey: return .status(403)
-            case .setup: return .status(404)  // the path names another app: as if it did not exist
+            case .setup, .liveSetup: return .status(404)  // the path names another app: as if it did not exist
             default: return .admitted  // the key selects its own app
             }
         case .mobileKey:
@@ -93,7 +93,7 @@ struct IsolationMatrixTests {
             }
         case .testModeKey:
             switch access {
-            case .operatorKey, .liveSecretKey, .mobileKey: return .status(403)
+            case .operatorKey, .liveSecretKey, .liveSetup, .mobileKey: return .status(403)
             default: return .admitted  // the key selects its own (test) index
             }
         }
@@ -234,7 +234,7 @@ struct IsolationMatrixTests {
             case .keyLackingCapability:
                 switch access {
                 case .secretKey(let capability), .liveSecretKey(let capability): return lacking[capability]
-                case .setup: return lacking[.setupWrite]
+                case .setup, .liveSetup: return lacking[.setupWrite]
                 case .deviceRegistrar, .nativeNotifyAppToken: return lacking[.devicesWrite]
                 case .open, .operatorKey, .mobileKey, .identityToken: return victimSecret
                 }
@@ -375,7 +375,8 @@ struct IsolationMatrixTests {
                 case .open: .status(200)
                 case .operatorKey, .mobileKey: .status(403)
                 case .identityToken: .status(401)
-                case .setup, .secretKey, .liveSecretKey, .deviceRegistrar, .nativeNotifyAppToken: .admitted
+                case .setup, .liveSetup, .secretKey, .liveSecretKey, .deviceRegistrar, .nativeNotifyAppToken:
+                    .admitted
                 }
             #expect(expected.matches(answer.status), "\(route.method.name) \(route.path): \(answer.status)")
             let next = try await fixture.victimState()

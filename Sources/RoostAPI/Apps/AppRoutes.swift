@@ -4,7 +4,8 @@ import RoostJSON
 import RoostModel
 
 /// Spec §3: apps and keys. The operator manages every app; a secret key with
-/// `setup:write` manages its own app (settings and keys).
+/// `setup:write` manages its own app (settings and keys); a test-mode one
+/// manages its own mode's keys only and cannot change the app (decision 0072).
 package struct AppRoutes: Sendable {
     let catalog: Catalog
     let registry: Registry
@@ -14,7 +15,7 @@ package struct AppRoutes: Sendable {
             Route(.post, "/v1/apps", access: .operatorKey, outcome: createApp),
             Route(.get, "/v1/apps", access: .operatorKey, listApps),
             Route(.get, "/v1/apps/{app}", access: .setup, outcome: getApp),
-            Route(.patch, "/v1/apps/{app}", access: .setup, outcome: updateApp),
+            Route(.patch, "/v1/apps/{app}", access: .liveSetup, outcome: updateApp),
             Route(.delete, "/v1/apps/{app}", access: .operatorKey, outcome: deleteApp),
             Route(.post, "/v1/apps/{app}/keys", access: .setup, outcome: createKey),
             Route(.get, "/v1/apps/{app}/keys", access: .setup, outcome: listKeys),
@@ -53,7 +54,9 @@ package struct AppRoutes: Sendable {
         let app = try AppRoutes.appID(context.parameters[0])
         try context.principal.requireSetup(of: app)
         guard let record = catalog.acknowledgedApp(app) else { throw APIError.appNotFound }
-        return withCounts(record)
+        // A test key sees its own mode only (spec §4; issue 24 M-4).
+        let modes = context.principal.keyMode.map { [$0] } ?? AppMode.allCases
+        return withCounts(record, modes: modes)
     }
 
     func updateApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
@@ -102,16 +105,17 @@ package struct AppRoutes: Sendable {
         return work + [.awaitLog(lsn)]
     }
 
-    /// Answers the app with its counts, read from both modes' indexes.
-    private func withCounts(_ record: AppRecord) -> RouteOutcome {
-        let keyCount = catalog.keyCount(of: record.id)
-        return perMode(record, .stats) { outcomes in
+    /// Answers the app with its counts (keys and devices) in `modes`, read
+    /// from those modes' indexes.
+    private func withCounts(_ record: AppRecord, modes: [AppMode]) -> RouteOutcome {
+        let keyCount = catalog.keyCount(of: record.id, onlyMode: modes.count == 1 ? modes[0] : nil)
+        return perMode(record, .stats, modes: modes) { outcomes in
             let stats = outcomes.map { outcome -> RegistryStats in
                 guard case .stats(let stats) = outcome else { preconditionFailure("stats answered \(outcome)") }
                 return stats
             }
             var writer = JSONWriter()
-            AppRoutes.writeApp(record, counts: (keyCount, stats), into: &writer)
+            AppRoutes.writeApp(record, counts: (keyCount, Array(zip(modes, stats))), into: &writer)
             return jsonResponse(200, writer)
         }
     }
@@ -134,15 +138,15 @@ package struct AppRoutes: Sendable {
         }
     }
 
-    /// Runs `command` on the live and the test index of an app and renders
-    /// one answer from both outcomes (live first) on the request's loop once
+    /// Runs `command` on the indexes of `modes` (both by default, live first)
+    /// and renders one answer from their outcomes, in that order, on the request's loop once
     /// every mutation (and `ticket`'s catalog change, when given) is durable
     /// (503 otherwise).
     private func perMode(
-        _ record: AppRecord, _ command: Command, after ticket: CommitTicket? = nil,
+        _ record: AppRecord, _ command: Command, modes: [AppMode] = AppMode.allCases, after ticket: CommitTicket? = nil,
         render: @escaping @Sendable ([Outcome]) -> HTTPResponse
     ) -> RouteOutcome {
-        let perMode: [ShardWork] = AppMode.allCases.map { mode in
+        let perMode: [ShardWork] = modes.map { mode in
             .index(IndexKey(app: record.id, mode: mode), settings: record.settings, command)
         }
         return .engine(
@@ -257,9 +261,10 @@ package struct AppRoutes: Sendable {
 
     // MARK: - Rendering
 
-    /// Writes an app; with counts, the keys and each mode's devices and people.
+    /// Writes an app; with counts, the keys and each given mode's devices and
+    /// people (the totals are over those modes).
     static func writeApp(
-        _ app: AppRecord, counts: (keys: Int, stats: [RegistryStats])?, into writer: inout JSONWriter
+        _ app: AppRecord, counts: (keys: Int, stats: [(AppMode, RegistryStats)])?, into writer: inout JSONWriter
     ) {
         writer.beginObject()
         writer.member("id", Int(app.id.rawValue))
@@ -280,9 +285,9 @@ package struct AppRoutes: Sendable {
             writer.key("counts")
             writer.beginObject()
             writer.member("keys", counts.keys)
-            writer.member("devices", counts.stats.reduce(0) { $0 + $1.devices })
-            writer.member("people", counts.stats.reduce(0) { $0 + $1.people })
-            for (mode, stats) in zip(AppMode.allCases, counts.stats) {
+            writer.member("devices", counts.stats.reduce(0) { $0 + $1.1.devices })
+            writer.member("people", counts.stats.reduce(0) { $0 + $1.1.people })
+            for (mode, stats) in counts.stats {
                 writer.key(mode.name)
                 writer.beginObject()
                 writer.member("devices", stats.devices)
@@ -356,4 +361,12 @@ struct SettingsPatch {
             }
         }
     }
+}
+
+extension APIError {
+    /// A test key's `PATCH /v1/apps/{app}`: the app's name and settings govern
+    /// live devices, so only live keys and the operator change them (decision 0072).
+    static let testKeyCannotChangeApp = APIError(
+        status: 403, code: "forbidden",
+        message: "a test key cannot change the app: its name and settings govern live devices; use a live key")
 }

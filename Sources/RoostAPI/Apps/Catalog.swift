@@ -100,9 +100,9 @@ package final class Catalog: Sendable {
         return Array(zip(keys, uses)).map { (key: $0.0, lastUsedMilliseconds: $0.1) }
     }
 
-    /// Returns the number of live keys of `app`. O(keys).
-    package func keyCount(of app: AppID) -> Int {
-        state.read { $0.catalog.keyCount(of: app) }
+    /// Returns the number of live keys of `app` (of `onlyMode` when given). O(keys).
+    package func keyCount(of app: AppID, onlyMode: AppMode? = nil) -> Int {
+        state.read { $0.catalog.keyCount(of: app, onlyMode: onlyMode) }
     }
 
     // MARK: - Changes (each logged; the ticket says when it is durable)

@@ -20,6 +20,9 @@ package enum RouteAccess: Sendable, Equatable {
     /// The operator, or a secret key holding `setup:write`; the handler then
     /// answers 404 for a key of another app than the path's.
     case setup
+    /// As `setup`, but a test key → 403: what the route changes governs live
+    /// devices (`PATCH /v1/apps/{app}`: the app's name and settings; decision 0072).
+    case liveSetup
     /// A secret key holding the capability; the key selects the app and mode.
     case secretKey(Capability)
     /// A live secret key holding the capability (Barua: "Test keys can't
@@ -40,7 +43,7 @@ package enum RouteAccess: Sendable, Equatable {
 
     /// Every case, one capability each where a case takes one (for tests and docs).
     package static var allCases: [RouteAccess] {
-        [.open, .operatorKey, .setup, .deviceRegistrar, .mobileKey, .identityToken, .nativeNotifyAppToken]
+        [.open, .operatorKey, .setup, .liveSetup, .deviceRegistrar, .mobileKey, .identityToken, .nativeNotifyAppToken]
             + Capability.allCases.map { .secretKey($0) } + Capability.allCases.map { .liveSecretKey($0) }
     }
 
@@ -50,6 +53,7 @@ package enum RouteAccess: Sendable, Equatable {
         case .open: "open"
         case .operatorKey: "operator"
         case .setup: "setup"
+        case .liveSetup: "live-setup"
         case .secretKey(let capability): "secret:" + capability.rawValue
         case .liveSecretKey(let capability): "live-secret:" + capability.rawValue
         case .deviceRegistrar: "mobile-or-secret:devices:write"
@@ -86,11 +90,12 @@ extension Authenticator {
         case .operatorKey:
             try authenticate(head).requireOperator()
             return .operatorKey
-        case .setup:
+        case .setup, .liveSetup:
             switch try authenticate(head) {
             case .operator: return .operatorKey
             case .appKey(let key):
                 guard key.allows(.setupWrite) else { throw APIError.forbidden }
+                guard access != .liveSetup || key.mode == .live else { throw APIError.testKeyCannotChangeApp }
                 return .appKey(key)
             }
         case .secretKey(let capability):

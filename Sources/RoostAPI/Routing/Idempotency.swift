@@ -24,7 +24,7 @@ enum Idempotency {
         default: return false
         }
         switch route.access {
-        case .open, .operatorKey, .setup: return false
+        case .open, .operatorKey, .setup, .liveSetup: return false
         case .secretKey, .liveSecretKey, .deviceRegistrar, .mobileKey, .identityToken, .nativeNotifyAppToken:
             return true
         }

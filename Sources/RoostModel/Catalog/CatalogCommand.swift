@@ -211,8 +211,8 @@ extension CatalogState {
         keyDigestByID[id].flatMap { keysByDigest[$0] }
     }
 
-    /// Returns the number of live keys of `app`. O(keys of the server).
-    package func keyCount(of app: AppID) -> Int {
-        keysByDigest.values.reduce(0) { $0 + ($1.appID == app ? 1 : 0) }
+    /// Returns the number of live keys of `app` (of `onlyMode` when given). O(keys of the server).
+    package func keyCount(of app: AppID, onlyMode: AppMode? = nil) -> Int {
+        keysByDigest.values.reduce(0) { $0 + ($1.appID == app && (onlyMode == nil || $1.mode == onlyMode) ? 1 : 0) }
     }
 }
