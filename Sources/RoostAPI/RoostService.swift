@@ -31,6 +31,8 @@ public final class RoostService: HTTPResponder {
     let idempotencyInFlight = IdempotencyInFlight()
     /// The inactivity sweep (spec §8); `roost serve` starts it once it serves.
     package let inactivity: InactivitySweeper
+    /// The slots of `GET /v1/devices/export` (`DeviceExport.concurrentMax`, per app `concurrentPerAppMax`).
+    let deviceExportSlots = ExportSlots()
 
     /// Opens the service over a recovered engine, whose catalog (apps, keys,
     /// settings, counters, identity signing keys) recovery rebuilt: migrates
@@ -116,7 +118,7 @@ public final class RoostService: HTTPResponder {
             + ConnectRoutes(keys: keys).routes
         let routes =
             [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + apps.routes
-            + NativeRoutes(catalog: catalog, registry: registry).routes + compat
+            + NativeRoutes(catalog: catalog, registry: registry, exports: deviceExportSlots).routes + compat
         // The counters know every route before the router exists: /metrics
         // is the last route, and its handler needs them.
         let labels = routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }

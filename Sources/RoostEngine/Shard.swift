@@ -24,6 +24,11 @@ package actor Shard {
     /// (`wait_ms`): ~100 bytes each. Past it a request that would wait is
     /// answered at once with its empty page (docs/api.md "Change feed").
     package static let changeWaitersMax = 4_096
+    /// Of those, what one app (both modes) may hold: a quarter, so that one
+    /// app's consumers cannot take every place and turn another app's long
+    /// polls into busy polls (issue 24 L-3). Past it, that app's request is
+    /// answered at once with its empty page, as at the shard's cap.
+    package static let changeWaitersPerAppMax = 1_024
 
     /// A `GET /v1/changes` held back until its index changes or its time is up.
     private struct ChangeWaiter {
@@ -148,7 +153,7 @@ package actor Shard {
                         case .none: break
                         case .changes(let after, let limit, let waitUntil):
                             if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                                waitUntil > .now, changeWaitersHeld < Shard.changeWaitersMax
+                                waitUntil > .now, mayHoldChangeWaiter(of: key.app)
                             {
                                 // Nothing after the cursor yet: held back until a change or `waitUntil`.
                                 changeWaiters[key, default: []].append(
@@ -367,8 +372,25 @@ package actor Shard {
         table.indexes[key].map { .changes($0.changesPage(after: waiter.after, limit: waiter.limit)) }
     }
 
-    /// The requests waiting now (O(indexes with waiters): asked only when one would wait).
-    private var changeWaitersHeld: Int { changeWaiters.values.reduce(0) { $0 + $1.count } }
+    /// Whether one more change waiter of `app` may be held: under the
+    /// shard's cap and under the app's share of it. O(indexes with waiters):
+    /// asked only when a request would wait.
+    private func mayHoldChangeWaiter(of app: AppID) -> Bool {
+        var held = 0
+        var heldByApp = 0
+        for (key, waiters) in changeWaiters {
+            held += waiters.count
+            if key.app == app { heldByApp += waiters.count }
+        }
+        return held < Shard.changeWaitersMax && heldByApp < Shard.changeWaitersPerAppMax
+    }
+
+    /// The change waiters held now for each app (tests, metrics).
+    package func changeWaiterCounts() -> [AppID: Int] {
+        var counts: [AppID: Int] = [:]
+        for (key, waiters) in changeWaiters { counts[key.app, default: 0] += waiters.count }
+        return counts
+    }
 
     /// A waiter's answer when nothing came: no changes, its own cursor back.
     private static func emptyPage(for waiter: ChangeWaiter) -> Outcome {

@@ -264,12 +264,46 @@ struct ChangeFeedRoutesTests {
 
     @Test("exports streaming at once are bounded: past the bound 429 rate_limited with Retry-After")
     func exportSlots() async throws {
-        let slots = ExportSlots(max: 2)
-        #expect(slots.take() && slots.take())
-        #expect(!slots.take())
-        slots.give()
-        #expect(slots.take())
+        let slots = ExportSlots(max: 2, perAppMax: 2)
+        let app = AppID(1)
+        #expect(slots.take(for: app) && slots.take(for: app))
+        #expect(!slots.take(for: app))
+        #expect(!slots.take(for: AppID(2)), "the server's bound holds for every app")
+        slots.give(for: app)
+        #expect(slots.take(for: app))
         #expect(DeviceExport.busy.status == 429 && DeviceExport.busy.code == "rate_limited")
         #expect(DeviceExport.busy.retryAfterSeconds == 1)
+    }
+
+    @Test("one app's stalled exports take at most its share of the slots: other apps still export (issue 24 L-4)")
+    func exportSlotsPerApp() async throws {
+        let slots = ExportSlots()
+        #expect(slots.max == DeviceExport.concurrentMax)
+        let greedy = AppID(1)
+        var taken = 0
+        while slots.take(for: greedy) { taken += 1 }
+        #expect(taken == DeviceExport.concurrentPerAppMax)
+        #expect(taken < DeviceExport.concurrentMax)
+        // Every other app gets its share until the server's bound.
+        var others = 0
+        for app in 2...UInt32(DeviceExport.concurrentMax) where slots.take(for: AppID(app)) { others += 1 }
+        #expect(taken + others == DeviceExport.concurrentMax)
+        #expect(slots.inUse == DeviceExport.concurrentMax)
+        slots.give(for: greedy)
+        #expect(slots.take(for: AppID(1_000)), "a slot given back is free for any app")
+    }
+
+    @Test("an app holding its export share gets 429 while another app's export streams")
+    func exportShareOverHTTP() async throws {
+        let app = try await DeviceApp.make()
+        let other = try await DeviceApp.make(app.harness)
+        for _ in 0..<DeviceExport.concurrentPerAppMax {
+            #expect(app.harness.service.deviceExportSlots.take(for: AppID(UInt32(app.app))))
+        }
+        let refused = await app.call(.get, "/v1/devices/export")
+        #expect(refused.status == 429)
+        #expect(refused.errorCode == "rate_limited")
+        let served = await other.call(.get, "/v1/devices/export")
+        #expect(served.status == 200)
     }
 }

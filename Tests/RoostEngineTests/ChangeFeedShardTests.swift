@@ -1,5 +1,6 @@
 import RoostModel
 import RoostTesting
+import Synchronization
 import Testing
 
 @testable import RoostEngine
@@ -45,5 +46,52 @@ struct ChangeFeedShardTests {
         #expect(page.changes.count == 1, "following from the cursor gives exactly the write after the freeze")
         guard case .upsert(_, _, let device)? = page.changes.first else { Issue.record("\(page)"); return }
         #expect(device.token == (try apnsToken(3)))
+    }
+
+    @Test("one app holds at most its share of a shard's change waiters: another app's long poll still waits")
+    func waiterShareOfOneApp() async throws {
+        let registry = Registry(shardCount: 1, log: VolatileLog())
+        let flooding = IndexKey(app: AppID(1), mode: .live)
+        let quiet = IndexKey(app: AppID(2), mode: .live)
+        let later = ContinuousClock.now + .seconds(3_600)
+        func waiter(_ key: IndexKey) -> ShardWork {
+            .index(key, settings: .defaults, .changes(after: nil, limit: 10, waitUntil: later))
+        }
+        let shardSet = registry.shardSet
+        let shard = shardSet.shards[0]
+        // One app's consumers ask for as many long polls as the whole shard holds.
+        let flood = Task {
+            await shardSet.perform(batch: Array(repeating: waiter(flooding), count: Shard.changeWaitersMax))
+        }
+        // Once some of the flood is held, it was all posted; an app's commands run in
+        // order, so once this later command answers, the shard has seen every one of the flood.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await shard.changeWaiterCounts()[flooding.app] == nil && ContinuousClock.now < deadline {
+            await Task.yield()
+        }
+        _ = await registry.execute(flooding, .stats)
+        #expect(await shard.changeWaiterCounts() == [flooding.app: Shard.changeWaitersPerAppMax])
+        // Then another app's consumer long-polls: it waits (before: answered at once, a busy poll).
+        let answered = Mutex(false)
+        let poll = Task {
+            let outcomes = await shardSet.perform(batch: [waiter(quiet)])
+            answered.withLock { $0 = true }
+            return outcomes
+        }
+        var counts: [AppID: Int] = [:]
+        while ContinuousClock.now < deadline && !answered.withLock({ $0 }) {
+            counts = await shard.changeWaiterCounts()
+            if counts[quiet.app] == 1 { break }
+            await Task.yield()
+        }
+        #expect(counts[quiet.app] == 1, "the quiet app's long poll was answered at once instead of waiting")
+        // A change in each index answers its waiters.
+        _ = await shardSet.perform(batch: [
+            .index(flooding, settings: .defaults, .register(RegisterRequest(token: try apnsToken(1)), at: now)),
+            .index(quiet, settings: .defaults, .register(RegisterRequest(token: try apnsToken(2)), at: now)),
+        ])
+        #expect(await flood.value.count == Shard.changeWaitersMax)
+        #expect(await poll.value.count == 1)
+        #expect(await shard.changeWaiterCounts().isEmpty)
     }
 }

@@ -23,12 +23,13 @@ extension DeviceRoutes {
     /// `GET /v1/changes?after=<Roost-Cursor>` misses and repeats nothing.
     func export(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        guard exports.take() else { throw DeviceExport.busy }
+        let app = scope.indexKey.app
+        guard exports.take(for: app) else { throw DeviceExport.busy }
         return .engine(
             [.index(scope.indexKey, settings: scope.settings, .beginExport)],
             answer: EngineAnswer { [exports] outcomes, reply in
                 guard let outcomes else {
-                    exports.give()
+                    exports.give(for: app)
                     reply.sink.send(APIError.logUnavailable.response)
                     return
                 }
@@ -37,40 +38,55 @@ extension DeviceRoutes {
                 }
                 let headers = DeviceExport.headers + [("Roost-Cursor", ChangeCursor.encode(view.cursor))]
                 let stream = reply.sink.startStream(status: 200, headers: headers)
-                DeviceExport(view: view, slots: exports).send(after: 0, to: stream)
+                DeviceExport(view: view, slots: exports, app: app).send(after: 0, to: stream)
             })
     }
 }
 
 /// The exports streaming at once (each pins up to its index's size of
-/// copied chunks while writers go on).
+/// copied chunks while writers go on): at most `max` in all, and at most
+/// `perAppMax` of one app (both modes), so that one app's stalled exports
+/// cannot take every slot from the others (issue 24 L-4). Taken and given
+/// on the loops, rarely (once per export): a mutex is cheap here.
 final class ExportSlots: Sendable {
-    private let open = Atomic<Int>(0)
-    let max: Int
-
-    init(max: Int = DeviceExport.concurrentMax) {
-        self.max = max
+    private struct Counts {
+        var total = 0
+        var byApp: [AppID: Int] = [:]
     }
 
-    /// Takes a slot; false when all are taken.
-    func take() -> Bool {
-        while true {
-            let current = open.load(ordering: .relaxed)
-            guard current < max else { return false }
-            if open.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing).exchanged
-            {
-                return true
-            }
+    private let counts = Mutex(Counts())
+    let max: Int
+    let perAppMax: Int
+
+    init(max: Int = DeviceExport.concurrentMax, perAppMax: Int = DeviceExport.concurrentPerAppMax) {
+        precondition(perAppMax >= 1 && perAppMax <= max, "export slots per app \(perAppMax) of \(max)")
+        self.max = max
+        self.perAppMax = perAppMax
+    }
+
+    /// Takes a slot for `app`; false when all are taken, or `app` holds its share.
+    func take(for app: AppID) -> Bool {
+        counts.withLock { counts in
+            let held = counts.byApp[app] ?? 0
+            guard counts.total < max, held < perAppMax else { return false }
+            counts.total += 1
+            counts.byApp[app] = held + 1
+            return true
         }
     }
 
-    func give() {
-        let previous = open.subtract(1, ordering: .acquiringAndReleasing).oldValue
-        precondition(previous > 0, "an export slot given back twice")
+    /// Gives back a slot `app` took.
+    func give(for app: AppID) {
+        counts.withLock { counts in
+            let held = counts.byApp[app] ?? 0
+            precondition(held > 0 && counts.total > 0, "an export slot of app \(app.rawValue) given back twice")
+            counts.total -= 1
+            counts.byApp[app] = held == 1 ? nil : held - 1
+        }
     }
 
     /// Exports streaming now.
-    var inUse: Int { open.load(ordering: .relaxed) }
+    var inUse: Int { counts.withLock { $0.total } }
 }
 
 /// One export in progress: the frozen view, rendered a slice at a time.
@@ -79,6 +95,8 @@ struct DeviceExport: Sendable {
     static let sliceDevices = 1_000
     /// Exports streaming at once, per server (docs/limits.md).
     static let concurrentMax = 8
+    /// Of those, what one app may stream at once (docs/limits.md).
+    static let concurrentPerAppMax = 2
 
     static let headers: [(name: String, value: String)] = [("Content-Type", "application/x-ndjson")]
 
@@ -86,6 +104,8 @@ struct DeviceExport: Sendable {
 
     let view: IndexExportView
     let slots: ExportSlots
+    /// Whose slot this export holds.
+    let app: AppID
 
     /// Writes the slice after `sequence`, then (once the stream has taken
     /// it) the next; finishes the stream and gives the slot back at the end.
@@ -93,7 +113,7 @@ struct DeviceExport: Sendable {
         let slice = view.devices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
         let chunk = DeviceExport.render(slice.devices)
         guard let next = slice.next else {
-            slots.give()
+            slots.give(for: app)
             if chunk.isEmpty {
                 stream.finish()
             } else {
@@ -103,7 +123,7 @@ struct DeviceExport: Sendable {
         }
         stream.write(chunk) { signal in
             guard signal == .writable else {
-                slots.give()  // the client went away: the view goes with this closure
+                slots.give(for: app)  // the client went away: the view goes with this closure
                 return
             }
             self.send(after: next, to: stream)

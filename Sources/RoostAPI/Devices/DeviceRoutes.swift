@@ -11,8 +11,9 @@ import RoostModel
 struct DeviceRoutes: Sendable {
     let catalog: Catalog
     let registry: Registry
-    /// The point-in-time exports streaming now (`DeviceExport.concurrentMax`).
-    let exports = ExportSlots()
+    /// The point-in-time exports streaming now (`DeviceExport.concurrentMax`,
+    /// `concurrentPerAppMax` of one app).
+    let exports: ExportSlots
 
     var routes: [Route] {
         [
@@ -160,14 +161,17 @@ struct DeviceRoutes: Sendable {
 package struct NativeRoutes: Sendable {
     let catalog: Catalog
     let registry: Registry
+    let exports: ExportSlots
 
-    package init(catalog: Catalog, registry: Registry) {
+    init(catalog: Catalog, registry: Registry, exports: ExportSlots) {
         self.catalog = catalog
         self.registry = registry
+        self.exports = exports
     }
 
     package var routes: [Route] {
-        DeviceRoutes(catalog: catalog, registry: registry).routes + PeopleRoutes(catalog: catalog).routes
+        DeviceRoutes(catalog: catalog, registry: registry, exports: exports).routes
+            + PeopleRoutes(catalog: catalog).routes
             + ChangeFeedRoutes(catalog: catalog, registry: registry).routes
             + CredentialRoutes(catalog: catalog).routes + FeedbackRoutes(catalog: catalog).routes
             + StatsRoutes(catalog: catalog).routes
