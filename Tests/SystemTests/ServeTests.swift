@@ -68,6 +68,25 @@ struct ServeTests {
         #expect(again.stop(signal: SIGTERM) == 0)
     }
 
+    @Test("with DIR/lock deleted under a running server, a second roost serve on DIR still refuses: exit 2")
+    func secondServerRefusesWithTheLockFileDeleted() throws {
+        let (first, directory) = try ServeTests.start()
+        defer { TemporaryDirectory.remove(directory) }
+        let data = directory + "/data"
+        #expect(unlink(data + "/" + DirectoryLock.fileName) == 0)
+        let second = CatalogSystemTests.run(["serve", "--listen", "127.0.0.1:0", "--data", data], in: directory)
+        #expect(second.code == 2, "\(second.output)")
+        #expect(second.output.split(separator: "\n").count == 1, "\(second.output)")
+        #expect(second.output.contains("the data directory \(data) is in use by another roost process"))
+        #expect(!second.output.contains("listening on"))
+        #expect(try ServeTests.request(first.port, "GET", "/healthz").status == 200)
+        #expect(first.stop(signal: SIGTERM) == 0)
+        // Gone, it frees the directory; the next server makes the lock file again.
+        let (again, _) = try ServeTests.start(data: directory)
+        #expect(DurableFile.exists(data + "/" + DirectoryLock.fileName))
+        #expect(again.stop(signal: SIGTERM) == 0)
+    }
+
     @Test("a second roost serve on an address another process listens on refuses: exit 2, one line naming it")
     func secondServerOnTheSameAddressRefuses() throws {
         let (first, directory) = try ServeTests.start()
