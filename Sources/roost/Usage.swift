@@ -43,7 +43,8 @@ enum Usage {
 
     static let restore = """
         usage: roost restore BACKUP DIR  verify a backup made by `roost backup`, then put it into DIR, which must be
-                                        missing or empty (and not in use). Exit 0 done, 2 refused or failed.
+                                        missing or empty (and not in use), or left by a restore that did not finish
+                                        (DIR/restore.partial: it starts over). Exit 0 done, 2 refused or failed.
         """
 
     static let all = """

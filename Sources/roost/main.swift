@@ -146,6 +146,11 @@ func serve(_ arguments: [String]) -> Never {
         } catch {
             refuse("\(error)")
         }
+        // A restore into DIR that did not finish left only a part of a
+        // backup (or nothing): never serve it as if it were the state.
+        if DurableFile.exists(options.dataDirectory + "/" + Restore.stagingName) {
+            refuse(Restore.unfinishedMessage(directory: options.dataDirectory))
+        }
         // Bound before recovery: an address another process listens on is
         // refused at once, with nothing else done (spec §11).
         let bound: BoundListener
