@@ -281,6 +281,29 @@ struct ServeTests {
         #expect(idle.count == 300)
     }
 
+    @Test("SIGHUP is logged as signal.ignored and the server keeps serving; SIGTERM then exits 0")
+    func hangUpIsIgnored() throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
+        let log = directory + "/stderr.log"
+        let process = try RoostProcess(
+            arguments: ["serve", "--listen", "127.0.0.1:0", "--data", directory + "/data"],
+            environment: ["ROOST_ADMIN_KEY=\(ServeTests.adminKey)"], standardErrorPath: log)
+        // A signal whose action is to end the process ends it as it is sent:
+        // an answer after kill() returns proves the server took it and lived.
+        #expect(kill(process.pid, SIGHUP) == 0)
+        #expect(try ServeTests.request(process.port, "GET", "/healthz").status == 200)
+        #expect(kill(process.pid, SIGHUP) == 0)
+        #expect(try ServeTests.request(process.port, "GET", "/readyz").status == 200)
+        #expect(process.stop(signal: SIGTERM) == 0)
+        let text = try #require(try DurableFile.readIfExists(path: log, limitBytes: 1 << 20))
+        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n")
+        let ignored = lines.filter { $0.contains(#""event":"signal.ignored""#) }
+        #expect(!ignored.isEmpty, "\(lines)")
+        #expect(ignored.allSatisfy { $0.contains(#""signal":\#(SIGHUP)"#) }, "\(ignored)")
+        #expect(lines.contains { $0.contains(#""event":"shutdown.stopped""#) })
+    }
+
     @Test("SIGTERM and SIGINT stop the server with exit code 0")
     func gracefulSignals() throws {
         for signal in [SIGTERM, SIGINT] {
