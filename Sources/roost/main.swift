@@ -268,7 +268,9 @@ func serve(_ arguments: [String]) -> Never {
     // While the loops still run: a sweep step in progress waits for its shard.
     let sweeper = service.inactivity
     blocking { await sweeper.stop() }
-    // /readyz says so first, for a balancer polling a kept-alive connection.
+    // /readyz says so first, for a balancer polling a kept-alive connection:
+    // the drain keeps idle connections open for one last request while it
+    // finishes what is owed (docs/http.md, "Shutdown").
     service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
