@@ -75,13 +75,66 @@ package final class DurableEngine: Sendable {
         options: StorageOptions = StorageOptions(), changesRetained: Int = ChangeFeed.retainedDefault
     ) throws -> (DurableEngine, RecoveryReport) {
         let clock = ContinuousClock()
-        var started = clock.now
+        let started = clock.now
         let (wal, recovered) = try WriteAheadLog.open(directory: directory, policy: policy, options: options)
+        let filesDuration = clock.now - started
+        let tables: [IndexTable]
+        var report: RecoveryReport
+        do {
+            (tables, report) = try replay(recovered, shardCount: shardCount, changesRetained: changesRetained)
+        } catch {
+            wal.close()
+            throw error
+        }
+        report.filesDuration = filesDuration
+        let log = WALMutationLog(wal: wal)
+        let registry = Registry(
+            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
+        return (DurableEngine(registry: registry, log: log, shardCount: shardCount), report)
+    }
+
+    /// `roost wal verify`: the storage checks (`WALTool.verify`), then, when
+    /// recovery would start, the replay start-up runs (the snapshot's records
+    /// and index images, then the log's records, into indexes in memory),
+    /// so that verify refuses exactly what start-up refuses (a CRC-valid
+    /// snapshot whose image does not load, a record that does not decode).
+    /// Never changes a file. O(data), and the memory of the whole state, as
+    /// start-up; one shard (an index's checks do not depend on its shard).
+    package static func verify(
+        directory: String, options: StorageOptions = StorageOptions()
+    ) throws -> VerificationReport {
+        var (report, recovered) = try WALTool.verifyAndRecover(directory: directory, options: options)
+        guard let recovered else { return report }
+        do {
+            let replayed = try replay(recovered, shardCount: 1, changesRetained: ChangeFeed.retainedDefault).report
+            report.lines.append(
+                "start-up would replay \(replayed.snapshotRecords) snapshot records and \(replayed.logRecords) log "
+                    + "records: OK")
+        } catch let error as StorageError {
+            guard case .damaged(let damage) = error else { throw error }
+            report.damages.append(damage)
+            report.lines.append("recovery would refuse to start: \(damage)")
+            report.verdict = .unrecoverable
+        } catch {
+            report.lines.append("recovery would refuse to start: \(error)")
+            report.verdict = .unrecoverable
+        }
+        return report
+    }
+
+    /// Rebuilds every index from `recovered`: its snapshot's records, then
+    /// the log's records after it, checked as they are applied (start-up and
+    /// `verify` share it). Throws `EngineRecoveryError` naming the record
+    /// when one does not decode or apply, or an image has no end part.
+    /// O(records).
+    static func replay(
+        _ recovered: RecoveredState, shardCount: Int, changesRetained: Int
+    ) throws -> (tables: [IndexTable], report: RecoveryReport) {
+        let clock = ContinuousClock()
+        var started = clock.now
         var tables = [IndexTable](repeating: IndexTable(changesRetained: changesRetained), count: shardCount)
         var report = RecoveryReport()
         report.notes = recovered.notes
-        report.filesDuration = clock.now - started
-        started = clock.now
         /// `hintMax` bounds an index-size hint (0: ignore it; the log never holds one).
         /// `lsn`: a log record's position (its device change enters the
         /// change feed there); nil for a snapshot's records.
@@ -128,48 +181,39 @@ package final class DurableEngine: Sendable {
                 throw EngineRecoveryError(where: origin(), reason: error.description)
             }
         }
-        do {
-            if let snapshot = recovered.snapshot {
-                // Every device and person is a record: no index holds more than the file.
-                let hintMax = snapshot.recordCount
-                while try snapshot.withNextRecord({ payload -> Bool in
-                    report.snapshotRecords += 1
-                    try apply(payload, hintMax: hintMax, lsn: nil) { "snapshot record \(report.snapshotRecords)" }
-                    return true
-                }) != nil {}
-                for table in tables {
-                    if let key = table.unfinishedImages.first {
-                        throw EngineRecoveryError(
-                            where: "snapshot end", reason: "the image of \(key) has no end part")
-                    }
+        if let snapshot = recovered.snapshot {
+            // Every device and person is a record: no index holds more than the file.
+            let hintMax = snapshot.recordCount
+            while try snapshot.withNextRecord({ payload -> Bool in
+                report.snapshotRecords += 1
+                try apply(payload, hintMax: hintMax, lsn: nil) { "snapshot record \(report.snapshotRecords)" }
+                return true
+            }) != nil {}
+            for table in tables {
+                if let key = table.unfinishedImages.first {
+                    throw EngineRecoveryError(where: "snapshot end", reason: "the image of \(key) has no end part")
                 }
             }
-            report.snapshotDuration = clock.now - started
-            started = clock.now
-            var failure: (any Error)?
-            try recovered.replay { record in
-                guard failure == nil else { return }
-                report.logRecords += 1
-                do {
-                    try record.payload.withUnsafeBytes { payload in
-                        try apply(payload, hintMax: 0, lsn: record.lsn.rawValue) {
-                            "log record LSN \(record.lsn.rawValue)"
-                        }
-                    }
-                } catch {
-                    failure = error
-                }
-            }
-            if let failure { throw failure }
-            report.logDuration = clock.now - started
-        } catch {
-            wal.close()
-            throw error
         }
-        let log = WALMutationLog(wal: wal)
-        let registry = Registry(
-            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
-        return (DurableEngine(registry: registry, log: log, shardCount: shardCount), report)
+        report.snapshotDuration = clock.now - started
+        started = clock.now
+        var failure: (any Error)?
+        try recovered.replay { record in
+            guard failure == nil else { return }
+            report.logRecords += 1
+            do {
+                try record.payload.withUnsafeBytes { payload in
+                    try apply(payload, hintMax: 0, lsn: record.lsn.rawValue) {
+                        "log record LSN \(record.lsn.rawValue)"
+                    }
+                }
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        report.logDuration = clock.now - started
+        return (tables, report)
     }
 
     /// Makes every later snapshot begin with `source()`'s records (the

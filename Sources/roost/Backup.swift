@@ -1,5 +1,6 @@
 import Glibc
 import RoostAPI
+import RoostEngine
 import RoostModel
 import RoostPlatform
 import RoostStorage
@@ -92,7 +93,7 @@ enum Backup {
             path: source + "/admin.key", limitBytes: BackupLimits.adminKeyBytesMax)
         try copy(pinned, adminKey: adminKey, into: output)
         let repaired = try repair(output, pinned: pinned)
-        let report = try WALTool.verify(directory: output)
+        let report = try DurableEngine.verify(directory: output)
         guard report.verdict == .ok else {
             throw BackupError("the copy in \(output) does not verify: " + report.lines.joined(separator: "; "))
         }
@@ -343,7 +344,7 @@ enum Restore {
                         + BackupManifest.hex(digest.checksum))
             }
         }
-        let report = try WALTool.verify(directory: backup)
+        let report = try DurableEngine.verify(directory: backup)
         guard report.verdict == .ok else {
             throw BackupError("\(backup) does not verify: " + report.lines.joined(separator: "; "))
         }

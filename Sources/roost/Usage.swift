@@ -29,8 +29,9 @@ enum Usage {
         """
 
     static let wal = """
-        usage: roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage
-                                        recovery repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
+        usage: roost wal verify DIR     check every segment, snapshot and checkpoint and replay them as start-up
+                                        does (exit 0 intact, 1 damage recovery repairs, e.g. a torn tail; 2 damage
+                                        that stops start-up, or an error)
                roost wal dump DIR       one line per record, payloads cut to 16 bytes
         """
 
