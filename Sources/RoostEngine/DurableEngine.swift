@@ -75,57 +75,97 @@ package final class DurableEngine: Sendable {
         options: StorageOptions = StorageOptions(), changesRetained: Int = ChangeFeed.retainedDefault
     ) throws -> (DurableEngine, RecoveryReport) {
         let clock = ContinuousClock()
-        var started = clock.now
+        let started = clock.now
         let (wal, recovered) = try WriteAheadLog.open(directory: directory, policy: policy, options: options)
+        let filesDuration = clock.now - started
+        let replayed: (tables: [IndexTable], catalog: CatalogContents, report: RecoveryReport)
+        do {
+            replayed = try replay(recovered, shardCount: shardCount, changesRetained: changesRetained)
+        } catch {
+            wal.close()
+            throw error
+        }
+        var report = replayed.report
+        report.filesDuration = filesDuration
+        let log = WALMutationLog(wal: wal)
+        let registry = Registry(
+            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: replayed.tables))
+        let catalog = CatalogStore(replayed.catalog, log: log)
+        return (DurableEngine(registry: registry, catalog: catalog, log: log, shardCount: shardCount), report)
+    }
+
+    /// `roost wal verify`: the storage checks (`WALTool.verify`), then, when
+    /// recovery would start, the replay start-up runs (the snapshot's records
+    /// and index images, then the log's records, into indexes and a catalog in
+    /// memory), so that verify refuses exactly what start-up refuses (a
+    /// CRC-valid snapshot whose image does not load, a record that does not
+    /// decode, catalog records that leave a key without its app). Never
+    /// changes a file. O(data), and the memory of the whole state, as
+    /// start-up; one shard (an index's checks do not depend on its shard).
+    package static func verify(
+        directory: String, options: StorageOptions = StorageOptions()
+    ) throws -> VerificationReport {
+        var (report, recovered) = try WALTool.verifyAndRecover(directory: directory, options: options)
+        guard let recovered else { return report }
+        do {
+            let replayed = try replay(recovered, shardCount: 1, changesRetained: ChangeFeed.retainedDefault).report
+            report.lines.append(
+                "start-up would replay \(replayed.snapshotRecords) snapshot records and \(replayed.logRecords) log "
+                    + "records: OK")
+        } catch let error as StorageError {
+            guard case .damaged(let damage) = error else { throw error }
+            report.damages.append(damage)
+            report.lines.append("recovery would refuse to start: \(damage)")
+            report.verdict = .unrecoverable
+        } catch {
+            report.lines.append("recovery would refuse to start: \(error)")
+            report.verdict = .unrecoverable
+        }
+        return report
+    }
+
+    /// Rebuilds every index and the catalog from `recovered` through the
+    /// `Replayer`: its snapshot's records, then the log's records after it,
+    /// checked as they are applied (start-up and `verify` share it). Throws
+    /// `EngineRecoveryError` naming the record when one does not decode or
+    /// apply, or an image has no end part; `CatalogRecoveryError` when the
+    /// catalog's records do not make a whole catalog. O(records).
+    static func replay(
+        _ recovered: RecoveredState, shardCount: Int, changesRetained: Int
+    ) throws -> (tables: [IndexTable], catalog: CatalogContents, report: RecoveryReport) {
+        let clock = ContinuousClock()
+        var started = clock.now
         var replayer = Replayer(shardCount: shardCount, changesRetained: changesRetained)
         var report = RecoveryReport()
         report.notes = recovered.notes
-        report.filesDuration = clock.now - started
-        started = clock.now
-        do {
-            if let snapshot = recovered.snapshot {
-                let source = Replayer.Source.snapshot(recordCount: snapshot.recordCount)
-                while try snapshot.withNextRecord({ payload -> Bool in
-                    report.snapshotRecords += 1
-                    try replayer.apply(payload, from: source) { "snapshot record \(report.snapshotRecords)" }
-                    return true
-                }) != nil {}
-                try replayer.checkSnapshotEnded()
-            }
-            report.snapshotDuration = clock.now - started
-            started = clock.now
-            var failure: (any Error)?
-            try recovered.replay { record in
-                guard failure == nil else { return }
-                report.logRecords += 1
-                do {
-                    try record.payload.withUnsafeBytes { payload in
-                        try replayer.apply(payload, from: .log(record.lsn)) { "log record LSN \(record.lsn.rawValue)" }
-                    }
-                } catch {
-                    failure = error
-                }
-            }
-            if let failure { throw failure }
-            report.logDuration = clock.now - started
-        } catch {
-            wal.close()
-            throw error
+        if let snapshot = recovered.snapshot {
+            let source = Replayer.Source.snapshot(recordCount: snapshot.recordCount)
+            while try snapshot.withNextRecord({ payload -> Bool in
+                report.snapshotRecords += 1
+                try replayer.apply(payload, from: source) { "snapshot record \(report.snapshotRecords)" }
+                return true
+            }) != nil {}
+            try replayer.checkSnapshotEnded()
         }
+        report.snapshotDuration = clock.now - started
+        started = clock.now
+        var failure: (any Error)?
+        try recovered.replay { record in
+            guard failure == nil else { return }
+            report.logRecords += 1
+            do {
+                try record.payload.withUnsafeBytes { payload in
+                    try replayer.apply(payload, from: .log(record.lsn)) { "log record LSN \(record.lsn.rawValue)" }
+                }
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        report.logDuration = clock.now - started
         let (tables, catalogRecords) = replayer.finish()
         report.catalogRecords = catalogRecords.count
-        let contents: CatalogContents
-        do {
-            contents = try CatalogContents.rebuild(catalogRecords)
-        } catch {
-            wal.close()
-            throw error
-        }
-        let log = WALMutationLog(wal: wal)
-        let registry = Registry(
-            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: tables))
-        let catalog = CatalogStore(contents, log: log)
-        return (DurableEngine(registry: registry, catalog: catalog, log: log, shardCount: shardCount), report)
+        return (tables, try CatalogContents.rebuild(catalogRecords), report)
     }
 
     /// Writes a fuzzy snapshot: the catalog's records first (read after the

@@ -71,6 +71,8 @@ final class EventLoop {
     private var nextSweep: ContinuousClock.Instant
     private var acceptPausedUntil: ContinuousClock.Instant?
     private var drainDeadline: ContinuousClock.Instant?
+    /// This loop counted itself settled in `ServerShared` (`loopSettled`).
+    private var settled = false
     /// Mailbox passes per round before the loop defers the rest to the next
     /// round (answers posted on this thread while answers are handled).
     private static let deliveryPassesMax = 4
@@ -179,7 +181,7 @@ final class EventLoop {
             if now >= nextSweep { sweep(now: now) }
             serveWaitingTenants(now: now)
             if let pausedUntil = acceptPausedUntil, now >= pausedUntil { resumeAccepting() }
-            if let deadline = drainDeadline, openCount == 0 || now >= deadline { break }
+            if let deadline = drainDeadline, hasDrained(now: now, deadline: deadline) { break }
         }
         if share.loopIsBusy { shared.noteLoopBusy(false) }  // a stopped loop holds nobody back
         for case let connection? in connections { close(connection) }
@@ -208,6 +210,25 @@ final class EventLoop {
         finishRound(now: now)
         dispatchedInRound = 0
         now = clock.now
+    }
+
+    /// Returns whether this draining loop may stop: the deadline passed, it
+    /// has no connection left, or it owes nothing on any connection and
+    /// neither do the other loops (idle connections stay open until then, so
+    /// that a request on one, such as a `/readyz` poll, is answered while
+    /// the server drains). The first time it owes nothing it counts itself
+    /// settled; the last loop to do so wakes the others. O(open connections).
+    private func hasDrained(now: ContinuousClock.Instant, deadline: ContinuousClock.Instant) -> Bool {
+        if now >= deadline { return true }
+        guard wokenToStart.isEmpty else { return false }
+        for case let connection? in connections where !connection.machine.isSettled { return false }
+        if !settled {
+            settled = true
+            if shared.loopSettled(mailbox.loopIndex) {
+                for sibling in siblings where sibling !== mailbox { sibling.executor.wake() }
+            }
+        }
+        return openCount == 0 || shared.allLoopsSettled
     }
 
     private func waitTimeoutMs(now: ContinuousClock.Instant) -> Int32 {

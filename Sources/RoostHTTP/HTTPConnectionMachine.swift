@@ -30,7 +30,8 @@ package enum HTTPConnectionAction {
 ///            (or to readingHead/readingBody if the next request is arriving)
 ///
 ///  serving ── refusal, Connection: close, HTTP/1.0 ──▶ finishingLastRequest
-///  serving, finishingLastRequest ── beginDrain ──▶ draining ── nothing owed ──▶ (close)
+///  awaitingFirstByte, awaitingRequest ── beginDrain ──▶ (same state; its next request is its last)
+///  readingHead, readingBody, awaitingAnswers, finishingLastRequest ── beginDrain ──▶ draining ── nothing owed ──▶ (close)
 ///  awaitingAnswers, finishingLastRequest, draining
 ///          ── the answer that ends the connection is queued ──▶ closing
 ///  closing ── output written, shutdownWrite ──▶ lingering ── peer closed or linger over ──▶ (close)
@@ -163,6 +164,13 @@ package struct HTTPConnectionMachine {
     /// The peer closed its sending side (read returned 0). Kept apart from
     /// `state` because a peer may close in any phase.
     private var peerClosed = false
+    /// Shutdown began while the connection was idle (nothing owed, nothing
+    /// half-received): it stays open while the server drains, so that a
+    /// balancer polling `/readyz` on it gets the 503 that says so instead of
+    /// a closed connection, and the one request it may still send is its
+    /// last (answered with `Connection: close`). Kept apart from `state`: the
+    /// connection goes through the serving phases as before.
+    private var drainRequested = false
     private var slots: [Slot] = []
     private var slotsHead = 0
     private var nextSequence: UInt64 = 0
@@ -202,7 +210,9 @@ package struct HTTPConnectionMachine {
     /// when it is not idle (a request is arriving, answers are owed, output
     /// is queued, or it is ending).
     package var evictionRank: HTTPEvictionRank? {
-        guard pendingOutputBytes == 0 && activeStreamState == nil && !refusedAdmission else { return nil }
+        guard pendingOutputBytes == 0 && activeStreamState == nil && !refusedAdmission && !drainRequested else {
+            return nil
+        }
         switch state {
         case .awaitingFirstByte(let since): return HTTPEvictionRank(neverSpoke: true, since: since)
         case .awaitingRequest(let since): return HTTPEvictionRank(neverSpoke: false, since: since)
@@ -234,6 +244,19 @@ package struct HTTPConnectionMachine {
     /// Whether the connection has nothing in flight and nothing half-received
     /// (an idle keep-alive connection).
     package var isIdle: Bool { pendingAnswers == 0 && pendingOutputBytes == 0 && parser.phase == .idle }
+
+    /// Whether the server may stop with this connection open: it owes
+    /// nothing, has nothing half-received and is not ending (an idle
+    /// connection kept open by `beginDrain`, or one that never spoke). The
+    /// loop closes such connections when the whole server has drained.
+    package var isSettled: Bool {
+        guard isIdle && activeStreamState == nil else { return false }
+        switch state {
+        case .awaitingFirstByte, .awaitingRequest: return true
+        case .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest, .draining, .closing, .lingering:
+            return false
+        }
+    }
 
     // MARK: - Events from the loop
 
@@ -382,11 +405,18 @@ package struct HTTPConnectionMachine {
         output.lastProgress = now
     }
 
-    /// The server is shutting down: parse nothing more, finish what was
-    /// dispatched, then close.
+    /// The server is shutting down. A connection waiting for a request (no
+    /// answer owed, no byte of a request received; its last answer may still
+    /// be going out) stays as it is, and its next request is its last: the
+    /// loop closes it once the server has drained. Any other parses nothing
+    /// more (a half-received request is dropped), finishes what was
+    /// dispatched, then closes.
     package mutating func beginDrain() {
         switch state {
-        case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest:
+        case .awaitingFirstByte, .awaitingRequest:
+            precondition(pendingAnswers == 0, "\(pendingAnswers) answers pending in state \(state)")
+            drainRequested = true
+        case .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest:
             state = .draining
         case .draining, .closing, .lingering:
             break  // already ending
@@ -415,8 +445,8 @@ package struct HTTPConnectionMachine {
                     refusedAdmission = true
                     return .close
                 }
-                // A reserved connection serves one request.
-                let keepAlive = request.head.keepAlive && admission == .counted
+                // A reserved connection serves one request; so does one the drain found idle.
+                let keepAlive = request.head.keepAlive && admission == .counted && !drainRequested
                 let sequence = enqueueSlot(
                     keepAlive: keepAlive, isHead: request.head.method == .head,
                     isHTTP10: request.head.version == .http10)

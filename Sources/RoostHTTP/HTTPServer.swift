@@ -181,9 +181,10 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// Stops accepting, closes idle keep-alive connections, lets dispatched
-    /// requests finish and be written (up to `shutdownDrainTimeout`), then the
-    /// loops exit. Returns at once; see `waitUntilStopped`.
+    /// Stops accepting, lets dispatched requests finish and be written (up
+    /// to `shutdownDrainTimeout`) while idle keep-alive connections stay open
+    /// for one last request each, then closes those and the loops exit.
+    /// Returns at once; see `waitUntilStopped`.
     public func beginShutdown() {
         shared.requestShutdown()
         let (mailboxes, listener) = state.withLock { ($0.mailboxes, $0.listener) }

@@ -16,6 +16,8 @@ final class ServerShared: Sendable {
     private let reserved = Atomic<Int>(0)
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
+    /// Loops that have not settled since shutdown began (`loopSettled`).
+    private let unsettledLoops: Atomic<Int>
     private let acceptTurn = Atomic<Int>(0)
     /// `HTTPServerLimits.tenantContentionWindow`, in nanoseconds.
     private let tenantContentionNanoseconds: Int64
@@ -41,6 +43,7 @@ final class ServerShared: Sendable {
         self.connectionsMax = connectionsMax
         self.reservedMax = reservedMax
         self.loopCounters = (0..<loopCount).map { _ in LoopCounters() }
+        self.unsettledLoops = Atomic<Int>(loopCount)
         self.tenantContentionNanoseconds = tenantContentionWindow.wholeNanoseconds
         self.logger = logger
     }
@@ -172,6 +175,22 @@ final class ServerShared: Sendable {
     var isShuttingDown: Bool { shuttingDown.load(ordering: .acquiring) }
 
     func requestShutdown() { shuttingDown.store(true, ordering: .releasing) }
+
+    /// Counts loop `loop` as settled: since shutdown began it has owed
+    /// nothing on any connection (every one `HTTPConnectionMachine.isSettled`)
+    /// at least once. Each loop calls it once. Returns whether it was the
+    /// last loop to settle: the server has drained, and that loop wakes the
+    /// others so that they close their idle connections and stop.
+    func loopSettled(_ loop: Int) -> Bool {
+        precondition(isShuttingDown, "loop \(loop) settled before shutdown")
+        let left = unsettledLoops.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue
+        precondition(left >= 0, "more loops settled than \(loopCounters.count)")
+        return left == 0
+    }
+
+    /// Whether every loop has settled since shutdown began (`loopSettled`).
+    var allLoopsSettled: Bool { unsettledLoops.load(ordering: .acquiring) == 0 }
+
 }
 
 /// An accepted connection one loop hands to another.

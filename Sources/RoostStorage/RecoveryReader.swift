@@ -35,11 +35,29 @@ package struct StorageLayout: Sendable {
         fileSystem.join(snapshotDirectory, SnapshotFormat.fileName(startLSN: startLSN))
     }
 
-    /// Returns the segment file names, sorted (so by first LSN).
+    /// Returns the segment file names, sorted (so by first LSN); none when
+    /// `wal/` is missing, as start-up sees it (it creates the directory
+    /// before reading), so that `roost wal verify` decides as start-up does.
     package func segmentNames() throws(StorageError) -> [String] {
+        try namesIfPresent(walDirectory).filter { SegmentFormat.firstLSN(fileName: $0) != nil }.sorted()
+    }
+
+    /// Returns the names in `snapshots/`; none when it is missing, as
+    /// start-up sees it (it creates the directory before reading): every
+    /// checkpoint's snapshot is then missing, and recovery falls back to the
+    /// log from LSN 1 or refuses.
+    package func snapshotDirectoryNames() throws(StorageError) -> [String] {
+        try namesIfPresent(snapshotDirectory)
+    }
+
+    /// Returns the names in `directory`, or none when it does not exist.
+    private func namesIfPresent(_ directory: String) throws(StorageError) -> [String] {
         do {
-            return try fileSystem.list(walDirectory).filter { SegmentFormat.firstLSN(fileName: $0) != nil }.sorted()
-        } catch { throw .io(error) }
+            return try fileSystem.list(directory)
+        } catch {
+            if error.errno == ENOENT { return [] }
+            throw .io(error)
+        }
     }
 
     /// Reads and scans one segment.
@@ -132,8 +150,7 @@ package struct StorageLayout: Sendable {
             guard error.errno == EFBIG else { throw .io(error) }
             logEnd = .damaged(Damage(file: logEndPath, offset: 1 << 16, reason: "log-end file too large"))
         }
-        let snapshotNames: Set<String>
-        do { snapshotNames = Set(try fileSystem.list(snapshotDirectory)) } catch { throw .io(error) }
+        let snapshotNames = Set(try snapshotDirectoryNames())
         var snapshots: [LogSequenceNumber: SnapshotCheck] = [:]
         for case .valid(let checkpoint) in checkpoints {
             let path = snapshotPath(checkpoint.snapshotLSN)

@@ -32,9 +32,21 @@ package enum WALTool {
     /// Checks every checkpoint slot, every snapshot (whole-file CRC and a full
     /// decompression with the zstd checksum) and every segment under
     /// `directory`, and says what recovery would do. Never changes a file.
+    /// The storage half of `roost wal verify`: the engine replays what
+    /// `verifyAndRecover` returns as start-up does (`DurableEngine.verify`).
     package static func verify(
         directory: String, options: StorageOptions = StorageOptions()
     ) throws(StorageError) -> VerificationReport {
+        try verifyAndRecover(directory: directory, options: options).report
+    }
+
+    /// As `verify`, and when recovery would start, what it would replay:
+    /// the snapshot and the log records after it, read-only (no torn tail is
+    /// cut; replay stops where the plan's last record is). Nil when
+    /// recovery would refuse.
+    package static func verifyAndRecover(
+        directory: String, options: StorageOptions = StorageOptions()
+    ) throws(StorageError) -> (report: VerificationReport, recovered: RecoveredState?) {
         let layout = StorageLayout(directory: directory, fileSystem: options.fileSystem)
         let input = try layout.readRecoveryInput(options: options)
         var damages: [Damage] = []
@@ -52,12 +64,7 @@ package enum WALTool {
                     + " \(SegmentFormat.fileName(firstLSN: end.openSegment))"
                     + (end.cleanShutdown ? ", clean shutdown" : ", not shut down cleanly since"))
         }
-        let snapshotNames: [String]
-        do {
-            snapshotNames = try options.fileSystem.list(layout.snapshotDirectory).filter {
-                $0.hasSuffix(SnapshotFormat.fileExtension)
-            }
-        } catch { throw .io(error) }
+        let snapshotNames = try layout.snapshotDirectoryNames().filter { $0.hasSuffix(SnapshotFormat.fileExtension) }
         for name in snapshotNames {
             let path = options.fileSystem.join(layout.snapshotDirectory, name)
             do {
@@ -82,12 +89,17 @@ package enum WALTool {
             }
         }
         let verdict: VerificationReport.Verdict
+        var recovered: RecoveredState?
         switch decideRecovery(input) {
         case .refuse(let damage):
             if !damages.contains(damage) { damages.append(damage) }
             lines.append("recovery would refuse to start: \(damage)")
             verdict = .unrecoverable
         case .recover(let plan):
+            let snapshot = try plan.checkpoint.map { checkpoint throws(StorageError) in
+                try SnapshotReader(fileSystem: options.fileSystem, path: layout.snapshotPath(checkpoint.snapshotLSN))
+            }
+            recovered = RecoveredState(snapshot: snapshot, plan: plan, layout: layout, options: options)
             lines.append(
                 "recovery would start from "
                     + (plan.checkpoint.map { "the snapshot at LSN \($0.snapshotLSN)" } ?? "an empty state")
@@ -95,7 +107,7 @@ package enum WALTool {
             lines.append(contentsOf: plan.notes)
             verdict = damages.isEmpty && plan.notes.isEmpty ? .ok : .recoverable
         }
-        return VerificationReport(verdict: verdict, damages: damages, lines: lines)
+        return (VerificationReport(verdict: verdict, damages: damages, lines: lines), recovered)
     }
 
     /// Calls `line` once per record of every segment: LSN, kind, length, CRC

@@ -79,8 +79,22 @@ public final class RoostProcess {
             (RoostProcess.inheritedEnvironment().filter { !replaced.contains(RoostProcess.name(of: $0)) }
             + environment).map { strdup($0) } + [nil]
         defer { envp.forEach { free($0) } }
+        // As a supervisor starts it: no signal blocked, and the signals an
+        // operator sends at their default action, whatever the test runner's
+        // thread blocks or ignores (both pass through exec).
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        var defaulted = sigset_t()
+        sigemptyset(&defaulted)
+        for signal in [SIGHUP, SIGINT, SIGTERM] { sigaddset(&defaulted, signal) }
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        posix_spawnattr_setsigdefault(&attributes, &defaulted)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child: pid_t = 0
-        let status = posix_spawn(&child, binary, &actions, nil, argv, envp)
+        let status = posix_spawn(&child, binary, &actions, &attributes, argv, envp)
         close(pipeFDs[1])
         guard status == 0 else {
             close(pipeFDs[0])

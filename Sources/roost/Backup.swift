@@ -1,5 +1,6 @@
 import Glibc
 import RoostAPI
+import RoostEngine
 import RoostModel
 import RoostPlatform
 import RoostStorage
@@ -92,7 +93,7 @@ enum Backup {
             path: source + "/admin.key", limitBytes: BackupLimits.adminKeyBytesMax)
         try copy(pinned, adminKey: adminKey, into: output)
         let repaired = try repair(output, pinned: pinned)
-        let report = try WALTool.verify(directory: output)
+        let report = try DurableEngine.verify(directory: output)
         guard report.verdict == .ok else {
             throw BackupError("the copy in \(output) does not verify: " + report.lines.joined(separator: "; "))
         }
@@ -256,24 +257,56 @@ enum Backup {
 /// state (docs/operations.md, "Restore").
 enum Restore {
     /// The staging directory inside DIR; its pieces are renamed into place.
+    /// While it exists, `roost serve` refuses DIR (`unfinishedMessage`).
     static let stagingName = "restore.partial"
+
+    /// The names a restore puts into DIR: the staging directory and what is
+    /// renamed out of it.
+    static let restoredNames: Set<String> = Set(
+        [stagingName, SegmentFormat.directoryName, SnapshotFormat.directoryName] + BackupManifest.rootFileNames)
+
+    /// The one line `roost serve` refuses `directory` with while it holds
+    /// `restore.partial`: a restore into it did not finish (it was killed, or
+    /// failed), so it holds a part of a backup or nothing, never a state to
+    /// serve.
+    static func unfinishedMessage(directory: String) -> String {
+        "\(directory)/\(stagingName) is left by a `roost restore` that did not finish, so \(directory) holds "
+            + "at most a part of a backup: run `roost restore BACKUP \(directory)` again to finish it (it starts "
+            + "over), or empty \(directory) to discard it"
+    }
 
     /// Verifies `backup` (manifest, every file's size and CRC-32C, `roost wal
     /// verify`, the LSNs the manifest records), then copies it into
-    /// `directory` (missing or empty, not in use) and returns its manifest.
+    /// `directory` (missing, empty, or left by a restore that did not
+    /// finish; not in use) and returns its manifest.
     static func run(backup: String, directory: String) throws -> BackupManifest {
         let manifest = try verify(backup)
-        let lock = try EmptyDirectory.claim(directory)
+        let lock = try EmptyDirectory.claim(directory, discardingUnfinishedRestore: true)
         let staging = directory + "/" + stagingName
         do {
             try stage(manifest, from: backup, into: staging)
             try commit(manifest, staging: staging, directory: directory)
         } catch {
             throw BackupError(
-                "\(error); \(directory) is incomplete: empty it (remove everything in it) before restoring again")
+                "\(error); \(directory) is incomplete: run this restore again (it starts over), or empty \(directory)")
         }
         withExtendedLifetime(lock) {}
         return manifest
+    }
+
+    /// Removes what an unfinished restore left in `directory` (`entries`, a
+    /// subset of `restoredNames` holding `stagingName`): the checkpoint slots
+    /// first (they are the commit), the staging directory last, so that
+    /// `roost serve` keeps refusing the directory until it is empty.
+    static func discardUnfinished(_ directory: String, entries: [String]) throws {
+        precondition(entries.contains(stagingName), "no \(stagingName) among \(entries)")
+        precondition(entries.allSatisfy(restoredNames.contains), "\(entries) holds a name no restore writes")
+        let slots = entries.filter(CheckpointFormat.slotNames.contains)
+        let others = entries.filter { $0 != stagingName && !CheckpointFormat.slotNames.contains($0) }
+        for name in slots + others { try FileCopy.removeTree(directory + "/" + name) }
+        try FileCopy.syncDirectory(directory)
+        try FileCopy.removeTree(directory + "/" + stagingName)
+        try FileCopy.syncDirectory(directory)
     }
 
     /// Returns the manifest of `backup` once everything in it checks out;
@@ -311,7 +344,7 @@ enum Restore {
                         + BackupManifest.hex(digest.checksum))
             }
         }
-        let report = try WALTool.verify(directory: backup)
+        let report = try DurableEngine.verify(directory: backup)
         guard report.verdict == .ok else {
             throw BackupError("\(backup) does not verify: " + report.lines.joined(separator: "; "))
         }
@@ -369,12 +402,22 @@ enum Restore {
 /// on it meanwhile, and no second backup writes into it), and empty.
 enum EmptyDirectory {
     /// Returns the lock on `path` once it is an empty directory (its lock
-    /// file aside); throws when it is not empty or in use.
-    static func claim(_ path: String) throws -> DirectoryLock {
+    /// file aside); throws when it is not empty or in use. With
+    /// `discardingUnfinishedRestore`, a directory that holds `restore.partial`
+    /// and nothing but what a restore writes is emptied first: it was empty
+    /// when that restore claimed it, and no server can have run on it since
+    /// (`roost serve` refuses it).
+    static func claim(_ path: String, discardingUnfinishedRestore: Bool = false) throws -> DirectoryLock {
         try DurableFile.createDirectory(path: path)
         try FileCopy.syncDirectory(StorageLayout.parent(of: path))
         let lock = try DirectoryLock(directory: path)
-        let entries = (try FileCopy.list(path) ?? []).filter { $0 != DirectoryLock.fileName }
+        var entries = (try FileCopy.list(path) ?? []).filter { $0 != DirectoryLock.fileName }
+        if discardingUnfinishedRestore && entries.contains(Restore.stagingName)
+            && entries.allSatisfy(Restore.restoredNames.contains)
+        {
+            try Restore.discardUnfinished(path, entries: entries)
+            entries = []
+        }
         guard entries.isEmpty else {
             throw BackupError(
                 "\(path) is not empty (it holds \(entries.prefix(3).joined(separator: ", "))"

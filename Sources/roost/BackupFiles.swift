@@ -129,6 +129,20 @@ enum FileCopy {
         try PosixFileSystem().syncDirectory(directory)
     }
 
+    /// Removes `path` and, when it is a directory, everything under it (a
+    /// symbolic link is removed, never followed); a missing path is fine.
+    /// O(entries under it).
+    static func removeTree(_ path: String) throws(SystemCallError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return }
+            throw SystemCallError(call: "lstat", subject: path, errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return try removeIfPresent(path) }
+        for name in try DurableFile.names(in: path) { try removeTree(path + "/" + name) }
+        if rmdir(path) != 0 && errno != ENOENT { throw SystemCallError(call: "rmdir", subject: path, errno: errno) }
+    }
+
     /// Removes the file at `path`; a missing file is fine.
     static func removeIfPresent(_ path: String) throws(SystemCallError) {
         if unlink(path) != 0 && errno != ENOENT {

@@ -29,8 +29,9 @@ enum Usage {
         """
 
     static let wal = """
-        usage: roost wal verify DIR     check every segment, snapshot and checkpoint (exit 0 intact, 1 damage
-                                        recovery repairs, e.g. a torn tail; 2 damage that stops start-up, or an error)
+        usage: roost wal verify DIR     check every segment, snapshot and checkpoint and replay them as start-up
+                                        does (exit 0 intact, 1 damage recovery repairs, e.g. a torn tail; 2 damage
+                                        that stops start-up, or an error)
                roost wal dump DIR       one line per record, payloads cut to 16 bytes
         """
 
@@ -43,7 +44,8 @@ enum Usage {
 
     static let restore = """
         usage: roost restore BACKUP DIR  verify a backup made by `roost backup`, then put it into DIR, which must be
-                                        missing or empty (and not in use). Exit 0 done, 2 refused or failed.
+                                        missing or empty (and not in use), or left by a restore that did not finish
+                                        (DIR/restore.partial: it starts over). Exit 0 done, 2 refused or failed.
         """
 
     static let all = """

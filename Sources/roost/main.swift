@@ -65,9 +65,9 @@ final class ResultBox<Value: Sendable>: @unchecked Sendable {
 }
 
 // SIGPIPE is ignored by every command (a peer or a pipe closing mid-write is
-// an error code, not a death). Only `serve` blocks SIGTERM and SIGINT (it takes
-// them with sigwait); the tools die on Ctrl-C as any tool does, and leave
-// their output marked incomplete (docs/operations.md).
+// an error code, not a death). Only `serve` blocks SIGTERM, SIGINT and SIGHUP
+// (it takes them with sigwait, `ServeSignals`); the tools die on Ctrl-C as any
+// tool does, and leave their output marked incomplete (docs/operations.md).
 signal(SIGPIPE, SIG_IGN)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -99,7 +99,8 @@ func walTool(_ arguments: [String]) -> Never {
     let directory = arguments[1]
     do {
         if arguments[0] == "verify" {
-            let report = try WALTool.verify(directory: directory, options: StorageOptions())
+            // The checks start-up makes, the engine's replay included (issue 24, L-6).
+            let report = try DurableEngine.verify(directory: directory, options: StorageOptions())
             for line in report.lines { StandardStreams.out(line) }
             exit(report.exitCode)
         }
@@ -125,13 +126,13 @@ func serve(_ arguments: [String]) -> Never {
     let started = clock.now
 
     // Before any thread exists, so that every thread inherits the mask:
-    // SIGTERM and SIGINT are blocked everywhere and taken by sigwait on the
-    // main thread. The main thread stays synchronous (no top-level await): an
-    // async main hands the main thread to Dispatch, which unblocks signals.
+    // SIGTERM, SIGINT and SIGHUP are blocked everywhere and taken by sigwait
+    // on the main thread. The main thread stays synchronous (no top-level
+    // await): an async main hands the main thread to Dispatch, which
+    // unblocks signals.
     var blockedSignals = sigset_t()
     sigemptyset(&blockedSignals)
-    sigaddset(&blockedSignals, SIGTERM)
-    sigaddset(&blockedSignals, SIGINT)
+    for signal in ServeSignals.taken { sigaddset(&blockedSignals, signal) }
     pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
     let server: HTTPServer
@@ -145,6 +146,11 @@ func serve(_ arguments: [String]) -> Never {
             directoryLock = try DirectoryLock(directory: options.dataDirectory)
         } catch {
             refuse("\(error)")
+        }
+        // A restore into DIR that did not finish left only a part of a
+        // backup (or nothing): never serve it as if it were the state.
+        if DurableFile.exists(options.dataDirectory + "/" + Restore.stagingName) {
+            refuse(Restore.unfinishedMessage(directory: options.dataDirectory))
         }
         // Bound before recovery: an address another process listens on is
         // refused at once, with nothing else done (spec §11).
@@ -246,15 +252,26 @@ func serve(_ arguments: [String]) -> Never {
 
     var signals = sigset_t()
     sigemptyset(&signals)
-    sigaddset(&signals, SIGTERM)
-    sigaddset(&signals, SIGINT)
+    for signal in ServeSignals.taken { sigaddset(&signals, signal) }
     var received: Int32 = 0
-    sigwait(&signals, &received)
+    while true {
+        sigwait(&signals, &received)
+        if ServeSignals.stopping.contains(received) { break }
+        // SIGHUP (a closed terminal, or a habit of asking daemons to reopen
+        // their logs): the server writes only to stderr, nothing to reopen.
+        logger.info("signal.ignored") { line in
+            line.field("signal", Int(received))
+            line.field("message", "roost serve ignores SIGHUP; SIGTERM or SIGINT stops it")
+        }
+        logger.flush()
+    }
     logger.info("shutdown.draining") { $0.field("signal", Int(received)) }
     // While the loops still run: a sweep step in progress waits for its shard.
     let sweeper = service.inactivity
     blocking { await sweeper.stop() }
-    // /readyz says so first, for a balancer polling a kept-alive connection.
+    // /readyz says so first, for a balancer polling a kept-alive connection:
+    // the drain keeps idle connections open for one last request while it
+    // finishes what is owed (docs/http.md, "Shutdown").
     service.beginShutdown()
     server.beginShutdown()
     server.waitUntilStopped()
@@ -296,6 +313,14 @@ func serve(_ arguments: [String]) -> Never {
     // The log is closed: only now may another process take the directory.
     withExtendedLifetime(directoryLock) {}
     exit(0)
+}
+
+/// The signals `roost serve` takes with sigwait (docs/operations.md, "Signals").
+enum ServeSignals {
+    /// Those that begin the drain and the exit.
+    static let stopping: [Int32] = [SIGTERM, SIGINT]
+    /// Every signal taken: SIGHUP is logged (`signal.ignored`) and ignored.
+    static let taken: [Int32] = stopping + [SIGHUP]
 }
 
 func backupCommand(_ arguments: [String]) -> Never {

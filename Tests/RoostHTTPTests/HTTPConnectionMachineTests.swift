@@ -534,13 +534,38 @@ struct HTTPConnectionMachineTests {
         #expect(harness.state == .awaitingRequest(since: harness.now))
     }
 
-    @Test("shutdown closes an idle or half-received connection at once and discards what arrives after")
-    func drainClosesIdle() {
-        var idle = MachineHarness()
-        idle.machine.beginDrain()
-        #expect(idle.state == .draining)
-        #expect(idle.run() == [.close])
+    @Test("shutdown keeps an idle connection open with its next request its last (Connection: close)")
+    func drainKeepsIdleForOneLastRequest() {
+        for spoke in [false, true] {
+            var idle = MachineHarness()
+            if spoke {
+                idle.receive(get("/before"))
+                _ = idle.run()
+                idle.answer(0, body: "before")
+                _ = idle.run()
+            }
+            let before = idle.state
+            idle.machine.beginDrain()
+            #expect(idle.state == before, "spoke: \(spoke)")
+            #expect(idle.machine.isSettled, "spoke: \(spoke)")
+            #expect(idle.machine.evictionRank == nil, "evicted while the server drains")
+            #expect(idle.run() == [.wait(read: true, write: false)], "spoke: \(spoke)")
+            idle.receive(get("/readyz") + get("/after"))
+            let sequence: UInt64 = spoke ? 1 : 0
+            #expect(idle.run() == [.dispatch("/readyz", sequence: sequence), .wait(read: false, write: false)])
+            #expect(!idle.machine.isSettled)
+            idle.answer(sequence, body: "shutting_down")
+            let steps = idle.run()
+            #expect(steps.dropFirst() == [.shutdownWrite, .wait(read: true, write: false)], "\(steps)")
+            #expect(
+                wireResponses(idle.wireText).last
+                    == WireResponse(status: 200, connection: "close", body: "shutting_down"))
+            #expect(!idle.machine.isSettled, "a closing connection is not settled")
+        }
+    }
 
+    @Test("shutdown closes a half-received connection at once and discards what arrives after")
+    func drainClosesHalfReceived() {
         var half = MachineHarness()
         half.receive("GET /x HTTP/1.1\r\nHo")
         _ = half.run()

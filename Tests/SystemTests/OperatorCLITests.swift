@@ -280,6 +280,42 @@ struct OperatorCLITests {
     }
 
     @Test(
+        "a restore killed with DIR/restore.partial left: serve refuses DIR (exit 2, one line naming restore), restore again finishes it with every device",
+        arguments: ["before the first rename", "after wal/ was renamed"])
+    func unfinishedRestoreIsRefusedThenFinished(interrupted: String) throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-backup")
+        defer { TemporaryDirectory.remove(directory) }
+        let (_, backup, key) = try Self.smallBackup(in: directory)
+        // What `roost restore` leaves when killed while it stages, or between its renames.
+        let restored = directory + "/restored"
+        let staging = restored + "/restore.partial"
+        #expect(mkdir(restored, 0o700) == 0)
+        #expect(system("cp -r '\(backup)' '\(staging)' && rm '\(staging)/backup.manifest'") == 0)
+        if interrupted == "after wal/ was renamed" { #expect(rename(staging + "/wal", restored + "/wal") == 0) }
+        let log = directory + "/refused.log"
+        let arguments = ["serve", "--listen", "127.0.0.1:0", "--data", restored]
+        if let served = try? RoostProcess(arguments: arguments, environment: [], standardErrorPath: log) {
+            Issue.record("\(interrupted): roost serve started on an unfinished restore")
+            served.stop(signal: SIGTERM)
+        }
+        let refusal = String(
+            decoding: try #require(try DurableFile.readIfExists(path: log, limitBytes: 1 << 20)), as: UTF8.self)
+        #expect(refusal.split(separator: "\n").count == 1, "\(refusal)")
+        #expect(refusal.contains(#""event":"start.refused""#), "\(refusal)")
+        #expect(refusal.contains("\(staging) is left by a `roost restore` that did not finish"), "\(refusal)")
+        #expect(refusal.contains("roost restore BACKUP \(restored)"), "\(refusal)")
+        #expect(DurableFile.exists(staging), "the refusal changed DIR")
+
+        let again = Self.run(["restore", backup, restored], in: directory)
+        #expect(again.code == 0, "\(interrupted): \(again.err)")
+        #expect(!DurableFile.exists(staging))
+        let server = try RoostProcess(arguments: arguments, environment: ["ROOST_ADMIN_KEY=\(ServeTests.adminKey)"])
+        let tokens = try Self.exportedTokens(port: server.port, key: key)
+        #expect(tokens == Set((0..<20).map { Self.token(client: 1, number: $0) }), "\(interrupted)")
+        #expect(server.stop(signal: SIGTERM) == 0)
+    }
+
+    @Test(
         "restore refuses a damaged, cut, incomplete or padded backup before touching DIR",
         arguments: ["flip", "cut", "no manifest", "extra segment", "manifest edited"])
     func restoreRefusesBadBackups(damage: String) throws {

@@ -68,6 +68,25 @@ struct ServeTests {
         #expect(again.stop(signal: SIGTERM) == 0)
     }
 
+    @Test("with DIR/lock deleted under a running server, a second roost serve on DIR still refuses: exit 2")
+    func secondServerRefusesWithTheLockFileDeleted() throws {
+        let (first, directory) = try ServeTests.start()
+        defer { TemporaryDirectory.remove(directory) }
+        let data = directory + "/data"
+        #expect(unlink(data + "/" + DirectoryLock.fileName) == 0)
+        let second = CatalogSystemTests.run(["serve", "--listen", "127.0.0.1:0", "--data", data], in: directory)
+        #expect(second.code == 2, "\(second.output)")
+        #expect(second.output.split(separator: "\n").count == 1, "\(second.output)")
+        #expect(second.output.contains("the data directory \(data) is in use by another roost process"))
+        #expect(!second.output.contains("listening on"))
+        #expect(try ServeTests.request(first.port, "GET", "/healthz").status == 200)
+        #expect(first.stop(signal: SIGTERM) == 0)
+        // Gone, it frees the directory; the next server makes the lock file again.
+        let (again, _) = try ServeTests.start(data: directory)
+        #expect(DurableFile.exists(data + "/" + DirectoryLock.fileName))
+        #expect(again.stop(signal: SIGTERM) == 0)
+    }
+
     @Test("a second roost serve on an address another process listens on refuses: exit 2, one line naming it")
     func secondServerOnTheSameAddressRefuses() throws {
         let (first, directory) = try ServeTests.start()
@@ -260,6 +279,93 @@ struct ServeTests {
         // a server blocked on the stuck body would take the whole body timeout (30 s).
         #expect(slowest < .milliseconds(250), "slowest /healthz took \(slowest)")
         #expect(idle.count == 300)
+    }
+
+    @Test("SIGHUP is logged as signal.ignored and the server keeps serving; SIGTERM then exits 0")
+    func hangUpIsIgnored() throws {
+        let directory = try TemporaryDirectory.make(prefix: "roost-system")
+        defer { TemporaryDirectory.remove(directory) }
+        let log = directory + "/stderr.log"
+        let process = try RoostProcess(
+            arguments: ["serve", "--listen", "127.0.0.1:0", "--data", directory + "/data"],
+            environment: ["ROOST_ADMIN_KEY=\(ServeTests.adminKey)"], standardErrorPath: log)
+        // A signal whose action is to end the process ends it as it is sent:
+        // an answer after kill() returns proves the server took it and lived.
+        #expect(kill(process.pid, SIGHUP) == 0)
+        #expect(try ServeTests.request(process.port, "GET", "/healthz").status == 200)
+        #expect(kill(process.pid, SIGHUP) == 0)
+        #expect(try ServeTests.request(process.port, "GET", "/readyz").status == 200)
+        #expect(process.stop(signal: SIGTERM) == 0)
+        let text = try #require(try DurableFile.readIfExists(path: log, limitBytes: 1 << 20))
+        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n")
+        let ignored = lines.filter { $0.contains(#""event":"signal.ignored""#) }
+        #expect(!ignored.isEmpty, "\(lines)")
+        #expect(ignored.allSatisfy { $0.contains(#""signal":\#(SIGHUP)"#) }, "\(ignored)")
+        #expect(lines.contains { $0.contains(#""event":"shutdown.stopped""#) })
+    }
+
+    @Test(
+        "after SIGTERM a kept-alive /readyz poller gets 503 shutting_down while a long poll drains; a write on another idle connection ends it; exit 0"
+    )
+    func readinessPollerSeesTheDrain() throws {
+        // One event loop: every connection sees the drain begin at the same point.
+        let (process, directory) = try ServeTests.start(extra: ["--event-loops", "1"])
+        defer { TemporaryDirectory.remove(directory) }
+        let key = try CrashRecoveryTests.setUp(port: process.port)
+        let feed = try ServeTests.request(process.port, "GET", "/v1/changes", key: key)
+        #expect(feed.status == 200)
+        let cursor = try #require(try JSONReader.parse(feed.body)["next_cursor"]?.stringValue)
+        let readyz = "GET /readyz HTTP/1.1\r\nHost: test\r\n\r\n"
+        let poller = try LoopbackConnection(port: process.port)
+        let writer = try LoopbackConnection(port: process.port)
+        let probe = try LoopbackConnection(port: process.port)
+        for connection in [poller, writer, probe] {
+            try connection.send(readyz)
+            #expect(try connection.readResponse().status == 200)
+        }
+        // One unanswered request per connection: /healthz is answered only
+        // once the long poll behind it was dispatched, so the drain owes it.
+        let waiting = try LoopbackConnection(port: process.port)
+        try waiting.send(
+            "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\nGET /v1/changes?after=\(cursor)&wait_ms=30000 HTTP/1.1\r\n"
+                + "Host: test\r\nAuthorization: Bearer \(key)\r\n\r\n")
+        #expect(try waiting.readResponse().status == 200)
+        #expect(kill(process.pid, SIGTERM) == 0)
+        // The probe asks until an answer ends its connection (or, before
+        // issue 24, the drain closed it): then the loop has begun the drain,
+        // and the poller, idle all along, has been through it.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var drainBegun = false
+        while !drainBegun && ContinuousClock.now < deadline {
+            do {
+                try probe.send(readyz)
+                let answer = try probe.readResponse()
+                drainBegun = answer.header("Connection") == "close"
+            } catch {
+                drainBegun = true
+            }
+        }
+        #expect(drainBegun)
+        probe.close()
+        try poller.send(readyz)
+        let polled = try poller.readResponse()
+        #expect(polled.status == 503)
+        #expect(polled.bodyText == #"{"status":"shutting_down"}"#)
+        #expect(polled.header("Connection") == "close")
+        // The other idle connection's last request: a write that wakes the long poll, which ends the drain.
+        let body = #"{"platform":"ios","token":"\#(String(repeating: "ab", count: 32))"}"#
+        try writer.send(
+            "POST /v1/devices HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer \(key)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        let registered = try writer.readResponse(timeout: .seconds(10))
+        #expect(registered.status == 201)
+        #expect(registered.header("Connection") == "close")
+        let changes = try waiting.readResponse(timeout: .seconds(10))
+        #expect(changes.status == 200)
+        #expect(changes.bodyText.contains(String(repeating: "ab", count: 32)))
+        #expect(changes.header("Connection") == "close")
+        for connection in [poller, writer, waiting] { connection.close() }
+        #expect(process.stop(signal: SIGTERM) == 0)
     }
 
     @Test("SIGTERM and SIGINT stop the server with exit code 0")
