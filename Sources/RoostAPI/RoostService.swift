@@ -58,13 +58,12 @@ public final class RoostService: HTTPResponder {
     /// (its catalog records are missing: serving would drop the data, and the
     /// id would be given again); drops data of an app the catalog deleted
     /// (a crash came between the catalog's record and the shard's removal
-    /// record); gives every index its app's settings (a crash came between
-    /// the catalog's settings record and the indexes' ones: the catalog is the
-    /// authority). O(indexes).
+    /// record). Settings need nothing: the catalog owns them and the indexes
+    /// adopt them at their first turn. O(indexes).
     package func reconcile(dataDirectory: String) async throws {
         let state = catalog.currentState()
         for shard in registry.shardSet.shards {
-            for (key, indexSettings) in await shard.indexSettings() {
+            for key in await shard.keys() {
                 guard key.app.rawValue < state.nextAppID else {
                     throw CatalogStartError(
                         "the log in \(dataDirectory) holds devices of app \(key.app.rawValue), which the catalog "
@@ -72,18 +71,9 @@ public final class RoostService: HTTPResponder {
                             + "If an older release ran here, restore \(dataDirectory)/catalog.json from a backup; "
                             + "otherwise restore the whole data directory")
                 }
-                guard let app = state.apps[key.app] else {
-                    guard await registry.removeApp(key.app) != nil else {
-                        throw CatalogStartError("the log could not take the removal of deleted app \(key.app.rawValue)")
-                    }
-                    continue
-                }
-                let settings = app.settings
-                guard settings != indexSettings else { continue }
-                switch await registry.execute(key, settings: settings, .updateSettings(settings)) {
-                case .settings?: continue
-                case nil: throw CatalogStartError("the log could not take the settings of app \(key.app.rawValue)")
-                case let other?: preconditionFailure("catalog settings \(settings) answered \(other) by the model")
+                guard state.apps[key.app] == nil else { continue }
+                guard await registry.removeApp(key.app) != nil else {
+                    throw CatalogStartError("the log could not take the removal of deleted app \(key.app.rawValue)")
                 }
             }
         }
@@ -100,6 +90,8 @@ public final class RoostService: HTTPResponder {
     ) {
         self.registry = registry
         self.catalog = catalog
+        // The shards read each app's settings from the catalog, their one owner.
+        registry.shardSet.catalog.attach(catalog.state)
         loopRequests = registry.shardSet.loops.map { LoopRequests(loop: $0) }
         for requests in loopRequests { requests.loop.setReceiver(requests) }
         let clientLimiter = ClientAddressLimiter(trustedProxies: trustedProxies, clock: clock)

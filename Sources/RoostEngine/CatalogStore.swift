@@ -149,6 +149,30 @@ package final class CatalogStore: Sendable {
     }
 }
 
+/// The catalog the shards read their apps' settings from: set once, when a
+/// service wires the catalog to the engine (`RoostService`). The catalog is
+/// the settings' one owner: an index does not log its own copy, it adopts
+/// the catalog's at each turn it runs commands in (`Shard.execute`). A
+/// registry with no catalog attached (the engine alone: tools, engine tests)
+/// uses the settings each command carries.
+package final class CatalogLink: Sendable {
+    private let store = AtomicLazyReference<CatalogStore>()
+
+    package init() {}
+
+    /// Attaches `catalog`; a second, different one is a wiring error.
+    package func attach(_ catalog: CatalogStore) {
+        let attached = store.storeIfNil(catalog)
+        precondition(attached === catalog, "a registry's shards are wired to two catalogs")
+    }
+
+    /// The settings of `app` as the catalog holds them now (every applied
+    /// change); nil without a catalog, or for an app it does not hold.
+    func settings(of app: AppID) -> AppSettings? {
+        store.load()?.read { $0.catalog.apps[app]?.settings }
+    }
+}
+
 /// Why a catalog change was not made: nothing was applied.
 package enum CatalogChangeFailure: Error, Equatable {
     /// The catalog's rules refused it.

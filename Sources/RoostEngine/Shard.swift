@@ -58,15 +58,18 @@ package actor Shard {
     private let clock: any MonotonicClock
     /// Stamps change-feed entries (spec §9 `at`).
     private let wallClock: any WallClock
+    /// Where each app's settings come from (the catalog owns them).
+    private let catalog: CatalogLink
     /// Waiting `GET /v1/changes` requests, by index.
     private var changeWaiters: [IndexKey: [ChangeWaiter]] = [:]
 
     package init(
         number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable(),
         tokenRate: RateLimit = Shard.tokenRegistrationRate, clock: any MonotonicClock = SystemMonotonicClock(),
-        wallClock: any WallClock = SystemWallClock()
+        wallClock: any WallClock = SystemWallClock(), catalog: CatalogLink = CatalogLink()
     ) {
         self.number = number
+        self.catalog = catalog
         self.wallClock = wallClock
         self.executor = executor
         self.log = log
@@ -120,7 +123,7 @@ package actor Shard {
         var position = commands.startIndex
         while position < commands.endIndex {
             switch commands[position].work {
-            case .index(let key, let settings, _):
+            case .index(let key, let carried, _):
                 // The run of consecutive commands on this index: one lookup for all.
                 var end = position + 1
                 while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
@@ -131,13 +134,12 @@ package actor Shard {
                     position = end
                     continue
                 }
-                // Replay creates indexes with the defaults: log other settings so
-                // that a recovered index behaves as this one does.
-                if table.ensure(key, settings: settings) && settings != .defaults {
-                    records.append(EngineRecord.mutation(key, .settings(settings)).encoded())
-                    written.insert(key)
-                }
+                // The catalog owns the settings: the index adopts its current ones, unlogged
+                // (a recovered index adopts them again at its first turn).
+                let settings = catalog.settings(of: key.app) ?? carried
+                _ = table.ensure(key, settings: settings)
                 let found: Void? = table.withIndex(key) { index in
+                    if index.settings != settings { index.adoptSettings(settings) }
                     for command in commands[position..<end] {
                         guard case .index(_, _, let work) = command.work else { continue }
                         let outcome: Outcome
@@ -511,12 +513,6 @@ package actor Shard {
         table.withIndex(key) { index in
             [EngineRecord.mutation(key, .deviceSequenceFloor(index.nextDeviceSequence)).encoded()]
         } ?? []
-    }
-
-    /// Returns every index's key and settings, sorted by key (start-up
-    /// reconciliation with the catalog). O(indexes log indexes).
-    package func indexSettings() -> [(key: IndexKey, settings: AppSettings)] {
-        table.sortedKeys.compactMap { key in table.indexes[key].map { (key, $0.settings) } }
     }
 
     /// Returns the number of devices this shard holds (snapshot pre-sizing).

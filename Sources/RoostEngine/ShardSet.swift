@@ -9,6 +9,8 @@ package final class ShardSet: Sendable {
     package let shards: [Shard]
     package let loops: [ShardLoop]
     package let log: any MutationLog
+    /// The catalog whose settings the shards use, once a service attaches it.
+    package let catalog: CatalogLink
     /// Threads that drive the loops while no HTTP server does (start-up,
     /// tools, tests, the final snapshot at shutdown).
     private let ownThreads = Mutex<LoopExecutorThreads?>(nil)
@@ -25,6 +27,8 @@ package final class ShardSet: Sendable {
         precondition(loopCount >= 1 && loopCount <= 256, "loop count \(loopCount) out of 1...256")
         precondition(tables == nil || tables?.count == shardCount, "one recovered table per shard")
         self.log = log
+        let catalog = CatalogLink()
+        self.catalog = catalog
         let executors: [LoopExecutor] = (0..<loopCount).map { index in
             do {
                 return try LoopExecutor(index: index)
@@ -38,7 +42,7 @@ package final class ShardSet: Sendable {
         shards = (0..<shardCount).map { number in
             Shard(
                 number: number, executor: executors[number % loopCount], log: log,
-                table: tables?[number] ?? IndexTable(), tokenRate: tokenRate, clock: clock)
+                table: tables?[number] ?? IndexTable(), tokenRate: tokenRate, clock: clock, catalog: catalog)
         }
         for loop in loops {
             loop.attach(to: self)

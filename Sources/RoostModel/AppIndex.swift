@@ -117,6 +117,12 @@ package struct AppIndex: Sendable {
     }
 
     /// `DELETE /v1/people/{external_id}`: the person and their devices.
+    /// Takes the app's settings from their owner, the catalog, without a
+    /// mutation: the index keeps a copy for its rules, rebuilt at every turn.
+    package mutating func adoptSettings(_ newSettings: AppSettings) {
+        settings = newSettings
+    }
+
     package mutating func erasePerson(_ externalID: ExternalID) -> Result<Removal, RegistryRejection> {
         store.erasePerson(externalID)
     }

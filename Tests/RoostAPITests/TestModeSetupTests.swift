@@ -63,3 +63,24 @@ struct TestModeSetupTests {
         #expect(operatorView.json?["counts"]?["keys"]?.intValue == 2)
     }
 }
+
+/// Decision 0075: the catalog owns an app's settings; the indexes adopt them.
+@Suite("Settings have one owner")
+struct SettingsOwnerTests {
+    @Test("a settings PATCH appends one record, the catalog's; the next registration obeys the new settings")
+    func patchLogsOnlyTheCatalog() async throws {
+        let app = try await DeviceApp.make()
+        for seed in 0..<3 {
+            #expect(await app.registerIOS(seed, #""external_id":"ada""#).status == 201)
+        }
+        let log = app.harness.service.registry.shardSet.log
+        let before = log.appendedThrough.rawValue
+        let patched = await app.harness.call(
+            .patch, "/v1/apps/\(app.app)", key: Harness.adminKey, body: #"{"settings":{"max_devices_per_person":1}}"#)
+        #expect(patched.status == 200)
+        #expect(log.appendedThrough.rawValue == before + 1, "the indexes logged settings of their own")
+        #expect(await app.registerIOS(9, #""external_id":"ada""#).status == 201)
+        let person = await app.call(.get, "/v1/people/ada")
+        #expect(person.json?["devices"]?.arrayValue?.count == 1, "the new max_devices_per_person evicted the others")
+    }
+}

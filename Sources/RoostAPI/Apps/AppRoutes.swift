@@ -65,18 +65,15 @@ package struct AppRoutes: Sendable {
         let body = try JSONBody(context.request)
         let name = try body.optionalString("name").map { (name) throws(APIError) in try AppRoutes.appName(name) }
         let patch = try body.optionalObject("settings").map { (object) throws(APIError) in try SettingsPatch(object) }
-        let before = catalog.app(app)
+        // The catalog owns the settings: the indexes adopt them at their next turn, nothing else is logged.
         let (record, ticket) = try catalog.updateApp(
             app, name: name, maxDevicesPerPerson: patch?.maxDevicesPerPerson,
             requireKnownPerson: patch?.requireKnownPerson, inactiveAfterDays: patch?.inactiveAfterDays)
-        guard before?.settings != record.settings else {
-            return .afterCommit(ticket) {
-                var writer = JSONWriter()
-                AppRoutes.writeApp(record, counts: nil, into: &writer)
-                return jsonResponse(200, writer)
-            }
+        return .afterCommit(ticket) {
+            var writer = JSONWriter()
+            AppRoutes.writeApp(record, counts: nil, into: &writer)
+            return jsonResponse(200, writer)
         }
-        return pushSettings(record, after: ticket)
     }
 
     func deleteApp(_ context: RequestContext) throws(APIError) -> RouteOutcome {
@@ -116,24 +113,6 @@ package struct AppRoutes: Sendable {
             }
             var writer = JSONWriter()
             AppRoutes.writeApp(record, counts: (keyCount, Array(zip(modes, stats))), into: &writer)
-            return jsonResponse(200, writer)
-        }
-    }
-
-    /// Gives both modes' indexes the app's new settings (a logged mutation
-    /// each, after the catalog's record) and answers the app once the catalog
-    /// change and both mutations are durable. The catalog's settings are the
-    /// authority: a crash between the records is repaired at start-up
-    /// (RoostService.reconcile).
-    private func pushSettings(_ record: AppRecord, after ticket: CommitTicket) -> RouteOutcome {
-        perMode(record, .updateSettings(record.settings), after: ticket) { outcomes in
-            for outcome in outcomes {
-                guard case .settings = outcome else {
-                    preconditionFailure("catalog settings \(record.settings) answered \(outcome) by the model")
-                }
-            }
-            var writer = JSONWriter()
-            AppRoutes.writeApp(record, counts: nil, into: &writer)
             return jsonResponse(200, writer)
         }
     }
