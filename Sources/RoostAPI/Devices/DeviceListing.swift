@@ -67,8 +67,8 @@ enum DeviceListing {
                 guard name.hasPrefix("tag."), name.utf8.count > 4 else {
                     throw APIError.invalidField(String(name.prefix(64)), "unknown query parameter")
                 }
-                let key = String(name.dropFirst(4))
-                guard key.utf8.count <= Limits.tagKeyBytesMax else {
+                let key = TagKey(String(name.dropFirst(4)))
+                guard key.rawValue.utf8.count <= Limits.tagKeyBytesMax else {
                     throw APIError.invalidField(String(name.prefix(64)), "a tag key is at most 128 bytes")
                 }
                 query.tags[key] = value
