@@ -128,4 +128,23 @@ struct NormalizationDistinctNameTests {
         defer { thirdEngine.close() }
         await check(third, "after a snapshot")
     }
+
+    @Test("two users whose external ids differ only by normalization never get each other's remembered answer")
+    func idempotencyOwners() async throws {
+        let harness = try Harness()
+        let app = try await ConnectTests.setUp(harness)
+        let nfcUser = try await ConnectTests.user(harness, app, Self.nfc)
+        let nfdUser = try await ConnectTests.user(harness, app, Self.nfd)
+        let first = await harness.call(
+            .put, "/v1/me/devices", key: nfcUser, body: ConnectTests.device(installation: "one"),
+            idempotencyKey: "same-key")
+        #expect(first.status == 201, "\(first.text)")
+        #expect(Self.bytes(first.json?["external_id"]?.stringValue) == Self.bytes(Self.nfc))
+        let second = await harness.call(
+            .put, "/v1/me/devices", key: nfdUser,
+            body: ConnectTests.device(installation: "two", token: TestTokens.apns(2)), idempotencyKey: "same-key")
+        #expect(second.status == 201, "\(second.text)")
+        #expect(second.header("Idempotent-Replayed") == nil)
+        #expect(Self.bytes(second.json?["external_id"]?.stringValue) == Self.bytes(Self.nfd))
+    }
 }
