@@ -218,22 +218,24 @@ private struct JSONParser {
     static let pairwiseDuplicateCheckMembersMax = 16
 
     /// Returns the position in `keys` of the first name (from `start` on) that
-    /// an earlier one of the same object repeats, or nil. Names are compared as
-    /// Swift compares strings (canonical equivalence), which is also how
-    /// `JSONValue[key]` finds a member: two names a lookup could not tell apart
-    /// count as the same. O(n) expected (Swift's hashing is seeded per
-    /// process, so colliding names cannot be chosen in advance).
+    /// an earlier one of the same object repeats, or nil. Names are compared
+    /// as RFC 7493 §2.3 compares them, as sequences of Unicode scalars (here
+    /// their UTF-8 bytes), never by Swift's `==`, whose canonical equivalence
+    /// would take `"caf\u{E9}"` and `"cafe\u{301}"` (NFC and NFD) for one
+    /// name: they are two members (docs/json.md "Names"), and `JSONValue[key]`
+    /// tells them apart the same way. O(n) expected (Swift's hashing is seeded
+    /// per process, so colliding names cannot be chosen in advance).
     private static func firstDuplicate(_ keys: [String], from start: Int) -> Int? {
         let count = keys.count - start
         guard count > 1 else { return nil }
         if count <= pairwiseDuplicateCheckMembersMax {
             for later in (start + 1)..<keys.count {
-                for earlier in start..<later where keys[earlier] == keys[later] { return later }
+                for earlier in start..<later where JSONName.equal(keys[earlier], keys[later]) { return later }
             }
             return nil
         }
-        var seen = Set<String>(minimumCapacity: count)
-        for position in start..<keys.count where !seen.insert(keys[position]).inserted { return position }
+        var seen = Set<JSONName>(minimumCapacity: count)
+        for position in start..<keys.count where !seen.insert(JSONName(keys[position])).inserted { return position }
         return nil
     }
 

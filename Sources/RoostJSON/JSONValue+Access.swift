@@ -1,11 +1,13 @@
 /// Typed reads of a parsed value; each returns nil when the value is of another kind.
 extension JSONValue {
     /// Returns the value of the member named `key`, or nil when this is not an object or
-    /// has no such member. `JSONReader` never gives an object naming a member twice; for
-    /// one built in code the last wins. O(number of members).
+    /// has no such member. Names are compared as Unicode scalars (RFC 7493), not by
+    /// canonical equivalence: `"cafe\u{301}"` does not find `"caf\u{E9}"`. `JSONReader`
+    /// never gives an object naming a member twice; for one built in code the last wins.
+    /// O(number of members).
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        for member in members.reversed() where member.key == key {
+        for member in members.reversed() where JSONName.equal(member.key, key) {
             return member.value
         }
         return nil

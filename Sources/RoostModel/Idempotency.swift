@@ -36,7 +36,9 @@ package enum IdempotencyLimits {
 
 /// Who an answer is remembered for: an API key id, or for an identity token
 /// its minting key id and its principal (two users of one mobile key never
-/// share answers). docs/decisions/0050.
+/// share answers). docs/decisions/0050. Compared as Unicode scalars
+/// (`ExactText`): a principal's external id spelled NFC and one spelled NFD
+/// are two users, who must never be answered each other's remembered answers.
 package struct IdempotencyOwner: Hashable, Sendable, Comparable {
     package let rawValue: String
 
@@ -47,7 +49,9 @@ package struct IdempotencyOwner: Hashable, Sendable, Comparable {
         self.rawValue = rawValue
     }
 
-    package static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func == (lhs: Self, rhs: Self) -> Bool { ExactText.equal(lhs.rawValue, rhs.rawValue) }
+    package func hash(into hasher: inout Hasher) { ExactText.hash(rawValue, into: &hasher) }
+    package static func < (lhs: Self, rhs: Self) -> Bool { ExactText.precedes(lhs.rawValue, rhs.rawValue) }
 }
 
 /// An `Idempotency-Key` header value: 1 to 200 visible ASCII characters

@@ -1,4 +1,6 @@
-/// A person's identity chosen by the customer (`external_id`): 1 to 256 Unicode scalars.
+/// A person's identity chosen by the customer (`external_id`): 1 to 256 Unicode scalars,
+/// compared as those scalars (`ExactText`): an NFC id and its NFD form are two people,
+/// as the index (which hashes the bytes) has always held them.
 package struct ExternalID: Hashable, Comparable, Sendable, CustomStringConvertible {
     package let rawValue: String
 
@@ -14,12 +16,15 @@ package struct ExternalID: Hashable, Comparable, Sendable, CustomStringConvertib
         self.rawValue = rawValue
     }
 
-    package static func < (lhs: ExternalID, rhs: ExternalID) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func == (lhs: ExternalID, rhs: ExternalID) -> Bool { ExactText.equal(lhs.rawValue, rhs.rawValue) }
+    package func hash(into hasher: inout Hasher) { ExactText.hash(rawValue, into: &hasher) }
+    package static func < (lhs: ExternalID, rhs: ExternalID) -> Bool { ExactText.precedes(lhs.rawValue, rhs.rawValue) }
     package var description: String { rawValue }
 }
 
 /// A client-chosen installation key (`installation_id`): 1 to 200 Unicode scalars,
-/// unique per (app, mode) (spec §5 rule 4).
+/// unique per (app, mode) (spec §5 rule 4), compared as its scalars (`ExactText`), as the
+/// index compares its bytes.
 package struct InstallationID: Hashable, Sendable, CustomStringConvertible {
     package let rawValue: String
 
@@ -35,6 +40,10 @@ package struct InstallationID: Hashable, Sendable, CustomStringConvertible {
         self.rawValue = rawValue
     }
 
+    package static func == (lhs: InstallationID, rhs: InstallationID) -> Bool {
+        ExactText.equal(lhs.rawValue, rhs.rawValue)
+    }
+    package func hash(into hasher: inout Hasher) { ExactText.hash(rawValue, into: &hasher) }
     package var description: String { rawValue }
 }
 

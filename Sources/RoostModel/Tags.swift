@@ -1,9 +1,34 @@
 /// A tag value: a string, a finite number (IEEE-754 binary64, as JSON numbers are
-/// read by most SDKs) or a boolean.
+/// read by most SDKs) or a boolean. Strings are equal only with the same Unicode
+/// scalars (`ExactText`): an NFD value is not the NFC one, so changing one for the
+/// other is a change that is stored.
 package enum TagValue: Hashable, Sendable {
     case string(String)
     case number(Double)
     case bool(Bool)
+
+    package static func == (lhs: TagValue, rhs: TagValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)): ExactText.equal(a, b)
+        case (.number(let a), .number(let b)): a == b
+        case (.bool(let a), .bool(let b)): a == b
+        case (.string, _), (.number, _), (.bool, _): false
+        }
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let text):
+            hasher.combine(0 as UInt8)
+            ExactText.hash(text, into: &hasher)
+        case .number(let number):
+            hasher.combine(1 as UInt8)
+            hasher.combine(number)
+        case .bool(let flag):
+            hasher.combine(2 as UInt8)
+            hasher.combine(flag)
+        }
+    }
 
     /// Bytes this value counts toward `Limits.tagBytesMax` (see `Tags.byteCount`).
     var byteCount: Int {
@@ -15,10 +40,11 @@ package enum TagValue: Hashable, Sendable {
     }
 
     /// Returns whether a `tag.KEY=VALUE` list filter's VALUE text matches this value:
-    /// strings compare exactly, numbers numerically (`30` matches `30.0`), booleans as `true`/`false`.
+    /// strings compare exactly (as Unicode scalars: an NFD filter does not match an
+    /// NFC value), numbers numerically (`30` matches `30.0`), booleans as `true`/`false`.
     package func matches(filterText text: String) -> Bool {
         switch self {
-        case .string(let value): value == text
+        case .string(let value): ExactText.equal(value, text)
         case .number(let value): Double(text).map { $0 == value } ?? false
         case .bool(let value): text == (value ? "true" : "false")
         }
@@ -30,7 +56,8 @@ package enum TagValue: Hashable, Sendable {
 /// Bytes are counted as: for every key, its UTF-8 length plus its value's size,
 /// where a string counts its UTF-8 length, a number 8 and a boolean 1. This is
 /// independent of JSON escaping and of the order of keys, so a client can compute
-/// it exactly.
+/// it exactly. Keys are `TagKey`s: two keys are one only with the same Unicode
+/// scalars, so `"caf\u{E9}"` and `"cafe\u{301}"` are two tags.
 ///
 /// Held in its binary form (`encode(into:)`'s bytes, keys sorted), one array:
 /// the index stores those bytes as they are, so reading a device copies them
@@ -44,7 +71,7 @@ package struct Tags: Hashable, Sendable {
     package init() { encoded = [] }
 
     /// Creates tags from a map, checking every key and value and the limits.
-    package init(_ values: [String: TagValue]) throws(RegistryRejection) {
+    package init(_ values: [TagKey: TagValue]) throws(RegistryRejection) {
         var tags = Tags()
         try tags.merge(values.mapValues { Optional($0) })
         self = tags
@@ -56,7 +83,10 @@ package struct Tags: Hashable, Sendable {
         self.encoded = encoded
     }
 
-    init(unchecked values: [String: TagValue]) {
+    /// Encodes `values` with keys in `TagKey` order (code points, `ExactText.precedes`):
+    /// one encoding per map, whatever order the map was built in. For NFC keys
+    /// (every ASCII key) it is the order older builds wrote, Swift's `<`.
+    init(unchecked values: [TagKey: TagValue]) {
         if values.isEmpty {
             encoded = []
             return
@@ -64,7 +94,7 @@ package struct Tags: Hashable, Sendable {
         var writer = LittleEndianWriter()
         writer.u8(UInt8(values.count))
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-            writer.string(key)
+            writer.string(key.rawValue)
             switch value {
             case .string(let text):
                 writer.u8(0)
@@ -80,7 +110,7 @@ package struct Tags: Hashable, Sendable {
     }
 
     /// The tags as a map (decoded on each call). O(tags).
-    package var values: [String: TagValue] {
+    package var values: [TagKey: TagValue] {
         if encoded.isEmpty { return [:] }
         return encoded.withUnsafeBytes { bytes in
             var reader = LittleEndianReader(bytes)
@@ -96,7 +126,7 @@ package struct Tags: Hashable, Sendable {
     package var count: Int { encoded.isEmpty ? 0 : Int(encoded[0]) }
 
     /// The entries sorted by key (a stable order for rendering and encoding).
-    package var sortedEntries: [(key: String, value: TagValue)] {
+    package var sortedEntries: [(key: TagKey, value: TagValue)] {
         values.sorted { $0.key < $1.key }
     }
 
@@ -129,13 +159,13 @@ package struct Tags: Hashable, Sendable {
         }
     }
 
-    package subscript(key: String) -> TagValue? { values[key] }
+    package subscript(key: TagKey) -> TagValue? { values[key] }
 
     /// Merges a patch: a value sets its key, nil removes it, other keys stay.
     /// An empty patch is a no-op. Throws `invalidTags` for a malformed key or
     /// value and `tagsTooLarge` when the result exceeds the limits; `self` is
     /// unchanged when it throws.
-    package mutating func merge(_ patch: [String: TagValue?]) throws(RegistryRejection) {
+    package mutating func merge(_ patch: [TagKey: TagValue?]) throws(RegistryRejection) {
         if patch.isEmpty { return }
         var result = values
         for (key, value) in patch {
@@ -147,15 +177,15 @@ package struct Tags: Hashable, Sendable {
         self = merged
     }
 
-    static func check(key: String, value: TagValue?) throws(RegistryRejection) {
-        let keyBytes = key.utf8.count
+    static func check(key: TagKey, value: TagValue?) throws(RegistryRejection) {
+        let keyBytes = key.rawValue.utf8.count
         guard keyBytes >= 1 && keyBytes <= Limits.tagKeyBytesMax else { throw .invalidTags }
         if case .number(let number) = value, !number.isFinite { throw .invalidTags }
     }
 
-    /// Equal maps (keys compared as Strings, numbers as Doubles): equal bytes
-    /// decide at once; different bytes can still hold equal maps (`-0.0` and
-    /// `0.0`, canonically equivalent keys), so those compare decoded.
+    /// Equal maps (keys and string values compared as Unicode scalars, numbers
+    /// as Doubles): equal bytes decide at once; different bytes can still hold
+    /// equal maps (`-0.0` and `0.0`), so those compare decoded.
     package static func == (lhs: Tags, rhs: Tags) -> Bool {
         lhs.encoded == rhs.encoded || lhs.values == rhs.values
     }
@@ -170,7 +200,7 @@ package struct Tags: Hashable, Sendable {
 package enum TagsChange: Hashable, Sendable {
     case keep
     case clear
-    case merge([String: TagValue?])
+    case merge([TagKey: TagValue?])
 
     /// Returns `current` changed as this says, or the rejection.
     package func applied(to current: Tags) -> Result<Tags, RegistryRejection> {

@@ -67,4 +67,29 @@ struct AccessorTests {
         #expect(elements[4].objectMembers == nil)
         #expect(!elements[1].isNull)
     }
+
+    /// RFC 7493 §2.3 compares names as sequences of code points: canonically
+    /// equivalent names (NFC and NFD, a compatibility singleton and its letter)
+    /// are two members, small objects (pairwise check) and large ones (set) alike.
+    @Test(
+        "names that differ only by Unicode normalization are two members, each found by its own spelling",
+        arguments: [0, 30])
+    func canonicallyEquivalentNamesAreDistinct(padding: Int) throws {
+        let others = (0..<padding).map { "\"m\($0)\":0," }.joined()
+        let text = "{" + others + "\"caf\u{E9}\":\"nfc\",\"cafe\u{301}\":\"nfd\",\"\u{212A}\":\"kelvin\",\"K\":\"k\"}"
+        let value = try JSONReader.parse(Array(text.utf8))
+        #expect(value.objectMembers?.count == padding + 4)
+        #expect(value["caf\u{E9}"] == .string("nfc"))
+        #expect(value["cafe\u{301}"] == .string("nfd"))
+        #expect(value["\u{212A}"] == .string("kelvin"))
+        #expect(value["K"] == .string("k"))
+        #expect(JSONValue.object([("caf\u{E9}", .null)])["cafe\u{301}"] == nil)
+    }
+
+    @Test("equal values compare strings and names as code points: NFC and NFD spellings differ")
+    func equalityIsByCodePoints() {
+        #expect(JSONValue.string("caf\u{E9}") != .string("cafe\u{301}"))
+        #expect(JSONValue.object([("caf\u{E9}", .null)]) != .object([("cafe\u{301}", .null)]))
+        #expect(JSONValue.string("cafe\u{301}") == .string("cafe\u{301}"))
+    }
 }

@@ -26,8 +26,8 @@ struct RandomWorkload {
         return devices.isEmpty ? nil : devices[pick(devices.count)]
     }
 
-    mutating func tagPatch() -> [String: TagValue?] {
-        var patch: [String: TagValue?] = [:]
+    mutating func tagPatch() -> [TagKey: TagValue?] {
+        var patch: [TagKey: TagValue?] = [:]
         for _ in 0..<pick(4) {
             let value: TagValue? =
                 switch pick(4) {
@@ -36,7 +36,7 @@ struct RandomWorkload {
                 case 2: .number(Double(pick(1000)) / 8)
                 default: .bool(chance(50))
                 }
-            patch["k\(pick(6))"] = value
+            patch[TagKey("k\(pick(6))")] = value
         }
         return patch
     }

@@ -5,13 +5,13 @@ import Testing
 @Suite("Tags")
 struct TagsTests {
     /// `count` keys whose entries total `bytes` bytes (key "kNN" + string value).
-    static func tags(count: Int, bytes: Int) -> [String: TagValue?] {
-        var result: [String: TagValue?] = [:]
+    static func tags(count: Int, bytes: Int) -> [TagKey: TagValue?] {
+        var result: [TagKey: TagValue?] = [:]
         var remaining = bytes
         for n in 0..<count {
             let key = n < 10 ? "k0\(n)" : "k\(n)"
             let share = n == count - 1 ? remaining - key.utf8.count : min(remaining / (count - n), 80) - key.utf8.count
-            result[key] = .string(String(repeating: "v", count: share))
+            result[TagKey(key)] = .string(String(repeating: "v", count: share))
             remaining -= key.utf8.count + share
         }
         return result
@@ -58,10 +58,10 @@ struct TagsTests {
     @Test(
         "malformed keys and values are invalid_tags",
         arguments: [
-            ["": .string("x")], [String(repeating: "k", count: 129): .string("x")], ["n": .number(.nan)],
+            ["": .string("x")], [TagKey(String(repeating: "k", count: 129)): .string("x")], ["n": .number(.nan)],
             ["n": .number(.infinity)],
-        ] as [[String: TagValue?]])
-    func malformed(patch: [String: TagValue?]) {
+        ] as [[TagKey: TagValue?]])
+    func malformed(patch: [TagKey: TagValue?]) {
         var tags = Tags()
         #expect(throws: RegistryRejection.invalidTags) { try tags.merge(patch) }
     }
@@ -70,7 +70,7 @@ struct TagsTests {
     func deleteMakesRoom() throws {
         var tags = Tags()
         try tags.merge(Self.tags(count: 50, bytes: 500))
-        var patch: [String: TagValue?] = ["k00": nil]
+        var patch: [TagKey: TagValue?] = ["k00": nil]
         patch["new"] = .bool(true)
         try tags.merge(patch)
         #expect(tags.count == 50)

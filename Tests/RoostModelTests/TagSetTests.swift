@@ -7,7 +7,7 @@ import Testing
 struct TagSetTests {
     static let now = Timestamp(millisecondsSinceEpoch: 1_800_000_000_000)
 
-    static func register(_ index: inout AppIndex, _ n: Int, tags: [String: TagValue]) throws -> DeviceID {
+    static func register(_ index: inout AppIndex, _ n: Int, tags: [TagKey: TagValue]) throws -> DeviceID {
         var request = RegisterRequest(token: apnsToken(UInt64(n)))
         request.tags = .merge(tags)
         return try index.register(request, at: now).get().device.id

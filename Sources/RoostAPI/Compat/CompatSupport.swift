@@ -43,30 +43,26 @@ extension Catalog {
     }
 }
 
-/// Query-string parameters (`a=1&b=2`), percent-decoded, `+` read as a space.
+/// A dialect's query-string parameters (`a=1&b=2`): `QueryString.parse`'s
+/// grammar (percent-decoded, `+` read as a space, a name given twice is 400
+/// `invalid_field` naming it, as on every route), with the vendor's
+/// leniencies: unknown names are ignored and `a=` or `a` reads as `""` (so an
+/// empty `appToken` is a wrong one, 401, as the seed says of a wrong one).
 struct QueryParameters {
-    /// The most parameters read; the rest are ignored.
+    /// The most parameters read; more is 400 `invalid_field` `query`.
     static let parametersMax = 32
 
-    private var values: [(name: String, value: String)] = []
+    private let values: [(name: String, value: String)]
 
-    init(_ query: Substring?) {
-        guard let query else { return }
-        for pair in query.split(separator: "&", omittingEmptySubsequences: true).prefix(Self.parametersMax) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = QueryParameters.decode(parts[0]) else { continue }
-            let value = parts.count > 1 ? QueryParameters.decode(parts[1]) : ""
-            if let value { values.append((name, value)) }
-        }
+    /// Parses `query`; throws what `QueryString.parse` throws.
+    init(_ query: Substring?) throws(APIError) {
+        values = try QueryString.parse(query, parametersMax: Self.parametersMax, emptyValuesAllowed: true)
     }
 
-    /// Returns the first value of `name`, or nil.
+    /// Returns the value of `name`, or nil. Names are compared as Unicode
+    /// scalars, as the parser compares them.
     subscript(_ name: String) -> String? {
-        values.first { $0.name == name }?.value
-    }
-
-    private static func decode(_ text: Substring) -> String? {
-        QueryString.decode(text.utf8)
+        values.first { $0.name.utf8.elementsEqual(name.utf8) }?.value
     }
 }
 

@@ -88,7 +88,7 @@ struct NativeNotifyRoutes: Sendable {
     /// Health: `GET …/health?appId=…&appToken=…` → the app's live counts:
     /// `{"ok":true,"appId":N,"counts":{"devices","active","invalidated","subscribers","ios","android"}}`.
     func health(_ context: RequestContext) throws(APIError) -> RouteOutcome {
-        let query = QueryParameters(context.request.head.query)
+        let query = try QueryParameters(context.request.head.query)
         let app = try authorize(
             query["appId"].map(JSONValue.string), query["appToken"].map(JSONValue.string), context)
         return Compat.command(app: app, mode: .live, .stats) { outcome in

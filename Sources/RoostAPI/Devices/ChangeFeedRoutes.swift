@@ -37,11 +37,7 @@ struct ChangeFeedRoutes: Sendable {
         var after: UInt64? = nil
         var limit = Limits.listLimitDefault
         var waitMilliseconds = 0
-        var seen: Set<String> = []
         for (name, value) in try QueryString.parse(context.request.head.query, parametersMax: 3) {
-            guard seen.insert(name).inserted else {
-                throw APIError.invalidField(String(name.prefix(64)), "\(name.prefix(64)) given twice")
-            }
             switch name {
             case "after":
                 guard let cursor = ChangeCursor.decode(value) else {

@@ -55,7 +55,7 @@ enum DeviceJSON {
     static func writeTags(_ tags: Tags, into writer: inout JSONWriter) {
         writer.beginObject()
         for (key, value) in tags.sortedEntries {
-            writer.key(key)
+            writer.key(key.rawValue)
             switch value {
             case .string(let text): writer.string(text)
             case .bool(let flag): writer.bool(flag)

@@ -67,8 +67,8 @@ enum DeviceListing {
                 guard name.hasPrefix("tag."), name.utf8.count > 4 else {
                     throw APIError.invalidField(String(name.prefix(64)), "unknown query parameter")
                 }
-                let key = String(name.dropFirst(4))
-                guard key.utf8.count <= Limits.tagKeyBytesMax else {
+                let key = TagKey(String(name.dropFirst(4)))
+                guard key.rawValue.utf8.count <= Limits.tagKeyBytesMax else {
                     throw APIError.invalidField(String(name.prefix(64)), "a tag key is at most 128 bytes")
                 }
                 query.tags[key] = value
@@ -107,20 +107,40 @@ enum QueryString {
         return Int(text)
     }
 
-    /// Splits `a=1&b=2` into decoded pairs, in order. An empty value (`a=` or
-    /// `a`), a malformed escape or invalid UTF-8 is 400 `invalid_field` naming
-    /// the parameter; more than `parametersMax` pairs is 400 `invalid_field` `query`.
-    static func parse(_ text: Substring?, parametersMax: Int) throws(APIError) -> [(name: String, value: String)] {
+    /// Splits `a=1&b=2` into decoded pairs, in order: the one query grammar of
+    /// every route that reads a query string. An empty value (`a=` or `a`), a
+    /// malformed escape or invalid UTF-8 is 400 `invalid_field` naming the
+    /// parameter; more than `parametersMax` pairs is 400 `invalid_field`
+    /// `query`. With `emptyValuesAllowed` (a dialect whose vendor reads `a=`
+    /// as empty text) an empty value is kept as `""`.
+    ///
+    /// A name given twice is 400 `invalid_field` naming it, "NAME given
+    /// twice": were the last one to win, a proxy or a log reading the first
+    /// value would see another request than Roost answers (the query-string
+    /// form of spec §12's duplicate-member rule). Names are compared after
+    /// decoding (`%6Cimit` is `limit`), as Unicode scalars: `tag.caf%C3%A9`
+    /// and `tag.cafe%CC%81` are two names, as they are two tag keys
+    /// (docs/json.md "Names"). O(pairs²) byte comparisons, pairs being at
+    /// most `parametersMax`; no allocation beyond the pairs.
+    static func parse(
+        _ text: Substring?, parametersMax: Int, emptyValuesAllowed: Bool = false
+    ) throws(APIError) -> [(name: String, value: String)] {
         guard let text, !text.isEmpty else { return [] }
         var pairs: [(name: String, value: String)] = []
         for piece in text.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-            guard pairs.count < parametersMax else {
-                throw APIError.invalidField("query", "at most \(parametersMax) query parameters")
-            }
             let equals = piece.firstIndex(of: UInt8(ascii: "="))
             let rawName = equals.map { piece[..<$0] } ?? piece
             guard let name = decode(rawName) else { throw APIError.invalidField("query", "malformed query string") }
-            guard let equals, let value = decode(piece[piece.index(after: equals)...]), !value.isEmpty else {
+            // A repeat is named before the count is checked: `a=1&b=2&a=3` on
+            // a route taking two is "a given twice", not "too many".
+            guard !pairs.contains(where: { $0.name.utf8.elementsEqual(name.utf8) }) else {
+                throw APIError.invalidField(String(name.prefix(64)), "\(name.prefix(64)) given twice")
+            }
+            guard pairs.count < parametersMax else {
+                throw APIError.invalidField("query", "at most \(parametersMax) query parameters")
+            }
+            let rawValue = equals.map { piece[piece.index(after: $0)...] } ?? piece[piece.endIndex...]
+            guard let value = decode(rawValue), emptyValuesAllowed || !value.isEmpty else {
                 throw APIError.invalidField(String(name.prefix(64)), "\(name.prefix(64)) needs a value")
             }
             pairs.append((name, value))

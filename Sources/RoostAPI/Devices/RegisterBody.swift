@@ -130,8 +130,11 @@ enum RegisterBody {
         case nil: return .keep
         case .null?: return .clear
         case .object(let members)?:
-            var patch: [String: TagValue?] = [:]
-            for (key, member) in members {
+            // Keyed by `TagKey`: the reader refused a name given twice, and an
+            // NFC name and its NFD form are two keys (docs/json.md "Names").
+            var patch: [TagKey: TagValue?] = [:]
+            for (name, member) in members {
+                let key = TagKey(name)
                 switch member {
                 case .null: patch[key] = .some(nil)
                 case .string(let text): patch[key] = .string(text)

@@ -77,12 +77,14 @@ extension Tags {
     }
 
     /// Reads what `encode` wrote into a map, checking every bound but the total size.
-    static func decodeValues(from reader: inout LittleEndianReader) throws(ByteDecodingError) -> [String: TagValue] {
+    /// Keys are `TagKey`s: an NFC key and its NFD form are two entries, and only
+    /// the same scalars twice is a duplicate.
+    static func decodeValues(from reader: inout LittleEndianReader) throws(ByteDecodingError) -> [TagKey: TagValue] {
         let count = Int(try reader.u8())
         guard count <= Limits.tagKeysMax else {
             throw .lengthOutOfBounds(field: "tags", length: count, max: Limits.tagKeysMax)
         }
-        var values: [String: TagValue] = [:]
+        var values: [TagKey: TagValue] = [:]
         values.reserveCapacity(count)
         for _ in 0..<count {
             let keyOffset = reader.offset
@@ -99,7 +101,7 @@ extension Tags {
             case 3: value = .bool(true)
             default: throw .invalidValue(field: "tag kind", offset: kindOffset)
             }
-            guard !key.isEmpty, values.updateValue(value, forKey: key) == nil else {
+            guard !key.isEmpty, values.updateValue(value, forKey: TagKey(key)) == nil else {
                 throw .invalidValue(field: "tag key", offset: keyOffset)
             }
         }

@@ -428,7 +428,7 @@ extension DeviceStore {
             strings.release(id)
             return 0
         case .set(let value):
-            if id != 0 && strings.string(id) == value { return id }
+            if id != 0 && ExactText.equal(strings.string(id), value) { return id }
             let new = strings.retain(value)
             strings.release(id)
             return new

@@ -45,8 +45,9 @@ package struct DeviceCursor: Hashable, Sendable {
 package struct DeviceQuery: Hashable, Sendable {
     package var externalID: ExternalID?
     package var platform: Platform?
-    /// `tag.KEY=VALUE`: every pair must match (see `TagValue.matches(filterText:)`).
-    package var tags: [String: String]
+    /// `tag.KEY=VALUE`: every pair must match (see `TagValue.matches(filterText:)`);
+    /// keys compared as Unicode scalars, as stored keys are (`TagKey`).
+    package var tags: [TagKey: String]
     package var state: DeviceState
     /// `last_seen_before` (spec §8): only devices whose `last_seen_at` is strictly earlier.
     package var lastSeenBefore: Timestamp?
@@ -57,7 +58,7 @@ package struct DeviceQuery: Hashable, Sendable {
     package var cursor: DeviceCursor?
 
     package init(
-        externalID: ExternalID? = nil, platform: Platform? = nil, tags: [String: String] = [:],
+        externalID: ExternalID? = nil, platform: Platform? = nil, tags: [TagKey: String] = [:],
         state: DeviceState = .all, lastSeenBefore: Timestamp? = nil, lastSeenAfter: Timestamp? = nil,
         limit: Int = Limits.listLimitDefault, cursor: DeviceCursor? = nil
     ) {

@@ -3,7 +3,9 @@
 ///
 /// Reference-counted: an id is freed and reused when the last device using it
 /// lets go, so a stream of distinct values does not grow the table forever.
-/// Id 0 means "no string".
+/// Id 0 means "no string". Strings are told apart as Unicode scalars
+/// (`ExactText`), so an NFD app version or person is kept as sent, not
+/// answered as another device's NFC spelling of it.
 struct StringInterner: Sendable {
     /// Chunked so that a snapshot's frozen copy shares it (decision 0054).
     private var strings: ChunkedArray<String?> = {
@@ -13,14 +15,14 @@ struct StringInterner: Sendable {
     }()
     private var referenceCounts: [UInt32] = [0]
     private var freeIDs: [UInt32] = []
-    private var ids: [String: UInt32] = [:]
+    private var ids: [InternedText: UInt32] = [:]
 
     /// Number of distinct live strings.
     var count: Int { ids.count }
 
     /// Returns the id of `string`, adding one reference.
     mutating func retain(_ string: String) -> UInt32 {
-        if let id = ids[string] {
+        if let id = ids[InternedText(string)] {
             referenceCounts[Int(id)] += 1
             return id
         }
@@ -35,7 +37,7 @@ struct StringInterner: Sendable {
             strings.append(string)
             referenceCounts.append(1)
         }
-        ids[string] = id
+        ids[InternedText(string)] = id
         return id
     }
 
@@ -52,7 +54,7 @@ struct StringInterner: Sendable {
         precondition(referenceCounts[index] > 0, "interned id \(id) released more than retained")
         referenceCounts[index] -= 1
         if referenceCounts[index] == 0, let string = strings[index] {
-            ids[string] = nil
+            ids[InternedText(string)] = nil
             strings[index] = nil
             freeIDs.append(id)
         }
@@ -74,7 +76,7 @@ struct StringInterner: Sendable {
     }
 
     /// Returns the id of `string` if it is live, without adding a reference.
-    func id(of string: String) -> UInt32? { ids[string] }
+    func id(of string: String) -> UInt32? { ids[InternedText(string)] }
 
     /// Returns the string of `id`, or nil for 0.
     func string(_ id: UInt32) -> String? {
@@ -113,13 +115,14 @@ extension StringInterner {
             referenceCounts[0] == 0
         else { return nil }
         var table = ChunkedArray<String?>(chunkBytes: 64 << 10)
-        var ids: [String: UInt32] = [:]
+        var ids: [InternedText: UInt32] = [:]
         var free: [UInt32] = []
         for (index, string) in loadedStrings.enumerated() {
             table.append(string)
             guard index > 0 else { continue }
             if let string {
-                guard referenceCounts[index] > 0, ids.updateValue(UInt32(index), forKey: string) == nil else {
+                guard referenceCounts[index] > 0, ids.updateValue(UInt32(index), forKey: InternedText(string)) == nil
+                else {
                     return nil
                 }
             } else {
@@ -133,4 +136,15 @@ extension StringInterner {
         freeIDs = free.reversed()
         self.ids = ids
     }
+}
+
+/// The interner's lookup key: a string hashed and compared as its Unicode
+/// scalars (`ExactText`), not by canonical equivalence.
+private struct InternedText: Hashable {
+    let text: String
+
+    init(_ text: String) { self.text = text }
+
+    static func == (lhs: InternedText, rhs: InternedText) -> Bool { ExactText.equal(lhs.text, rhs.text) }
+    func hash(into hasher: inout Hasher) { ExactText.hash(text, into: &hasher) }
 }

@@ -1,0 +1,62 @@
+/// Text compared as a sequence of Unicode scalars, as RFC 7493 §2.3 compares
+/// JSON member names: equal only to the same sequence. Swift's `String` `==`,
+/// `<` and hash use canonical equivalence instead, under which `"caf\u{E9}"`
+/// (NFC) and `"cafe\u{301}"` (NFD) are one string; a registry that stored one
+/// under the other's name would lose data (a tag, a person) the client sent.
+/// Compared by UTF-8 bytes (the same equality and order as the scalars),
+/// without Foundation and without allocating (docs/json.md "Names").
+enum ExactText {
+    /// Returns whether `lhs` and `rhs` hold the same Unicode scalars. O(bytes).
+    @inline(__always)
+    static func equal(_ lhs: String, _ rhs: String) -> Bool {
+        lhs.utf8.count == rhs.utf8.count && lhs.utf8.elementsEqual(rhs.utf8)
+    }
+
+    /// Returns whether both are nil or both hold the same Unicode scalars.
+    @inline(__always)
+    static func equal(_ lhs: String?, _ rhs: String?) -> Bool {
+        switch (lhs, rhs) {
+        case (nil, nil): true
+        case (let lhs?, let rhs?): equal(lhs, rhs)
+        case (nil, _?), (_?, nil): false
+        }
+    }
+
+    /// Feeds the UTF-8 bytes to `hasher` (a native string's own storage: no
+    /// copy), so that texts `equal` calls equal hash alike. O(bytes).
+    @inline(__always)
+    static func hash(_ text: String, into hasher: inout Hasher) {
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(0xFF as UInt8)  // no UTF-8 byte: ends the text inside a larger hash
+    }
+
+    /// The order of the Unicode scalars (the order of the UTF-8 bytes): a
+    /// strict total order consistent with `equal`, the order tag keys are
+    /// encoded in. Not Swift's `<`, which is not even a strict weak order on
+    /// texts that are not NFC: it finds `"e\u{301}"` neither before nor after
+    /// `"\u{E9}b"` though they differ, so a sort by it depends on the input
+    /// order. For NFC texts (every ASCII text) both orders agree, so tags
+    /// stored by older builds read back with the same bytes. O(bytes).
+    @inline(__always)
+    static func precedes(_ lhs: String, _ rhs: String) -> Bool {
+        lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+    }
+}
+
+/// A tag key: 1 to 128 bytes of UTF-8, compared as Unicode scalars
+/// (`ExactText`), so `"caf\u{E9}"` and `"cafe\u{301}"` are two keys.
+package struct TagKey: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+    package let rawValue: String
+
+    /// Wraps a key as sent; `Tags.merge` checks its length.
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+
+    package init(stringLiteral value: String) { rawValue = value }
+
+    package static func == (lhs: TagKey, rhs: TagKey) -> Bool { ExactText.equal(lhs.rawValue, rhs.rawValue) }
+    package func hash(into hasher: inout Hasher) { ExactText.hash(rawValue, into: &hasher) }
+    /// `ExactText.precedes`: the order of the encoded keys.
+    package static func < (lhs: TagKey, rhs: TagKey) -> Bool { ExactText.precedes(lhs.rawValue, rhs.rawValue) }
+    package var description: String { rawValue }
+}
