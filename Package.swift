@@ -53,9 +53,11 @@ let package = Package(
         .target(
             name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims", "RoostTelemetry"],
             swiftSettings: strict),
+        // Cluster mode (spec §13): etcd requests as values, the replication state machine.
+        .target(name: "RoostCluster", swiftSettings: strict),
         .target(
             name: "RoostTesting",
-            dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
+            dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage", "RoostCluster"],
             swiftSettings: strict),
         // timerfd and timer slack for the load generator (benchmarks only).
         .target(name: "CBenchShims", path: "Benchmarks/CBenchShims"),
@@ -95,6 +97,8 @@ let package = Package(
             name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
+        .testTarget(
+            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
