@@ -97,163 +97,161 @@ package actor Shard {
             changeWaiters = [:]
             return outcomes
         }
-        var records: [[UInt8]] = []
-        var outcomes: [ShardOutcome] = []
-        outcomes.reserveCapacity(commands.count)
-        /// Per outcome: the index it read or changed, and whether it logged records.
-        var keys: [IndexKey] = []
-        var changed: [Bool] = []
-        /// The indexes this batch logs records of.
-        var written: Set<IndexKey> = []
-        /// The clock, read once per batch and only when a registration needs it.
-        var now: UInt64?
-        /// The device changes of this batch, for the change feed once the
-        /// append has given their records LSNs (`record`: index in `records`).
-        var feedChanges: [(key: IndexKey, record: Int, change: ChangedDevice)] = []
-        /// The indexes of this batch that logged their `changeTime` record, and the time.
-        var timedKeys: [IndexKey] = []
-        var changeTime: Timestamp?
-        /// Answers of waiting `GET /v1/changes` requests released in this batch.
-        var released: [(key: IndexKey, outcome: ShardOutcome)] = []
-        /// Exports frozen in this batch: their outcome, and how many of the
-        /// batch's device changes came before (their view holds those, whose
-        /// positions the append gives: the cursor is set after it).
-        var exports: [(outcome: Int, key: IndexKey, changesBefore: Int)] = []
-        if !changeWaiters.isEmpty { releaseExpiredWaiters(into: &released) }
+        var turn = ShardTurn()
+        turn.answers.reserveCapacity(commands.count)
+        if !changeWaiters.isEmpty { releaseExpiredWaiters(into: &turn.released) }
         var position = commands.startIndex
         while position < commands.endIndex {
+            let origin = commands[position].origin
             switch commands[position].work {
             case .index(let key, let carried, _):
-                // The run of consecutive commands on this index: one lookup for all.
-                var end = position + 1
-                while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
-                if unacknowledged.contains(key) {
-                    for command in commands[position..<end] { outcomes.append(.unavailable(command.origin)) }
-                    keys.append(contentsOf: repeatElement(key, count: end - position))
-                    changed.append(contentsOf: repeatElement(false, count: end - position))
-                    position = end
-                    continue
-                }
-                // The catalog owns the settings: the index adopts its current ones, unlogged
-                // (a recovered index adopts them again at its first turn).
-                let settings = catalog.settings(of: key.app) ?? carried
-                _ = table.ensure(key, settings: settings)
-                let found: Void? = table.withIndex(key) { index in
-                    if index.settings != settings { index.adoptSettings(settings) }
-                    for command in commands[position..<end] {
-                        guard case .index(_, _, let work) = command.work else { continue }
-                        let outcome: Outcome
-                        let mutations: [Mutation]
-                        // One look at the command's case (a multi-payload enum: each look is a runtime call).
-                        let traits = Self.traits(of: work)
-                        if let refusal = tokenRefusal(traits.token, on: key, now: &now) {
-                            (outcome, mutations) = (.rejected(refusal), [])
-                        } else {
-                            (outcome, mutations) = index.execute(work)
-                        }
-                        switch traits.feed {
-                        case .none: break
-                        case .changes(let after, let limit, let waitUntil):
-                            if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                                waitUntil > .now, mayHoldChangeWaiter(of: key.app)
-                            {
-                                // Nothing after the cursor yet: held back until a change or `waitUntil`.
-                                changeWaiters[key, default: []].append(
-                                    ChangeWaiter(
-                                        origin: command.origin, after: after, limit: limit, deadline: waitUntil))
-                                continue
-                            }
-                        case .export:
-                            exports.append((outcomes.count, key, feedChanges.count))
-                        }
-                        for mutation in mutations {
-                            let record = EngineRecord.mutation(key, mutation).encoded()
-                            if let change = EngineRecord.deviceChange(inEncoded: record) {
-                                if !timedKeys.contains(key) {
-                                    let at =
-                                        changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
-                                    changeTime = at
-                                    records.append(EngineRecord.mutation(key, .changeTime(at)).encoded())
-                                    timedKeys.append(key)
-                                }
-                                feedChanges.append((key, records.count, change))
-                            }
-                            records.append(record)
-                        }
-                        if !mutations.isEmpty { written.insert(key) }
-                        outcomes.append(
-                            ShardOutcome(
-                                origin: command.origin, outcome: outcome, waitsFor: LogSequenceNumber(0),
-                                dependsOn: LogSequenceNumber(0)))
-                        keys.append(key)
-                        changed.append(!mutations.isEmpty)
-                    }
-                }
-                if found == nil { preconditionFailure("index \(key) vanished") }
-                position = end
+                position = runCommands(commands, from: position, on: key, carried: carried, into: &turn)
             case .removeApp(let app):
-                let removed = table.removeApp(app)
-                records.append(EngineRecord.appRemoved(app).encoded())
-                for mode in AppMode.allCases { written.insert(IndexKey(app: app, mode: mode)) }
-                outcomes.append(
-                    ShardOutcome(
-                        origin: commands[position].origin, outcome: .appRemoved(devices: removed),
-                        waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0)))
-                keys.append(IndexKey(app: app, mode: .live))
-                changed.append(true)
+                removeApp(app, origin: origin, into: &turn)
                 position += 1
-                for mode in AppMode.allCases {
-                    // Their index is gone: answered now, with the removal's append to wait for.
-                    release(IndexKey(app: app, mode: mode), into: &released) { Self.emptyPage(for: $0) }
-                }
             case .wakeChangeWaiters(let app):
                 // The expired waiters were released above; this command only made the shard turn.
-                outcomes.append(
-                    ShardOutcome(
-                        origin: commands[position].origin, outcome: .logAcknowledged,
-                        waitsFor: LogSequenceNumber(0), dependsOn: LogSequenceNumber(0)))
-                keys.append(IndexKey(app: app, mode: .live))
-                changed.append(false)
+                turn.answer(origin, .logAcknowledged, on: IndexKey(app: app, mode: .live), changed: false)
                 position += 1
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }
         }
-        // Every outcome of the batch waits for the batch's one append (a read
-        // also for every earlier append of the log, from any shard).
-        let appended = records.isEmpty ? nil : log.append(records)
-        let readsWaitFor = appended ?? log.appendedThrough
-        if let appended {
-            for key in written { loggedThrough[key] = appended }
-            if !feedChanges.isEmpty {
-                let firstLSN = appended.rawValue - UInt64(records.count) + 1
-                recordChanges(feedChanges, firstLSN: firstLSN, at: changeTime)
-                releaseWaiters(of: timedKeys, into: &released)
-                for export in exports {
-                    // The last change of the index before the freeze, if this batch made one.
-                    guard
-                        let last = feedChanges[..<export.changesBefore].last(where: { $0.key == export.key }),
-                        case .exportView(let view) = outcomes[export.outcome].outcome
-                    else { continue }
-                    outcomes[export.outcome].outcome = .exportView(view.at(cursor: firstLSN + UInt64(last.record)))
-                }
-            }
-        } else if !records.isEmpty {
-            // Refused: these changes are in memory and nowhere else.
-            unacknowledged.formUnion(written)
+        let appended = appendRecords(of: &turn)
+        return outcomes(of: turn, appended: appended)
+    }
+
+    /// Runs the run of consecutive commands on `key`'s index that starts at
+    /// `start`, in one lookup of the index: each command's outcome and
+    /// records go into `turn`. Returns where the run ends.
+    private func runCommands(
+        _ commands: [ShardCommand], from start: Int, on key: IndexKey, carried: AppSettings,
+        into turn: inout ShardTurn
+    ) -> Int {
+        var end = start + 1
+        while end < commands.endIndex, case .index(key, _, _) = commands[end].work { end += 1 }
+        guard !unacknowledged.contains(key) else {
+            for command in commands[start..<end] { turn.refuse(command.origin, on: key) }
+            return end
         }
-        for index in outcomes.indices where outcomes[index].waitsFor != nil {
-            let key = keys[index]
-            if unacknowledged.contains(key) {
+        // The catalog owns the settings: the index adopts its current ones, unlogged
+        // (a recovered index adopts them again at its first turn).
+        let settings = catalog.settings(of: key.app) ?? carried
+        _ = table.ensure(key, settings: settings)
+        let found: Void? = table.withIndex(key) { index in
+            if index.settings != settings { index.adoptSettings(settings) }
+            for command in commands[start..<end] {
+                guard case .index(_, _, let work) = command.work else { continue }
+                // One look at the command's case (a multi-payload enum: each look is a runtime call).
+                let traits = Self.traits(of: work)
+                let (outcome, mutations): (Outcome, [Mutation])
+                if let refusal = tokenRefusal(traits.token, on: key, now: &turn.now) {
+                    (outcome, mutations) = (.rejected(refusal), [])
+                } else {
+                    (outcome, mutations) = index.execute(work)
+                }
+                switch traits.feed {
+                case .none: break
+                case .changes(let after, let limit, let waitUntil):
+                    if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
+                        waitUntil > .now, mayHoldChangeWaiter(of: key.app)
+                    {
+                        // Nothing after the cursor yet: held back until a change or `waitUntil`.
+                        changeWaiters[key, default: []].append(
+                            ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                        continue
+                    }
+                case .export:
+                    turn.exports.append((turn.answers.count, key, turn.feedChanges.count))
+                }
+                record(mutations, of: key, into: &turn)
+                turn.answer(command.origin, outcome, on: key, changed: !mutations.isEmpty)
+            }
+        }
+        if found == nil { preconditionFailure("index \(key) vanished") }
+        return end
+    }
+
+    /// Encodes `mutations` of `key` as the turn's records; a device change
+    /// also enters the turn's feed changes, after the index's one change-time
+    /// record of the turn (the clock read once per turn, when needed).
+    private func record(_ mutations: [Mutation], of key: IndexKey, into turn: inout ShardTurn) {
+        for mutation in mutations {
+            let record = EngineRecord.mutation(key, mutation).encoded()
+            if let change = EngineRecord.deviceChange(inEncoded: record) {
+                if !turn.timedKeys.contains(key) {
+                    let at = turn.changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
+                    turn.changeTime = at
+                    turn.records.append(EngineRecord.mutation(key, .changeTime(at)).encoded())
+                    turn.timedKeys.append(key)
+                }
+                turn.feedChanges.append((key, turn.records.count, change))
+            }
+            turn.records.append(record)
+        }
+        if !mutations.isEmpty { turn.written.insert(key) }
+    }
+
+    /// Removes both modes of `app`: its record, and the answers of its long polls (their index is gone).
+    private func removeApp(_ app: AppID, origin: CommandOrigin, into turn: inout ShardTurn) {
+        let removed = table.removeApp(app)
+        turn.records.append(EngineRecord.appRemoved(app).encoded())
+        for mode in AppMode.allCases { turn.written.insert(IndexKey(app: app, mode: mode)) }
+        turn.answer(origin, .appRemoved(devices: removed), on: IndexKey(app: app, mode: .live), changed: true)
+        for mode in AppMode.allCases {
+            // Answered now, with the removal's append to wait for.
+            release(IndexKey(app: app, mode: mode), into: &turn.released) { Self.emptyPage(for: $0) }
+        }
+    }
+
+    /// Appends the turn's records in one append and, once they have LSNs,
+    /// gives the feed changes their positions, answers the long polls they
+    /// wake and sets the cursor of exports frozen after a change of the turn.
+    /// A refused append leaves the written indexes unacknowledged. Returns
+    /// the last LSN appended (nil: nothing appended, or refused).
+    private func appendRecords(of turn: inout ShardTurn) -> LogSequenceNumber? {
+        guard !turn.records.isEmpty else { return nil }
+        guard let appended = log.append(turn.records) else {
+            // Refused: these changes are in memory and nowhere else.
+            unacknowledged.formUnion(turn.written)
+            return nil
+        }
+        for key in turn.written { loggedThrough[key] = appended }
+        guard !turn.feedChanges.isEmpty else { return appended }
+        let firstLSN = appended.rawValue - UInt64(turn.records.count) + 1
+        recordChanges(turn.feedChanges, firstLSN: firstLSN, at: turn.changeTime)
+        releaseWaiters(of: turn.timedKeys, into: &turn.released)
+        for export in turn.exports {
+            // The last change of the index before the freeze, if this turn made one.
+            guard
+                let last = turn.feedChanges[..<export.changesBefore].last(where: { $0.key == export.key }),
+                case .exportView(let view) = turn.answers[export.answer].outcome
+            else { continue }
+            turn.answers[export.answer].outcome = .exportView(view.at(cursor: firstLSN + UInt64(last.record)))
+        }
+        return appended
+    }
+
+    /// The turn's outcomes with what each waits for: a write its own
+    /// append, a read every append so far (of any shard), and nothing (503
+    /// now) for an index that may hold a change the log never acknowledged.
+    private func outcomes(of turn: ShardTurn, appended: LogSequenceNumber?) -> [ShardOutcome] {
+        let readsWaitFor = appended ?? log.appendedThrough
+        var outcomes: [ShardOutcome] = []
+        outcomes.reserveCapacity(turn.answers.count + turn.released.count)
+        for answer in turn.answers {
+            guard !answer.refused, !unacknowledged.contains(answer.key) else {
                 // A write the log refused, or a read that may show one: 503.
-                outcomes[index].waitsFor = nil
+                outcomes.append(.unavailable(answer.origin))
                 continue
             }
-            let dependsOn = loggedThrough[key] ?? LogSequenceNumber(0)
-            outcomes[index].waitsFor = changed[index] ? dependsOn : readsWaitFor
-            outcomes[index].dependsOn = dependsOn
+            let dependsOn = loggedThrough[answer.key] ?? LogSequenceNumber(0)
+            outcomes.append(
+                ShardOutcome(
+                    origin: answer.origin, outcome: answer.outcome,
+                    waitsFor: answer.changed ? dependsOn : readsWaitFor, dependsOn: dependsOn))
         }
-        for (key, var waiter) in released {
+        for (key, var waiter) in turn.released {
             // A read: it shows what every earlier append holds (and nothing of a refused one).
             if unacknowledged.contains(key) {
                 outcomes.append(.unavailable(waiter.origin))
@@ -541,4 +539,48 @@ package struct IndexCensus: Sendable, Equatable {
     package var key: IndexKey
     package var devices: Int
     package var people: Int
+}
+
+/// What one turn of `Shard.execute` gathers before its one append: the
+/// records, and per command its answer and the index it touched; what each
+/// answer waits for is known only after the append (`Shard.outcomes`).
+private struct ShardTurn {
+    /// One command's answer, before the append.
+    struct Answer {
+        var origin: CommandOrigin
+        var outcome: Outcome
+        /// The index it read or changed.
+        var key: IndexKey
+        /// Whether it logged records.
+        var changed: Bool
+        /// Answered 503 now (its index holds a change the log never acknowledged).
+        var refused: Bool
+    }
+
+    var records: [[UInt8]] = []
+    var answers: [Answer] = []
+    /// The indexes this turn logs records of.
+    var written: Set<IndexKey> = []
+    /// The clock, read once per turn and only when a registration needs it.
+    var now: UInt64?
+    /// The device changes of this turn, for the change feed once the append
+    /// has given their records LSNs (`record`: index in `records`).
+    var feedChanges: [(key: IndexKey, record: Int, change: ChangedDevice)] = []
+    /// The indexes of this turn that logged their `changeTime` record, and the time.
+    var timedKeys: [IndexKey] = []
+    var changeTime: Timestamp?
+    /// Answers of waiting `GET /v1/changes` requests released in this turn.
+    var released: [(key: IndexKey, outcome: ShardOutcome)] = []
+    /// Exports frozen in this turn: their answer, and how many of the turn's
+    /// device changes came before (their view holds those, whose positions
+    /// the append gives: the cursor is set after it).
+    var exports: [(answer: Int, key: IndexKey, changesBefore: Int)] = []
+
+    mutating func answer(_ origin: CommandOrigin, _ outcome: Outcome, on key: IndexKey, changed: Bool) {
+        answers.append(Answer(origin: origin, outcome: outcome, key: key, changed: changed, refused: false))
+    }
+
+    mutating func refuse(_ origin: CommandOrigin, on key: IndexKey) {
+        answers.append(Answer(origin: origin, outcome: .logAcknowledged, key: key, changed: false, refused: true))
+    }
 }
