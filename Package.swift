@@ -65,13 +65,14 @@ let package = Package(
             name: "roost-bench",
             dependencies: [
                 "CBenchShims", "RoostTesting", "RoostHTTP", "RoostJSON", "RoostPlatform", "RoostAPI", "RoostEngine",
-                "RoostModel", "RoostStorage",
+                "RoostModel", "RoostStorage", "RoostTelemetry",
             ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
 
         .testTarget(
-            name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            name: "RoostEngineTests",
+            dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting", "RoostTelemetry"],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
@@ -94,7 +95,8 @@ let package = Package(
         .testTarget(
             name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
         .testTarget(
-            name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
+            name: "RoostStorageTests",
+            dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(

@@ -2,6 +2,7 @@ import Glibc
 import RoostEngine
 import RoostModel
 import RoostStorage
+import RoostTelemetry
 import Synchronization
 
 /// `roost-bench snapshot DIR [devices] [log-records]`: the durable engine on a
@@ -19,7 +20,7 @@ enum DurabilityBenchmark {
         precondition(!directory.isEmpty && directory != "/", "refusing directory \(directory)")
         _ = system("rm -rf '\(directory)'")
         var options = StorageOptions()
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         let (engine, _) = try DurableEngine.open(directory: directory, policy: .never, shardCount: 1, options: options)
         let app = AppID(1)
         let clock = ContinuousClock()
@@ -76,7 +77,7 @@ enum DurabilityBenchmark {
     /// `snapshot` left (recovery only, nothing is written) `runs` times.
     static func recover(directory: String, shardCount: Int, runs: Int = 1) throws {
         var options = StorageOptions()
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         let clock = ContinuousClock()
         for _ in 0..<runs {
             let cpuBefore = processCPUSeconds()

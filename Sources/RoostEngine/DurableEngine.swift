@@ -286,10 +286,13 @@ package final class DurableEngine: Sendable {
                     position = drained.position
                     if drained.stoppedAtPinLimit {
                         snapshotFiguresState.withLock { $0.pinLimitStops += 1 }
-                        log.wal.options.log(
-                            "snapshot.warning=pinned-limit snapshot.index=\(key.app.rawValue)/\(key.mode)"
-                                + " snapshot.pinned_bytes=\(pin.pinnedBytes) snapshot.pinned_bytes_max=\(pinnedBytesMax)"
-                        )
+                        let pinned = pin.pinnedBytes
+                        log.wal.options.logger.warning("snapshot.warning") { line in
+                            line.field("snapshot.warning", "pinned-limit")
+                            line.field("snapshot.index", "\(key.app.rawValue)/\(key.mode)")
+                            line.field("snapshot.pinned_bytes", pinned)
+                            line.field("snapshot.pinned_bytes_max", pinnedBytesMax)
+                        }
                     }
                     break
                 }

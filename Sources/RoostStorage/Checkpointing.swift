@@ -66,9 +66,13 @@ extension WriteAheadLog {
             }
             return (obsolete, keepFrom)
         }
-        options.log(
-            "wal.checkpoint=\(sequence) wal.snapshot_lsn=\(snapshot.startLSN) wal.slot=\(slot)"
-                + " wal.segments_removed=\(obsolete.count) wal.keep_from=\(olderLSN)")
+        options.logger.info("wal.checkpoint") { line in
+            line.field("wal.checkpoint", UInt64(sequence))
+            line.field("wal.snapshot_lsn", snapshot.startLSN.rawValue)
+            line.field("wal.slot", Int(slot))
+            line.field("wal.segments_removed", obsolete.count)
+            line.field("wal.keep_from", olderLSN.rawValue)
+        }
         removeSegments(obsolete)
         removeUnreferencedSnapshots(keepTemporary: true)
     }
@@ -85,7 +89,10 @@ extension WriteAheadLog {
             }
             try fileSystem.syncDirectory(layout.walDirectory)
         } catch {
-            options.log("wal.warning=segment-cleanup wal.detail=\"\(error)\"")
+            options.logger.warning("wal.warning") { line in
+                line.field("wal.warning", "segment-cleanup")
+                line.field("wal.detail", "\(error)")
+            }
         }
     }
 }

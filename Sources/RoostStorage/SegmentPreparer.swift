@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
 /// Prepares the next segment file ahead of need: `wal/prepared.tmp`, really
@@ -34,7 +35,7 @@ final class SegmentPreparer: Sendable {
     let path: String
     let fileSystem: any StorageFileSystem
     let segmentBytes: Int
-    let log: @Sendable (String) -> Void
+    let logger: Logger
     let state = ConditionLock(State())
     let thread = Mutex<PlatformThread?>(nil)
 
@@ -42,7 +43,7 @@ final class SegmentPreparer: Sendable {
         path = layout.fileSystem.join(layout.walDirectory, SegmentPreparer.fileName)
         fileSystem = layout.fileSystem
         segmentBytes = options.segmentBytesMax
-        log = options.log
+        logger = options.logger
         let started = startThread(name: "roost-wal-prep") { [self] in self.run() }
         thread.withLock { $0 = started }
     }
@@ -127,7 +128,11 @@ final class SegmentPreparer: Sendable {
                     state.wanted = false
                 }
             } catch {
-                log("wal.warning=segment-prepare wal.detail=\"\(error)\" wal.fallback=preallocate")
+                logger.warning("wal.warning") { line in
+                    line.field("wal.warning", "segment-prepare")
+                    line.field("wal.detail", "\(error)")
+                    line.field("wal.fallback", "preallocate")
+                }
                 state.withLock { $0.failed = true }
                 try? fileSystem.remove(path)
             }

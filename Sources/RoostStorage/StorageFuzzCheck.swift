@@ -1,4 +1,5 @@
 import RoostPlatform
+import RoostTelemetry
 import Synchronization
 
 /// The readers' properties checked on arbitrary bytes: WAL segments (header
@@ -340,7 +341,7 @@ extension StorageFuzzCheck {
         options.recordPayloadBytesMax = payloadBytesMax
         options.segmentBytesMax = 4096
         options.zeroFillSegments = false
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         return recoverTwice(layout: layout, options: options)
     }
 

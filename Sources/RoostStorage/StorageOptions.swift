@@ -26,9 +26,9 @@ package struct StorageOptions: Sendable {
     package var zeroFillSegments: Bool?
     /// Where file I/O goes: the real file system, or a fault-injecting one in tests.
     package var fileSystem: any StorageFileSystem = PosixFileSystem()
-    /// Where log lines go, written as `key=value` pairs (`wal.error=…`): by
-    /// default the process's logger, one JSON object a line on stderr.
-    package var log: @Sendable (String) -> Void = { line in Logger.standard.logKeyValues(line) }
+    /// Where log lines go: by default the process's logger, one JSON object a
+    /// line on stderr (a memory logger in tests and tools that keep them).
+    package var logger: Logger = .standard
 
     package init() {}
 

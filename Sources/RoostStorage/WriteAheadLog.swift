@@ -101,7 +101,7 @@ package final class WriteAheadLog: Sendable {
         case .recover(let decided): plan = decided
         case .refuse(let damage): throw .damaged(damage)
         }
-        for note in plan.notes { options.log("wal.recovery=\(note)") }
+        for note in plan.notes { options.logger.info("wal.recovery") { $0.field("wal.recovery", note) } }
         let open = try repairAndOpenSegment(plan: plan, input: input, layout: layout, options: options)
         var segments = input.segments.compactMap { scan -> LogSequenceNumber? in
             if case .valid(let first) = scan.header { return first }
@@ -291,7 +291,10 @@ package final class WriteAheadLog: Sendable {
                 do throws(SystemCallError) {
                     try open.markEnd(synced, cleanShutdown: true)
                 } catch {
-                    options.log("wal.warning=log-end wal.detail=\"\(error)\"")
+                    options.logger.warning("wal.warning") { line in
+                        line.field("wal.warning", "log-end")
+                        line.field("wal.detail", "\(error)")
+                    }
                 }
             }
             open.close()
@@ -384,9 +387,13 @@ package final class WriteAheadLog: Sendable {
 
     func logFailure(_ state: inout Shared, cause: SystemCallError) {
         state.lastErrorLogNanoseconds = monotonicNanoseconds()
-        options.log(
-            "wal.error=\(cause.call) wal.errno=\(cause.errno) wal.file=\(cause.subject) wal.state=failed"
-                + " wal.detail=\"\(cause)\"")
+        options.logger.error("wal.error") { line in
+            line.field("wal.error", cause.call)
+            line.field("wal.errno", Int(cause.errno))
+            line.field("wal.file", cause.subject)
+            line.field("wal.state", "failed")
+            line.field("wal.detail", "\(cause)")
+        }
     }
 
     func noteRejected(_ state: inout Shared, cause: SystemCallError) {
@@ -394,8 +401,13 @@ package final class WriteAheadLog: Sendable {
         let now = monotonicNanoseconds()
         let interval = UInt64(options.errorLogIntervalMilliseconds) * 1_000_000
         guard now >= state.lastErrorLogNanoseconds &+ interval else { return }
-        options.log(
-            "wal.error=\(cause.call) wal.errno=\(cause.errno) wal.state=failed wal.rejected=\(state.rejectedSinceLog)")
+        let rejected = state.rejectedSinceLog
+        options.logger.error("wal.error") { line in
+            line.field("wal.error", cause.call)
+            line.field("wal.errno", Int(cause.errno))
+            line.field("wal.state", "failed")
+            line.field("wal.rejected", rejected)
+        }
         state.rejectedSinceLog = 0
         state.lastErrorLogNanoseconds = now
     }
@@ -436,7 +448,11 @@ extension WriteAheadLog {
                     offset += count
                 }
                 try file.syncData()
-                options.log("wal.recovery=tail-zeroed wal.segment=\(cut.path) wal.offset=\(cut.offset)")
+                options.logger.info("wal.recovery") { line in
+                    line.field("wal.recovery", "tail-zeroed")
+                    line.field("wal.segment", cut.path)
+                    line.field("wal.offset", cut.offset)
+                }
             }
             let recoveredEnd = LogSequenceNumber(plan.nextLSN.rawValue - 1)
             // The records read back may sit only in the page cache (a crash
@@ -464,9 +480,12 @@ extension WriteAheadLog {
                 // An older release's segment, or another size: it stays as it
                 // is (sealed, synced above) and the log goes on in a new one.
                 file.close()
-                options.log(
-                    "wal.recovery=new-segment wal.segment=\(appendTo.fileName) wal.version=\(scan?.version ?? 0)"
-                        + " wal.bytes=\(scan?.declaredBytes ?? scan?.fileBytes ?? 0)")
+                options.logger.info("wal.recovery") { line in
+                    line.field("wal.recovery", "new-segment")
+                    line.field("wal.segment", appendTo.fileName)
+                    line.field("wal.version", Int(scan?.version ?? 0))
+                    line.field("wal.bytes", Int(scan?.declaredBytes ?? scan?.fileBytes ?? 0))
+                }
             }
             // Zero-filled now, before the first append (later ones are
             // prepared in the background).
@@ -503,7 +522,10 @@ extension WriteAheadLog {
             }
             if removed { try fileSystem.syncDirectory(layout.snapshotDirectory) }
         } catch {
-            options.log("wal.warning=snapshot-cleanup wal.detail=\"\(error)\"")
+            options.logger.warning("wal.warning") { line in
+                line.field("wal.warning", "snapshot-cleanup")
+                line.field("wal.detail", "\(error)")
+            }
         }
     }
 }

@@ -75,12 +75,6 @@ package struct LogLine: Sendable {
         bytes.append(contentsOf: String(fraction).utf8)
     }
 
-    /// Adds a field whose value is already JSON (a number parsed from text).
-    mutating func rawField(_ key: String, json: Substring) {
-        appendKey(key)
-        bytes.append(contentsOf: json.utf8)
-    }
-
     /// Returns the finished line, newline included.
     package func finished() -> [UInt8] {
         var line = bytes

@@ -106,27 +106,6 @@ package final class Logger: Sendable {
     /// An error line (rate-limited).
     package func error(_ event: String, _ fields: (inout LogLine) -> Void = { _ in }) { log(.error, event, fields) }
 
-    /// Logs a line written as `key=value` pairs (`wal.error=pwrite wal.errno=5
-    /// wal.detail="…"`, as storage writes them): the first key names the
-    /// event, a key ending in `.error` or `.warning` sets the level, bare
-    /// integers stay numbers, and text that is no pair goes to `message`.
-    package func logKeyValues(_ text: String) {
-        let pairs = KeyValueText.parse(text)
-        let level: LogLevel =
-            pairs.contains { $0.key.hasSuffix(".error") }
-            ? .error
-            : pairs.contains { $0.key.hasSuffix(".warning") } ? .warning : .info
-        let event = pairs.first.map { String($0.key) } ?? "message"
-        log(level, event) { line in
-            for pair in pairs {
-                switch pair.value {
-                case .number(let json): line.rawField(String(pair.key), json: json)
-                case .text(let value): line.field(String(pair.key), String(value))
-                }
-            }
-        }
-    }
-
     /// Writes every line queued before the call, on the calling thread, and
     /// returns once they are written (start-up before `listening on`, exit).
     package func flush() {
@@ -257,76 +236,5 @@ package final class Logger: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
-}
-
-/// `key=value key="quoted value"` text, split into pairs.
-enum KeyValueText {
-    enum Value {
-        /// A bare integer, kept as a JSON number.
-        case number(Substring)
-        case text(Substring)
-    }
-
-    /// Returns the pairs of `text` in order; words that are no pair are
-    /// gathered, space-separated, under `message`.
-    static func parse(_ text: String) -> [(key: Substring, value: Value)] {
-        var pairs: [(key: Substring, value: Value)] = []
-        var loose: [Substring] = []
-        var rest = text[...]
-        while !rest.isEmpty {
-            rest = rest.drop { $0 == " " }
-            guard !rest.isEmpty else { break }
-            let wordEnd = rest.firstIndex(of: " ") ?? rest.endIndex
-            guard let equals = rest[..<wordEnd].firstIndex(of: "="), equals != rest.startIndex else {
-                loose.append(rest[..<wordEnd])
-                rest = rest[wordEnd...]
-                continue
-            }
-            let key = rest[..<equals]
-            let afterEquals = rest[rest.index(after: equals)...]
-            if afterEquals.first == "\"" {
-                // A quoted value (which may hold quotes: an error's text) ends
-                // at a quote followed by the end, or by a space and another pair.
-                let body = afterEquals.dropFirst()
-                var end = body.endIndex
-                var index = body.startIndex
-                while index < body.endIndex {
-                    let next = body.index(after: index)
-                    if body[index] == "\""
-                        && (next == body.endIndex
-                            || (body[next] == " " && startsPair(body[body.index(after: next)...])))
-                    {
-                        end = index
-                        break
-                    }
-                    index = next
-                }
-                pairs.append((key, .text(body[..<end])))
-                rest = end == body.endIndex ? body[end...] : body[body.index(after: end)...]
-            } else {
-                let value = afterEquals[..<(afterEquals.firstIndex(of: " ") ?? afterEquals.endIndex)]
-                pairs.append((key, isJSONInteger(value) ? .number(value) : .text(value)))
-                rest = afterEquals[value.endIndex...]
-            }
-        }
-        if !loose.isEmpty { pairs.append(("message", .text(loose.joined(separator: " ")[...]))) }
-        return pairs
-    }
-
-    /// Whether `text` begins with `key=`, a key of letters, digits, `.`, `_` or `-`.
-    static func startsPair(_ text: Substring) -> Bool {
-        guard let equals = text.firstIndex(of: "="), equals != text.startIndex else { return false }
-        return text[..<equals].allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }
-    }
-
-    /// Whether `value` is an integer JSON can hold as written: an optional
-    /// minus, no leading zero, at most 18 digits.
-    static func isJSONInteger(_ value: Substring) -> Bool {
-        let digits = value.first == "-" ? value.dropFirst() : value
-        guard !digits.isEmpty, digits.count <= 18, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
-            return false
-        }
-        return digits.count == 1 || digits.first != "0"
     }
 }

@@ -4,6 +4,7 @@ import RoostEngine
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTelemetry
 import Synchronization
 
 /// `roost backup DIR OUT`: a consistent copy of a data directory, taken while
@@ -181,11 +182,6 @@ enum Backup {
         var lines: [String]
     }
 
-    /// Collects the storage module's log lines (from its I/O thread too).
-    final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
-    }
-
     /// Runs the storage module's recovery on the copy: it cuts a write that
     /// was in flight in the last segment (a torn tail), as after a crash.
     /// When the last segment looks damaged with a valid record after the
@@ -197,10 +193,10 @@ enum Backup {
         guard let last = pinned.segments.last else { preconditionFailure("pinned no segment") }
         let lastPath = layout.segmentPath(last.name)
         for copy in 1...BackupLimits.tailCopiesMax {
-            let lines = Lines()
+            let lines = Logger(output: .memory)
             var options = StorageOptions()
             options.zeroFillSegments = false
-            options.log = { line in lines.lines.withLock { $0.append(line) } }
+            options.logger = lines
             do {
                 let (wal, recovered) = try WriteAheadLog.open(directory: output, policy: .always, options: options)
                 let nextLSN = recovered.nextLSN
@@ -209,9 +205,9 @@ enum Backup {
                 guard replayFrom == pinned.replayFrom else {
                     throw BackupError(
                         "recovery on the copy in \(output) would start at LSN \(replayFrom), not at the snapshot's "
-                            + "LSN \(pinned.replayFrom): " + lines.lines.withLock { $0 }.joined(separator: "; "))
+                            + "LSN \(pinned.replayFrom): " + lines.lines.joined(separator: "; "))
                 }
-                return Repaired(nextLSN: nextLSN, lines: lines.lines.withLock { $0 })
+                return Repaired(nextLSN: nextLSN, lines: lines.lines)
             } catch StorageError.damaged(let damage) where damage.file == lastPath && copy < BackupLimits.tailCopiesMax
             {
                 usleep(BackupLimits.tailCopyPauseMicroseconds)

@@ -174,7 +174,7 @@ struct ObservabilityTests {
         let logger = Logger(output: .memory)
         var options = Harness.storageOptions
         options.fileSystem = fileSystem
-        options.log = { logger.logKeyValues($0) }
+        options.logger = logger
         let directory = "/virtual/roost-metrics-fault"
         let (engine, _) = try DurableEngine.open(
             directory: directory, policy: .always, shardCount: 1, options: options)

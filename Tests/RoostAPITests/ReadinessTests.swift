@@ -2,6 +2,7 @@ import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostStorage
+import RoostTelemetry
 import RoostTesting
 import Testing
 
@@ -14,7 +15,7 @@ struct ReadinessTests {
     static func durable(_ fileSystem: FaultInjectingFileSystem) async throws -> (Harness, DurableEngine) {
         var options = Harness.storageOptions
         options.fileSystem = fileSystem
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         // Small files: the in-memory file system copies whole files.
         options.recordPayloadBytesMax = 64 << 10
         options.segmentBytesMax = 128 << 10

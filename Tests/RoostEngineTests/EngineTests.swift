@@ -1,5 +1,6 @@
 import RoostModel
 import RoostStorage
+import RoostTelemetry
 import RoostTesting
 import Synchronization
 import Testing
@@ -215,7 +216,7 @@ struct DurableEngineTests {
         var options = StorageOptions()
         options.fileSystem = fileSystem
         options.segmentBytesMax = 2 * 1024 * 1024
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         return options
     }
 

@@ -1,6 +1,7 @@
 import Glibc
 import RoostModel
 import RoostStorage
+import RoostTelemetry
 import RoostTesting
 import Testing
 
@@ -17,7 +18,7 @@ struct VerifyAgreesWithStartUpTests {
     /// Storage options on the real file system, quiet.
     static var options: StorageOptions {
         var options = StorageOptions()
-        options.log = { _ in }
+        options.logger = Logger(output: .memory)
         return options
     }
 

@@ -1,18 +1,18 @@
 import Glibc
 import RoostPlatform
+import RoostTelemetry
 import RoostTesting
 import Synchronization
 import Testing
 
 @testable import RoostStorage
 
-/// Log lines collected from a log under test.
+/// Log lines collected from a log under test (JSON, one object a line).
 final class LogLines: Sendable {
-    let lines = Mutex<[String]>([])
+    let logger = Logger(output: .memory)
 
-    var all: [String] { lines.withLock { $0 } }
+    var all: [String] { logger.lines }
 
-    var sink: @Sendable (String) -> Void { { line in self.lines.withLock { $0.append(line) } } }
 }
 
 /// Options on an in-memory file system with small segments.
@@ -24,7 +24,7 @@ func testOptions(
     options.fileSystem = fileSystem
     options.segmentBytesMax = segmentBytesMax
     options.recordPayloadBytesMax = payloadBytesMax
-    options.log = log.sink
+    options.logger = log.logger
     return options
 }
 

@@ -215,7 +215,7 @@ struct WriteAheadLogTests {
         #expect(throws: StorageError.self) { try log.sync() }
         log.close()
         #expect(fileSystem.count(.syncData) == syncsAfterFailure, "a failed fdatasync must never be retried")
-        #expect(lines.all.contains { $0.contains("wal.error=syncData") && $0.contains("wal.errno=5") })
+        #expect(lines.all.contains { $0.contains(#""wal.error":"syncData""#) && $0.contains(#""wal.errno":5"#) })
         #expect(log.failure != nil)
         fileSystem.clearFaults()
         let read = try reopenAndRead(options)
@@ -369,7 +369,7 @@ struct WriteAheadLogTests {
         var options = StorageOptions()
         options.segmentBytesMax = 64 << 10
         options.recordPayloadBytesMax = 4096
-        options.log = LogLines().sink
+        options.logger = LogLines().logger
         let (log, _) = try WriteAheadLog.open(directory: directory + "/store", policy: .always, options: options)
         for index in 0..<100 { _ = try await appendAndWait(log, [[UInt8](repeating: UInt8(index), count: 1000)]).get() }
         log.close()

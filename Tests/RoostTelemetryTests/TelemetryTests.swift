@@ -133,20 +133,6 @@ struct LogLineTests {
                 + #""small.ms":0.007}"# + "\n")
         #expect(text.filter { $0 == "\n" }.count == 1)
     }
-
-    @Test("storage's key=value lines become fields: the first key names the event, .error sets the level")
-    func keyValueLines() {
-        let logger = Logger(output: .memory)
-        logger.logKeyValues(
-            #"wal.error=pwrite wal.errno=5 wal.file=/d/wal/x wal.state=failed wal.detail="pwrite: "x" 5""#)
-        logger.logKeyValues("wal.recovery=tail-zeroed wal.offset=4096 wal.lsn=007 loose words")
-        let lines = logger.lines
-        #expect(lines.count == 2)
-        #expect(lines[0].contains(#""level":"error","event":"wal.error","wal.error":"pwrite","wal.errno":5,"#))
-        #expect(lines[0].contains(#""wal.detail":"pwrite: \"x\" 5""#))
-        #expect(lines[1].contains(#""level":"info","event":"wal.recovery","wal.recovery":"tail-zeroed""#))
-        #expect(lines[1].contains(#""wal.offset":4096,"wal.lsn":"007","message":"loose words""#))
-    }
 }
 
 @Suite("Logger", .serialized)
