@@ -24,13 +24,18 @@ struct AllocationBudgetTests {
         var operation: String
         /// Issue 25's target, where it names one (allocations per unit).
         var target: Double?
-        /// Today's count of a release build, rounded up (see `margin`).
+        /// Today's count of a release build plus 0.01 per unit. Release
+        /// counts are the same in every run (checked: 5 runs alone and 4 at
+        /// once on 2 cores); the margin, 100 allocations over a run of 10,000
+        /// requests, leaves room for work done once a second in a slow run and
+        /// stays far below one allocation per request.
         var releaseCeiling: Double
-        /// Today's count of a debug build, rounded up. Unspecialised generic
+        /// Today's count of a debug build plus about 4 %. Unspecialised generic
         /// code of the standard library allocates in a debug build, in loops
-        /// whose trips depend on timing: these ceilings stand about 1 % above
-        /// the runs seen and catch an allocation added per element or per
-        /// field, not one per request. The release ceilings do that.
+        /// whose trips depend on timing (the connection sweep, the latency
+        /// histogram's bucket search): debug runs vary by up to 1 % and more
+        /// on a slow machine. These ceilings catch an allocation added per
+        /// element or per field, not one per request; the release ones do that.
         var debugCeiling: Double
 
         var description: String { operation }
@@ -41,12 +46,12 @@ struct AllocationBudgetTests {
     /// figures over `debugArguments`: a figure is only comparable with a
     /// ceiling measured with the same arguments.
     static let budgets: [Budget] = [
-        Budget(operation: "register_new", target: 2, releaseCeiling: 89, debugCeiling: 550),
-        Budget(operation: "register_known", target: 2, releaseCeiling: 91, debugCeiling: 585),
-        Budget(operation: "get_device", target: nil, releaseCeiling: 53, debugCeiling: 965),
-        Budget(operation: "get_person", target: nil, releaseCeiling: 101, debugCeiling: 825),
-        Budget(operation: "batch_item", target: nil, releaseCeiling: 29.5, debugCeiling: 239),
-        Budget(operation: "export_device", target: nil, releaseCeiling: 13.05, debugCeiling: 101.5),
+        Budget(operation: "register_new", target: 2, releaseCeiling: 86.62, debugCeiling: 565),
+        Budget(operation: "register_known", target: 2, releaseCeiling: 89.01, debugCeiling: 600),
+        Budget(operation: "get_device", target: nil, releaseCeiling: 53.01, debugCeiling: 990),
+        Budget(operation: "get_person", target: nil, releaseCeiling: 101.01, debugCeiling: 850),
+        Budget(operation: "batch_item", target: nil, releaseCeiling: 29.42, debugCeiling: 246),
+        Budget(operation: "export_device", target: nil, releaseCeiling: 13.04, debugCeiling: 104.5),
     ]
     /// The release run: the figures of docs/performance.md (about 5 s).
     static let releaseArguments = ["--count", "10000", "--warmup", "500", "--deadline", "300"]
