@@ -46,12 +46,12 @@ struct AllocationBudgetTests {
     /// figures over `debugArguments`: a figure is only comparable with a
     /// ceiling measured with the same arguments.
     static let budgets: [Budget] = [
-        Budget(operation: "register_new", target: 2, releaseCeiling: 86.62, debugCeiling: 565),
-        Budget(operation: "register_known", target: 2, releaseCeiling: 89.01, debugCeiling: 600),
-        Budget(operation: "get_device", target: nil, releaseCeiling: 53.01, debugCeiling: 990),
-        Budget(operation: "get_person", target: nil, releaseCeiling: 101.01, debugCeiling: 850),
-        Budget(operation: "batch_item", target: nil, releaseCeiling: 29.42, debugCeiling: 246),
-        Budget(operation: "export_device", target: nil, releaseCeiling: 13.04, debugCeiling: 104.5),
+        Budget(operation: "register_new", target: 2, releaseCeiling: 80.62, debugCeiling: 557),
+        Budget(operation: "register_known", target: 2, releaseCeiling: 83.01, debugCeiling: 592),
+        Budget(operation: "get_device", target: nil, releaseCeiling: 47.01, debugCeiling: 986),
+        Budget(operation: "get_person", target: nil, releaseCeiling: 69.01, debugCeiling: 816),
+        Budget(operation: "batch_item", target: nil, releaseCeiling: 23.42, debugCeiling: 239),
+        Budget(operation: "export_device", target: nil, releaseCeiling: 7.04, debugCeiling: 98),
     ]
     /// The release run: the figures of docs/performance.md (about 5 s).
     static let releaseArguments = ["--count", "10000", "--warmup", "500", "--deadline", "300"]
@@ -84,8 +84,9 @@ struct AllocationBudgetTests {
             allocations to this path: find them with `roost-alloc-count --backtraces \(budget.operation)` \
             (docs/testing.md, "The allocation budget"); raise the ceiling only with the reason in the commit.
             """)
-        if measured < ceiling - max(1, ceiling * 0.02) {
-            // Not a failure: the path got cheaper. Lower the ceiling to keep the gain.
+        if figures.build == "release" && measured < ceiling - 0.5 {
+            // Not a failure: the path got cheaper. Lower the ceiling to keep the gain
+            // (release only: the debug ceilings are coarse on purpose).
             print(
                 "AllocationBudgetTests: \(budget.operation) measured \(measured), well below its \(figures.build) "
                     + "ceiling of \(ceiling): lower the ceiling (docs/testing.md)")
