@@ -105,6 +105,9 @@ struct DeviceIDTests {
             #expect(text.utf8.count == 30)
             #expect(text.hasPrefix("dev_"))
             #expect(DeviceID(rendered: text) == id, "seed \(random.seed)")
+            id.withRendered { bytes in
+                #expect(bytes.elementsEqual(text.utf8), "withRendered writes rendered's bytes; seed \(random.seed)")
+            }
         }
     }
 

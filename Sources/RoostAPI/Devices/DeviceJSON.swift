@@ -16,7 +16,8 @@ enum DeviceJSON {
     /// Without `closing`, the object is left open for the caller's members.
     static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true) {
         writer.beginObject()
-        writer.member("id", device.id.rendered)
+        writer.key("id")
+        device.id.withRendered { writer.asciiString($0) }
         writer.member("platform", device.platform.name)
         writer.member("environment", device.environment.name)
         if includeToken { writer.member("token", device.token?.text) }
