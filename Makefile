@@ -16,7 +16,7 @@ FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-c
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
+.PHONY: serve test alloc-budget test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
@@ -56,11 +56,23 @@ format:
 ## socket, and on 2 cores that starved the async tests running beside them
 ## (timeouts under load). Serial, the whole suite takes well under a minute.
 ## Then a short kill -9 run of the release binary: `roost-bench crash`
-## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute.
+## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute; then
+## the allocation budget against the release build (alloc-budget).
 test: deps lint test-venv
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	$(MAKE) --no-print-directory crash-short
+	$(MAKE) --no-print-directory alloc-budget
+
+## The allocation budget (issue 25, decision 0070, docs/testing.md): the
+## suite that holds the ceilings, run against the release roost-alloc-count
+## (the suite above ran it against the debug one). A few seconds once the
+## release modules exist (crash-short builds them).
+alloc-budget: deps
+	$(SWIFT) build $(BUILD_FLAGS) --build-tests
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-alloc-count
+	ROOST_ALLOC_COUNT_BIN=$(RELEASE_DIR)/roost-alloc-count $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel \
+	  --filter AllocationBudgetTests
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
 ## (Tests/SystemTests/MetricsSystemTests.swift) and whose openapi-spec-validator

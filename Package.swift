@@ -69,6 +69,20 @@ let package = Package(
             ],
             path: "Benchmarks/roost-bench",
             swiftSettings: strict),
+        // A malloc-counting shim (decision 0070): it defines malloc and free
+        // for the whole process, so only roost-alloc-count may link it, never
+        // roost, roost-bench or a test target.
+        .target(name: "CAllocationCounter", path: "Benchmarks/CAllocationCounter"),
+        // Heap allocations per request through the in-process server (issue 25
+        // item 2); Tests/SystemTests/AllocationBudgetTests.swift runs it.
+        .executableTarget(
+            name: "roost-alloc-count",
+            dependencies: [
+                "CAllocationCounter", "RoostAPI", "RoostEngine", "RoostHTTP", "RoostPlatform", "RoostStorage",
+                "RoostTesting",
+            ],
+            path: "Benchmarks/roost-alloc-count", exclude: ["symbolize.py"],
+            swiftSettings: strict),
 
         .testTarget(
             name: "RoostEngineTests",

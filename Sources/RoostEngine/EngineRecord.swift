@@ -36,10 +36,12 @@ package enum EngineRecord: Equatable, Sendable {
     package func encoded() -> [UInt8] {
         switch self {
         case .mutation(let key, let mutation):
-            let payload = MutationCodec.encode(mutation)
-            var writer = Self.header(kind: 1, app: key.app, capacity: Self.mutationOffset + payload.count)
+            // The mutation is encoded straight after the framing: one buffer,
+            // allocated once for a typical record (issue 25's allocation budget).
+            var writer = Self.header(
+                kind: 1, app: key.app, capacity: Self.mutationOffset + MutationCodec.encodedBytesReserved)
             writer.u8(key.mode.rawValue)
-            writer.append(contentsOf: payload)
+            MutationCodec.encode(mutation, into: &writer)
             return writer.bytes
         case .appRemoved(let app):
             return Self.header(kind: 2, app: app, capacity: 6).bytes

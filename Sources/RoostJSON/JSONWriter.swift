@@ -110,6 +110,19 @@ public struct JSONWriter: Sendable {
         appendQuoted(value)
     }
 
+    /// Writes `text` as a string value without building a `String`: printable
+    /// ASCII that needs no escape (no quote, no backslash), such as a timestamp
+    /// formatted on the stack. The caller guarantees it; debug builds check.
+    public mutating func asciiString(_ text: UnsafeBufferPointer<UInt8>) {
+        assert(
+            text.allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") },
+            "JSONWriter.asciiString: the text needs escaping")
+        beforeValue()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: text)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
     /// Writes an integer value.
     public mutating func int(_ value: Int) {
         beforeValue()

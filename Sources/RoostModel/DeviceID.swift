@@ -33,18 +33,40 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     private static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
     private static let prefix = Array("dev_".utf8)
 
-    /// The `dev_…` string form (30 characters).
+    /// Bytes of the `dev_…` form: always 30.
+    package static let renderedBytes = 30
+
+    /// The `dev_…` string form (30 characters). One allocation (the string's
+    /// own storage); `withRendered` writes none.
     package var rendered: String {
+        String(unsafeUninitializedCapacity: Self.renderedBytes) { buffer in
+            render(into: buffer)
+            return Self.renderedBytes
+        }
+    }
+
+    /// Calls `body` with the `dev_…` form's `renderedBytes` ASCII bytes,
+    /// written into a buffer on the stack: no `String`, no heap allocation
+    /// (renderers write it straight into their output).
+    package func withRendered(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.renderedBytes) { buffer in
+            render(into: buffer)
+            body(UnsafeBufferPointer(buffer))
+        }
+    }
+
+    /// Writes the `dev_…` form into the first `renderedBytes` bytes of `buffer`.
+    private func render(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(buffer.count >= Self.renderedBytes, "device id buffer of \(buffer.count) bytes")
         let high =
             UInt64(appID.rawValue) << 32 | UInt64(mode.rawValue) << 31 | UInt64(platform.rawValue) << 30 | Self.marker
         var (left, right) = (high, sequence)
         for key in Self.roundKeys {
             (left, right) = (right, left ^ Self.mix(right &+ key))
         }
-        var out = Self.prefix
-        out.reserveCapacity(30)
+        for (index, byte) in Self.prefix.enumerated() { buffer[index] = byte }
         // 26 characters: the first carries the top 3 bits, then 25 × 5 bits.
-        out.append(Self.alphabet[Int(left >> 61)])
+        buffer[Self.prefix.count] = Self.alphabet[Int(left >> 61)]
         for index in 0..<25 {
             let bitOffset = 125 - 5 * (index + 1)  // position of the group's lowest bit in the 125 low bits
             let value: UInt64
@@ -56,9 +78,8 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
                 let lowBits = 64 - bitOffset
                 value = ((right >> UInt64(bitOffset)) | (left << UInt64(lowBits))) & 0x1F
             }
-            out.append(Self.alphabet[Int(value)])
+            buffer[Self.prefix.count + 1 + index] = Self.alphabet[Int(value)]
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     package var description: String { rendered }

@@ -35,39 +35,63 @@ package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertibl
         return Timestamp(millisecondsSinceEpoch: min(max(value, Self.millisecondsMin), Self.millisecondsMax))
     }
 
+    /// Bytes of the RFC 3339 form (`rfc3339`): always 24.
+    package static let rfc3339Bytes = 24
+
     /// The spec's form, always UTC with milliseconds: `2026-09-20T14:02:11.000Z`.
+    /// One allocation (the string's own storage); `withRFC3339` writes none.
     package var rfc3339: String {
+        String(unsafeUninitializedCapacity: Self.rfc3339Bytes) { buffer in
+            formatRFC3339(into: buffer)
+            return Self.rfc3339Bytes
+        }
+    }
+
+    /// Calls `body` with the RFC 3339 form's `rfc3339Bytes` ASCII bytes, formatted
+    /// in a buffer on the stack: no `String` and no heap allocation (renderers
+    /// write it straight into their output).
+    package func withRFC3339(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.rfc3339Bytes) { buffer in
+            formatRFC3339(into: buffer)
+            body(UnsafeBufferPointer(buffer))
+        }
+    }
+
+    /// Writes the RFC 3339 form into the first `rfc3339Bytes` bytes of `buffer`.
+    private func formatRFC3339(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(buffer.count >= Self.rfc3339Bytes, "RFC 3339 buffer of \(buffer.count) bytes")
         let days = millisecondsSinceEpoch / 86_400_000
         let millisecondsOfDay = millisecondsSinceEpoch % 86_400_000
         let (year, month, day) = Self.civil(fromDays: days)
         let seconds = millisecondsOfDay / 1000
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
+        var position = 0
         func digits(_ value: Int64, width: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<width { divisor *= 10 }
             var rest = value
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-                rest %= divisor
-                divisor /= 10
+            for offset in stride(from: width - 1, through: 0, by: -1) {
+                buffer[position + offset] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
             }
+            position += width
+        }
+        func character(_ byte: UInt8) {
+            buffer[position] = byte
+            position += 1
         }
         digits(year, width: 4)
-        bytes.append(UInt8(ascii: "-"))
+        character(UInt8(ascii: "-"))
         digits(month, width: 2)
-        bytes.append(UInt8(ascii: "-"))
+        character(UInt8(ascii: "-"))
         digits(day, width: 2)
-        bytes.append(UInt8(ascii: "T"))
+        character(UInt8(ascii: "T"))
         digits(seconds / 3600, width: 2)
-        bytes.append(UInt8(ascii: ":"))
+        character(UInt8(ascii: ":"))
         digits(seconds / 60 % 60, width: 2)
-        bytes.append(UInt8(ascii: ":"))
+        character(UInt8(ascii: ":"))
         digits(seconds % 60, width: 2)
-        bytes.append(UInt8(ascii: "."))
+        character(UInt8(ascii: "."))
         digits(millisecondsOfDay % 1000, width: 3)
-        bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
+        character(UInt8(ascii: "Z"))
+        assert(position == Self.rfc3339Bytes, "RFC 3339 form of \(position) bytes")
     }
 
     package var description: String { rfc3339 }

@@ -136,13 +136,16 @@ package struct GroupCommit<Waiter> {
             return .failure(.recordTooLarge(bytes: payload.count, limit: payloadBytesMax))
         }
         let first = nextLSN
+        // What this append frames: a chunk started here gets room for all of it.
+        let appendBytes = payloads.reduce(0) { $0 + SegmentFormat.recordBytes(payloadBytes: $1.count) }
         for payload in payloads {
             let span = SegmentFormat.recordBytes(payloadBytes: payload.count)
             if segmentOffset + span > segmentBytesMax {
-                chunks.append(Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: []))
+                chunks.append(
+                    Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: Self.buffer(for: appendBytes)))
                 segmentOffset = SegmentFormat.headerBytes
             } else if chunks.isEmpty {
-                chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: []))
+                chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: Self.buffer(for: appendBytes)))
             }
             SegmentFormat.appendRecord(
                 kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
@@ -194,6 +197,17 @@ package struct GroupCommit<Waiter> {
     /// the I/O thread has another plan to perform at once.
     package var hasWorkNow: Bool {
         failure == nil && (!chunks.isEmpty || syncRequestedThrough > syncedLSN)
+    }
+
+    /// An empty chunk buffer with room for the append that starts it
+    /// (`bytes`, framing included): one allocation for the records of one
+    /// shard turn instead of one per growth step while they are framed
+    /// (issue 25's allocation budget); later appends to the same chunk grow
+    /// it as any array grows.
+    private static func buffer(for bytes: Int) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(bytes)
+        return buffer
     }
 
     /// True once closing and nothing is left to write, sync or complete.

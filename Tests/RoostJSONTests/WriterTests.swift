@@ -39,6 +39,26 @@ struct WriterTests {
                 + #""gone":null,"raw":{"cached":[1,2]},"big":18446744073709551615,"ratio":0.5}"#)
     }
 
+    @Test("asciiString writes bytes as a string value, with the commas of any value")
+    func asciiString() {
+        let stamp = Array("2026-09-20T14:02:11.000Z".utf8)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.member("id", 7)
+        writer.key("at")
+        stamp.withUnsafeBufferPointer { writer.asciiString($0) }
+        writer.key("list")
+        writer.beginArray()
+        stamp.withUnsafeBufferPointer { writer.asciiString($0) }
+        stamp.withUnsafeBufferPointer { writer.asciiString($0) }
+        writer.endArray()
+        writer.endObject()
+        #expect(
+            text(writer)
+                == #"{"id":7,"at":"2026-09-20T14:02:11.000Z","list":["2026-09-20T14:02:11.000Z","#
+                + #""2026-09-20T14:02:11.000Z"]}"#)
+    }
+
     @Test("a top-level scalar is a whole document")
     func topLevelScalar() {
         var writer = JSONWriter()

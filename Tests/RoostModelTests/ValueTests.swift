@@ -16,6 +16,10 @@ struct TimestampTests {
     func formats(milliseconds: Int64, text: String) {
         #expect(Timestamp(millisecondsSinceEpoch: milliseconds).rfc3339 == text)
         #expect(Timestamp(rfc3339: text)?.millisecondsSinceEpoch == milliseconds)
+        var bytes: [UInt8] = []
+        Timestamp(millisecondsSinceEpoch: milliseconds).withRFC3339 { bytes = Array($0) }
+        #expect(bytes == Array(text.utf8), "withRFC3339 writes the bytes of rfc3339")
+        #expect(bytes.count == Timestamp.rfc3339Bytes)
     }
 
     @Test(
@@ -59,6 +63,9 @@ struct TimestampTests {
             let milliseconds = Int64(random.next() % UInt64(Timestamp.millisecondsMax + 1))
             let text = Timestamp(millisecondsSinceEpoch: milliseconds).rfc3339
             #expect(Timestamp(rfc3339: text)?.millisecondsSinceEpoch == milliseconds, "seed \(random.seed): \(text)")
+            Timestamp(millisecondsSinceEpoch: milliseconds).withRFC3339 { bytes in
+                #expect(bytes.elementsEqual(text.utf8), "seed \(random.seed): \(text)")
+            }
         }
     }
 
@@ -98,6 +105,9 @@ struct DeviceIDTests {
             #expect(text.utf8.count == 30)
             #expect(text.hasPrefix("dev_"))
             #expect(DeviceID(rendered: text) == id, "seed \(random.seed)")
+            id.withRendered { bytes in
+                #expect(bytes.elementsEqual(text.utf8), "withRendered writes rendered's bytes; seed \(random.seed)")
+            }
         }
     }
 

@@ -16,16 +16,17 @@ enum DeviceJSON {
     /// Without `closing`, the object is left open for the caller's members.
     static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true) {
         writer.beginObject()
-        writer.member("id", device.id.rendered)
+        writer.key("id")
+        device.id.withRendered { writer.asciiString($0) }
         writer.member("platform", device.platform.name)
         writer.member("environment", device.environment.name)
         if includeToken { writer.member("token", device.token?.text) }
         writer.member("bundle_id", device.bundleID?.rawValue)
         writer.member("installation_id", device.installationID?.rawValue)
         writer.member("external_id", device.externalID?.rawValue)
-        writer.member("created_at", device.createdAt.rfc3339)
-        writer.member("last_seen_at", device.lastSeenAt.rfc3339)
-        writer.member("bound_at", device.boundAt?.rfc3339)
+        writeTimestamp("created_at", device.createdAt, into: &writer)
+        writeTimestamp("last_seen_at", device.lastSeenAt, into: &writer)
+        writeTimestamp("bound_at", device.boundAt, into: &writer)
         writer.member("app_version", device.appVersion)
         writer.member("timezone", device.timezone)
         writer.member("locale", device.locale)
@@ -34,7 +35,7 @@ enum DeviceJSON {
         writer.member("opted_in", device.optedIn)
         writer.key("tags")
         writeTags(device.tags, into: &writer)
-        writer.member("invalidated_at", device.invalidatedAt?.rfc3339)
+        writeTimestamp("invalidated_at", device.invalidatedAt, into: &writer)
         writer.member("invalidation_reason", device.invalidationReason?.rawValue)
         writer.member("strikes", Int(device.strikes))
         writer.member("mode", device.mode.name)
@@ -42,6 +43,18 @@ enum DeviceJSON {
         writer.key("client_sequence")
         if let sequence = device.clientSequence { writer.int(Int(sequence)) } else { writer.null() }
         if closing { writer.endObject() }
+    }
+
+    /// Writes a member whose value is `timestamp` in RFC 3339 form, or `null`,
+    /// formatted on the stack and written as bytes: no `String` is built
+    /// (issue 25: two heap allocations per timestamp before).
+    static func writeTimestamp(_ name: String, _ timestamp: Timestamp?, into writer: inout JSONWriter) {
+        writer.key(name)
+        guard let timestamp else {
+            writer.null()
+            return
+        }
+        timestamp.withRFC3339 { writer.asciiString($0) }
     }
 
     /// Bytes a device's JSON with its token takes, about: the fixed members

@@ -172,7 +172,7 @@ struct PeopleRoutes: Sendable {
     static func writePerson(_ person: Person, into writer: inout JSONWriter, closing: Bool) {
         writer.beginObject()
         writer.member("external_id", person.externalID.rawValue)
-        writer.member("created_at", person.createdAt.rfc3339)
+        DeviceJSON.writeTimestamp("created_at", person.createdAt, into: &writer)
         if closing { writer.endObject() }
     }
 }

@@ -36,7 +36,11 @@ package struct LittleEndianWriter {
         bytes.append(contentsOf: value)
     }
 
-    mutating func string(_ value: String) { field(Array(value.utf8)) }
+    /// A string's UTF-8 as a `field`, read in place (no copy into an array).
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { field($0) }
+    }
 
     mutating func optionalString(_ value: String?) {
         if let value {

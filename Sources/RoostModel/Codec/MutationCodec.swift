@@ -53,7 +53,20 @@ package enum MutationCodec {
 
     /// Returns the bytes of `mutation`.
     package static func encode(_ mutation: Mutation) -> [UInt8] {
-        var writer = LittleEndianWriter()
+        var writer = LittleEndianWriter(capacity: encodedBytesReserved)
+        encode(mutation, into: &writer)
+        return writer.bytes
+    }
+
+    /// Bytes reserved up front for one mutation's encoding: a device upsert
+    /// with a few tags fits, so it allocates its buffer once instead of
+    /// growing it four or five times (issue 25's allocation budget).
+    package static let encodedBytesReserved = 256
+
+    /// Appends the bytes of `mutation` to `writer`: after a record's framing
+    /// (`EngineRecord`), so that record and mutation share one buffer.
+    package static func encode(_ mutation: Mutation, into writer: inout LittleEndianWriter) {
+        let start = writer.bytes.count
         writer.u8(formatVersion)
         switch mutation {
         case .deviceUpsert(let device):
@@ -128,8 +141,8 @@ package enum MutationCodec {
                 writer.u8(entry.deleted ? 1 : 0)
             }
         }
-        precondition(writer.bytes.count <= Limits.mutationBytesMax, "mutation of \(writer.bytes.count) bytes")
-        return writer.bytes
+        let count = writer.bytes.count - start
+        precondition(count <= Limits.mutationBytesMax, "mutation of \(count) bytes")
     }
 
     /// Whether `bytes` start as a device or person upsert of this format version
