@@ -104,9 +104,10 @@ final class EventLoop {
         let sequence: UInt64
         let tenant: HTTPTenant?
     }
-    /// The idlest connections found by the last scan, idlest last; valid
-    /// only within the batch of accepts or hand-overs that made it.
-    private var evictionCandidates: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
+    /// The most evictable connections found by the last scan, most
+    /// evictable last; valid only within the batch of accepts or hand-overs
+    /// that made it (one `now`).
+    private var evictionCandidates = EvictionShortlist<LoopConnection>(capacity: EventLoop.evictionCandidatesPerScan)
 
     init(
         epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
@@ -273,6 +274,7 @@ final class EventLoop {
                     admitAtCap(socket, search: HandedOverConnection.AtCapSearch(), now: now)
                     continue
                 }
+                shared.noteSaturated(false)  // a place was free
                 let target = shared.loopForNextConnection(loopCount: siblings.count)
                 if target == mailbox.loopIndex {
                     register(socket, admission: .counted, now: now)
@@ -284,12 +286,16 @@ final class EventLoop {
     }
 
     /// Lets in a connection accepted at `connectionsMax`, not counted yet, in
-    /// the place of an idle one: a connection that never spoke, on whichever
-    /// loop holds one (this loop's first); else this loop's connection idle
-    /// longest between requests, else the next loop's, in turn. When no loop
-    /// has an idle connection, the last gives the newcomer a reserved place
-    /// (a probe only, `HTTPServerLimits.reservedConnections`) or closes it.
-    /// At most two hand-overs per loop.
+    /// the place of an evictable one: a connection that never spoke, on
+    /// whichever loop holds one (this loop's first); else this loop's most
+    /// evictable (`HTTPEvictionRank`: the slowest partial head older than
+    /// `partialHeadEvictableAfter`, then the one idle longest between
+    /// requests), else the next loop's, in turn. When no loop has an
+    /// evictable connection, the server cannot take a new API client
+    /// (`ServerShared.isSaturated`, which `/readyz` reports); the last loop
+    /// gives the newcomer a reserved place (a probe only,
+    /// `HTTPServerLimits.reservedConnections`) or closes it. At most two
+    /// hand-overs per loop.
     private func admitAtCap(
         _ socket: FileDescriptor, search: HandedOverConnection.AtCapSearch, now: ContinuousClock.Instant
     ) {
@@ -297,11 +303,12 @@ final class EventLoop {
         let loopCount = siblings.count
         precondition(search.loopsWithoutIdle < loopCount, "at-cap search past every loop: \(search)")
         if shared.reserveConnection() {
+            shared.noteSaturated(false)
             register(socket, admission: .counted, now: now)  // a place came free meanwhile
             return
         }
         if drainDeadline == nil {
-            if mailbox.silentConnections.load(ordering: .relaxed) > 0, let victim = nextEvictionVictim() {
+            if mailbox.silentConnections.load(ordering: .relaxed) > 0, let victim = nextEvictionVictim(now: now) {
                 evict(victim, for: socket, now: now)
                 return
             }
@@ -314,7 +321,7 @@ final class EventLoop {
                 siblings[holder].handOver(HandedOverConnection(socket: socket, admission: .atCap(search)))
                 return
             }
-            if let victim = nextEvictionVictim() {
+            if let victim = nextEvictionVictim(now: now) {
                 evict(victim, for: socket, now: now)
                 return
             }
@@ -323,7 +330,11 @@ final class EventLoop {
         if search.loopsWithoutIdle < loopCount {
             let next = (mailbox.loopIndex + 1) % loopCount
             siblings[next].handOver(HandedOverConnection(socket: socket, admission: .atCap(search)))
-        } else if shared.reserveProbeConnection() {
+            return
+        }
+        // No loop had anything to evict: a new API client would be refused now.
+        shared.noteSaturated(true)
+        if shared.reserveProbeConnection() {
             register(socket, admission: .reserved, now: now)
         } else {
             socket.close()
@@ -333,46 +344,38 @@ final class EventLoop {
 
     /// Closes `victim` and gives its counted place to the newcomer `socket`.
     private func evict(_ victim: LoopConnection, for socket: FileDescriptor, now: ContinuousClock.Instant) {
+        shared.noteSaturated(false)
         close(victim, releasing: false)
         shared.refused(.evictedAtCap, loop: mailbox.loopIndex)
         register(socket, admission: .counted, now: now)
     }
 
-    /// Returns this loop's idlest evictable connection, or nil. Scans the
-    /// connections (O(open connections)) only when the candidates of the
+    /// Returns this loop's most evictable connection at `now`, or nil. Scans
+    /// the connections (O(open connections)) only when the candidates of the
     /// last scan in this batch are used up.
-    private func nextEvictionVictim() -> LoopConnection? {
-        if evictionCandidates.isEmpty { scanEvictionCandidates() }
-        while let (rank, connection) = evictionCandidates.popLast() {
+    private func nextEvictionVictim(now: ContinuousClock.Instant) -> LoopConnection? {
+        if evictionCandidates.isEmpty { scanEvictionCandidates(now: now) }
+        while let (rank, connection) = evictionCandidates.popMostEvictable() {
             let fd = Int(connection.socket.rawValue)
-            // Still open and still as idle as when ranked (nothing ran on it since).
-            guard connections[fd] === connection, connection.machine.evictionRank == rank else { continue }
+            // Still open and still as evictable as when ranked (nothing ran on it since).
+            guard connections[fd] === connection, connection.machine.evictionRank(now: now) == rank else { continue }
             return connection
         }
         return nil
     }
 
-    /// Keeps the `evictionCandidatesPerScan` idlest counted connections,
-    /// idlest last. O(open connections × log of the candidates kept).
-    private func scanEvictionCandidates() {
-        var kept: [(rank: HTTPEvictionRank, connection: LoopConnection)] = []
-        kept.reserveCapacity(Self.evictionCandidatesPerScan + 1)
+    /// Keeps the `evictionCandidatesPerScan` most evictable counted
+    /// connections at `now`. O(open connections × log of the candidates kept).
+    private func scanEvictionCandidates(now: ContinuousClock.Instant) {
+        evictionCandidates.removeAll()
         for case let connection? in connections where connection.admission == .counted {
-            guard let rank = connection.machine.evictionRank else { continue }
-            if kept.count == Self.evictionCandidatesPerScan, let leastIdle = kept.first, !(rank < leastIdle.rank) {
-                continue
-            }
-            // Kept in descending order: the idlest (smallest rank) at the end.
-            var low = 0
-            var high = kept.count
-            while low < high {
-                let middle = (low + high) / 2
-                if rank < kept[middle].rank { low = middle + 1 } else { high = middle }
-            }
-            kept.insert((rank, connection), at: low)
-            if kept.count > Self.evictionCandidatesPerScan { kept.removeFirst() }
+            guard let rank = connection.machine.evictionRank(now: now) else { continue }
+            // The machine's rule protects these; the loop's books must agree.
+            precondition(
+                connection.inProgress.isEmpty && connection.waitingRequest == nil,
+                "connection \(connection.key) evictable with \(connection.inProgress.count) requests in progress")
+            evictionCandidates.offer(rank, connection)
         }
-        evictionCandidates = kept
     }
 
     /// Starts serving an accepted connection, already counted in `shared`
@@ -720,7 +723,18 @@ final class EventLoop {
     /// run a few times per shortest timeout.
     private func sweep(now: ContinuousClock.Instant) {
         nextSweep = now + sweepInterval
-        for case let connection? in connections where connection.machine.hasTimedOut(now: now) {
+        // Only while saturated: whether a newcomer would find a place now.
+        let lookForEvictable = shared.isSaturated
+        var anyEvictable = false
+        for case let connection? in connections {
+            guard connection.machine.hasTimedOut(now: now) else {
+                if lookForEvictable && connection.admission == .counted
+                    && connection.machine.evictionRank(now: now) != nil
+                {
+                    anyEvictable = true
+                }
+                continue
+            }
             if let reason = HTTPRefusalReason.afterTimeout(connection.machine.state, limits: limits, now: now) {
                 shared.refused(reason, loop: mailbox.loopIndex)
             } else if case .awaitingRequest = connection.machine.state {
@@ -728,6 +742,9 @@ final class EventLoop {
             }
             close(connection)
         }
+        // A newcomer would find a place now (a partial head aged past
+        // `partialHeadEvictableAfter`): `/readyz` need not wait for one to say so.
+        if anyEvictable { shared.noteSaturated(false) }
         // glibc keeps what large answers left behind in its arenas; give it
         // back once closed connections had held a few MiB.
         if closedQueuedBytesSinceTrim >= Self.returnFreePagesAfterBytes {

@@ -82,18 +82,55 @@ package enum HTTPAdmission: Equatable, Sendable {
     case reserved
 }
 
-/// How idle a connection is, for eviction at the connection cap: smaller is
-/// evicted first. A connection that never sent a byte comes before one idle
-/// between requests; within each, the one idle since longest.
+/// How evictable a connection is at the connection cap: smaller is evicted
+/// first (decisions 0021 and 0073). Kinds in order: a connection that never
+/// sent a byte, then one holding a partial head older than
+/// `HTTPServerLimits.partialHeadEvictableAfter`, then one idle between
+/// requests. Within a kind the oldest goes first; partial heads go slowest
+/// first (the most time per byte received), then oldest. A connection with
+/// a request dispatched, waiting for its tenant's turn, answers owed or
+/// output queued has no rank: it is never evicted.
 package struct HTTPEvictionRank: Comparable, Sendable {
-    /// The connection has not sent a byte since it was accepted.
-    package var neverSpoke: Bool
-    /// Since when it has been idle (the accept, or its last answer queued).
+    /// What the connection is doing, in the order connections are evicted.
+    package enum Kind: Int, Comparable, Sendable {
+        /// It has not sent a byte since it was accepted.
+        case neverSpoke = 0
+        /// Part of a request head has been arriving for at least `partialHeadEvictableAfter`.
+        case partialHead = 1
+        /// Nothing owed, nothing queued, no byte of a next request received.
+        case idle = 2
+
+        package static func < (a: Kind, b: Kind) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    package var kind: Kind
+    /// Since when: the accept, the head's first byte, or the last answer queued.
     package var since: ContinuousClock.Instant
+    /// A partial head's bytes received so far (at least 1); 0 for the other kinds.
+    package var bytesReceived: Int
+    /// A partial head's age at the instant it was ranked; zero for the other kinds.
+    package var age: Duration
+
+    package init(kind: Kind, since: ContinuousClock.Instant, bytesReceived: Int = 0, age: Duration = .zero) {
+        precondition(kind != .partialHead || bytesReceived >= 1, "a partial head of \(bytesReceived) bytes")
+        self.kind = kind
+        self.since = since
+        self.bytesReceived = bytesReceived
+        self.age = age
+    }
 
     package static func < (a: HTTPEvictionRank, b: HTTPEvictionRank) -> Bool {
-        if a.neverSpoke != b.neverSpoke { return a.neverSpoke }
-        return a.since < b.since
+        if a.kind != b.kind { return a.kind < b.kind }
+        switch a.kind {
+        case .partialHead:
+            // Slower first: a.age / a.bytes > b.age / b.bytes, without dividing.
+            let aSlowness = a.age * b.bytesReceived
+            let bSlowness = b.age * a.bytesReceived
+            if aSlowness != bSlowness { return aSlowness > bSlowness }
+            return a.since < b.since
+        case .neverSpoke, .idle:
+            return a.since < b.since
+        }
     }
 }
 
@@ -206,17 +243,27 @@ package struct HTTPConnectionMachine {
     /// Queued response bytes not yet written.
     package var pendingOutputBytes: Int { output.pendingBytes }
 
-    /// Where the loop may evict this connection at the connection cap; nil
-    /// when it is not idle (a request is arriving, answers are owed, output
-    /// is queued, or it is ending).
-    package var evictionRank: HTTPEvictionRank? {
+    /// Where the loop may evict this connection at the connection cap at
+    /// `now`; nil when it may not: a request of it is with the responder or
+    /// waits for its tenant's turn (both leave an answer owed), a body is
+    /// arriving (the request is in progress), output is queued, a head has
+    /// been arriving for less than `partialHeadEvictableAfter`, or it is
+    /// ending. Depends on `now` only through a partial head's age.
+    package func evictionRank(now: ContinuousClock.Instant) -> HTTPEvictionRank? {
         guard pendingOutputBytes == 0 && activeStreamState == nil && !refusedAdmission && !drainRequested else {
             return nil
         }
         switch state {
-        case .awaitingFirstByte(let since): return HTTPEvictionRank(neverSpoke: true, since: since)
-        case .awaitingRequest(let since): return HTTPEvictionRank(neverSpoke: false, since: since)
-        case .readingHead, .readingBody, .awaitingAnswers, .finishingLastRequest, .draining, .closing, .lingering:
+        case .awaitingFirstByte(let since): return HTTPEvictionRank(kind: .neverSpoke, since: since)
+        case .awaitingRequest(let since): return HTTPEvictionRank(kind: .idle, since: since)
+        case .readingHead(_, let since):
+            precondition(pendingAnswers == 0, "\(pendingAnswers) answers pending while a head arrives")
+            let age = now - since
+            guard age >= limits.partialHeadEvictableAfter else { return nil }
+            // The head's bytes: the parser keeps them from its first byte until it is complete.
+            return HTTPEvictionRank(
+                kind: .partialHead, since: since, bytesReceived: max(parser.bufferedBytes, 1), age: age)
+        case .readingBody, .awaitingAnswers, .finishingLastRequest, .draining, .closing, .lingering:
             return nil
         }
     }

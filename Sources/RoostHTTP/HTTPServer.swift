@@ -90,6 +90,11 @@ public final class HTTPServer: Sendable {
     /// Open connections across all loops (for tests and metrics).
     public var openConnections: Int { shared.openConnections }
 
+    /// Whether a new client would be refused an API call now: the server is
+    /// at `connectionsMax` and found nothing to evict (`ServerShared.isSaturated`);
+    /// `/readyz` answers 503 `at_capacity` while it holds (decision 0073).
+    package var isSaturated: Bool { shared.isSaturated }
+
     /// Connections registered on their loops that have not sent a byte yet,
     /// summed over the loops (for tests). A connection accepted by one loop
     /// and handed to another is counted in `openConnections` at once but here

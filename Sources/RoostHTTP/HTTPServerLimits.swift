@@ -14,12 +14,14 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// One chunk-size line of a chunked body, extensions included. Over it: 400.
     public var chunkLineBytesMax: Int = 1024
     /// Open connections across all event loops. At the cap a new connection
-    /// takes the place of the idlest open one (one that never sent a byte,
-    /// else the one idle longest between requests); with none idle it may
-    /// take one of `reservedConnections`, else it is accepted and closed.
+    /// takes the place of the most evictable open one (one that never sent a
+    /// byte, else the slowest partial head older than
+    /// `partialHeadEvictableAfter`, else the one idle longest between
+    /// requests; `HTTPEvictionRank`); with none evictable it may take one of
+    /// `reservedConnections`, else it is accepted and closed.
     public var connectionsMax: Int = 10_000
     /// Connections beyond `connectionsMax`, for probes: taken only when the
-    /// cap is reached and no connection is idle. Such a connection serves one
+    /// cap is reached and no connection is evictable. Such a connection serves one
     /// GET or HEAD of a path in `reservedPaths`, with `Connection: close`; any
     /// other first request closes it unanswered.
     public var reservedConnections: Int = 16
@@ -34,6 +36,13 @@ public struct HTTPServerLimits: Sendable, Equatable {
     public var firstByteTimeout: Duration = .seconds(5)
     /// From the first byte of a request until its head is complete.
     public var headerReadTimeout: Duration = .seconds(10)
+    /// How long part of a request head may have been arriving before the
+    /// connection becomes evictable at `connectionsMax` (issue 24 M-2,
+    /// decision 0073): a head that takes longer than this is a slow or
+    /// stalled client's, and under pressure its place goes to a newcomer
+    /// rather than waiting for `headerReadTimeout`. Below it, a head in
+    /// flight (a few segments) is never cut.
+    public var partialHeadEvictableAfter: Duration = .milliseconds(500)
     /// From the end of the head until the whole body has arrived.
     public var bodyReadTimeout: Duration = .seconds(30)
     /// How long a keep-alive connection may sit with nothing to do.
@@ -109,6 +118,10 @@ public struct HTTPServerLimits: Sendable, Equatable {
         }
         require(firstByteTimeout > .zero, "firstByteTimeout \(firstByteTimeout) must be positive")
         require(headerReadTimeout > .zero, "headerReadTimeout \(headerReadTimeout) must be positive")
+        require(
+            partialHeadEvictableAfter > .zero,
+            "partialHeadEvictableAfter \(partialHeadEvictableAfter) must be positive: "
+                + "a head in flight would be evictable")
         require(bodyReadTimeout > .zero, "bodyReadTimeout \(bodyReadTimeout) must be positive")
         require(keepAliveIdleTimeout > .zero, "keepAliveIdleTimeout \(keepAliveIdleTimeout) must be positive")
         require(writeStallTimeout > .zero, "writeStallTimeout \(writeStallTimeout) must be positive")

@@ -122,6 +122,28 @@ final class ServerShared: Sendable {
     /// Open connections across all loops, reserved ones included.
     var openConnections: Int { connections.load(ordering: .relaxed) + reserved.load(ordering: .relaxed) }
 
+    /// The last search for a place at the cap found nothing to evict on any
+    /// loop (`EventLoop.admitAtCap`), and no place or evictable connection
+    /// was seen since: a new client gets at most a probe's reserved place.
+    private let saturated = Atomic<Bool>(false)
+
+    /// Records whether the last at-cap search (or a sweep that found an
+    /// evictable connection: `false`) left the server saturated. Writes only
+    /// on a change, so that a busy cap does not bounce the line between loops.
+    func noteSaturated(_ isSaturated: Bool) {
+        if saturated.load(ordering: .relaxed) != isSaturated { saturated.store(isSaturated, ordering: .relaxed) }
+    }
+
+    /// Whether a new connection would be refused an API call now: every
+    /// place under `connectionsMax` is taken and the last search for one
+    /// found nothing evictable (every connection has a request in progress
+    /// or owed, or a head younger than `partialHeadEvictableAfter`). Stays
+    /// true until a place comes free, a newcomer evicts, or a loop's sweep
+    /// finds an evictable connection (at most one sweep interval late).
+    var isSaturated: Bool {
+        saturated.load(ordering: .relaxed) && connections.load(ordering: .relaxed) >= connectionsMax
+    }
+
     /// The most bytes ever seen queued for one streamed response beyond what
     /// its socket accepted (connection output plus the stream's own queue).
     var streamQueuedBytesHighWater: Int { streamQueuedHighWater.load(ordering: .relaxed) }

@@ -147,6 +147,8 @@ struct ServeOptions {
                 options.trustedProxies.append(address)
             case "--first-byte-timeout-ms":
                 options.limits.firstByteTimeout = .milliseconds(try positive(flag, max: 3_600_000))
+            case "--partial-head-evict-after-ms":
+                options.limits.partialHeadEvictableAfter = .milliseconds(try positive(flag, max: 3_600_000))
             default:
                 throw ParseError(description: "unknown flag '\(flag)'")
             }

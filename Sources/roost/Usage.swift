@@ -7,6 +7,7 @@ enum Usage {
         usage: roost serve [--listen HOST:PORT] [--data DIR] [--fsync always|everysec|never] [--shards N]
                            [--event-loops N] [--max-connections N] [--header-timeout-ms N]
                            [--body-timeout-ms N] [--idle-timeout-ms N] [--first-byte-timeout-ms N]
+                           [--partial-head-evict-after-ms N]
                            [--snapshot-log-bytes N] [--changes-retained N] [--access-log]
                            [--trusted-proxy ADDRESS]...
           --listen HOST:PORT        default 127.0.0.1:8080; port 0 picks a free one; IPv6 in brackets: [::1]:8080
@@ -18,6 +19,8 @@ enum Usage {
           --max-connections N       default 10000
           --header-timeout-ms N     default 10000; --body-timeout-ms N default 30000; --idle-timeout-ms N default 60000
           --first-byte-timeout-ms N  a connection that has sent nothing is closed after N ms (default 5000)
+          --partial-head-evict-after-ms N  at --max-connections, a head arriving for N ms or more may lose its
+                                    place to a newcomer, slowest first (default 500)
           --snapshot-log-bytes N    write a snapshot once the log grew by N bytes (default 268435456)
           --changes-retained N      devices whose latest change each app and mode's change feed keeps
                                     (GET /v1/changes; default \(ChangeFeed.retainedDefault), at most \(ChangeFeed.retainedLimit));

@@ -226,6 +226,7 @@ func serve(_ arguments: [String]) -> Never {
         server = try HTTPServer(
             configuration: options.httpConfiguration, responder: service, executors: registry.shardSet.executors)
         service.metrics.attach(server: server)
+        service.readiness.attach(server: server)
         let port = try server.start(on: bound)
         let startUp = clock.now - started
         service.metrics.setRecovery(

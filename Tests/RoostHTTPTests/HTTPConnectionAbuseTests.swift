@@ -165,28 +165,28 @@ struct HTTPConnectionAbuseTests {
     @Test("the eviction rank: never spoke before idle between requests, longest idle first; busy ones have none")
     func evictionRank() throws {
         var silent = MachineHarness()
-        let silentRank = try #require(silent.machine.evictionRank)
-        #expect(silentRank == HTTPEvictionRank(neverSpoke: true, since: silent.now))
+        let silentRank = try #require(silent.machine.evictionRank(now: silent.now))
+        #expect(silentRank == HTTPEvictionRank(kind: .neverSpoke, since: silent.now))
 
         var idle = MachineHarness()
         idle.advance(by: .seconds(1))
         idle.receive(get("/a"))
         _ = idle.run()
-        #expect(idle.machine.evictionRank == nil, "evictable while its answer is owed")
+        #expect(idle.machine.evictionRank(now: idle.now) == nil, "evictable while its answer is owed")
         idle.answer(0, body: "a")
         _ = idle.run()
-        let idleRank = try #require(idle.machine.evictionRank)
-        #expect(idleRank == HTTPEvictionRank(neverSpoke: false, since: idle.now))
+        let idleRank = try #require(idle.machine.evictionRank(now: idle.now))
+        #expect(idleRank == HTTPEvictionRank(kind: .idle, since: idle.now))
         // A connection that never spoke goes first, even when younger.
-        let youngSilent = HTTPEvictionRank(neverSpoke: true, since: idle.now + .seconds(5))
+        let youngSilent = HTTPEvictionRank(kind: .neverSpoke, since: idle.now + .seconds(5))
         #expect(youngSilent < idleRank)
         #expect(silentRank < youngSilent, "the older of two silent connections goes first")
-        #expect(idleRank < HTTPEvictionRank(neverSpoke: false, since: idle.now + .milliseconds(1)))
+        #expect(idleRank < HTTPEvictionRank(kind: .idle, since: idle.now + .milliseconds(1)))
 
         var reading = MachineHarness()
         reading.receive("GET /a HTTP/1.1\r\nHo")
         _ = reading.run()
-        #expect(reading.machine.evictionRank == nil, "a head is arriving")
+        #expect(reading.machine.evictionRank(now: reading.now) == nil, "a head began just now")
 
         var blocked = MachineHarness()
         blocked.socketTakes = 0
@@ -195,10 +195,134 @@ struct HTTPConnectionAbuseTests {
         blocked.answer(0, body: "a")
         _ = blocked.run()
         #expect(blocked.machine.pendingOutputBytes > 0)
-        #expect(blocked.machine.evictionRank == nil, "its answer is still queued")
+        #expect(blocked.machine.evictionRank(now: blocked.now) == nil, "its answer is still queued")
 
         silent.machine.beginDrain()
-        #expect(silent.machine.evictionRank == nil)
+        #expect(silent.machine.evictionRank(now: silent.now) == nil)
+    }
+
+    /// A machine accepted at `now` that has received `text` and was driven
+    /// until it waits, its requests answered except those in `hold`.
+    static func machine(
+        _ limits: HTTPServerLimits, at now: ContinuousClock.Instant, received text: String = "", hold: Set<String> = []
+    ) -> HTTPConnectionMachine {
+        var machine = HTTPConnectionMachine(limits: limits, now: now)
+        receive(text, into: &machine, at: now, hold: hold)
+        return machine
+    }
+
+    static func receive(
+        _ text: String, into machine: inout HTTPConnectionMachine, at now: ContinuousClock.Instant,
+        hold: Set<String> = []
+    ) {
+        if !text.isEmpty { Array(text.utf8).withUnsafeBytes { machine.received($0, now: now) } }
+        var written: [UInt8] = []
+        _ = drive(&machine, now: now, hold: hold, written: &written)
+    }
+
+    /// Issue 24 M-2's flood: a request head and nothing more.
+    static let floodHead = "GET /v1/stats HTTP/1.1\r\nHost: x\r\n"
+
+    @Test(
+        "a partial head becomes evictable once it has been arriving for partialHeadEvictableAfter; after silent connections, before idle ones, slowest first"
+    )
+    func partialHeadsAreEvictedSlowestFirst() throws {
+        let limits = HTTPServerLimits()
+        let threshold = limits.partialHeadEvictableAfter
+        var clock = ManualClock()
+        let start = clock.now
+        // Idle between requests since the start (a real client, most likely).
+        let idle = Self.machine(limits, at: start, received: get("/a"))
+        #expect(idle.state == .awaitingRequest(since: start))
+        // The flood's head (33 bytes) since the start.
+        let flood = Self.machine(limits, at: start, received: Self.floodHead)
+        // A slowloris: one byte, 200 ms later.
+        let trickle = Self.machine(limits, at: clock.advance(by: .milliseconds(200)), received: "G")
+        // A large head arriving fast (2,000 bytes), 300 ms after the start.
+        let largeHead = "GET /a HTTP/1.1\r\nHost: x\r\nX-Pad: " + String(repeating: "p", count: 1_967)
+        #expect(largeHead.utf8.count == 2_000)
+        let large = Self.machine(limits, at: clock.advance(by: .milliseconds(100)), received: largeHead)
+        // Silent, and younger than all of them.
+        let silent = Self.machine(limits, at: clock.advance(by: .milliseconds(100)))
+        // Never evictable whatever their age: a request with the responder
+        // (its answer owed), and a body arriving (its request in progress).
+        let owed = Self.machine(limits, at: start, received: get("/hold"), hold: ["/hold"])
+        let uploading = Self.machine(
+            limits, at: start, received: "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+        #expect(owed.pendingAnswers == 1)
+        #expect(uploading.state == .readingBody(request: 0, since: start))
+
+        // 400 ms in: no head has been arriving for the threshold yet.
+        #expect(clock.now - start == .milliseconds(400))
+        for (name, machine) in [("flood", flood), ("trickle", trickle), ("large", large)] {
+            #expect(machine.evictionRank(now: clock.now) == nil, "\(name) evictable before the threshold")
+        }
+        // At exactly the threshold the flood's head is evictable, the younger ones not yet.
+        let atThreshold = try #require(flood.evictionRank(now: start + threshold))
+        #expect(atThreshold == HTTPEvictionRank(kind: .partialHead, since: start, bytesReceived: 33, age: threshold))
+        #expect(flood.evictionRank(now: start + threshold - .nanoseconds(1)) == nil)
+        #expect(trickle.evictionRank(now: start + threshold) == nil)
+
+        // A second in: every partial head is past it. Slowest (most time per
+        // byte) first: the trickle (0.8 s for 1 byte), the flood (1 s for 33),
+        // the large head (0.7 s for 2,000).
+        clock.advance(by: .milliseconds(600))
+        let now = clock.now
+        let candidates: [(String, HTTPConnectionMachine)] = [
+            ("idle", idle), ("large", large), ("owed", owed), ("flood", flood), ("uploading", uploading),
+            ("silent", silent), ("trickle", trickle),
+        ]
+        #expect(owed.evictionRank(now: now) == nil, "evictable with its answer owed")
+        #expect(uploading.evictionRank(now: now) == nil, "evictable while its body arrives")
+        let trickleRank = try #require(trickle.evictionRank(now: now))
+        #expect(trickleRank.bytesReceived == 1)
+        let largeRank = try #require(large.evictionRank(now: now))
+        #expect(largeRank.bytesReceived == 2_000)
+        var shortlist = EvictionShortlist<String>(capacity: 64)
+        for (name, machine) in candidates {
+            if let rank = machine.evictionRank(now: now) { shortlist.offer(rank, name) }
+        }
+        var order: [String] = []
+        while let (_, name) = shortlist.popMostEvictable() { order.append(name) }
+        #expect(order == ["silent", "trickle", "flood", "large", "idle"])
+
+        // A scan keeps only the most evictable few.
+        var short = EvictionShortlist<String>(capacity: 2)
+        for (name, machine) in candidates.reversed() {
+            if let rank = machine.evictionRank(now: now) { short.offer(rank, name) }
+        }
+        #expect(short.count == 2)
+        #expect(short.popMostEvictable()?.item == "silent")
+        #expect(short.popMostEvictable()?.item == "trickle")
+        #expect(short.popMostEvictable() == nil)
+
+        // Of two heads equally slow, the older goes first.
+        let older = HTTPEvictionRank(kind: .partialHead, since: start, bytesReceived: 10, age: .seconds(2))
+        let younger = HTTPEvictionRank(
+            kind: .partialHead, since: start + .seconds(1), bytesReceived: 5, age: .seconds(1))
+        #expect(older < younger)
+        #expect(!(younger < older))
+    }
+
+    @Test("a partial head's rank changes as its bytes arrive, and it has none once the head is complete")
+    func partialHeadRankFollowsItsBytes() throws {
+        let limits = HTTPServerLimits()
+        var clock = ManualClock()
+        let start = clock.now
+        var head = Self.machine(limits, at: start, received: "GET /a HTTP/1.1\r\n")
+        clock.advance(by: .seconds(1))
+        let before = try #require(head.evictionRank(now: clock.now))
+        Self.receive("Host: x\r\n", into: &head, at: clock.now)
+        let after = try #require(head.evictionRank(now: clock.now))
+        // The loop's cached candidate no longer matches: it ranks again.
+        #expect(before != after)
+        #expect(after.bytesReceived == before.bytesReceived + 9)
+        #expect(before < after, "more bytes in the same time: less slow")
+        #expect(after.since == start, "the header timeout still runs from the head's first byte")
+        // Complete: dispatched and held, its answer owed.
+        Self.receive("\r\n", into: &head, at: clock.now, hold: ["/a"])
+        #expect(head.pendingAnswers == 1)
+        #expect(head.evictionRank(now: clock.now + .seconds(5)) == nil)
     }
 
     @Test("a reserved connection serves one GET or HEAD of a reserved path, with Connection: close")
@@ -241,7 +365,8 @@ struct HTTPConnectionAbuseTests {
         limits.bufferBytesRetainedMax = limits.writeBufferBytesMax + 1
         limits.reservedConnections = -1
         limits.reservedPaths = ["healthz"]
-        #expect(limits.violations.count == 5, "\(limits.violations)")
+        limits.partialHeadEvictableAfter = .zero
+        #expect(limits.violations.count == 6, "\(limits.violations)")
         limits = HTTPServerLimits()
         limits.unansweredRequestsMax = limits.pipelinedRequestsMax + 1
         #expect(limits.violations.count == 1, "\(limits.violations)")

@@ -548,7 +548,7 @@ struct HTTPConnectionMachineTests {
             idle.machine.beginDrain()
             #expect(idle.state == before, "spoke: \(spoke)")
             #expect(idle.machine.isSettled, "spoke: \(spoke)")
-            #expect(idle.machine.evictionRank == nil, "evicted while the server drains")
+            #expect(idle.machine.evictionRank(now: idle.now) == nil, "evicted while the server drains")
             #expect(idle.run() == [.wait(read: true, write: false)], "spoke: \(spoke)")
             idle.receive(get("/readyz") + get("/after"))
             let sequence: UInt64 = spoke ? 1 : 0

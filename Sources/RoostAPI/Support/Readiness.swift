@@ -10,8 +10,12 @@ import Synchronization
 /// e.g. EIO or ENOSPC: the process keeps serving reads, answers every write
 /// 503 and never recovers without a restart, docs/storage.md "Failure"), or
 /// once shutdown began (SIGTERM/SIGINT: in-flight requests finish, nothing new
-/// should be sent). `/healthz` stays `{"status":"ok"}` in both cases: the
-/// process is alive, it just should not take writes.
+/// should be sent). Not ready either while the HTTP server is saturated: at
+/// its connection cap with nothing it may evict (every place held by a
+/// request in progress or owed, or by a partial head younger than
+/// `HTTPServerLimits.partialHeadEvictableAfter`), so that a new client's API
+/// call would be refused (decision 0073). `/healthz` stays `{"status":"ok"}`
+/// in every case: the process is alive, it just should not get traffic.
 package final class Readiness: Sendable {
     /// What `/readyz` reports; the raw value is the `status` it answers.
     package enum State: String, Sendable, Equatable {
@@ -20,19 +24,32 @@ package final class Readiness: Sendable {
         case logFailed = "log_failed"
         /// SIGTERM or SIGINT arrived; the server drains.
         case shuttingDown = "shutting_down"
+        /// The HTTP server is at its connection cap with nothing to evict: a
+        /// new client's API call would be refused (`HTTPServer.isSaturated`).
+        case atCapacity = "at_capacity"
     }
 
     private let registry: Registry
     private let shuttingDown = Atomic<Bool>(false)
+    /// The server whose saturation `/readyz` reports; nil before start-up attaches it.
+    private let server = Mutex<HTTPServer?>(nil)
 
     package init(registry: Registry) {
         self.registry = registry
     }
 
-    /// The current state; shutting down wins over a failed log. Lock-free.
+    /// The current state; shutting down wins over a failed log, a failed log
+    /// over a saturated server. One short lock (the attached server).
     package var state: State {
         if shuttingDown.load(ordering: .acquiring) { return .shuttingDown }
-        return registry.acceptsWrites ? .ready : .logFailed
+        if !registry.acceptsWrites { return .logFailed }
+        if server.withLock({ $0?.isSaturated ?? false }) { return .atCapacity }
+        return .ready
+    }
+
+    /// Makes `/readyz` report `server`'s saturation (start-up, once it serves).
+    package func attach(server: HTTPServer) {
+        self.server.withLock { $0 = server }
     }
 
     /// Makes every later `/readyz` answer 503 `shutting_down`.

@@ -3,6 +3,7 @@
 
     python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY [CONNECTIONS] [PIPELINED] [DEVICES]
     python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY --silent [CONNECTIONS]
+    python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY --partial-heads [CONNECTIONS] [--evict-after-ms=N]
 
 Starts `BINARY serve` on 127.0.0.1:0 with a fresh data directory, imports
 DEVICES devices with one 3,800-byte tag each, then opens CONNECTIONS client
@@ -13,7 +14,13 @@ long the server stays busy (CPU time still growing), and /healthz latencies
 during that burst (count, median, worst of the probes begun while it was
 busy) and after it. With --silent it instead opens CONNECTIONS
 (default 10,000, the default `--max-connections`) sockets that never send a
-byte and times what new clients see.
+byte and times what new clients see. With --partial-heads (issue 24 M-2)
+each of CONNECTIONS (default 10,000) sockets sends `GET /v1/stats
+HTTP/1.1\r\nHost: x\r\n` and nothing more; the probe then reports /readyz,
+how long an authenticated API call takes (a client that retries when closed
+unanswered) and how many heads were evicted. --evict-after-ms=N passes
+`--partial-head-evict-after-ms N` to the server (3600000: the rule before
+decision 0073, no partial head evicted within the header timeout).
 Used for the figures in docs/http.md ("Abusive clients"); the system test
 Tests/SystemTests/HTTPAbuseSystemTests.swift asserts the same at a smaller scale.
 """
@@ -33,18 +40,25 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     binary = args[0]
     silent = "--silent" in sys.argv
-    connections = int(args[1]) if len(args) > 1 else (10_000 if silent else 20)
+    partial = "--partial-heads" in sys.argv
+    connections = int(args[1]) if len(args) > 1 else (10_000 if silent or partial else 20)
+    extra = []
+    for a in sys.argv[1:]:
+        if a.startswith("--evict-after-ms="):
+            extra = ["--partial-head-evict-after-ms", a.split("=", 1)[1]]
     pipelined = int(args[2]) if len(args) > 2 else 64
     devices = int(args[3]) if len(args) > 3 else 200
     data = tempfile.mkdtemp(prefix="roost-abuse-probe-")
     env = dict(os.environ, ROOST_ADMIN_KEY=ADMIN)
     server = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--data", data + "/data"],
+        [binary, "serve", "--listen", "127.0.0.1:0", "--data", data + "/data"] + extra,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     try:
         port = int(server.stdout.readline().decode().strip().rsplit(":", 1)[1])
         if silent:
             silent_probe(server.pid, port, connections)
+        elif partial:
+            partial_head_probe(server.pid, port, connections)
         else:
             probe(server.pid, port, connections, pipelined, devices)
     finally:
@@ -185,6 +199,66 @@ def silent_probe(pid, port, connections):
     closed = sum(1 for s in silent if is_closed(s))
     print(f"silent connections closed by then: {closed}")
     for s in silent:
+        s.close()
+
+
+def partial_head_probe(pid, port, connections):
+    baseline = rss_mb(pid)
+    flood = []
+    head = b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n"
+
+    def top_up():
+        # An answered request held a place (free, or taken from an evicted
+        # head) and gave it back when it closed: the flood takes it again.
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(head)
+        flood.append(s)
+
+    started = time.monotonic()
+    for _ in range(connections):
+        top_up()
+    print(f"{connections} partial heads sent in {(time.monotonic() - started) * 1000:.0f} ms: "
+          f"resident {rss_mb(pid):.0f} MB (before {baseline:.0f} MB)")
+    time.sleep(0.5)  # the server reads the heads (a measurement script, not a test)
+    health = socket.create_connection(("127.0.0.1", port), timeout=5)
+    health.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = health.recv(4096)
+    health.close()
+    top_up()
+    reserve = b"connection: close" in answer.lower()
+    print(f"a keep-alive /healthz: {'from the reserve (nothing evictable)' if reserve else 'on a counted place'}")
+    try:
+        status, body = request(port, "GET", "/readyz", timeout=5)
+        top_up()
+        print(f"/readyz on a new connection: {status} {body.decode().strip()}")
+    except (OSError, IndexError, ValueError):
+        print("/readyz on a new connection: closed unanswered")
+    times = []
+    for _ in range(20):
+        started = time.monotonic()
+        attempts, status = 0, None
+        while status is None and time.monotonic() - started < 15:
+            attempts += 1
+            try:
+                status, _ = request(port, "GET", "/v1/apps", ADMIN, timeout=15)
+            except (OSError, IndexError, ValueError):
+                status = None
+        top_up()
+        took = (time.monotonic() - started) * 1000
+        times.append(took)
+        if len(times) == 1:
+            print(f"first authenticated GET /v1/apps: {status} after {took:.1f} ms, {attempts} attempts")
+    times.sort()
+    print(f"20 authenticated GET /v1/apps, one new connection each (retrying when closed, the flood topped up "
+          f"after each): median {times[len(times) // 2]:.1f} ms, worst {times[-1]:.1f} ms")
+    try:
+        status, body = request(port, "GET", "/readyz", timeout=5)
+        print(f"/readyz after: {status} {body.decode().strip()}")
+    except (OSError, IndexError, ValueError):
+        print("/readyz after: closed unanswered")
+    closed = sum(1 for s in flood if is_closed(s))
+    print(f"partial heads closed by then: {closed} of {len(flood)}")
+    for s in flood:
         s.close()
 
 
