@@ -90,7 +90,7 @@ extension Authenticator {
             switch try authenticate(head) {
             case .operator: return .operatorKey
             case .appKey(let key):
-                guard key.allows(.setupWrite) else { throw APIError.forbidden }
+                guard key.allows(.setupWrite) else { throw APIError.lacking(.setupWrite) }
                 return .appKey(key)
             }
         case .secretKey(let capability):
@@ -104,9 +104,9 @@ extension Authenticator {
             return .appKey(key)
         case .deviceRegistrar:
             switch try authenticate(head) {
-            case .operator: throw APIError.forbidden
+            case .operator: throw APIError.operatorActsOnApps(.devicesWrite)
             case .appKey(let key):
-                guard key.kind == .mobile || key.allows(.devicesWrite) else { throw APIError.forbidden }
+                guard key.kind == .mobile || key.allows(.devicesWrite) else { throw APIError.lacking(.devicesWrite) }
                 return .appKey(key)
             }
         case .mobileKey:
