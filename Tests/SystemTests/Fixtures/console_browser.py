@@ -16,6 +16,7 @@ flow passed; otherwise the failed step on stderr and exit 1.
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -216,6 +217,8 @@ def main():
         console.accessible("overview-operator")
         console.go("Metrics")
         console.has_text("Requests since start", "the metrics")
+        console.wait(lambda d: re.fullmatch(r"\d+\.\d\d", d.find_element(
+            By.XPATH, "//dt[text()='Requests per second']/following-sibling::dd[1]").text), "a requests/s reading")
         console.accessible("metrics")
         console.sign_out()
         console.no_trace_of([admin, created])

@@ -576,7 +576,9 @@ function latency(bound) {
 
 async function metrics(context) {
   const { api, container, signal } = context;
-  container.append(title('Metrics'), h('p', { text: 'Read from GET /metrics every 5 seconds while this view is open.' }));
+  container.append(title('Metrics'), h('p', { text: 'Read from GET /metrics one second after opening, then every '
+    + '5 seconds while this view is open. Latencies are the upper bound of the histogram bucket that holds the 99th '
+    + 'percentile.' }));
   const body = h('div', { id: 'metrics-body' });
   container.append(body);
   const rates = [];
@@ -596,25 +598,31 @@ async function metrics(context) {
       rates.push(rate);
       if (rates.length > 60) rates.shift();
     }
+    const pending = 'from the next reading';
     body.replaceChildren(
       fields([
-        ['Requests per second', rate === null ? 'measured from the second reading, 5 seconds from now' : rate.toFixed(2)],
-        ['p99 request latency, last 5 s', previous ? latency(quantile(reading.http, previous.http, 0.99)) : 'from the second reading'],
+        ['Requests per second', rate === null ? pending : rate.toFixed(2)],
+        ['p99 request latency, since the last reading', previous ? latency(quantile(reading.http, previous.http, 0.99)) : pending],
         ['p99 request latency since start', latency(quantile(reading.http, null, 0.99))],
-        ['p99 WAL fsync latency, last 5 s', previous ? latency(quantile(reading.fsync, previous.fsync, 0.99)) : 'from the second reading'],
+        ['p99 WAL fsync latency, since the last reading', previous ? latency(quantile(reading.fsync, previous.fsync, 0.99)) : pending],
         ['p99 WAL fsync latency since start', latency(quantile(reading.fsync, null, 0.99))],
         ['Requests since start', count(reading.requests)],
       ]),
       sparkline('Requests per second', rates, 'requests/s'));
     previous = reading;
   };
+  const again = () => read().catch((error) => {
+    if (error.name !== 'AbortError') body.append(alert(error));
+  });
   await read();
-  const timer = setInterval(() => {
-    read().catch((error) => {
-      if (error.name !== 'AbortError') body.append(alert(error));
-    });
-  }, 5000);
-  signal.addEventListener('abort', () => clearInterval(timer), { once: true });
+  let timer = setTimeout(() => {
+    again();
+    timer = setInterval(again, 5000);
+  }, 1000);
+  signal.addEventListener('abort', () => {
+    clearTimeout(timer);
+    clearInterval(timer);
+  }, { once: true });
 }
 
 // MARK: Cluster (spec §13, only when GET /v1/cluster answers 200)
