@@ -16,7 +16,8 @@ FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-c
 FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
   HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
-.PHONY: serve test alloc-budget test-venv deps build release lint format bench bench-http bench-durability bench-spine bench-fairness bench-registry \
+.PHONY: serve test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
+  bench-spine bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
@@ -58,7 +59,7 @@ format:
 ## Then a short kill -9 run of the release binary: `roost-bench crash`
 ## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute; then
 ## the allocation budget against the release build (alloc-budget).
-test: deps lint test-venv
+test: deps test-deps lint test-venv
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	$(MAKE) --no-print-directory crash-short
@@ -74,24 +75,42 @@ alloc-budget: deps
 	ROOST_ALLOC_COUNT_BIN=$(RELEASE_DIR)/roost-alloc-count $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel \
 	  --filter AllocationBudgetTests
 
+## What the tests need beyond `deps`: headless Chromium and its WebDriver for
+## the console's browser tests (Tests/SystemTests/ConsoleBrowserSystemTests.swift).
+TEST_DEPS := chromium chromium-driver
+test-deps:
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(TEST_DEPS)"
+
 ## The test-only Python environment whose prometheus_client parses GET /metrics
-## (Tests/SystemTests/MetricsSystemTests.swift) and whose openapi-spec-validator
-## checks docs/openapi.yaml (Tests/RoostAPITests/OpenAPITests.swift); made only
-## when missing or stale.
+## (Tests/SystemTests/MetricsSystemTests.swift), whose openapi-spec-validator
+## checks docs/openapi.yaml (Tests/RoostAPITests/OpenAPITests.swift), and whose
+## selenium and axe-core-python (it bundles axe-core 4.4: nothing is fetched)
+## drive the console in Chromium (docs/console.md); made only when missing or stale.
 VENV_TEST := .venv-test
 PROMETHEUS_CLIENT_VERSION := 0.26.0
 OPENAPI_SPEC_VALIDATOR_VERSION := 0.9.0
+SELENIUM_VERSION := 4.51.0
+AXE_CORE_PYTHON_VERSION := 0.1.0
 test-venv:
 	@if ! $(VENV_TEST)/bin/python -c 'import importlib.metadata as m, sys; \
 	  sys.exit(m.version("prometheus_client") != "$(PROMETHEUS_CLIENT_VERSION)" or \
-	  m.version("openapi-spec-validator") != "$(OPENAPI_SPEC_VALIDATOR_VERSION)")' 2>/dev/null; then \
+	  m.version("openapi-spec-validator") != "$(OPENAPI_SPEC_VALIDATOR_VERSION)" or \
+	  m.version("selenium") != "$(SELENIUM_VERSION)" or \
+	  m.version("axe-core-python") != "$(AXE_CORE_PYTHON_VERSION)")' 2>/dev/null; then \
 	  echo "creating $(VENV_TEST) with prometheus_client==$(PROMETHEUS_CLIENT_VERSION)" \
-	    "openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION)"; \
+	    "openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION) selenium==$(SELENIUM_VERSION)" \
+	    "axe-core-python==$(AXE_CORE_PYTHON_VERSION)"; \
 	  rm -rf $(VENV_TEST) && python3 -m venv $(VENV_TEST) && \
 	  $(VENV_TEST)/bin/pip install --quiet --disable-pip-version-check \
 	    prometheus_client==$(PROMETHEUS_CLIENT_VERSION) \
-	    openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION); \
+	    openapi-spec-validator==$(OPENAPI_SPEC_VALIDATOR_VERSION) \
+	    selenium==$(SELENIUM_VERSION) axe-core-python==$(AXE_CORE_PYTHON_VERSION); \
 	fi
+
+## Regenerates Sources/RoostAPI/Console/ConsoleAssets+Generated.swift from the
+## console's files (decision 0068); ConsoleAssetTests fails while it is stale.
+console-assets:
+	python3 scripts/console-assets.py
 
 ## The release binaries the harnesses run (roost-bench load/crash, make bench).
 RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)

@@ -43,6 +43,8 @@ let package = Package(
                 "RoostHTTP", "RoostJSON", "RoostModel", "RoostEngine", "RoostPlatform", "RoostStorage", "RoostCrypto",
                 "RoostTelemetry",
             ],
+            // The console's files, embedded by scripts/console-assets.py (decision 0068).
+            exclude: ["Console/Assets"],
             swiftSettings: strict),
         .executableTarget(
             name: "roost",

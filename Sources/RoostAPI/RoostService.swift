@@ -109,7 +109,8 @@ public final class RoostService: HTTPResponder {
             + NativeNotifyRoutes(catalog: catalog, clientLimiter: clientLimiter).routes
             + ConnectRoutes(keys: keys).routes
         let routes =
-            [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + apps.routes
+            [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + ConsoleRoutes().routes
+            + apps.routes
             + NativeRoutes(catalog: catalog, registry: registry, exports: deviceExportSlots).routes + compat
         // The counters know every route before the router exists: /metrics
         // is the last route, and its handler needs them.

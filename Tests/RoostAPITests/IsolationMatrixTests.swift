@@ -255,6 +255,7 @@ struct IsolationMatrixTests {
             case "bundle_id": Fixture.bundle
             case "environment": "production"
             case "key_id": victimSecretID
+            case "asset": "app.js"
             default: nil
             }
         }

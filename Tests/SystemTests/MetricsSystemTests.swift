@@ -183,6 +183,8 @@ struct MetricsSystemTests {
 
         #expect(try call("GET", "/healthz").status == 200)
         #expect(try call("GET", "/readyz").status == 200)
+        #expect(try call("GET", "/console").status == 200)
+        #expect(try call("GET", "/console/app.js").status == 200)
         // A scrape counts in the next one only: one now, one at the end.
         #expect(try call("GET", "/metrics", key: Self.admin).status == 200)
         #expect(try call("POST", "/v1/apps", key: Self.admin, body: #"{"name":"Routes"}"#).status == 201)

@@ -67,9 +67,9 @@ extension Principal {
     /// the operator acts on apps, not on their devices).
     package func requireAppKey(_ capability: Capability) throws(APIError) -> KeyRecord {
         switch self {
-        case .operator: throw APIError.forbidden
+        case .operator: throw APIError.operatorActsOnApps(capability)
         case .appKey(let key):
-            guard key.allows(capability) else { throw APIError.forbidden }
+            guard key.allows(capability) else { throw APIError.lacking(capability) }
             return key
         }
     }
@@ -80,7 +80,7 @@ extension Principal {
         switch self {
         case .operator: return
         case .appKey(let key):
-            guard key.allows(.setupWrite) else { throw APIError.forbidden }
+            guard key.allows(.setupWrite) else { throw APIError.lacking(.setupWrite) }
             guard key.appID == app else { throw APIError.appNotFound }
         }
     }
@@ -97,7 +97,7 @@ extension Principal {
     package func requireOperator() throws(APIError) {
         switch self {
         case .operator: return
-        case .appKey: throw APIError.forbidden
+        case .appKey: throw APIError.operatorOnly
         }
     }
 }

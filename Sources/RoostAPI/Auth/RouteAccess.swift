@@ -94,7 +94,7 @@ extension Authenticator {
             switch try authenticate(head) {
             case .operator: return .operatorKey
             case .appKey(let key):
-                guard key.allows(.setupWrite) else { throw APIError.forbidden }
+                guard key.allows(.setupWrite) else { throw APIError.lacking(.setupWrite) }
                 guard access != .liveSetup || key.mode == .live else { throw APIError.testKeyCannotChangeApp }
                 return .appKey(key)
             }
@@ -109,9 +109,9 @@ extension Authenticator {
             return .appKey(key)
         case .deviceRegistrar:
             switch try authenticate(head) {
-            case .operator: throw APIError.forbidden
+            case .operator: throw APIError.operatorActsOnApps(.devicesWrite)
             case .appKey(let key):
-                guard key.kind == .mobile || key.allows(.devicesWrite) else { throw APIError.forbidden }
+                guard key.kind == .mobile || key.allows(.devicesWrite) else { throw APIError.lacking(.devicesWrite) }
                 return .appKey(key)
             }
         case .mobileKey:

@@ -37,6 +37,24 @@ package struct APIError: Error, Sendable, Equatable {
     package static let forbidden = APIError(
         status: 403, code: "forbidden", message: "this key lacks the capability for this request")
 
+    /// 403 for an app key without `capability`: the message names it, so
+    /// that a client (the console) can say which one is missing.
+    package static func lacking(_ capability: Capability) -> APIError {
+        APIError(status: 403, code: "forbidden", message: "this key lacks the capability \(capability.rawValue)")
+    }
+
+    /// 403 for the operator key on a route of an app's devices or people.
+    package static func operatorActsOnApps(_ capability: Capability) -> APIError {
+        APIError(
+            status: 403, code: "forbidden",
+            message: "the operator key manages apps and keys; this takes an app's secret key with the capability "
+                + capability.rawValue)
+    }
+
+    /// 403 for an app key on an operator route.
+    package static let operatorOnly = APIError(
+        status: 403, code: "forbidden", message: "only the operator key may do this")
+
     package static func notFound(_ what: String = "route") -> APIError {
         APIError(status: 404, code: "not_found", message: "no such \(what)")
     }
