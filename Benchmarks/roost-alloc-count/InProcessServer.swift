@@ -24,14 +24,12 @@ final class InProcessServer {
     /// connection of a server whose app lives on that connection's loop.
     init() throws {
         directory = try TemporaryDirectory.make(prefix: "roost-alloc-count")
-        let (engine, report) = try DurableEngine.open(
+        let (engine, _) = try DurableEngine.open(
             directory: directory, policy: .never, shardCount: 1, loopCount: 1)
         self.engine = engine
         // A fresh directory holds no index, so `reconcile` (which serve runs
         // before serving) has nothing to do and is left out.
-        let service = try RoostService(
-            dataDirectory: directory, adminKey: Self.adminKey, engine: engine,
-            catalogRecords: report.catalogRecords)
+        let service = try RoostService(dataDirectory: directory, adminKey: Self.adminKey, engine: engine)
         let registry = engine.registry
         registry.shardSet.stopOwnThreads()
         server = try HTTPServer(
