@@ -97,10 +97,11 @@ struct AllocationBudgetTests {
     func counterCounts() throws {
         let figures = try Self.measured()
         #expect(Set(figures.perUnit.keys) == Set(Self.budgets.map(\.operation)))
-        for (operation, perUnit) in figures.perUnit {
-            // Every request reads and answers through the heap today; zero means nothing was counted.
-            #expect(perUnit > 0, "\(operation): no allocation counted")
-            #expect((figures.units[operation] ?? 0) >= 1000, "\(operation): too few units to divide by")
+        // The server's threads were counted at all (the binary itself checks
+        // that malloc is its own): one operation may reach zero, not all.
+        #expect(figures.perUnit.values.reduce(0, +) > 0, "no allocation counted on any server thread")
+        for (operation, units) in figures.units {
+            #expect(units >= 1000, "\(operation): \(units) units, too few to divide by")
         }
     }
 
