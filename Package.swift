@@ -57,6 +57,17 @@ let package = Package(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage"],
             swiftSettings: strict),
+        // The fuzz properties (docs/testing.md): test code, linked by the replay
+        // tests and compiled into the libFuzzer drivers by the Makefile, never
+        // into `roost` (decision 0074).
+        .target(
+            name: "RoostFuzzChecks",
+            dependencies: [
+                "RoostAPI", "RoostCrypto", "RoostEngine", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform",
+                "RoostStorage", "RoostTesting",
+            ],
+            path: "Tests/RoostFuzzChecks",
+            swiftSettings: strict),
         // timerfd and timer slack for the load generator (benchmarks only).
         .target(name: "CBenchShims", path: "Benchmarks/CBenchShims"),
         .executableTarget(
@@ -69,20 +80,23 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(
-            name: "RoostEngineTests", dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting"],
+            name: "RoostEngineTests",
+            dependencies: ["RoostEngine", "RoostFuzzChecks", "RoostModel", "RoostStorage", "RoostTesting"],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
+            name: "RoostJSONTests", dependencies: ["RoostFuzzChecks", "RoostJSON", "RoostTesting"],
+            exclude: ["FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
-                "RoostTesting", "RoostTelemetry", "RoostCrypto",
+                "RoostTesting", "RoostTelemetry", "RoostCrypto", "RoostFuzzChecks",
             ],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
+            name: "RoostHTTPTests",
+            dependencies: ["RoostFuzzChecks", "RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
             exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
@@ -92,7 +106,8 @@ let package = Package(
         .testTarget(
             name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
         .testTarget(
-            name: "RoostStorageTests", dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting"],
+            name: "RoostStorageTests",
+            dependencies: ["RoostFuzzChecks", "RoostStorage", "RoostPlatform", "RoostTesting"],
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
