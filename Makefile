@@ -54,7 +54,7 @@ format:
 ## (timeouts under load). Serial, the whole suite takes well under a minute.
 ## Then a short kill -9 run of the release binary: `roost-bench crash`
 ## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute.
-test: deps lint test-venv
+test: deps lint test-venv fuzz-smoke
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	$(MAKE) --no-print-directory crash-short
