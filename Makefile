@@ -10,11 +10,8 @@ LISTEN       ?= 127.0.0.1:8080
 DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
 FUZZ_SECONDS ?= 60
-FUZZ_DIR     := .build/fuzz
+FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
-# The parser and what it needs, nothing that touches sockets (no RoostPlatform).
-FUZZ_HTTP_SOURCES := Fuzz/HTTPParserFuzz/main.swift $(addprefix Sources/RoostHTTP/,HTTPParser.swift \
-  HeadParser.swift HTTPMessage.swift HTTPServerLimits.swift HTTPBodyStream.swift HTTPParserFuzzCheck.swift)
 
 .PHONY: serve test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
   bench-spine bench-fairness bench-registry \
@@ -59,7 +56,8 @@ format:
 ## Then a short kill -9 run of the release binary: `roost-bench crash`
 ## (docs/crash-testing.md), CRASH_CYCLES cycles, well under a minute; then
 ## the allocation budget against the release build (alloc-budget).
-test: deps test-deps lint test-venv
+## Before all of it, every fuzz target is built and run for a few seconds (fuzz-smoke).
+test: deps test-deps lint test-venv fuzz-smoke
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_TEST_PYTHON=$(CURDIR)/$(VENV_TEST)/bin/python $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel
 	$(MAKE) --no-print-directory crash-short
@@ -195,32 +193,47 @@ soak: release-harness
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
 	ROOST_CRASH_CYCLES=$(SOAK_CYCLES) $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel --filter CrashRecoveryTests
 
-## libFuzzer over the HTTP parser for $(FUZZ_SECONDS) s (not part of `make test`).
-## A crash input lands in $(FUZZ_DIR)/artifacts/; commit it to Tests/RoostHTTPTests/FuzzCorpus/.
-fuzz-http:
-	mkdir -p $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/artifacts
-	swiftc -parse-as-library -sanitize=fuzzer,address -O -g -use-ld=lld -package-name Roost \
-	  -module-name HTTPParserFuzz $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http-parser
-	$(FUZZ_RUN) $(FUZZ_DIR)/http-parser $(FUZZ_FLAGS) -max_len=4096 \
-	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-http Fuzz/HTTPParserFuzz/seeds \
-	  Tests/RoostHTTPTests/FuzzCorpus
-
 ## Every libFuzzer target for $(FUZZ_SECONDS) s each, one after the other
 ## (docs/testing.md); fails if any target found a crash, leak or timeout.
+## One target: `make fuzz-http` (or -json, -csv, -ndjson, -identity, -storage,
+## -engine, -connection). A crash input lands in $(FUZZ_DIR)/artifacts/;
+## commit it to the target's Tests/…/FuzzCorpus directory.
 fuzz:
 	@failed=""; for target in fuzz-http $(FUZZ_TARGETS); do \
 	  $(MAKE) --no-print-directory $$target || failed="$$failed $$target"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed (inputs in $(FUZZ_DIR)/artifacts/)"; exit 1; fi
 
-# The other targets link whole modules, each compiled once by swiftc with
-# libFuzzer's coverage and ASan into $(FUZZ_MODULES) (no SwiftPM: its build
-# cannot give a library libFuzzer's main). CSystemShims gets a module map there.
+## The fuzz step of `make test`, so that no target rots (decision 0074): every
+## target built into .build/fuzz-smoke (-Onone, libFuzzer's coverage without
+## ASan: a fraction of the full build's time; two compiles at once), then each
+## run for FUZZ_SMOKE_SECONDS from a fresh corpus over its seeds and committed
+## inputs, its output in .build/fuzz-smoke/<target>.log (the tail is printed
+## when it fails). Fails as `make fuzz` does.
+FUZZ_SMOKE_SECONDS ?= 3
+FUZZ_SMOKE_VARS    := FUZZ_DIR=.build/fuzz-smoke FUZZ_OPT=-Onone FUZZ_SANITIZERS=fuzzer \
+  FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) FUZZ_QUIET=1
+.PHONY: fuzz-smoke
+fuzz-smoke:
+	rm -rf .build/fuzz-smoke/corpus-*
+	$(MAKE) --no-print-directory -j2 $(FUZZ_SMOKE_VARS) \
+	  $(addprefix .build/fuzz-smoke/bin/,http json csv ndjson identity storage engine connection)
+	$(MAKE) --no-print-directory $(FUZZ_SMOKE_VARS) fuzz
+
+# Each target is its Fuzz/<Target>/main.swift and its property file from
+# Tests/RoostFuzzChecks (the RoostFuzzChecks module the replay tests import),
+# linked with the modules it tests. Each module is compiled once by swiftc
+# with libFuzzer's coverage (and ASan) into $(FUZZ_MODULES), whole-module,
+# from every file under Sources/<Module>/ (decisions 0040, 0074: SwiftPM
+# would link its own main over libFuzzer's). CSystemShims gets a module map.
+FUZZ_OPT        ?= -O -g
+FUZZ_SANITIZERS ?= fuzzer,address
 FUZZ_MODULES := $(FUZZ_DIR)/modules
-FUZZ_SWIFTC  := swiftc -swift-version 6 -sanitize=fuzzer,address -O -g -package-name Roost -I $(FUZZ_MODULES) \
-  -I Sources/CZstd -I Sources/CCrypto
+FUZZ_SWIFTC  := swiftc -swift-version 6 -sanitize=$(FUZZ_SANITIZERS) $(FUZZ_OPT) -package-name Roost \
+  -I $(FUZZ_MODULES) -I Sources/CZstd -I Sources/CCrypto
 FUZZ_RUN     := SWIFT_BACKTRACE=enable=no nice -n 15
 FUZZ_FLAGS   := -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1
+FUZZ_CHECKS  := Tests/RoostFuzzChecks
 
 $(FUZZ_MODULES)/CSystemShims.o: Sources/CSystemShims/shims.c Sources/CSystemShims/include/CSystemShims.h
 	mkdir -p $(FUZZ_MODULES)
@@ -246,26 +259,39 @@ $(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry
 $(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
 $(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
 $(eval $(call fuzz_module,RoostAPI,RoostCrypto RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
+$(eval $(call fuzz_module,RoostCluster,))
+$(eval $(call fuzz_module,RoostTesting,RoostPlatform RoostHTTP RoostStorage RoostCluster))
 
 # $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
-# $(4): committed regression inputs; $(5): -max_len.
+# $(4): committed regression inputs; $(5): -max_len; $(6): its file of $(FUZZ_CHECKS).
 define fuzz_target
-$(FUZZ_DIR)/bin/$(1): $(2)/main.swift $$(foreach m,$(3),$(FUZZ_MODULES)/$$(m).o)
+$(FUZZ_DIR)/bin/$(1): $(2)/main.swift $(FUZZ_CHECKS)/$(strip $(6)) $$(foreach m,$(3),$(FUZZ_MODULES)/$$(m).o)
 	mkdir -p $(FUZZ_DIR)/bin
-	$(FUZZ_SWIFTC) -parse-as-library -use-ld=lld -module-name $(notdir $(2)) $$^ -lzstd -lcrypto -o $$@
+	nice -n 10 $(FUZZ_SWIFTC) -parse-as-library -use-ld=lld -module-name $(notdir $(2)) $$^ -lzstd -lcrypto -o $$@
 fuzz-$(1): $(FUZZ_DIR)/bin/$(1)
 	mkdir -p $(FUZZ_DIR)/corpus-$(1) $(FUZZ_DIR)/artifacts $(4)
-	$(FUZZ_RUN) $(FUZZ_DIR)/bin/$(1) $(FUZZ_FLAGS) -max_len=$(5) -artifact_prefix=$(FUZZ_DIR)/artifacts/$(1)- \
-	  $(FUZZ_DIR)/corpus-$(1) $(2)/seeds $(4)
+	$(FUZZ_RUN) $(FUZZ_DIR)/bin/$(1) $(FUZZ_FLAGS) -max_len=$(strip $(5)) -artifact_prefix=$(FUZZ_DIR)/artifacts/$(1)- \
+	  $(FUZZ_DIR)/corpus-$(1) $(2)/seeds $(4) $(if $(FUZZ_QUIET),>$(FUZZ_DIR)/$(1).log 2>&1 \
+	  && grep -h '^Done' $(FUZZ_DIR)/$(1).log | sed 's/^/fuzz-$(1): /' || { tail -n 40 $(FUZZ_DIR)/$(1).log; exit 1; })
 endef
+HTTP_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostHTTP
+ENGINE_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostCrypto RoostModel RoostStorage RoostEngine
 ALL_MODULES := CSystemShims RoostPlatform RoostTelemetry RoostCrypto RoostModel RoostJSON RoostStorage RoostHTTP RoostEngine RoostAPI
-$(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096))
-$(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096))
-$(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/ndjson,8192))
-$(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048))
-$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,CSystemShims RoostPlatform RoostTelemetry RoostStorage,Tests/RoostStorageTests/FuzzCorpus,8192))
-$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,CSystemShims RoostPlatform RoostTelemetry RoostCrypto RoostModel RoostStorage RoostEngine,Tests/RoostEngineTests/FuzzCorpus,8192))
-$(eval $(call fuzz_target,connection,Fuzz/HTTPConnectionFuzz,CSystemShims RoostPlatform RoostTelemetry RoostHTTP,Tests/RoostHTTPTests/ConnectionFuzzCorpus,4096))
+$(eval $(call fuzz_target,http,Fuzz/HTTPParserFuzz,$(HTTP_MODULES),Tests/RoostHTTPTests/FuzzCorpus,4096,\
+  HTTPParserFuzzCheck.swift))
+$(eval $(call fuzz_target,json,Fuzz/JSONFuzz,RoostJSON,Tests/RoostJSONTests/FuzzCorpus,4096,JSONFuzzCheck.swift))
+$(eval $(call fuzz_target,csv,Fuzz/CSVReaderFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/csv,4096,\
+  CSVReaderFuzzCheck.swift))
+$(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/ndjson,8192,\
+  NDJSONImportFuzzCheck.swift))
+$(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048,\
+  IdentityTokenFuzzCheck.swift))
+$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,$(HTTP_MODULES) RoostStorage RoostCluster RoostTesting,\
+  Tests/RoostStorageTests/FuzzCorpus,8192,StorageFuzzCheck.swift))
+$(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,$(ENGINE_MODULES),Tests/RoostEngineTests/FuzzCorpus,8192,\
+  EngineRecordFuzzCheck.swift))
+$(eval $(call fuzz_target,connection,Fuzz/HTTPConnectionFuzz,$(HTTP_MODULES),Tests/RoostHTTPTests/ConnectionFuzzCorpus,\
+  4096,HTTPConnectionFuzzCheck.swift))
 
 clean:
 	rm -rf .build

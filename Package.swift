@@ -61,6 +61,17 @@ let package = Package(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage", "RoostCluster"],
             swiftSettings: strict),
+        // The fuzz properties (docs/testing.md): test code, linked by the replay
+        // tests and compiled into the libFuzzer drivers by the Makefile, never
+        // into `roost` (decision 0074).
+        .target(
+            name: "RoostFuzzChecks",
+            dependencies: [
+                "RoostAPI", "RoostCrypto", "RoostEngine", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform",
+                "RoostStorage", "RoostTelemetry", "RoostTesting",
+            ],
+            path: "Tests/RoostFuzzChecks",
+            swiftSettings: strict),
         // timerfd and timer slack for the load generator (benchmarks only).
         .target(name: "CBenchShims", path: "Benchmarks/CBenchShims"),
         .executableTarget(
@@ -88,20 +99,22 @@ let package = Package(
 
         .testTarget(
             name: "RoostEngineTests",
-            dependencies: ["RoostEngine", "RoostModel", "RoostStorage", "RoostTesting", "RoostTelemetry"],
+            dependencies: ["RoostEngine", "RoostFuzzChecks", "RoostModel", "RoostStorage", "RoostTesting", "RoostTelemetry"],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "RoostJSONTests", dependencies: ["RoostJSON", "RoostTesting"], exclude: ["FuzzCorpus"],
+            name: "RoostJSONTests", dependencies: ["RoostFuzzChecks", "RoostJSON", "RoostTesting"],
+            exclude: ["FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
             name: "RoostAPITests",
             dependencies: [
                 "RoostAPI", "RoostHTTP", "RoostJSON", "RoostModel", "RoostPlatform", "RoostEngine", "RoostStorage",
-                "RoostTesting", "RoostTelemetry", "RoostCrypto",
+                "RoostTesting", "RoostTelemetry", "RoostCrypto", "RoostFuzzChecks",
             ],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "RoostHTTPTests", dependencies: ["RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
+            name: "RoostHTTPTests",
+            dependencies: ["RoostFuzzChecks", "RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
             exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
@@ -112,7 +125,7 @@ let package = Package(
             name: "RoostTelemetryTests", dependencies: ["RoostTelemetry", "RoostTesting"], swiftSettings: strict),
         .testTarget(
             name: "RoostStorageTests",
-            dependencies: ["RoostStorage", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
+            dependencies: ["RoostFuzzChecks", "RoostStorage", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(

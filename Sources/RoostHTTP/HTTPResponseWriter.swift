@@ -1,7 +1,7 @@
 /// Serializes responses into a connection's output buffer. It owns the
 /// framing headers (`Content-Length`, `Connection`): a responder's own
 /// `Content-Length`, `Connection` or `Transfer-Encoding` fields are dropped.
-enum HTTPResponseWriter {
+package enum HTTPResponseWriter {
     /// Appends `response` as HTTP/1.1 bytes to `out`. A HEAD answer, 204 and
     /// 304 carry no body. O(size of the response).
     static func append(_ response: HTTPResponse, keepAlive: Bool, isHead: Bool, to out: inout [UInt8]) {
@@ -52,7 +52,7 @@ enum HTTPResponseWriter {
     static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
     /// The interim answer to `Expect: 100-continue`.
-    static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    package static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 

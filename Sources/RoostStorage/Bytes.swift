@@ -2,15 +2,15 @@ import CSystemShims
 
 /// Little-endian integer access on byte arrays, and CRC-32C. Every on-disk
 /// integer in RoostStorage is little-endian (docs/storage.md).
-enum Bytes {
+package enum Bytes {
     /// Appends `value` as `width` little-endian bytes.
-    static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+    package static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
         var remaining = value.littleEndian
         withUnsafeBytes(of: &remaining) { bytes.append(contentsOf: $0) }
     }
 
     /// Returns the little-endian integer at `offset`; the caller has checked the bounds.
-    static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: ArraySlice<UInt8>, at offset: Int) -> T {
+    package static func read<T: FixedWidthInteger>(_: T.Type, _ bytes: ArraySlice<UInt8>, at offset: Int) -> T {
         precondition(
             offset >= bytes.startIndex && offset + MemoryLayout<T>.size <= bytes.endIndex,
             "read of \(MemoryLayout<T>.size) bytes at \(offset) outside \(bytes.startIndex)..<\(bytes.endIndex)")
@@ -22,12 +22,12 @@ enum Bytes {
     }
 
     /// Returns the little-endian integer at `offset` of `bytes`.
-    static func read<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], at offset: Int) -> T {
+    package static func read<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], at offset: Int) -> T {
         read(type, bytes[...], at: offset)
     }
 
     /// Overwrites `width` bytes at `offset` with `value`, little-endian.
-    static func store<T: FixedWidthInteger>(_ value: T, into bytes: inout [UInt8], at offset: Int) {
+    package static func store<T: FixedWidthInteger>(_ value: T, into bytes: inout [UInt8], at offset: Int) {
         precondition(offset >= 0 && offset + MemoryLayout<T>.size <= bytes.count, "store outside buffer at \(offset)")
         for index in 0..<MemoryLayout<T>.size {
             bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * index))
@@ -35,14 +35,14 @@ enum Bytes {
     }
 
     /// Returns true when every byte of `bytes` is zero. O(n).
-    static func allZero(_ bytes: ArraySlice<UInt8>) -> Bool {
+    package static func allZero(_ bytes: ArraySlice<UInt8>) -> Bool {
         firstNonZero(bytes) == nil
     }
 
     /// Returns the index of the first nonzero byte, or nil. Scans eight bytes
     /// at a time: recovery checks the whole preallocated tail of a segment
     /// (up to 64 MiB of zeros), and a byte loop made start-up slow.
-    static func firstNonZero(_ bytes: ArraySlice<UInt8>) -> Int? {
+    package static func firstNonZero(_ bytes: ArraySlice<UInt8>) -> Int? {
         bytes.withUnsafeBufferPointer { buffer -> Int? in
             guard let base = buffer.baseAddress else { return nil }
             let raw = UnsafeRawPointer(base)

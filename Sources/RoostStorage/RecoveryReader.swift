@@ -126,7 +126,7 @@ package struct StorageLayout: Sendable {
     /// that snapshot or refuses, and never reads those records. Segments at or
     /// after the start keep their checked bytes (up to `retainedBytesMax` in
     /// all) for replay, so that replay need not read them again.
-    func readRecoveryInput(
+    package func readRecoveryInput(
         options: StorageOptions, forStartUp: Bool
     ) throws(StorageError) -> (input: RecoveryInput, retained: [String: RetainedSegment]) {
         var checkpoints: [CheckpointRead] = []
@@ -214,7 +214,7 @@ package struct StorageLayout: Sendable {
 
 /// A segment's bytes up to the end of its last whole record, as start-up
 /// checked them, kept for replay.
-struct RetainedSegment {
+package struct RetainedSegment {
     var bytes: [UInt8]
     var recordCount: Int
 }
@@ -236,7 +236,7 @@ package final class RecoveredState {
     /// Segment bytes start-up already read and checked, by file name.
     var retained: [String: RetainedSegment]
 
-    init(
+    package init(
         snapshot: SnapshotReader?, plan: RecoveryPlan, layout: StorageLayout, options: StorageOptions,
         retained: [String: RetainedSegment] = [:]
     ) {

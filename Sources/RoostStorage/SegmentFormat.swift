@@ -87,7 +87,7 @@ package enum SegmentFormat {
 
     /// Returns the CRC-32C of a whole record span (header, payload, padding)
     /// with the CRC field (bytes 16..<20) taken as zero.
-    static func recordChecksum(_ record: ArraySlice<UInt8>) -> UInt32 {
+    package static func recordChecksum(_ record: ArraySlice<UInt8>) -> UInt32 {
         let base = record.startIndex
         var crc = CRC32C.checksum(record[base..<(base + 16)])
         crc = CRC32C.checksum([0, 0, 0, 0], continuing: crc)
@@ -177,7 +177,7 @@ extension SegmentFormat {
 
     /// `scan`; when `reportsRecords` is false, `record` is never called and no
     /// payload is copied (recovery's first pass, `verify`).
-    static func scan(
+    package static func scan(
         bytes: [UInt8], path: String, fileName: String, payloadBytesMax: Int, reportsRecords: Bool,
         _ record: (LogRecord) -> Void = { _ in }
     ) -> SegmentScan {
@@ -338,7 +338,7 @@ extension SegmentFormat {
 extension SegmentFormat {
     /// Calls `body` for the first `recordCount` records of `bytes`, a segment
     /// that `scan` has already checked (header, CRCs, LSNs): no check again.
-    static func forEachCheckedRecord(in bytes: [UInt8], recordCount: Int, _ body: (LogRecord) -> Void) {
+    package static func forEachCheckedRecord(in bytes: [UInt8], recordCount: Int, _ body: (LogRecord) -> Void) {
         var offset = headerBytes
         for _ in 0..<recordCount {
             let length = Int(Bytes.read(UInt32.self, bytes, at: offset))

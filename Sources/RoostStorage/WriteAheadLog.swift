@@ -435,7 +435,7 @@ extension WriteAheadLog {
     /// was created with another `segmentBytesMax`. Creates the log-end file
     /// when missing (before any segment of this release exists) and records
     /// the recovered end in it, once the last segment is synced.
-    static func repairAndOpenSegment(
+    package static func repairAndOpenSegment(
         plan: RecoveryPlan, input: RecoveryInput, layout: StorageLayout, options: StorageOptions
     ) throws(StorageError) -> OpenSegment {
         let fileSystem = layout.fileSystem
@@ -547,8 +547,8 @@ extension WriteAheadLog {
 
 /// The segment being appended to, and the log-end file. Only the I/O
 /// thread uses it while the log is open (through the `segment` mutex).
-struct OpenSegment {
-    var file: (any StorageFile)?
+package struct OpenSegment {
+    package var file: (any StorageFile)?
     var firstLSN: LogSequenceNumber
     var offset: Int
     var dirty = false

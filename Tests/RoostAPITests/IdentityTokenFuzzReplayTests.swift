@@ -1,4 +1,5 @@
 import RoostCrypto
+import RoostFuzzChecks
 import RoostModel
 import RoostTesting
 import Testing

@@ -1,3 +1,4 @@
+import RoostFuzzChecks
 import RoostTesting
 import Testing
 

@@ -3,7 +3,7 @@ import RoostModel
 
 /// Whose device a Connect-style request acts on: a guest minted by the server,
 /// or a user (an `external_id`) vouched for by the app's backend.
-enum IdentityPrincipal: Sendable, Equatable {
+package enum IdentityPrincipal: Sendable, Equatable {
     /// 32 lower-case hex digits (128 random bits).
     case guest(String)
     case user(ExternalID)
@@ -13,7 +13,7 @@ enum IdentityPrincipal: Sendable, Equatable {
     static let guestPrefix = ExternalID.guestPrefix
 
     /// `guest:<hex>` or `user:<external_id>`, as the identity routes answer.
-    var rendered: String {
+    package var rendered: String {
         switch self {
         case .guest(let id): IdentityPrincipal.guestPrefix + id
         case .user(let externalID): "user:" + externalID.rawValue
@@ -43,16 +43,26 @@ enum IdentityPrincipal: Sendable, Equatable {
 }
 
 /// What a valid identity token says.
-struct IdentityClaims: Sendable, Equatable {
-    var app: AppID
-    var mode: AppMode
+package struct IdentityClaims: Sendable, Equatable {
+    package var app: AppID
+    package var mode: AppMode
     /// The id (`key_…`) of the API key that minted the token: revoking that key
     /// revokes the token (spec §12), so whoever verifies a token must also find
     /// this key live, of `app` and `mode` (`Authenticator.identity`).
-    var mintingKeyID: String
-    var principal: IdentityPrincipal
+    package var mintingKeyID: String
+    package var principal: IdentityPrincipal
     /// Unix seconds after which the token no longer verifies.
-    var expiresAtSeconds: Int64
+    package var expiresAtSeconds: Int64
+
+    package init(
+        app: AppID, mode: AppMode, mintingKeyID: String, principal: IdentityPrincipal, expiresAtSeconds: Int64
+    ) {
+        self.app = app
+        self.mode = mode
+        self.mintingKeyID = mintingKeyID
+        self.principal = principal
+        self.expiresAtSeconds = expiresAtSeconds
+    }
 }
 
 /// Identity tokens:
@@ -74,7 +84,7 @@ struct IdentityClaims: Sendable, Equatable {
 /// them (docs/decisions/0012-identity-tokens-name-their-minting-key.md).
 /// `verify` checks only what the token itself proves; the minting key and the
 /// app must still be live in the catalog, which `Authenticator.identity` checks.
-enum IdentityToken {
+package enum IdentityToken {
     static let version = "rit2"
     /// The longest token considered (a 256-character `external_id` of 4-byte
     /// scalars is 1,366 base64url characters).
@@ -86,7 +96,7 @@ enum IdentityToken {
     static let lifetimeSecondsRange: ClosedRange<Int64> = 60...2_592_000
 
     /// Returns a signed token for `claims` under `key`.
-    static func sign(_ claims: IdentityClaims, with key: IdentitySigningKey) -> String {
+    package static func sign(_ claims: IdentityClaims, with key: IdentitySigningKey) -> String {
         precondition(
             isMintingKeyID(claims.mintingKeyID[...]), "minting key id of \(claims.mintingKeyID.utf8.count) bytes")
         let (kind, subject): (String, String) =
@@ -105,7 +115,7 @@ enum IdentityToken {
     /// (forged, altered, unknown or removed signing key, expired, malformed,
     /// or of the retired `rit1` format). Does not consult the catalog: the
     /// caller checks that the minting key and the app are still live.
-    static func verify(_ token: Substring, keys: IdentityKeyStore, nowSeconds: Int64) -> IdentityClaims? {
+    package static func verify(_ token: Substring, keys: IdentityKeyStore, nowSeconds: Int64) -> IdentityClaims? {
         guard token.utf8.count <= bytesMax, let lastDot = token.lastIndex(of: ".") else { return nil }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 9, parts[0] == version, let key = keys.key(id: parts[1]),
@@ -163,10 +173,10 @@ enum IdentityToken {
 }
 
 /// Base64 with the URL-safe alphabet and no padding (RFC 4648 §5).
-enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count * 4 + 2) / 3)
         var index = 0
@@ -187,7 +197,7 @@ enum Base64URL {
 
     /// Returns the bytes, or nil for a character outside the alphabet, padding,
     /// an impossible length or non-zero trailing bits (one text per value).
-    static func decode(_ text: Substring) -> [UInt8]? {
+    package static func decode(_ text: Substring) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 4 != 1 else { return nil }
         var out: [UInt8] = []

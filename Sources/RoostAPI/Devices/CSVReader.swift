@@ -6,30 +6,30 @@
 /// the grammar (a quote inside an unquoted field, text after a closing quote,
 /// a quote left open at the end, invalid UTF-8) is reported as malformed and
 /// reading resumes after its line, so one bad line costs only itself.
-struct CSVReader: Sendable {
+package struct CSVReader: Sendable {
     /// One record: the physical line it starts on (the first line is 1) and its fields.
-    struct Record: Sendable {
-        var line: Int
+    package struct Record: Sendable {
+        package var line: Int
         /// nil when the record is malformed.
-        var fields: [String]?
+        package var fields: [String]?
     }
 
     private let bytes: [UInt8]
     private var position: Int
     private var line = 1
 
-    init(_ bytes: [UInt8]) {
+    package init(_ bytes: [UInt8]) {
         self.bytes = bytes
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
         position = bytes.starts(with: bom) ? 3 : 0
     }
 
     /// Whether every byte has been read.
-    var isAtEnd: Bool { position >= bytes.count }
+    package var isAtEnd: Bool { position >= bytes.count }
 
     /// Returns the next record, or nil at the end. Empty lines are skipped.
     /// O(bytes of the record).
-    mutating func next() -> Record? {
+    package mutating func next() -> Record? {
         // Only line breaks: a lone CR here is data, as it is inside a line.
         while position < bytes.count, isLineBreak(at: position) {
             consumeLineBreak()

@@ -10,11 +10,13 @@ import RoostModel
 /// UTC with milliseconds. The token appears only where a route asks for it
 /// (reads under `devices:read`); a registration answer never carries it, and
 /// the installation secret's digest is never rendered anywhere.
-enum DeviceJSON {
+package enum DeviceJSON {
     /// Writes `device` as one JSON object; with `includeToken`, a `token` member
     /// follows `environment` (null on a device that lost its token).
     /// Without `closing`, the object is left open for the caller's members.
-    static func write(_ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true) {
+    package static func write(
+        _ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true
+    ) {
         writer.beginObject()
         writer.key("id")
         device.id.withRendered { writer.asciiString($0) }

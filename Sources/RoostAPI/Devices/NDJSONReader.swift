@@ -9,28 +9,28 @@ import RoostModel
 /// UTF-8 byte-order mark is skipped, as the CSV reader does. Line numbers
 /// count physical lines from 1. The reader never looks inside a line: the
 /// line parser (`ExportedDevice`) does.
-struct NDJSONReader: Sendable {
+package struct NDJSONReader: Sendable {
     /// One non-empty line: its physical number (the first line is 1) and its
     /// bytes, without the line break.
-    struct Line: Sendable {
-        var number: Int
-        var bytes: ArraySlice<UInt8>
+    package struct Line: Sendable {
+        package var number: Int
+        package var bytes: ArraySlice<UInt8>
     }
 
     private let bytes: [UInt8]
     private var position: Int
     private var line = 0
 
-    init(_ bytes: [UInt8]) {
+    package init(_ bytes: [UInt8]) {
         self.bytes = bytes
         position = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
     }
 
     /// Whether every byte has been read.
-    var isAtEnd: Bool { position >= bytes.count }
+    package var isAtEnd: Bool { position >= bytes.count }
 
     /// Returns the next non-empty line, or nil at the end. O(bytes of the line).
-    mutating func next() -> Line? {
+    package mutating func next() -> Line? {
         while position < bytes.count {
             line += 1
             let start = position
@@ -55,7 +55,7 @@ struct NDJSONReader: Sendable {
 /// the value the export writes for "unset" (null, `opted_in` true, no tags,
 /// no strikes, `last_seen_at` = `created_at`). The installation secret's
 /// digest is never exported, so a restored device holds none.
-enum ExportedDevice {
+package enum ExportedDevice {
     /// The longest line read, in bytes (a device with the most tags, escaped,
     /// is far shorter; the JSON body limit of spec §2).
     static let lineBytesMax = 64 * 1024
@@ -71,7 +71,7 @@ enum ExportedDevice {
         status: 400, code: "invalid_ndjson_line", message: "the line is not one JSON object of at most 64 KiB")
 
     /// Returns the device a line spells, or the error of the first fault.
-    static func parse(_ line: ArraySlice<UInt8>) -> Result<Device, APIError> {
+    package static func parse(_ line: ArraySlice<UInt8>) -> Result<Device, APIError> {
         do throws(APIError) {
             return .success(try device(line))
         } catch {

@@ -1,6 +1,7 @@
 import RoostPlatform
+import RoostStorage
 import RoostTelemetry
-import Synchronization
+import RoostTesting
 
 /// The readers' properties checked on arbitrary bytes: WAL segments (header
 /// and records), checkpoint slots and snapshots. Shared by the libFuzzer
@@ -197,7 +198,7 @@ package enum StorageFuzzCheck {
             }
             total += records[records.count - 1].count
         }
-        let fileSystem = FuzzFileSystem()
+        let fileSystem = memoryFileSystem(directories: ["snapshots"])
         let counts = SnapshotCounts(records: UInt64(bytes[4]), groups: UInt64(bytes[5]))
         let startLSN = LogSequenceNumber(UInt64(bytes[6]) + 1)
         let summary: SnapshotSummary
@@ -219,7 +220,7 @@ package enum StorageFuzzCheck {
                 file[position] ^= editXor == 0 ? 1 : editXor
             }
             if edit & 4 != 0 { writeSnapshotChecksums(&file) }
-            fileSystem.store(summary.path, file)
+            fileSystem.overwrite(summary.path, with: file)
         }
         switch readSnapshot(fileSystem: fileSystem, path: summary.path) {
         case .failed(let problem):
@@ -238,9 +239,9 @@ package enum StorageFuzzCheck {
     }
 
     static func snapshotFileProblem(_ bytes: [UInt8]) -> String? {
-        let fileSystem = FuzzFileSystem()
+        let fileSystem = memoryFileSystem(directories: ["snapshots"])
         let path = "snapshots/" + SnapshotFormat.fileName(startLSN: 1)
-        fileSystem.store(path, bytes)
+        fileSystem.overwrite(path, with: bytes)
         switch readSnapshot(fileSystem: fileSystem, path: path) {
         case .damaged, .stopped: return nil
         case .failed(let problem): return problem
@@ -248,6 +249,17 @@ package enum StorageFuzzCheck {
             return UInt64(records.count) == summary.recordCount
                 ? nil : "\(records.count) records read, the trailer says \(summary.recordCount)"
         }
+    }
+
+    /// Returns an empty in-memory file system (RoostTesting's, without
+    /// faults) holding `directories`.
+    static func memoryFileSystem(directories: [String]) -> FaultInjectingFileSystem {
+        let fileSystem = FaultInjectingFileSystem()
+        for directory in directories {
+            // The in-memory file system creates directories without failing.
+            try? fileSystem.createDirectory(directory)
+        }
+        return fileSystem
     }
 
     enum SnapshotRead {
@@ -259,7 +271,7 @@ package enum StorageFuzzCheck {
     }
 
     /// Verifies and reads every record.
-    static func readSnapshot(fileSystem: FuzzFileSystem, path: String) -> SnapshotRead {
+    static func readSnapshot(fileSystem: FaultInjectingFileSystem, path: String) -> SnapshotRead {
         do throws(StorageError) {
             let summary = try SnapshotReader.verify(fileSystem: fileSystem, path: path)
             let reader = try SnapshotReader(fileSystem: fileSystem, path: path)
@@ -297,8 +309,12 @@ extension StorageFuzzCheck {
     /// (`repairAndOpenSegment`), a second recovery needs no repair and
     /// continues at the same LSN.
     static func recoveryProblem(_ bytes: [UInt8], fixChecksums: Bool) -> String? {
-        let fileSystem = FuzzFileSystem()
+        let fileSystem = memoryFileSystem(directories: [])
         let layout = StorageLayout(directory: directory, fileSystem: fileSystem)
+        for path in [layout.walDirectory, layout.snapshotDirectory] {
+            // The in-memory file system creates directories without failing.
+            try? fileSystem.createDirectory(path)
+        }
         var checkpointsToMatch: [String] = []
         var offset = 0
         while offset + 3 <= bytes.count {
@@ -310,17 +326,18 @@ extension StorageFuzzCheck {
             case 0:
                 let path = layout.checkpointPath(slot: Int(tag >> 2 & 1))
                 if fixChecksums && file.count >= CheckpointFormat.slotBytes { checkpointsToMatch.append(path) }
-                fileSystem.store(path, file)
+                fileSystem.overwrite(path, with: file)
             case 1:
                 if fixChecksums { writeSegmentChecksums(&file) }
                 // A header without a first LSN (one never written) is named from the tag.
                 var first = file.count >= 24 ? Bytes.read(UInt64.self, file, at: 16) : 0
                 if first == 0 { first = UInt64(tag >> 2) &* 1000 &+ 1 }
-                fileSystem.store(layout.segmentPath(SegmentFormat.fileName(firstLSN: LogSequenceNumber(first))), file)
+                fileSystem.overwrite(
+                    layout.segmentPath(SegmentFormat.fileName(firstLSN: LogSequenceNumber(first))), with: file)
             case 2:
                 if fixChecksums { writeSnapshotChecksums(&file) }
                 let start = file.count >= 24 ? Bytes.read(UInt64.self, file, at: 16) : 1
-                fileSystem.store(layout.snapshotPath(LogSequenceNumber(start)), file)
+                fileSystem.overwrite(layout.snapshotPath(LogSequenceNumber(start)), with: file)
             default:
                 let records = file.split(separator: 0, omittingEmptySubsequences: false).map { Array($0) }
                 do {
@@ -347,7 +364,7 @@ extension StorageFuzzCheck {
 
     /// Points a checkpoint slot at the snapshot it names (size and CRC), when
     /// that snapshot exists, and rewrites the slot's CRC.
-    static func matchCheckpoint(_ path: String, layout: StorageLayout, fileSystem: FuzzFileSystem) {
+    static func matchCheckpoint(_ path: String, layout: StorageLayout, fileSystem: FaultInjectingFileSystem) {
         guard var slot = fileSystem.contents(path), slot.count >= CheckpointFormat.slotBytes else { return }
         let lsn = LogSequenceNumber(Bytes.read(UInt64.self, slot, at: 24))
         if let snapshot = fileSystem.contents(layout.snapshotPath(lsn)),
@@ -357,7 +374,7 @@ extension StorageFuzzCheck {
             Bytes.store(Bytes.read(UInt32.self, snapshot, at: snapshot.count - 4), into: &slot, at: 40)
         }
         Bytes.store(CRC32C.checksum(slot[0..<44]), into: &slot, at: 44)
-        fileSystem.store(path, slot)
+        fileSystem.overwrite(path, with: slot)
     }
 
     static func recoverTwice(layout: StorageLayout, options: StorageOptions) -> String? {
@@ -439,127 +456,10 @@ extension StorageFuzzCheck {
         return .success(plan)
     }
 
-    private static func fileSystemOf(_ layout: StorageLayout) -> FuzzFileSystem {
-        guard let fileSystem = layout.fileSystem as? FuzzFileSystem else {
-            preconditionFailure("the recovery check runs on a FuzzFileSystem")
+    private static func fileSystemOf(_ layout: StorageLayout) -> FaultInjectingFileSystem {
+        guard let fileSystem = layout.fileSystem as? FaultInjectingFileSystem else {
+            preconditionFailure("the recovery check runs on a FaultInjectingFileSystem")
         }
         return fileSystem
     }
-}
-
-/// Files in memory for the storage fuzz check: just what the snapshot writer
-/// and reader use. A mutex guards the files, so it is Sendable.
-package final class FuzzFileSystem: StorageFileSystem {
-    private let files = Mutex<[String: [UInt8]]>([:])
-
-    package init() {}
-
-    /// Returns the bytes of `path`, or nil.
-    package func contents(_ path: String) -> [UInt8]? {
-        files.withLock { $0[path] }
-    }
-
-    /// Sets the bytes of `path`.
-    package func store(_ path: String, _ bytes: [UInt8]) {
-        files.withLock { $0[path] = bytes }
-    }
-
-    package func open(_ path: String, create: Bool) throws(SystemCallError) -> any StorageFile {
-        let exists = files.withLock { files in
-            if files[path] == nil && create { files[path] = [] }
-            return files[path] != nil
-        }
-        guard exists else { throw SystemCallError(call: "open", subject: path, errno: 2) }
-        return FuzzFile(system: self, path: path)
-    }
-
-    package func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]? {
-        guard let bytes = contents(path) else { return nil }
-        guard bytes.count <= limitBytes else { throw SystemCallError(call: "read", subject: path, errno: 27) }
-        return bytes
-    }
-
-    package func list(_ directory: String) throws(SystemCallError) -> [String] {
-        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
-        return files.withLock { files in
-            files.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }.sorted()
-        }
-    }
-
-    package func createDirectory(_ directory: String) throws(SystemCallError) {}
-
-    package func rename(_ source: String, to destination: String) throws(SystemCallError) {
-        let moved = files.withLock { files in
-            guard let bytes = files.removeValue(forKey: source) else { return false }
-            files[destination] = bytes
-            return true
-        }
-        guard moved else { throw SystemCallError(call: "rename", subject: source, errno: 2) }
-    }
-
-    package func remove(_ path: String) throws(SystemCallError) {
-        _ = files.withLock { $0.removeValue(forKey: path) }
-    }
-
-    package func syncDirectory(_ directory: String) throws(SystemCallError) {}
-
-    /// Runs `body` on the bytes of `path` (which exists).
-    func update<Result>(_ path: String, _ body: (inout [UInt8]) -> Result) -> Result {
-        files.withLock { files in
-            // Taken out, so that the change does not copy the file.
-            var bytes = files.removeValue(forKey: path) ?? []
-            defer { files[path] = bytes }
-            return body(&bytes)
-        }
-    }
-}
-
-/// An open file of a `FuzzFileSystem`.
-final class FuzzFile: StorageFile {
-    let system: FuzzFileSystem
-    let path: String
-
-    init(system: FuzzFileSystem, path: String) {
-        self.system = system
-        self.path = path
-    }
-
-    func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(SystemCallError) {
-        system.update(path) { file in
-            if file.count < offset + bytes.count {
-                file.append(contentsOf: repeatElement(0, count: offset + bytes.count - file.count))
-            }
-            file.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
-        }
-    }
-
-    func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8] {
-        let file = system.contents(path) ?? []
-        guard offset < file.count else { return [] }
-        return Array(file[offset..<min(file.count, offset + count)])
-    }
-
-    func syncData() throws(SystemCallError) {}
-
-    func preallocate(size: Int) throws(SystemCallError) {
-        system.update(path) { file in
-            if file.count < size { file.append(contentsOf: repeatElement(0, count: size - file.count)) }
-        }
-    }
-
-    func truncate(size: Int) throws(SystemCallError) {
-        system.update(path) { file in
-            if file.count > size {
-                file.removeLast(file.count - size)
-            } else {
-                file.append(contentsOf: repeatElement(0, count: size - file.count))
-            }
-        }
-    }
-
-    func size() throws(SystemCallError) -> Int {
-        system.contents(path)?.count ?? 0
-    }
-
-    func close() {}
 }

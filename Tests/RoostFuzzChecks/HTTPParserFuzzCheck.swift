@@ -1,3 +1,5 @@
+import RoostHTTP
+
 /// The parser's invariants checked on arbitrary bytes: shared by the libFuzzer
 /// target (Fuzz/HTTPParserFuzz) and the test that replays committed inputs.
 package enum HTTPParserFuzzCheck {

@@ -1,3 +1,4 @@
+import RoostEngine
 import RoostModel
 
 /// The engine record decoder's properties checked on arbitrary bytes: shared

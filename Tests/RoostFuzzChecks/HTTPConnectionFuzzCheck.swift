@@ -1,3 +1,5 @@
+import RoostHTTP
+
 /// The connection machine's properties checked on arbitrary client bytes:
 /// shared by the libFuzzer target (Fuzz/HTTPConnectionFuzz) and the test that
 /// replays committed inputs (docs/testing.md). Drives `HTTPConnectionMachine`

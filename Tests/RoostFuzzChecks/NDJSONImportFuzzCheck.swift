@@ -1,3 +1,4 @@
+import RoostAPI
 import RoostJSON
 import RoostModel
 

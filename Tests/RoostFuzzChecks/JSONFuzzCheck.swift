@@ -1,3 +1,5 @@
+import RoostJSON
+
 /// The reader's and writer's properties checked on arbitrary bytes: shared by
 /// the libFuzzer target (Fuzz/JSONFuzz) and the test that replays committed
 /// inputs (docs/testing.md).

@@ -1,3 +1,5 @@
+import RoostAPI
+
 /// `CSVReader`'s properties checked on arbitrary bytes: shared by the libFuzzer
 /// target (Fuzz/CSVReaderFuzz) and the test that replays committed inputs
 /// (docs/testing.md).

@@ -1,3 +1,4 @@
+import RoostAPI
 import RoostCrypto
 import RoostEngine
 import RoostModel
@@ -17,15 +18,15 @@ import RoostModel
 ///   the token with one byte changed or cut short never verifies.
 package enum IdentityTokenFuzzCheck {
     /// The instant every token is verified at.
-    static let nowSeconds: Int64 = 1_700_000_000
+    package static let nowSeconds: Int64 = 1_700_000_000
 
     /// The one signing key: fixed, so that every run is reproducible.
-    static let key = IdentitySigningKey(
+    package static let key = IdentitySigningKey(
         id: "ik_00112233aabbccdd",
         secret: (0..<IdentitySigningKey.secretBytes).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) },
         createdAtMilliseconds: 0)
 
-    static let keys: IdentityKeyStore = {
+    package static let keys: IdentityKeyStore = {
         var contents = CatalogContents()
         contents.identityKeys.apply(.identityKey(key, current: true))
         return IdentityKeyStore(state: CatalogStore(contents, log: nil))
