@@ -99,7 +99,9 @@ let package = Package(
 
         .testTarget(
             name: "RoostEngineTests",
-            dependencies: ["RoostEngine", "RoostFuzzChecks", "RoostModel", "RoostStorage", "RoostTesting", "RoostTelemetry"],
+            dependencies: [
+                "RoostEngine", "RoostFuzzChecks", "RoostModel", "RoostStorage", "RoostTesting", "RoostTelemetry",
+            ],
             exclude: ["FuzzCorpus"], swiftSettings: strict),
         .testTarget(
             name: "RoostJSONTests", dependencies: ["RoostFuzzChecks", "RoostJSON", "RoostTesting"],
