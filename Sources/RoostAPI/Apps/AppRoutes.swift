@@ -190,7 +190,7 @@ package struct AppRoutes: Sendable {
     /// `GET /v1/apps/{app}/keys` (spec §11): the app's live keys, oldest
     /// first, without the key or its digest; `last_used_at` null for a key
     /// never used. A test key sees test keys only (as for revocation); revoked
-    /// keys are not listed (decision 0053). At most `Catalog.keysPerAppMax`.
+    /// keys are not listed (decision 0053). At most `CatalogLimits.keysPerAppMax`.
     func listKeys(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let app = try AppRoutes.appID(context.parameters[0])
         try context.principal.requireSetup(of: app)

@@ -14,11 +14,6 @@ import Synchronization
 /// listings read only acknowledged ones, so they never show a change that a
 /// crash could still lose.
 package final class Catalog: Sendable {
-    /// How many apps one server holds.
-    package static let appsMax = CatalogLimits.appsMax
-    /// How many live keys one app holds.
-    package static let keysPerAppMax = CatalogLimits.keysPerAppMax
-
     /// The engine's catalog, shared with `IdentityKeyStore`.
     package let state: CatalogStore
     private let rateLimits: Mutex<[String: TokenBucket]>
@@ -117,7 +112,7 @@ package final class Catalog: Sendable {
         let settings = AppSettingsChange(
             maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
             inactiveAfterDays: inactiveAfterDays)
-        let (outcome, ticket) = try execute(
+        let (outcome, ticket) = try state.run(
             .createApp(name: name, settings: settings, atMilliseconds: clock.wallMilliseconds()))
         guard case .app(let record) = outcome else { preconditionFailure("createApp answered \(outcome)") }
         return (record, ticket)
@@ -133,14 +128,14 @@ package final class Catalog: Sendable {
         let settings = AppSettingsChange(
             maxDevicesPerPerson: maxDevicesPerPerson, requireKnownPerson: requireKnownPerson,
             inactiveAfterDays: inactiveAfterDays)
-        let (outcome, ticket) = try execute(.updateApp(id, name: name, settings: settings))
+        let (outcome, ticket) = try state.run(.updateApp(id, name: name, settings: settings))
         guard case .app(let record) = outcome else { preconditionFailure("updateApp answered \(outcome)") }
         return (record, ticket)
     }
 
     /// Deletes an app and every key of it: its keys answer 401 from now on.
     package func deleteApp(_ id: AppID) throws(APIError) -> CommitTicket {
-        let (outcome, ticket) = try execute(.deleteApp(id))
+        let (outcome, ticket) = try state.run(.deleteApp(id))
         guard case .appDeleted(let keyIDs) = outcome else { preconditionFailure("deleteApp answered \(outcome)") }
         _ = rateLimitHits.withLock { $0.removeValue(forKey: id) }
         usage.withLock { uses in
@@ -164,7 +159,7 @@ package final class Catalog: Sendable {
         let minted = KeyRecord(
             id: id, appID: app, kind: kind, mode: mode, capabilities: capabilities, label: label,
             createdAtMilliseconds: now, rateLimitPerSecond: rateLimitPerSecond, digest: digest)
-        let (outcome, ticket) = try execute(.createKey(minted))
+        let (outcome, ticket) = try state.run(.createKey(minted))
         guard case .key(let record) = outcome else { preconditionFailure("createKey answered \(outcome)") }
         return (record, secret, ticket)
     }
@@ -172,7 +167,7 @@ package final class Catalog: Sendable {
     /// Revokes a key of `app` (of `onlyMode` when given). A key of another app,
     /// or of the other mode, answers as unknown.
     package func revokeKey(app: AppID, keyID: String, onlyMode: AppMode? = nil) throws(APIError) -> CommitTicket {
-        let ticket = try execute(.revokeKey(app: app, keyID: keyID, onlyMode: onlyMode)).ticket
+        let ticket = try state.run(.revokeKey(app: app, keyID: keyID, onlyMode: onlyMode)).ticket
         _ = rateLimits.withLock { $0.removeValue(forKey: keyID) }
         _ = usage.withLock { $0.removeValue(forKey: keyID) }
         return ticket
@@ -236,21 +231,12 @@ package final class Catalog: Sendable {
             return pending.sorted { $0.keyID < $1.keyID }
         }
         guard !pending.isEmpty else { return .acknowledged }
-        return (try? execute(.noteKeyUses(pending)).ticket) ?? .refused
+        return (try? state.run(.noteKeyUses(pending)).ticket) ?? .refused
     }
 
     private func logUse(_ id: String, at now: Int64) {
         // A key revoked since it was looked up logs nothing (`plan` sees the current state).
-        _ = try? execute(.noteKeyUses([KeyUse(keyID: id, atMilliseconds: now)]))
-    }
-
-    /// Runs `command` on the engine's catalog; a failure becomes its envelope.
-    func execute(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket) {
-        do throws(CatalogChangeFailure) {
-            return try state.execute(command)
-        } catch {
-            throw APIError(error)
-        }
+        _ = try? state.run(.noteKeyUses([KeyUse(keyID: id, atMilliseconds: now)]))
     }
 
     // MARK: - Rate limits
@@ -271,6 +257,18 @@ package final class Catalog: Sendable {
         }
     }
 
+}
+
+extension CatalogStore {
+    /// Runs `command` as the API does (`Catalog`, `IdentityKeyStore`): a
+    /// failure becomes its error envelope.
+    func run(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket) {
+        do throws(CatalogChangeFailure) {
+            return try execute(command)
+        } catch {
+            throw APIError(error)
+        }
+    }
 }
 
 extension APIError {

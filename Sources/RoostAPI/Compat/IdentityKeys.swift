@@ -55,11 +55,6 @@ package final class IdentityKeyStore: Sendable {
         }
     }
 
-    /// Returns the keys as records for a snapshot.
-    package func snapshotRecords() -> [CatalogRecord] {
-        state.read { $0.identityKeys.records() }
-    }
-
     /// Returns the keys (a copy), every applied change included.
     package func currentState() -> IdentityKeyState {
         state.read { $0.identityKeys }
@@ -69,7 +64,7 @@ package final class IdentityKeyStore: Sendable {
 
     /// Makes a new current key; older keys keep verifying. 409 at `keysMax`.
     func rotate(now: Int64) throws(APIError) -> (key: IdentitySigningKey, ticket: CommitTicket) {
-        let (outcome, ticket) = try execute(.rotateIdentityKey(IdentitySigningKey.mint(at: now)))
+        let (outcome, ticket) = try state.run(.rotateIdentityKey(IdentitySigningKey.mint(at: now)))
         guard case .identityKey(let key) = outcome else { preconditionFailure("rotation answered \(outcome)") }
         return (key, ticket)
     }
@@ -77,15 +72,6 @@ package final class IdentityKeyStore: Sendable {
     /// Removes an old key: the tokens it signed stop verifying. The current key
     /// cannot be removed (409 `current_key`); an unknown id is 404.
     func remove(id: String) throws(APIError) -> CommitTicket {
-        try execute(.removeIdentityKey(id: id)).ticket
-    }
-
-    private func execute(_ command: CatalogCommand) throws(APIError) -> (outcome: CatalogOutcome, ticket: CommitTicket)
-    {
-        do throws(CatalogChangeFailure) {
-            return try state.execute(command)
-        } catch {
-            throw APIError(error)
-        }
+        try state.run(.removeIdentityKey(id: id)).ticket
     }
 }
