@@ -431,7 +431,7 @@ extension ShardWork {
     var isValue: Bool {
         switch self {
         case .index(_, _, let command): !command.isCustom
-        case .removeApp, .awaitLog, .wakeChangeWaiters: true
+        case .removeApp, .awaitLog, .wakeChangeWaiters, .replicate: true
         }
     }
 }

@@ -97,6 +97,33 @@ package final class CatalogStore: Sendable {
         }
     }
 
+    /// Applies catalog records another node logged and the group log
+    /// committed (a cluster follower, spec §13): to the visible and the
+    /// acknowledged value at once (they are acknowledged by the group log).
+    /// The follower wrote them to its own log before; nothing is appended.
+    /// Throws, naming the record, one that does not decode (the batch passed
+    /// its CRC: the leader wrote a record this release cannot read).
+    package func applyReplicated(_ payloads: [[UInt8]]) throws(CatalogRecoveryError) {
+        var records: [CatalogRecord] = []
+        records.reserveCapacity(payloads.count)
+        for (position, payload) in payloads.enumerated() {
+            do {
+                records.append(try CatalogRecord.decode(payload))
+            } catch {
+                throw CatalogRecoveryError(
+                    "replicated catalog record \(position + 1) of \(payloads.count): \(error.reason)")
+            }
+        }
+        copies.withLock { copies in
+            settle(&copies)
+            precondition(copies.pending.isEmpty, "a follower's catalog holds changes of its own in flight")
+            for record in records {
+                copies.visible.applyLive(record)
+                copies.acknowledged.applyLive(record)
+            }
+        }
+    }
+
     /// Appends `records` in one append and applies them; returns what the
     /// change waits for: the last record's LSN (`.pending`), `.acknowledged`
     /// for an in-memory log or no record. No callback: the request's loop

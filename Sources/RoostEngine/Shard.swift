@@ -113,6 +113,9 @@ package actor Shard {
                 // The expired waiters were released above; this command only made the shard turn.
                 turn.answer(origin, .logAcknowledged, on: IndexKey(app: app, mode: .live), changed: false)
                 position += 1
+            case .replicate(let app, let records):
+                applyReplicated(records, of: app, origin: origin, into: &turn)
+                position += 1
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }
@@ -202,6 +205,32 @@ package actor Shard {
             // Answered now, with the removal's append to wait for.
             release(IndexKey(app: app, mode: mode), into: &turn.released) { Self.emptyPage(for: $0) }
         }
+    }
+
+    /// Applies records the leader logged (`ShardWork.replicate`) through the
+    /// replayer's one function, at their LSNs, and answers the change-feed
+    /// waiters they wake. A record that does not apply means this copy is not
+    /// the leader's: loud, never a silent divergence.
+    private func applyReplicated(
+        _ records: [ReplicatedRecord], of app: AppID, origin: CommandOrigin, into turn: inout ShardTurn
+    ) {
+        for record in records {
+            record.payload.withUnsafeBytes { payload in
+                do throws(EngineRecoveryError) {
+                    try Replayer.apply(payload, from: .log(record.lsn), to: &table) {
+                        "replicated record LSN \(record.lsn.rawValue)"
+                    }
+                } catch {
+                    preconditionFailure("this node's state is not the leader's: \(error)")
+                }
+            }
+        }
+        let keys = AppMode.allCases.map { IndexKey(app: app, mode: $0) }
+        if let last = records.last {
+            for key in keys where table.indexes[key] != nil { loggedThrough[key] = last.lsn }
+        }
+        releaseWaiters(of: keys, into: &turn.released)
+        turn.answer(origin, .logAcknowledged, on: keys[0], changed: false)
     }
 
     /// Appends the turn's records in one append and, once they have LSNs,
@@ -445,7 +474,7 @@ package actor Shard {
                 return ShardOutcome(
                     origin: command.origin, outcome: outcome, waitsFor: LogSequenceNumber(0),
                     dependsOn: loggedThrough[key] ?? LogSequenceNumber(0))
-            case .removeApp:
+            case .removeApp, .replicate:
                 return .unavailable(command.origin)
             case .wakeChangeWaiters:
                 return ShardOutcome(

@@ -19,15 +19,33 @@ package enum ShardWork: Sendable {
     /// acknowledged this LSN (a catalog change appended by the route itself).
     /// Handled by the loop it is submitted to.
     case awaitLog(LogSequenceNumber)
+    /// Applies index records another node logged (a cluster follower, spec
+    /// §13), all of `app`'s, in LSN order, through `Replayer.apply`: the
+    /// state, the change feed and its waiters change as the leader's did.
+    /// Answers `Outcome.logAcknowledged`; logs nothing (the follower wrote
+    /// the records to its log at the same LSNs before).
+    case replicate(AppID, [ReplicatedRecord])
 
     /// The app the work belongs to (which decides its shard); nil for work
     /// that needs no shard.
     package var app: AppID? {
         switch self {
         case .index(let key, _, _): key.app
-        case .removeApp(let app), .wakeChangeWaiters(let app): app
+        case .removeApp(let app), .wakeChangeWaiters(let app), .replicate(let app, _): app
         case .awaitLog: nil
         }
+    }
+}
+
+/// One record of the group log as a follower applies it: its LSN (the same
+/// on every node) and its `EngineRecord` bytes.
+package struct ReplicatedRecord: Sendable, Equatable {
+    package var lsn: LogSequenceNumber
+    package var payload: [UInt8]
+
+    package init(lsn: LogSequenceNumber, payload: [UInt8]) {
+        self.lsn = lsn
+        self.payload = payload
     }
 }
 

@@ -7,10 +7,10 @@ import RoostStorage
 /// image parts where they lie, everything else decoded), and keeps the
 /// catalog's records, in order, for the catalog.
 ///
-/// Recovery drives it today (`DurableEngine.open`: snapshot, then log); a
-/// follower and a re-seeded node are to drive the same type (issue 22), so that
-/// every copy of the state is made by one function. Runs on the thread that
-/// owns the tables (recovery's, before any shard exists).
+/// Recovery drives it (`DurableEngine.open`: snapshot, then log) over tables
+/// no shard owns yet; a follower's live shards apply replicated records with
+/// its static `apply` (`ShardWork.replicate`), so that every copy of the state
+/// is made by one function. Runs on the thread that owns the tables.
 package struct Replayer: Sendable {
     /// Where a record was read, which decides how it applies.
     package enum Source: Sendable {
@@ -56,17 +56,61 @@ package struct Replayer: Sendable {
     package mutating func apply(
         _ payload: UnsafeRawBufferPointer, from source: Source, origin: () -> String
     ) throws(EngineRecoveryError) {
+        let shardCount = tables.count
+        let routed = try Self.route(payload, from: source, origin: origin)
+        switch routed {
+        case .catalog(let catalogPayload):
+            catalogRecords.append(catalogPayload)
+        case .index(let app):
+            try Self.apply(
+                payload, from: source, to: &tables[ShardSet.shardNumber(for: app, shardCount: shardCount)],
+                origin: origin)
+        }
+    }
+
+    /// Where a record applies: to the catalog (its payload), or to the index
+    /// table of an app's shard.
+    package enum Destination: Sendable {
+        case catalog([UInt8])
+        case index(AppID)
+    }
+
+    /// Reads where `payload` applies without applying it. Throws, naming
+    /// `origin()`, a record that cannot be read.
+    package static func route(
+        _ payload: UnsafeRawBufferPointer, from source: Source, origin: () -> String
+    ) throws(EngineRecoveryError) -> Destination {
+        if let upsert = IndexTable.upsert(in: payload) { return .index(upsert.key.app) }
+        if let image = EngineRecord.framedImagePart(in: payload) { return .index(image.key.app) }
+        do {
+            switch try EngineRecord.decode(payload) {
+            case .mutation(let key, _), .indexSize(let key, _, _), .indexImage(let key, _): return .index(key.app)
+            case .appRemoved(let removed): return .index(removed)
+            case .catalog(let catalogPayload): return .catalog(catalogPayload)
+            }
+        } catch {
+            throw EngineRecoveryError(where: origin(), reason: "\(error)")
+        }
+    }
+
+    /// Applies one index record (not a catalog one: `route` first) to
+    /// `table`, the table of its app's shard: the one function by which a
+    /// record read back changes an index, for recovery (`apply`) and for a
+    /// follower's live shards (`Shard`, `ShardWork.replicate`). Device and
+    /// person upserts (most records) go straight from their bytes into the
+    /// index; index image parts (snapshots only) are read where they lie.
+    package static func apply(
+        _ payload: UnsafeRawBufferPointer, from source: Source, to table: inout IndexTable, origin: () -> String
+    ) throws(EngineRecoveryError) {
         let position = source.changePosition
-        // Device and person upserts (most records) go straight from their bytes into the index.
         if let upsert = IndexTable.upsert(in: payload),
-            tables[shard(of: upsert.key.app)].replayUpsert(upsert.key, encoded: upsert.mutation, lsn: position)
+            table.replayUpsert(upsert.key, encoded: upsert.mutation, lsn: position)
         {
             return
         }
-        // Index image parts (snapshots only) are read where they lie.
         if let image = EngineRecord.framedImagePart(in: payload) {
             do {
-                try tables[shard(of: image.key.app)].replayImagePart(image.key, part: image.part, lsn: position)
+                try table.replayImagePart(image.key, part: image.part, lsn: position)
             } catch {
                 throw EngineRecoveryError(where: origin(), reason: error.description)
             }
@@ -78,21 +122,16 @@ package struct Replayer: Sendable {
         } catch {
             throw EngineRecoveryError(where: origin(), reason: "\(error)")
         }
-        let app: AppID
         switch record {
-        case .mutation(let key, _): app = key.app
-        case .appRemoved(let removed): app = removed
+        case .mutation, .appRemoved, .indexImage: break
         case .indexSize(let key, let devices, let people):
             let hintMax = source.sizeHintMax
             record = .indexSize(key, devices: min(devices, hintMax), people: min(people, hintMax))
-            app = key.app
-        case .indexImage(let key, _): app = key.app
-        case .catalog(let catalogPayload):
-            catalogRecords.append(catalogPayload)
-            return
+        case .catalog:
+            preconditionFailure("a catalog record routed to an index table (\(origin()))")
         }
         do {
-            try tables[shard(of: app)].replay(record, lsn: position)
+            try table.replay(record, lsn: position)
         } catch {
             throw EngineRecoveryError(where: origin(), reason: error.description)
         }
