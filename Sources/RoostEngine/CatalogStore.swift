@@ -77,6 +77,7 @@ package final class CatalogStore: Sendable {
         try copies.withLock { copies throws(CatalogChangeFailure) -> (CatalogOutcome, CommitTicket) in
             settle(&copies)
             guard !copies.failed, log?.acceptsWrites ?? true else { throw .logUnavailable }
+            guard log?.takesLocalWrites ?? true else { throw .notLeader }
             let plan: CatalogPlan
             do throws(CatalogRejection) {
                 plan = try copies.visible.plan(command)
@@ -93,6 +94,7 @@ package final class CatalogStore: Sendable {
         try copies.withLock { copies throws(CatalogChangeFailure) -> CommitTicket in
             settle(&copies)
             guard !copies.failed, log?.acceptsWrites ?? true else { throw .logUnavailable }
+            guard log?.takesLocalWrites ?? true else { throw .notLeader }
             return try commit(records, to: &copies)
         }
     }
@@ -206,6 +208,8 @@ package enum CatalogChangeFailure: Error, Equatable {
     case rejected(CatalogRejection)
     /// The log cannot take writes (503 until a restart).
     case logUnavailable
+    /// This node is a cluster follower: the leader takes catalog changes (503 `not_leader`).
+    case notLeader
 }
 
 /// What one logged change waits for before it may be answered: a value (an

@@ -12,6 +12,9 @@ package final class DurableEngine: Sendable {
     /// recovery and written into every snapshot first.
     package let catalog: CatalogStore
     package let log: WALMutationLog
+    /// In cluster mode (spec §13), the log the shards and the catalog append
+    /// to, over `log`: it follows or leads (`ClusterLog`); nil on one node.
+    package let clusterLog: ClusterLog?
     private let shardCount: Int
     private let snapshotFiguresState = Mutex(SnapshotFigures())
 
@@ -49,10 +52,13 @@ package final class DurableEngine: Sendable {
         package var logDuration: Duration = .zero
     }
 
-    private init(registry: Registry, catalog: CatalogStore, log: WALMutationLog, shardCount: Int) {
+    private init(
+        registry: Registry, catalog: CatalogStore, log: WALMutationLog, clusterLog: ClusterLog?, shardCount: Int
+    ) {
         self.registry = registry
         self.catalog = catalog
         self.log = log
+        self.clusterLog = clusterLog
         self.shardCount = shardCount
         if let path = log.wal.newestSnapshotPath {
             var info = stat()
@@ -72,7 +78,8 @@ package final class DurableEngine: Sendable {
     /// on damage recovery must not paper over.
     package static func open(
         directory: String, policy: FsyncPolicy, shardCount: Int, loopCount: Int = 1,
-        options: StorageOptions = StorageOptions(), changesRetained: Int = ChangeFeed.retainedDefault
+        options: StorageOptions = StorageOptions(), changesRetained: Int = ChangeFeed.retainedDefault,
+        cluster: Bool = false
     ) throws -> (DurableEngine, RecoveryReport) {
         let clock = ContinuousClock()
         let started = clock.now
@@ -88,10 +95,14 @@ package final class DurableEngine: Sendable {
         var report = replayed.report
         report.filesDuration = filesDuration
         let log = WALMutationLog(wal: wal)
+        let clusterLog = cluster ? ClusterLog(local: log) : nil
+        let appendsTo: any MutationLog = clusterLog ?? log
         let registry = Registry(
-            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: log, tables: replayed.tables))
-        let catalog = CatalogStore(replayed.catalog, log: log)
-        return (DurableEngine(registry: registry, catalog: catalog, log: log, shardCount: shardCount), report)
+            shardSet: ShardSet(shardCount: shardCount, loopCount: loopCount, log: appendsTo, tables: replayed.tables))
+        let catalog = CatalogStore(replayed.catalog, log: appendsTo)
+        let engine = DurableEngine(
+            registry: registry, catalog: catalog, log: log, clusterLog: clusterLog, shardCount: shardCount)
+        return (engine, report)
     }
 
     /// `roost wal verify`: the storage checks (`WALTool.verify`), then, when
@@ -242,6 +253,14 @@ package final class DurableEngine: Sendable {
         background.close()
         while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
         let summary = try background.finish()
+        // The frozen views may hold any record appended so far: the snapshot
+        // counts only once the log acknowledged all of them (in cluster mode,
+        // once the group log committed them), so that it never holds a
+        // change a restart would cut (spec §13.2).
+        let mayHoldThrough = registry.shardSet.log.appendedThrough
+        guard await registry.shardSet.perform(.awaitLog(mayHoldThrough)) != nil else {
+            throw StorageError.invalidUse("the log did not acknowledge what snapshot \(summary.startLSN) holds")
+        }
         try log.wal.checkpoint(summary)
         return (summary, pinnedMost)
     }

@@ -28,6 +28,16 @@ package protocol MutationLog: Sendable {
 
     /// Wakes `executor` once `acknowledgedThrough >= lsn` or the log failed.
     func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor)
+
+    /// False on a cluster follower (`ClusterLog`): its state changes only by
+    /// the leader's records, so a shard answers reads and refuses a write
+    /// before applying it (503), and the catalog takes no change.
+    var takesLocalWrites: Bool { get }
+}
+
+extension MutationLog {
+    /// Every log of one node takes the writes of its shards.
+    package var takesLocalWrites: Bool { true }
 }
 
 /// A log that keeps nothing: every append is acknowledged at once. For tests

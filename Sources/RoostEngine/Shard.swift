@@ -107,7 +107,11 @@ package actor Shard {
             case .index(let key, let carried, _):
                 position = runCommands(commands, from: position, on: key, carried: carried, into: &turn)
             case .removeApp(let app):
-                removeApp(app, origin: origin, into: &turn)
+                if log.takesLocalWrites {
+                    removeApp(app, origin: origin, into: &turn)
+                } else {
+                    turn.refuse(origin, on: IndexKey(app: app, mode: .live))
+                }
                 position += 1
             case .wakeChangeWaiters(let app):
                 // The expired waiters were released above; this command only made the shard turn.
@@ -140,6 +144,10 @@ package actor Shard {
         // The catalog owns the settings: the index adopts its current ones, unlogged
         // (a recovered index adopts them again at its first turn).
         let settings = catalog.settings(of: key.app) ?? carried
+        if !log.takesLocalWrites {
+            runAsFollower(commands[start..<end], on: key, settings: settings, into: &turn)
+            return end
+        }
         _ = table.ensure(key, settings: settings)
         let found: Void? = table.withIndex(key) { index in
             if index.settings != settings { index.adoptSettings(settings) }
@@ -173,6 +181,40 @@ package actor Shard {
         }
         if found == nil { preconditionFailure("index \(key) vanished") }
         return end
+    }
+
+    /// Runs commands on a cluster follower's index (spec §13.4): each on a
+    /// copy (copy-on-write: a read copies nothing, and no index is created
+    /// for one), a command that would change the index refused (503) before
+    /// anything changes — the state changes only by the leader's records
+    /// (`applyReplicated`). A change-feed long poll waits as on the leader;
+    /// replicated changes release it.
+    private func runAsFollower(
+        _ commands: ArraySlice<ShardCommand>, on key: IndexKey, settings: AppSettings, into turn: inout ShardTurn
+    ) {
+        func pristine() -> AppIndex {
+            table.indexes[key] ?? AppIndex(appID: key.app, mode: key.mode, settings: settings)
+        }
+        var trial = pristine()
+        for command in commands {
+            guard case .index(_, _, let work) = command.work else { continue }
+            let traits = Self.traits(of: work)
+            let (outcome, mutations) = trial.execute(work)
+            guard mutations.isEmpty else {
+                turn.refuse(command.origin, on: key)
+                trial = pristine()
+                continue
+            }
+            if case .changes(let after, let limit, let waitUntil) = traits.feed,
+                case .changes(.success(let page)) = outcome, page.changes.isEmpty,
+                waitUntil > .now, mayHoldChangeWaiter(of: key.app)
+            {
+                changeWaiters[key, default: []].append(
+                    ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                continue
+            }
+            turn.answer(command.origin, outcome, on: key, changed: false)
+        }
     }
 
     /// Encodes `mutations` of `key` as the turn's records; a device change

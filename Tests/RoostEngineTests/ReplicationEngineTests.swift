@@ -12,19 +12,28 @@ import Testing
 /// leader's batches, hands them to the follower, and reports the commit.
 @Suite("Replication in the engine: a leader's log and a follower's applier")
 struct ReplicationEngineTests {
-    /// A leader: its own write-ahead log under a `LeaderLog`, two shards, and a catalog.
+    /// A leader: its own write-ahead log under a `ClusterLog` promoted at
+    /// once (an empty group log), two shards, and a catalog.
     struct Leader {
         let wal: WriteAheadLog
-        let log: LeaderLog
+        let log: ClusterLog
         let registry: Registry
         let catalog: CatalogStore
 
         init(directory: String) throws {
             wal = try WriteAheadLog.open(directory: directory, policy: .always).0
-            log = LeaderLog(local: WALMutationLog(wal: wal), committedThrough: LogSequenceNumber(0))
+            log = ClusterLog(local: WALMutationLog(wal: wal))
+            log.promote()
             registry = Registry(shardCount: 2, log: log)
             catalog = CatalogStore(CatalogContents(), log: log)
         }
+    }
+
+    /// The applier of a follower engine opened in cluster mode.
+    static func follower(of engine: DurableEngine) throws -> FollowerApplier {
+        let log = try #require(engine.clusterLog)
+        #expect(log.role == .follower)
+        return FollowerApplier(registry: engine.registry, catalog: engine.catalog, log: log)
     }
 
     /// Every index's state (its after-images) and change feed, by key.
@@ -83,9 +92,10 @@ struct ReplicationEngineTests {
         let leader = try Leader(directory: leaderDirectory)
         defer { leader.wal.close() }
         // Three shards on the follower against the leader's two: the LSNs are the group log's, not a layout's.
-        let (engine, _) = try DurableEngine.open(directory: followerDirectory, policy: .always, shardCount: 3)
+        let (engine, _) = try DurableEngine.open(
+            directory: followerDirectory, policy: .always, shardCount: 3, cluster: true)
         defer { engine.close() }
-        let follower = FollowerApplier(engine: engine)
+        let follower = try Self.follower(of: engine)
         let keys = [AppID(1), AppID(2), AppID(3)].flatMap { app in AppMode.allCases.map { IndexKey(app: app, mode: $0) }
         }
         let registry = leader.registry
@@ -179,9 +189,10 @@ extension ReplicationEngineTests {
         }
         let leader = try Leader(directory: directory)
         defer { leader.wal.close() }
-        let (engine, _) = try DurableEngine.open(directory: followerDirectory, policy: .always, shardCount: 1)
+        let (engine, _) = try DurableEngine.open(
+            directory: followerDirectory, policy: .always, shardCount: 1, cluster: true)
         defer { engine.close() }
-        let follower = FollowerApplier(engine: engine)
+        let follower = try Self.follower(of: engine)
         let registry = leader.registry
         let write = Task {
             await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(2)), at: now))
@@ -207,4 +218,54 @@ extension ReplicationEngineTests {
 /// A flag set on one task and read on another.
 final class AnsweredFlag: Sendable {
     let value = Atomic<Bool>(false)
+}
+
+extension ReplicationEngineTests {
+    @Test("a follower's shards take no write; promoted, it leads from the end of what it applied")
+    func followerThenLeader() async throws {
+        let leaderDirectory = try TemporaryDirectory.make()
+        let followerDirectory = try TemporaryDirectory.make()
+        defer {
+            TemporaryDirectory.remove(leaderDirectory)
+            TemporaryDirectory.remove(followerDirectory)
+        }
+        let leader = try Leader(directory: leaderDirectory)
+        defer { leader.wal.close() }
+        let (engine, _) = try DurableEngine.open(
+            directory: followerDirectory, policy: .always, shardCount: 2, cluster: true)
+        defer { engine.close() }
+        let follower = try Self.follower(of: engine)
+        let log = try #require(engine.clusterLog)
+        let registry = leader.registry
+        try await Self.replicate(leader, to: follower) {
+            for seed in 0..<5 {
+                _ = await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(seed)), at: now))
+            }
+        }
+        // A write that reaches a follower's shard is refused before it applies
+        // (it never reaches the log), and nothing changes; a read is served.
+        let refused = await engine.registry.execute(
+            liveKey, .register(RegisterRequest(token: try apnsToken(99)), at: now))
+        #expect(refused == nil)
+        #expect(log.appendsRefusedAsFollower == 0)
+        let stateAfter = await Self.state(of: engine.registry, keys: [liveKey])
+        #expect(stateAfter == (await Self.state(of: leader.registry, keys: [liveKey])))
+        #expect(log.appendedThrough == leader.log.appendedThrough)
+        // Promoted: the next write takes the LSN after the last one applied.
+        let end = log.appendedThrough
+        log.promote()
+        #expect(log.role == .leader)
+        let followerRegistry = engine.registry
+        let write = Task {
+            await followerRegistry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(7)), at: now))
+        }
+        var batch: [ReplicatedRecord] = []
+        while batch.isEmpty {
+            batch = log.takeBatch(bytesMax: 1 << 20)
+            await Task.yield()
+        }
+        #expect(batch.first?.lsn == LogSequenceNumber(end.rawValue + 1))
+        log.commit(through: try #require(batch.last).lsn)
+        #expect(try await write.value != nil)
+    }
 }

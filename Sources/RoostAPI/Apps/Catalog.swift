@@ -284,6 +284,7 @@ extension APIError {
         switch failure {
         case .rejected(let rejection): self.init(rejection)
         case .logUnavailable: self = .logUnavailable
+        case .notLeader: self = .notLeader
         }
     }
 }

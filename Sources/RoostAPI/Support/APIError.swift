@@ -182,4 +182,10 @@ extension APIError {
     /// The answer when the log could not take a write (spec §2: 503 with
     /// Retry-After).
     package static let logUnavailable = APIError.unavailable("the write-ahead log cannot be written; retry later")
+
+    /// A write sent to a cluster follower (spec §13.4): 503 `not_leader`
+    /// with `Retry-After: 1`; nothing applied.
+    package static let notLeader = APIError(
+        status: 503, code: "not_leader", message: "this node is a follower: send writes to the leader",
+        retryAfterSeconds: 1)
 }

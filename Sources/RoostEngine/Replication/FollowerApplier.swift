@@ -14,17 +14,12 @@ import RoostStorage
 package struct FollowerApplier: Sendable {
     package let registry: Registry
     package let catalog: CatalogStore
-    package let log: any MutationLog
+    package let log: ClusterLog
 
-    package init(registry: Registry, catalog: CatalogStore, log: any MutationLog) {
+    package init(registry: Registry, catalog: CatalogStore, log: ClusterLog) {
         self.registry = registry
         self.catalog = catalog
         self.log = log
-    }
-
-    /// The engine's parts a follower applies to.
-    package init(engine: DurableEngine) {
-        self.init(registry: engine.registry, catalog: engine.catalog, log: engine.log)
     }
 
     /// The LSN the next replicated record must have: the one after this
@@ -72,7 +67,7 @@ package struct FollowerApplier: Sendable {
         }
         let outcomes = await registry.shardSet.perform(batch: appOrder.map { .replicate($0, byApp[$0] ?? []) })
         guard outcomes.allSatisfy({ $0 != nil }) else { throw .logUnavailable }
-        guard let appended = log.append(records.map(\.payload)) else { throw .logUnavailable }
+        guard let appended = log.appendReplicated(records.map(\.payload)) else { throw .logUnavailable }
         precondition(appended == last.lsn, "this node's log gave \(appended) to the leader's \(last.lsn)")
         guard await registry.shardSet.perform(.awaitLog(appended)) != nil else { throw .logUnavailable }
         return appended

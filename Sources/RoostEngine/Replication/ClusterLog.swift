@@ -2,26 +2,42 @@ import RoostPlatform
 import RoostStorage
 import Synchronization
 
-/// The log of a cluster leader (spec §13.2): every append goes to this
-/// node's own log (`local`, which gives the LSNs), and the same records, in
-/// LSN order, into an outbox the replicator takes as the next group-log
-/// batch. A record is acknowledged only once the group log committed it
-/// (`commit(through:)`, after etcd's answer) **and** the local log
-/// acknowledged it under `--fsync`: `acknowledgedThrough` is the smaller of
-/// the two, so every answer, device write or catalog change, waits for both.
+/// The log of a cluster node (spec §13), the one its shards and catalog
+/// append to, whatever its role.
+///
+/// - As a **follower** it takes no append from them (nil: a write that
+///   reached a shard on a follower is refused, 503); the `FollowerApplier`
+///   writes the leader's records to `local` at the leader's LSNs
+///   (`appendReplicated`), and they are acknowledged as `local` acknowledges them.
+/// - As the **leader** (`promote`) every append goes to this node's own log
+///   (`local`, which gives the LSNs), and the same records, in LSN order, into
+///   an outbox the replicator takes as the next group-log batch. A record is
+///   acknowledged only once the group log committed it (`commit(through:)`,
+///   after etcd's answer) **and** `local` acknowledged it under `--fsync`:
+///   `acknowledgedThrough` is the smaller of the two, so every answer, device
+///   write or catalog change, waits for both (spec §13.2).
+/// - **Closed** (deposed, §13.5) it takes nothing more and acknowledges
+///   nothing after the last commit.
 ///
 /// Threads: shards and the catalog append from the loops; the replicator's
 /// thread takes the outbox and reports commits. Values cross, no callbacks:
 /// a waiting loop is woken (`LoopExecutor.wake`) and looks again.
-package final class LeaderLog: MutationLog {
+package final class ClusterLog: MutationLog {
+    /// What the node is to its log.
+    package enum Role: Sendable, Equatable {
+        case follower
+        case leader
+        case closed
+    }
+
     /// The records waiting for the replicator, and the loops to wake on a commit.
     private struct Outbox {
+        var role = Role.follower
         var records: [ReplicatedRecord] = []
         var bytes = 0
         var wakeRequests: [(executor: LoopExecutor, through: UInt64)] = []
-        /// Set when this node may no longer append (deposed, spec §13.5):
-        /// nothing after `committed` will be acknowledged.
-        var closed = false
+        /// Appends refused because this node did not lead.
+        var refusedAsFollower = 0
     }
 
     /// Outbox bytes beyond which appends are refused (503): the group log
@@ -31,27 +47,60 @@ package final class LeaderLog: MutationLog {
 
     package let local: any MutationLog
     private let outbox = Mutex(Outbox())
-    /// The last LSN the group log committed (0: none).
-    private let committed: Atomic<UInt64>
+    /// The last LSN the group log committed as this node knows it (0: none);
+    /// a follower's whole log is committed (it holds only what it applied).
+    private let committed = Atomic<UInt64>(0)
+    /// Set while this node leads (read lock-free on the answer path).
+    private let leading = Atomic<Bool>(false)
+    /// Set once deposed (read lock-free: every shard turn asks `acceptsWrites`).
+    private let isClosed = Atomic<Bool>(false)
 
-    /// A leader's log over `local`, whose records through `committedThrough`
-    /// the group log already holds (the end of the group log when this node
-    /// took the lead).
-    package init(local: any MutationLog, committedThrough: LogSequenceNumber) {
-        precondition(
-            committedThrough <= local.appendedThrough,
-            "the group log holds \(committedThrough), past this node's log at \(local.appendedThrough)")
+    /// A follower's log over `local`.
+    package init(local: any MutationLog) {
         self.local = local
-        self.committed = Atomic(committedThrough.rawValue)
+    }
+
+    /// The role now.
+    package var role: Role { outbox.withLock { $0.role } }
+
+    /// Appends refused because this node did not lead (a write that should
+    /// have been refused before it reached a shard).
+    package var appendsRefusedAsFollower: Int { outbox.withLock { $0.refusedAsFollower } }
+
+    /// Makes this follower the leader: every record of `local` is in the
+    /// group log (the new leader read the group log to its end and applied
+    /// it), and appends from now on go to the outbox.
+    package func promote() {
+        outbox.withLock { outbox in
+            precondition(outbox.role == .follower, "promoting a \(outbox.role) log")
+            precondition(outbox.records.isEmpty, "a follower's outbox holds records")
+            committed.store(local.appendedThrough.rawValue, ordering: .releasing)
+            outbox.role = .leader
+            leading.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Writes records the group log committed (a follower's, from the
+    /// `FollowerApplier`) to `local`; returns the last LSN, nil when `local`
+    /// refused them. They are committed: nothing waits for the group log.
+    package func appendReplicated(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        outbox.withLock { outbox -> LogSequenceNumber? in
+            precondition(outbox.role == .follower, "replicated records appended to a \(outbox.role) log")
+            guard let last = local.append(records) else { return nil }
+            committed.store(last.rawValue, ordering: .releasing)
+            return last
+        }
     }
 
     package func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
         precondition(!records.isEmpty, "an append of no records")
         return outbox.withLock { outbox -> LogSequenceNumber? in
             // Under the outbox's lock, so that the outbox is in LSN order.
-            guard !outbox.closed, outbox.bytes < Self.outboxBytesMax, let last = local.append(records) else {
+            guard outbox.role == .leader else {
+                if outbox.role == .follower { outbox.refusedAsFollower += 1 }
                 return nil
             }
+            guard outbox.bytes < Self.outboxBytesMax, let last = local.append(records) else { return nil }
             var lsn = last.rawValue - UInt64(records.count) + 1
             for payload in records {
                 outbox.records.append(ReplicatedRecord(lsn: LogSequenceNumber(lsn), payload: payload))
@@ -68,18 +117,24 @@ package final class LeaderLog: MutationLog {
         min(local.acknowledgedThrough, committedThrough)
     }
 
+    /// Only while this node leads (a closed log refuses every append anyway).
+    package var takesLocalWrites: Bool { leading.load(ordering: .acquiring) || isClosed.load(ordering: .acquiring) }
+
     /// The last LSN the group log committed.
     package var committedThrough: LogSequenceNumber { LogSequenceNumber(committed.load(ordering: .acquiring)) }
 
+    /// False once `local` failed or this node was deposed. A follower
+    /// accepts writes in this sense (its reads are served as usual); the API
+    /// refuses writes sent to it before they reach a shard (503 `not_leader`).
     package var acceptsWrites: Bool {
-        local.acceptsWrites && !outbox.withLock { $0.closed }
+        local.acceptsWrites && !isClosed.load(ordering: .acquiring)
     }
 
     package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
         // The local log wakes it once its part is done; a commit wakes it for the other.
         local.wakeWhenAcknowledged(lsn, executor)
         let due = outbox.withLock { outbox -> Bool in
-            if outbox.closed || committed.load(ordering: .acquiring) >= lsn.rawValue { return true }
+            if outbox.role == .closed || committed.load(ordering: .acquiring) >= lsn.rawValue { return true }
             if let at = outbox.wakeRequests.firstIndex(where: { $0.executor === executor }) {
                 outbox.wakeRequests[at].through = min(outbox.wakeRequests[at].through, lsn.rawValue)
             } else {
@@ -117,6 +172,7 @@ package final class LeaderLog: MutationLog {
     /// wakes the loops whose answers that releases (with the local log's
     /// acknowledgement they may still wait for; they look again).
     package func commit(through lsn: LogSequenceNumber) {
+        precondition(leading.load(ordering: .acquiring), "a commit reported to a log that does not lead")
         precondition(lsn <= local.appendedThrough, "committed \(lsn) was never appended here")
         let previous = committed.load(ordering: .acquiring)
         precondition(lsn.rawValue >= previous, "the committed LSN went back from \(previous) to \(lsn)")
@@ -128,7 +184,11 @@ package final class LeaderLog: MutationLog {
     /// and not committed is ever acknowledged; waiting loops are woken (a
     /// write that was not committed is answered 503 as the log refuses it).
     package func close() {
-        outbox.withLock { $0.closed = true }
+        outbox.withLock { outbox in
+            outbox.role = .closed
+            leading.store(false, ordering: .releasing)
+            isClosed.store(true, ordering: .releasing)
+        }
         wake { _ in true }
     }
 
