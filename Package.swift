@@ -133,7 +133,7 @@ let package = Package(
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
-            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostJSON", "RoostTesting"],
+            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostJSON", "RoostPlatform", "RoostTesting"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
