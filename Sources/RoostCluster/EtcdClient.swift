@@ -48,7 +48,7 @@ package final class EtcdClient {
     package let options: EtcdClientOptions
     private var currentIndex = 0
     private var connection: HTTPClientConnection?
-    private var ownerThread: pthread_t?
+    private var owner = OwnerThread()
     /// The last failure, for the log line of a `perform` that answered `.failed`.
     package private(set) var lastError: EtcdClientError?
     /// How many times the client moved on to another endpoint.
@@ -218,13 +218,23 @@ package final class EtcdClient {
         }
     }
 
-    /// The client is confined to the thread that first used it (HOUSE_STYLE 16).
     private func assertOwnerThread() {
+        owner.check("EtcdClient")
+    }
+}
+
+/// The thread an object is confined to: the first that used it
+/// (HOUSE_STYLE 16); any other crashes the process.
+struct OwnerThread {
+    private var thread: pthread_t?
+
+    /// Records the calling thread on first use; afterwards requires it.
+    mutating func check(_ what: String) {
         let current = pthread_self()
-        if let ownerThread {
-            precondition(pthread_equal(ownerThread, current) != 0, "EtcdClient used from a second thread")
+        if let thread {
+            precondition(pthread_equal(thread, current) != 0, "\(what) used from a second thread")
         } else {
-            ownerThread = current
+            thread = current
         }
     }
 }

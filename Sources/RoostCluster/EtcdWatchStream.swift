@@ -55,6 +55,7 @@ package final class EtcdWatchStream {
     /// Body bytes received and not yet split into messages.
     private var pending: [UInt8] = []
     private var finished: EtcdClientError?
+    private var owner = OwnerThread()
 
     /// Sends the watch's create request on `connection` and waits until
     /// `deadline` for etcd to confirm it.
@@ -98,7 +99,13 @@ package final class EtcdWatchStream {
         case nil:
             close()
             throw EtcdClientError(.unavailable, .http(.answerTimedOut), endpoint: endpoint.description)
-        case .events?, .compacted?, .cancelled?:
+        case .compacted(let revision)?:
+            // etcd 3.4.23 sends `created` first; a compaction in the same
+            // message is the same answer.
+            throw finish(EtcdClientError(.compacted(compactRevision: revision), .watchCancelled("compacted")))
+        case .cancelled(let reason)?:
+            throw finish(EtcdClientError(.unavailable, .watchCancelled(reason)))
+        case .events?:
             close()
             throw .malformed("watch answered before it was created")
         }
@@ -122,6 +129,7 @@ package final class EtcdWatchStream {
     /// away, `.unavailable` when the connection failed, etcd cancelled the
     /// watch, or `canceller` was used; every later call throws the same.
     package func next(timeout: Duration) throws(EtcdClientError) -> [EtcdEvent] {
+        owner.check("EtcdWatchStream")
         let deadline = ContinuousClock.now + timeout
         while true {
             guard let message = try nextMessage(deadline: deadline) else { return [] }
