@@ -321,6 +321,30 @@ struct EtcdClientSystemTests {
         #expect(client.connectionsOpened == 1, "error answers (chunked, with a trailer) keep the connection")
     }
 
+    @Test("a space alarm (--quota-backend-bytes): writes fail unavailable (429, code 8), reads go on, status names it")
+    func spaceAlarm() throws {
+        let etcd = try EtcdProcess.start(arguments: ["--quota-backend-bytes", "262144"])
+        let client = try Self.client(etcd)
+        var random = SeededRandom(seed: 0x5AACE)
+        var written = 0
+        var answer = EtcdResponse.failed(.unavailable)
+        repeat {
+            // Random bytes: bbolt stores values as they are, so each put grows the file.
+            let value = (0..<60_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            answer = client.perform(Self.put(Self.key("/fill/\(written)"), value))
+            written += 1
+        } while answer != .failed(.unavailable) && written < 40
+        #expect(answer == .failed(.unavailable), "seed \(random.seed): the quota never filled")
+        guard case .etcd(429, 8, let message)? = client.lastError?.reason else {
+            Issue.record("space alarm: \(String(describing: client.lastError))")
+            return
+        }
+        #expect(message.contains("database space exceeded"))
+        #expect(try client.range(.prefix(Self.key("/fill/"))).keyValues.count == written - 1)
+        let status = try client.status()
+        #expect(status.errors.contains { $0.contains("NOSPACE") })
+    }
+
     @Test("failover: a dead first endpoint is skipped; a paused one times out and the next request moves on")
     func failover() throws {
         let live = try EtcdProcess.start()
