@@ -74,8 +74,10 @@ alloc-budget: deps
 	  --filter AllocationBudgetTests
 
 ## What the tests need beyond `deps`: headless Chromium and its WebDriver for
-## the console's browser tests (Tests/SystemTests/ConsoleBrowserSystemTests.swift).
-TEST_DEPS := chromium chromium-driver
+## the console's browser tests (Tests/SystemTests/ConsoleBrowserSystemTests.swift),
+## and etcd 3.4 for the etcd client's tests against a real server
+## (Tests/SystemTests/EtcdClientSystemTests.swift, decision 0078).
+TEST_DEPS := chromium chromium-driver etcd-server
 test-deps:
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(TEST_DEPS)"
 

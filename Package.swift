@@ -55,8 +55,9 @@ let package = Package(
         .target(
             name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims", "RoostTelemetry"],
             swiftSettings: strict),
-        // Cluster mode (spec §13): etcd requests as values, the replication state machine.
-        .target(name: "RoostCluster", swiftSettings: strict),
+        // Cluster mode (spec §13): etcd requests as values, the replication state machine,
+        // the etcd JSON-gateway client (our HTTP/1.1 client over RoostPlatform's sockets).
+        .target(name: "RoostCluster", dependencies: ["RoostJSON", "RoostPlatform"], swiftSettings: strict),
         .target(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage", "RoostCluster"],
@@ -119,7 +120,8 @@ let package = Package(
             dependencies: ["RoostFuzzChecks", "RoostHTTP", "RoostPlatform", "RoostTesting", "RoostTelemetry"],
             exclude: ["FuzzCorpus", "ConnectionFuzzCorpus"], swiftSettings: strict),
         .testTarget(
-            name: "SystemTests", dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto"],
+            name: "SystemTests",
+            dependencies: ["RoostTesting", "RoostJSON", "RoostPlatform", "CCrypto", "RoostCluster"],
             exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(
             name: "RoostModelTests", dependencies: ["RoostModel", "RoostTesting", "RoostCrypto"], swiftSettings: strict),
@@ -131,7 +133,8 @@ let package = Package(
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
-            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostTesting"], swiftSettings: strict),
+            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostJSON", "RoostPlatform", "RoostTesting"],
+            swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),

@@ -210,6 +210,37 @@ int roost_tcp_connect(const char *host, uint16_t port) {
     return fd;
 }
 
+int roost_tcp_connect_start(const char *host, uint16_t port, int *in_progress) {
+    *in_progress = 0;
+    struct sockaddr_storage address;
+    socklen_t length = roost_socket_address(host, port, &address);
+    if (length == 0) return -1;
+    int fd = socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* A non-blocking connect interrupted by a signal goes on in the
+     * background (EINTR): it is then in progress, like EINPROGRESS. */
+    if (connect(fd, (struct sockaddr *)&address, length) < 0) {
+        if (errno == EINPROGRESS || errno == EINTR) {
+            *in_progress = 1;
+            return fd;
+        }
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int roost_socket_error(int fd) {
+    int error = 0;
+    socklen_t length = sizeof error;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) < 0) return -1;
+    return error;
+}
+
 int roost_set_receive_timeout(int fd, int timeout_ms) {
     struct timeval tv;
     tv.tv_sec = timeout_ms / 1000;

@@ -65,6 +65,13 @@ int roost_tcp_connect(const char *host, uint16_t port);
 
 /// Sets SO_RCVTIMEO on a blocking socket (0 clears it). Returns 0 or -1 with errno.
 int roost_set_receive_timeout(int fd, int timeout_ms);
+/// Starts a TCP client connection to host:port (IPv4 or IPv6, as for
+/// roost_tcp_listen) on a non-blocking, close-on-exec socket with TCP_NODELAY.
+/// Returns fd with *in_progress = 1 while the connection is being made (wait
+/// for POLLOUT, then read roost_socket_error), 0 when already connected; or -1.
+int roost_tcp_connect_start(const char *host, uint16_t port, int *in_progress);
+/// The pending error of a socket (SO_ERROR; 0: none). Returns it, or -1 with errno.
+int roost_socket_error(int fd);
 
 /// CRC-32C (Castagnoli), continuing from crc (pass 0 to start).
 /// Uses the SSE4.2 crc32 instruction when the CPU has it, else a table.
