@@ -56,7 +56,7 @@ let package = Package(
             name: "RoostStorage", dependencies: ["RoostPlatform", "CZstd", "CSystemShims", "RoostTelemetry"],
             swiftSettings: strict),
         // Cluster mode (spec §13): etcd requests as values, the replication state machine.
-        .target(name: "RoostCluster", swiftSettings: strict),
+        .target(name: "RoostCluster", dependencies: ["RoostStorage", "CZstd"], swiftSettings: strict),
         .target(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage", "RoostCluster"],
@@ -131,7 +131,8 @@ let package = Package(
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
-            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostTesting"], swiftSettings: strict),
+            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostStorage", "RoostTesting"],
+            swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],
             swiftSettings: strict),
