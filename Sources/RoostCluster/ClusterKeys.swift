@@ -17,21 +17,26 @@ package struct ClusterKeys: Hashable, Sendable {
     /// `/roost/<cluster>/`: every key of the cluster.
     package let prefix: [UInt8]
 
+    /// The cluster's record.
+    package let clusterRecord: [UInt8]
+    /// Every key of group 0 (what a node watches).
+    package let group: [UInt8]
+    /// The leader key of group 0.
+    package let leader: [UInt8]
+    /// The prefix of group 0's log batches.
+    package let logPrefix: [UInt8]
+    /// The prefix of group 0's member records.
+    package let membersPrefix: [UInt8]
+
     package init(cluster: ClusterName) {
         self.cluster = cluster
-        self.prefix = Array("/roost/\(cluster.rawValue)/".utf8)
+        prefix = Array("/roost/\(cluster.rawValue)/".utf8)
+        clusterRecord = prefix + Array("cluster".utf8)
+        group = prefix + Array("g0/".utf8)
+        leader = group + Array("leader".utf8)
+        logPrefix = group + Array("log/".utf8)
+        membersPrefix = group + Array("members/".utf8)
     }
-
-    /// The cluster's record.
-    package var clusterRecord: [UInt8] { prefix + Array("cluster".utf8) }
-    /// Every key of group 0 (what a node watches).
-    package var group: [UInt8] { prefix + Array("g0/".utf8) }
-    /// The leader key of group 0.
-    package var leader: [UInt8] { group + Array("leader".utf8) }
-    /// The prefix of group 0's log batches.
-    package var logPrefix: [UInt8] { group + Array("log/".utf8) }
-    /// The prefix of group 0's member records.
-    package var membersPrefix: [UInt8] { group + Array("members/".utf8) }
 
     /// The key of the batch that starts at `firstLSN`.
     package func logKey(firstLSN: LogSequenceNumber) -> [UInt8] {

@@ -12,7 +12,8 @@ import RoostStorage
 ///     payload (stored payload bytes) | CRC-32C of everything before it (4)
 ///
 /// The plain payload is each record as a 4-byte length and its bytes. It is
-/// stored zstd-compressed (level 1) only when that saves at least
+/// stored zstd-compressed (level 1) only when it has at least
+/// `compressionPlainBytesMin` bytes and that saves at least
 /// `compressionSavingsPercentMin` percent. `decode` checks every field and
 /// bound and throws a `ReplicationBatchError` naming what is wrong; it never
 /// traps on bad bytes.
@@ -24,6 +25,8 @@ package struct ReplicationBatch: Hashable, Sendable {
     package static let recordsPerBatchMax = 65_536
     /// Compression is kept only when it saves at least this share of the payload.
     package static let compressionSavingsPercentMin = 10
+    /// A smaller payload is stored plain: zstd's frame and context cost more than it could save.
+    package static let compressionPlainBytesMin = 512
     /// The zstd level: fast, as the snapshot writer's.
     static let compressionLevel: Int32 = 1
 
@@ -136,7 +139,7 @@ package struct ReplicationBatch: Hashable, Sendable {
 
     /// Returns `plain` zstd-compressed, or nil when zstd fails (it is then stored plain).
     private static func compress(_ plain: [UInt8]) -> [UInt8]? {
-        guard !plain.isEmpty else { return nil }
+        guard plain.count >= compressionPlainBytesMin else { return nil }
         var output = [UInt8](repeating: 0, count: ZSTD_compressBound(plain.count))
         let written = output.withUnsafeMutableBytes { target in
             plain.withUnsafeBytes { source in

@@ -282,9 +282,17 @@ package struct ReplicationMachine {
         if satisfies { readWantedFrom = nil }
         defer { if !satisfies, !isReadPending, role != .deposed, role != .seeding { sendRead(&actions) } }
         var batches: [ReplicationBatch] = []
-        for keyValue in logKeys {
+        for (index, keyValue) in logKeys.enumerated() {
+            // Once reconciled, a batch that ends before the local log's end
+            // is not decoded (its key and the next one's say where it ends),
+            // but the first is, for where the group log starts.
+            if reconciled, index > 0, index + 1 < logKeys.count,
+                let next = keys.firstLSN(ofLogKey: logKeys[index + 1].key), next.rawValue <= localEnd.rawValue + 1
+            {
+                continue
+            }
             guard let batch = decodeBatch(keyValue, &actions) else { break }  // a hole: stop before it
-            if let last = batches.last, batch.firstLSN != last.nextLSN { break }
+            if let last = batches.last, batch.firstLSN < last.nextLSN { break }
             batches.append(batch)
         }
         groupLogStart = batches.first?.firstLSN

@@ -44,8 +44,8 @@ struct SimulationPlan {
     var faultEveryMillisecondsMax: Int64 = 400
     var etcdLatencyMillisecondsMax: Int64 = 12
     var fsyncLatencyMillisecondsMax: Int64 = 15
-    var tickMillisecondsMax: Int64 = 40
-    var watchPollMillisecondsMax: Int64 = 40
+    var tickMillisecondsMax: Int64 = 60
+    var watchPollMillisecondsMax: Int64 = 60
     var answerLossPercent = 1
     var leaseTTLSeconds: Int64 = 1
 }
@@ -87,10 +87,16 @@ struct ReplicationSimulator {
         var watch: (fakeID: Int, token: WatchToken)?
         var appliedThrough = LogSequenceNumber(0)
         var restartPending = false
+        /// The node's clock runs at this rate (per mille of the simulation's): a
+        /// slow clock checks its lease deadline late, which only the fence covers.
+        var clockRatePermille: Int64 = 1_000
+        /// The simulation's time at the machine's start, and the node's clock then.
+        var clockOrigin: Int64 = 0
+        var clockAtOrigin: Int64 = 0
     }
 
     /// What happened, for the test's summary.
-    struct Statistics {
+    struct Statistics: Sendable {
         var events = 0
         var acknowledged = 0
         var epochs = 0
@@ -101,6 +107,19 @@ struct ReplicationSimulator {
         var purges = 0
         var unavailableWindows = 0
         var refusedBatches = 0
+
+        mutating func add(_ other: Statistics) {
+            events += other.events
+            acknowledged += other.acknowledged
+            epochs += other.epochs
+            crashes += other.crashes
+            pauses += other.pauses
+            deposed += other.deposed
+            reseeds += other.reseeds
+            purges += other.purges
+            unavailableWindows += other.unavailableWindows
+            refusedBatches += other.refusedBatches
+        }
     }
 
     let seed: UInt64
@@ -135,7 +154,7 @@ struct ReplicationSimulator {
 
     /// Runs the schedule to its end; returns whether every invariant held.
     mutating func run() -> Bool {
-        plan.chaosMilliseconds = 1_500 + draw(2_000)
+        plan.chaosMilliseconds = 800 + draw(1_400)
         etcd.faults.duplicateEventPercent = Int(draw(6))
         etcd.faults.dropEventPercent = Int(draw(4))
         etcd.faults.rewindPercent = Int(draw(6))
@@ -207,7 +226,7 @@ struct ReplicationSimulator {
         switch event {
         case .tick(let index, let incarnation):
             guard nodes[index].machine != nil, nodes[index].incarnation == incarnation else { return }
-            let delay = isPaused(index) ? nodes[index].pausedUntil - now : 1 + draw(plan.tickMillisecondsMax)
+            let delay = (isPaused(index) ? nodes[index].pausedUntil - now : 0) + 1 + draw(plan.tickMillisecondsMax)
             schedule(.tick(index, incarnation: incarnation), after: delay)
             if !isPaused(index) { handle(index, .tick) }
         case .watchPoll(let index, let incarnation):
@@ -279,7 +298,9 @@ struct ReplicationSimulator {
     mutating func handle(_ index: Int, _ event: ReplicationEvent) {
         guard var machine = nodes[index].machine else { return }
         let acknowledgedBefore = machine.acknowledged
-        let actions = machine.handle(event, now: now)
+        let node = nodes[index]
+        let local = node.clockAtOrigin + (now - node.clockOrigin) * node.clockRatePermille / 1_000
+        let actions = machine.handle(event, now: local)
         nodes[index].machine = machine
         for action in actions { perform(action, of: index, acknowledgedBefore: acknowledgedBefore) }
     }
@@ -358,19 +379,32 @@ struct ReplicationSimulator {
     mutating func noteAppend(_ request: EtcdRequest, from index: Int) {
         guard case .transaction(_, let success, _) = request else { return }
         for case .put(let key, let value, _) in success where keys.firstLSN(ofLogKey: key) != nil {
-            guard let batch = try? ReplicationBatch.decode(value) else { return violation("an undecodable append") }
-            if let other = appenders[batch.epoch], other != nodes[index].id {
-                violation("\(nodes[index].id) and \(other) both append in epoch \(batch.epoch)")
+            // The epoch from the header (bytes 8..<16), without decoding the batch.
+            guard value.count > 16 else { return violation("an append of \(value.count) bytes") }
+            let epoch = ClusterEpoch(Int64(Bytes.read(UInt64.self, value[...], at: 8)))
+            if let other = appenders[epoch], other != nodes[index].id {
+                violation("\(nodes[index].id) and \(other) both append in epoch \(epoch)")
             }
-            appenders[batch.epoch] = nodes[index].id
+            appenders[epoch] = nodes[index].id
         }
     }
 
-    /// Records what etcd committed.
+    /// Records what etcd committed; (a) a batch commits only while its epoch
+    /// holds the leader key (no append from a deposed leader), and epochs
+    /// never decrease along the log.
     mutating func observe(_ request: EtcdRequest, _ response: EtcdResponse, from index: Int) {
         guard case .transaction(true, _, _) = response, case .transaction(_, let success, _) = request else { return }
         for case .put(let key, let value, _) in success where keys.firstLSN(ofLogKey: key) != nil {
             guard let batch = try? ReplicationBatch.decode(value) else { return violation("an undecodable batch") }
+            let holder = etcd.value(of: keys.leader)?.createRevision
+            if holder != batch.epoch.createRevision {
+                violation(
+                    "\(nodes[index].id) committed a batch of \(batch.epoch) at \(batch.firstLSN) while the leader key "
+                        + "is \(holder.map { "of epoch \($0.rawValue)" } ?? "absent")")
+            }
+            if let before = groupLog[batch.firstLSN.rawValue - 1], before.epoch > batch.epoch {
+                violation("a batch of \(batch.epoch) at \(batch.firstLSN) after one of \(before.epoch)")
+            }
             for (offset, record) in batch.records.enumerated() {
                 let lsn = batch.firstLSN.rawValue + UInt64(offset)
                 if let held = groupLog[lsn], held.record != record {
@@ -470,7 +504,7 @@ struct ReplicationSimulator {
         var records: [[UInt8]] = []
         for _ in 0...draw(3) {
             writeCounter += 1
-            let padding = [UInt8](repeating: UInt8(0x61 + writeCounter % 26), count: Int(draw(64)))
+            let padding = [UInt8](repeating: UInt8(0x61 + writeCounter % 26), count: Int(draw(160)))
             records.append(Array("s\(seed)-w\(writeCounter)-".utf8) + padding)
         }
         handle(index, .submit(records))
@@ -520,6 +554,10 @@ struct ReplicationSimulator {
         configuration.leaseTTLSeconds = plan.leaseTTLSeconds
         configuration.etcdTimeoutMilliseconds = 200
         nodes[index].machine = ReplicationMachine(configuration: configuration)
+        // Most clocks keep time; some run slow (down to half speed).
+        nodes[index].clockRatePermille = chance(70) ? 1_000 : 500 + draw(500)
+        nodes[index].clockOrigin = now
+        nodes[index].clockAtOrigin = draw(1_000_000)
         nodes[index].appliedThrough = LogSequenceNumber(0)
         handle(index, .start(localLogEnd: nodes[index].disk.end))
         let incarnation = nodes[index].incarnation
