@@ -93,6 +93,8 @@ struct ReplicationSimulator {
         /// The simulation's time at the machine's start, and the node's clock then.
         var clockOrigin: Int64 = 0
         var clockAtOrigin: Int64 = 0
+        /// The longest wait between two watch deliveries: some watch streams lag.
+        var watchLagMillisecondsMax: Int64 = 60
     }
 
     /// What happened, for the test's summary.
@@ -103,6 +105,8 @@ struct ReplicationSimulator {
         var crashes = 0
         var pauses = 0
         var deposed = 0
+        /// Depositions by a failed fence: a deposed leader's append refused by etcd.
+        var fenced = 0
         var reseeds = 0
         var purges = 0
         var unavailableWindows = 0
@@ -115,6 +119,7 @@ struct ReplicationSimulator {
             crashes += other.crashes
             pauses += other.pauses
             deposed += other.deposed
+            fenced += other.fenced
             reseeds += other.reseeds
             purges += other.purges
             unavailableWindows += other.unavailableWindows
@@ -231,7 +236,7 @@ struct ReplicationSimulator {
             if !isPaused(index) { handle(index, .tick) }
         case .watchPoll(let index, let incarnation):
             guard nodes[index].machine != nil, nodes[index].incarnation == incarnation else { return }
-            schedule(.watchPoll(index, incarnation: incarnation), after: 1 + draw(plan.watchPollMillisecondsMax))
+            schedule(.watchPoll(index, incarnation: incarnation), after: 1 + draw(nodes[index].watchLagMillisecondsMax))
             guard !isPaused(index), let watch = nodes[index].watch else { return }
             switch etcd.takeEvents(watch.fakeID) {
             case .success(let events):
@@ -351,8 +356,9 @@ struct ReplicationSimulator {
             break
         case .becameLeader:
             statistics.epochs += 1
-        case .deposed:
+        case .deposed(let reason):
             statistics.deposed += 1
+            if reason == .fenced { statistics.fenced += 1 }
             crash(index, restartAfter: 20 + draw(200))  // exit 75; the supervisor starts it again
         case .reseedNeeded(let start):
             reseed(index, groupLogStart: start)
@@ -498,7 +504,8 @@ struct ReplicationSimulator {
     // MARK: - Clients and faults
 
     mutating func submitWrite() {
-        let leaders = nodes.indices.filter { nodes[$0].machine?.isTakingWrites == true && !isPaused($0) }
+        // A paused leader gets writes too: they wait in its socket until it resumes.
+        let leaders = nodes.indices.filter { nodes[$0].machine?.isTakingWrites == true }
         guard !leaders.isEmpty else { return }
         let index = leaders[Int(draw(Int64(leaders.count)))]
         var records: [[UInt8]] = []
@@ -507,7 +514,7 @@ struct ReplicationSimulator {
             let padding = [UInt8](repeating: UInt8(0x61 + writeCounter % 26), count: Int(draw(160)))
             records.append(Array("s\(seed)-w\(writeCounter)-".utf8) + padding)
         }
-        handle(index, .submit(records))
+        deliver(index, incarnation: nodes[index].incarnation, .submit(records))
     }
 
     mutating func injectFault() {
@@ -520,7 +527,7 @@ struct ReplicationSimulator {
         case 25..<40:
             guard nodes[index].machine != nil, !isPaused(index) else { return }
             statistics.pauses += 1
-            nodes[index].pausedUntil = now + plan.leaseTTLSeconds * 1_000 + 100 + draw(1_000)
+            nodes[index].pausedUntil = now + plan.leaseTTLSeconds * 1_000 + 100 + draw(600)
         case 40..<50:
             guard !etcd.unavailable else { return }
             statistics.unavailableWindows += 1
@@ -554,10 +561,12 @@ struct ReplicationSimulator {
         configuration.leaseTTLSeconds = plan.leaseTTLSeconds
         configuration.etcdTimeoutMilliseconds = 200
         nodes[index].machine = ReplicationMachine(configuration: configuration)
-        // Most clocks keep time; some run slow (down to half speed).
-        nodes[index].clockRatePermille = chance(70) ? 1_000 : 500 + draw(500)
+        // Most clocks keep time; some run slow, down to a quarter speed (a
+        // stalled timer thread is the same): keep-alives then come too late.
+        nodes[index].clockRatePermille = chance(70) ? 1_000 : 250 + draw(750)
         nodes[index].clockOrigin = now
         nodes[index].clockAtOrigin = draw(1_000_000)
+        nodes[index].watchLagMillisecondsMax = chance(70) ? plan.watchPollMillisecondsMax : 100 + draw(400)
         nodes[index].appliedThrough = LogSequenceNumber(0)
         handle(index, .start(localLogEnd: nodes[index].disk.end))
         let incarnation = nodes[index].incarnation
@@ -598,7 +607,7 @@ struct ReplicationSimulator {
         quiet = true
         etcd.faults = FakeEtcd.Faults()
         etcd.unavailable = false
-        for index in nodes.indices { nodes[index].pausedUntil = min(nodes[index].pausedUntil, now) }
+        // A pause under way runs out (a deposed leader's resumption is the point of it).
         schedule(.convergenceCheck, after: 100)
     }
 }
