@@ -47,9 +47,11 @@ package struct ClusterKeys: Hashable, Sendable {
 
     /// Returns the first LSN a log key names, or nil when `key` is not a log key.
     package func firstLSN(ofLogKey key: [UInt8]) -> LogSequenceNumber? {
-        guard key.count == logPrefix.count + Self.lsnDigits, key.starts(with: logPrefix) else { return nil }
+        guard key.count == logPrefix.count + Self.lsnDigits else { return nil }
+        for index in 0..<logPrefix.count where key[index] != logPrefix[index] { return nil }
         var value: UInt64 = 0
-        for digit in key[logPrefix.count...] {
+        for index in logPrefix.count..<key.count {
+            let digit = key[index]
             guard digit >= 0x30, digit <= 0x39 else { return nil }
             let (times, overflow) = value.multipliedReportingOverflow(by: 10)
             let (sum, overflowSum) = times.addingReportingOverflow(UInt64(digit - 0x30))

@@ -26,7 +26,7 @@ import RoostStorage
 /// - Start: the local log is compared with the group log; a suffix etcd
 ///   does not hold is cut (it was never acknowledged).
 package struct ReplicationMachine {
-    /// Why a read of the leader key and the group log was sent.
+    /// What an etcd request in flight is for (its answer goes there).
     private enum Purpose {
         case read
         case grantLease(sentAt: Int64)
@@ -413,9 +413,15 @@ package struct ReplicationMachine {
         guard batch.firstLSN.rawValue <= localEnd.rawValue + 1 else { return requestRead(&actions) }  // a gap
         if role == .leader, let ownEpoch {
             if batch.epoch > ownEpoch { return depose(.newerEpochSeen, &actions) }
+            // Before its epoch record, a new leader catches up on older epochs;
+            // after it, nothing but its own appends can follow its log (the fence).
             precondition(
-                batch.epoch < ownEpoch && !isTakingWrites,
-                "\(configuration.node) leads \(ownEpoch) and found \(batch.epoch) at \(batch.firstLSN) after \(localEnd)"
+                batch.epoch < ownEpoch,
+                "\(configuration.node) leads \(ownEpoch) and found its own epoch at \(batch.firstLSN) after \(localEnd)"
+            )
+            precondition(
+                !isTakingWrites,
+                "\(configuration.node) takes writes in \(ownEpoch); \(batch.epoch) at \(batch.firstLSN) after \(localEnd)"
             )
         }
         if let last = lastBatchEpoch, batch.epoch < last {
@@ -467,12 +473,7 @@ package struct ReplicationMachine {
             leader = nil
             if role == .follower, reconciled {
                 role = .candidate
-                let behind = Int64(clamping: groupEnd.rawValue - min(groupEnd.rawValue, localEnd.rawValue))
-                let delay =
-                    configuration.candidateDelayBaseMilliseconds
-                    + behind.multipliedReportingOverflow(by: configuration.candidateDelayPerRecordBehindMilliseconds)
-                    .partialValue
-                campaignAt = now + min(max(delay, 0), configuration.candidateDelayMaxMilliseconds)
+                campaignAt = now + candidateDelayMilliseconds
                 actions.append(.becameCandidate)
             }
             return
@@ -487,6 +488,17 @@ package struct ReplicationMachine {
             campaignAt = nil
         }
         if changed { actions.append(.becameFollower(leader: record)) }
+    }
+
+    /// The wait of a candidate: longer the further its log is behind the
+    /// group log's end, so that the most caught-up follower tries first.
+    private var candidateDelayMilliseconds: Int64 {
+        let behind = groupEnd.rawValue - min(groupEnd.rawValue, localEnd.rawValue)
+        let perRecord = UInt64(configuration.candidateDelayPerRecordBehindMilliseconds)
+        let lag = behind.multipliedReportingOverflow(by: perRecord)
+        let cap = configuration.candidateDelayMaxMilliseconds
+        guard !lag.overflow, lag.partialValue < UInt64(cap) else { return cap }
+        return min(configuration.candidateDelayBaseMilliseconds + Int64(lag.partialValue), cap)
     }
 
     private mutating func grantAnswered(_ response: EtcdResponse, sentAt: Int64, _ actions: inout [ReplicationAction]) {

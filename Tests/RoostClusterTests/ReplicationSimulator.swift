@@ -283,7 +283,7 @@ struct ReplicationSimulator {
             } else if now >= plan.chaosMilliseconds + plan.quietMillisecondsMax {
                 violation("no convergence \(plan.quietMillisecondsMax) ms after the faults stopped: \(summary())")
             } else {
-                schedule(.convergenceCheck, after: 100)
+                schedule(.convergenceCheck, after: 200)
             }
         }
     }
@@ -302,6 +302,7 @@ struct ReplicationSimulator {
 
     mutating func handle(_ index: Int, _ event: ReplicationEvent) {
         guard var machine = nodes[index].machine else { return }
+        nodes[index].machine = nil  // one owner: the machine's state is not copied on write
         let acknowledgedBefore = machine.acknowledged
         let node = nodes[index]
         let local = node.clockAtOrigin + (now - node.clockOrigin) * node.clockRatePermille / 1_000
