@@ -23,8 +23,10 @@ import RoostStorage
 ///   third of the TTL and confirms the leader key after each renewal; a
 ///   lease not confirmed before its deadline, a lost lease or a failed
 ///   compare deposes it for good.
-/// - Start: the local log is compared with the group log; a suffix etcd
-///   does not hold is cut (it was never acknowledged).
+/// - Start: the local log after the node's checkpoint (applied, hence
+///   committed) is compared with the group log; a suffix etcd does not hold
+///   is cut (it was never acknowledged). When etcd no longer holds the
+///   batches after the checkpoint, the node re-seeds.
 package struct ReplicationMachine {
     /// What an etcd request in flight is for (its answer goes there).
     private enum Purpose {
@@ -57,6 +59,11 @@ package struct ReplicationMachine {
         var leader: EtcdKeyValue?
         var batches: [ReplicationBatch]
     }
+
+    /// The most etcd requests in flight at once: one read, one keep-alive or
+    /// confirm, one append, one grant or campaign, and lease revocations
+    /// (best effort, each until answered or timed out).
+    package static let requestsInFlightMax = 64
 
     package let configuration: ReplicationConfiguration
 
@@ -92,6 +99,8 @@ package struct ReplicationMachine {
     private var now: Int64 = 0
     private var started = false
     private var reconciled = false
+    /// The local records known committed at start (through the node's checkpoint).
+    private var trustedEnd = LogSequenceNumber(0)
     private var awaitingVerification: ReadAwaitingVerification?
     private var groupLogStart: LogSequenceNumber?
     private var lastBatchEpoch: ClusterEpoch?
@@ -127,11 +136,13 @@ package struct ReplicationMachine {
         var actions: [ReplicationAction] = []
         guard role != .deposed, role != .seeding else { return actions }
         switch event {
-        case .start(let localLogEnd):
+        case .start(let localLogEnd, let checkpoint):
             precondition(!started, "\(configuration.node) started twice")
+            precondition(checkpoint <= localLogEnd, "checkpoint \(checkpoint) beyond the log's end \(localLogEnd)")
             started = true
             localEnd = localLogEnd
             localDurable = localLogEnd
+            trustedEnd = checkpoint
             requestRead(&actions)
         case .tick:
             precondition(started, "tick before start")
@@ -221,6 +232,7 @@ package struct ReplicationMachine {
     // MARK: - Requests
 
     private mutating func send(_ request: EtcdRequest, _ purpose: Purpose, _ actions: inout [ReplicationAction]) {
+        precondition(pending.count < Self.requestsInFlightMax, "\(pending.count) etcd requests in flight")
         let id = EtcdRequestID(nextRequestID)
         nextRequestID += 1
         pending[id] = Pending(purpose: purpose, sentAt: now)
@@ -307,32 +319,31 @@ package struct ReplicationMachine {
         _ actions: inout [ReplicationAction]
     ) {
         guard awaitingVerification == nil else { return }
-        if localEnd == LogSequenceNumber(0) {
-            markReconciled()
-            return took(revision, leaderKey, batches, &actions)
-        }
         guard let start = batches.first?.firstLSN else {
-            // etcd holds no batch: nothing local was ever committed.
-            truncateLocal(after: LogSequenceNumber(0), &actions)
+            // etcd holds no batch: nothing after the checkpoint was committed.
+            truncateLocal(after: trustedEnd, &actions)
             markReconciled()
             return took(revision, leaderKey, batches, &actions)
         }
-        if localEnd.rawValue + 1 < start.rawValue { return reseed(start, &actions) }
+        // The records after the checkpoint are compared with etcd's; those
+        // etcd no longer holds cannot be, nor can the log go on from them.
+        if trustedEnd.rawValue + 1 < start.rawValue { return reseed(start, &actions) }
+        guard localEnd > trustedEnd else {
+            markReconciled()
+            return took(revision, leaderKey, batches, &actions)
+        }
         awaitingVerification = ReadAwaitingVerification(revision: revision, leader: leaderKey, batches: batches)
-        actions.append(.verifyLocalLog(against: batches.filter { $0.firstLSN <= localEnd }))
+        actions.append(.verifyLocalLog(against: batches.filter { $0.lastLSN > trustedEnd && $0.firstLSN <= localEnd }))
     }
 
     private mutating func verified(_ firstDifference: LogSequenceNumber?, _ actions: inout [ReplicationAction]) {
         guard let read = awaitingVerification else { preconditionFailure("a verification nobody asked for") }
         awaitingVerification = nil
         // What etcd held ends here: a local record after it was never committed.
-        var keep = read.batches.last?.lastLSN ?? LogSequenceNumber(0)
+        var keep = max(read.batches.last?.lastLSN ?? LogSequenceNumber(0), trustedEnd)
         if let difference = firstDifference {
-            precondition(difference >= LogSequenceNumber.first, "a difference at LSN 0")
-            let start = read.batches.first?.firstLSN ?? LogSequenceNumber.first
-            // Records before what etcd holds cannot be compared: when the
-            // very first one etcd holds differs, they may differ too.
-            if difference <= start, start > LogSequenceNumber.first { return reseed(start, &actions) }
+            precondition(
+                difference > trustedEnd, "the local log differs at \(difference), before its checkpoint \(trustedEnd)")
             keep = min(keep, LogSequenceNumber(difference.rawValue - 1))
         }
         truncateLocal(after: keep, &actions)
@@ -348,6 +359,7 @@ package struct ReplicationMachine {
 
     private mutating func truncateLocal(after lsn: LogSequenceNumber, _ actions: inout [ReplicationAction]) {
         guard lsn < localEnd else { return }
+        precondition(lsn >= trustedEnd, "a cut after \(lsn) would drop checkpointed records (through \(trustedEnd))")
         actions.append(.truncateLocalLog(after: lsn))
         localEnd = lsn
         localDurable = min(localDurable, lsn)
@@ -384,8 +396,10 @@ package struct ReplicationMachine {
 
     private mutating func reseed(_ start: LogSequenceNumber, _ actions: inout [ReplicationAction]) {
         role = .seeding
+        isTakingWrites = false
         if let watch { actions.append(.cancelWatch(watch)) }
         watch = nil
+        if let lease { send(.revokeLease(lease), .revoke, &actions) }  // a leader too far behind lets go
         actions.append(.reseedNeeded(groupLogStart: start))
     }
 

@@ -90,8 +90,11 @@ package struct ReplicationConfiguration: Sendable {
 /// What happened, as the machine is told it.
 package enum ReplicationEvent: Sendable {
     /// The node recovered its directory: its local log ends at `localLogEnd`
-    /// (LSN 0 when empty), all of it durable.
-    case start(localLogEnd: LogSequenceNumber)
+    /// (LSN 0 when empty), all of it durable, and its records through
+    /// `checkpoint` are known committed (its newest snapshot's LSN: a node
+    /// applies only committed records). Only the records after it are
+    /// compared with the group log.
+    case start(localLogEnd: LogSequenceNumber, checkpoint: LogSequenceNumber)
     /// Time passed (the time is the `now` passed with every event).
     case tick
     /// etcd answered request `id` (or the transport failed: `.failed(.unavailable)`).
@@ -153,8 +156,8 @@ package enum ReplicationAction: Hashable, Sendable {
     case startWatch(WatchToken, EtcdKeyRange, from: EtcdRevision)
     /// End this watch.
     case cancelWatch(WatchToken)
-    /// Compare the local log with these batches of the group log (those LSNs
-    /// it holds) and answer `.localLogVerified`.
+    /// Compare the local log with these batches of the group log (at the
+    /// LSNs after the checkpoint that it holds) and answer `.localLogVerified`.
     case verifyLocalLog(against: [ReplicationBatch])
     /// Drop every local record after this LSN: the group log does not hold them.
     case truncateLocalLog(after: LogSequenceNumber)

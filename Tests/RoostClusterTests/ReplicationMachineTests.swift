@@ -73,7 +73,7 @@ struct ReplicationMachineTests {
 
         /// Starts the machine on an empty log and runs until it takes writes.
         mutating func becomeLeader() throws {
-            handle(.start(localLogEnd: 0))
+            handle(.start(localLogEnd: 0, checkpoint: 0))
             #expect(machine.role == .candidate, "no leader key: it will try")
             for _ in 0..<20 where !machine.isTakingWrites {
                 advance(10)
@@ -157,7 +157,7 @@ struct ReplicationMachineTests {
     @Test("a follower takes batches once, in order, and refuses a batch of an older epoch after a newer one")
     func followerOrderAndEpochs() throws {
         var harness = Harness(node: "n2")
-        harness.handle(.start(localLogEnd: 0))
+        harness.handle(.start(localLogEnd: 0, checkpoint: 0))
         let token = try #require(harness.watch?.token)
         func event(_ batch: ReplicationBatch, revision: Int64) -> EtcdEvent {
             EtcdEvent(

@@ -14,7 +14,7 @@ import Testing
 @Suite("Replication: the state machine under a seeded simulation")
 struct ReplicationSimulationTests {
     /// Seeds per `swift test` run: 20 to 30 s on a shared 2-core machine (debug build).
-    static let defaultSeedCount: UInt64 = 1_500
+    static let defaultSeedCount: UInt64 = 2_000
 
     static func environment(_ name: String) -> UInt64? {
         guard let text = getenv(name) else { return nil }
@@ -34,6 +34,7 @@ struct ReplicationSimulationTests {
         for seed in stride(from: seeds.lowerBound + UInt64(job), through: seeds.upperBound, by: jobs) {
             SeedOnCrash.set(seed, job: job)
             var simulator = ReplicationSimulator(seed: seed)
+            simulator.trace = seeds.count == 1 && environment("ROOST_SIM_TRACE") != nil
             result.seeds += 1
             if !simulator.run() {
                 result.failures.append(

@@ -7,6 +7,8 @@ import RoostTesting
 struct SimulatedDisk {
     var records: [[UInt8]] = []
     var durableCount = 0
+    /// The newest snapshot's LSN: records through it were applied (durable, survives a crash).
+    var checkpoint = 0
     /// Raised by every truncation, so that an fsync of records cut since completes nothing.
     var generation = 0
 
@@ -20,6 +22,7 @@ struct SimulatedDisk {
     mutating func truncate(after lsn: LogSequenceNumber) {
         let keep = Int(lsn.rawValue)
         precondition(keep <= records.count, "truncate after \(lsn) beyond \(records.count)")
+        precondition(keep >= checkpoint, "truncate after \(lsn) below the checkpoint \(checkpoint)")
         records.removeSubrange(keep...)
         durableCount = min(durableCount, keep)
         generation += 1
@@ -146,6 +149,8 @@ struct ReplicationSimulator {
     /// Which node appended in which epoch.
     var appenders: [ClusterEpoch: NodeID] = [:]
     var violations: [String] = []
+    /// Prints every event and action of every node (`ROOST_SIM_TRACE=1` with one seed).
+    var trace = false
     var statistics = Statistics()
 
     init(seed: UInt64, nodeCount: Int = 3) {
@@ -307,6 +312,10 @@ struct ReplicationSimulator {
         let node = nodes[index]
         let local = node.clockAtOrigin + (now - node.clockOrigin) * node.clockRatePermille / 1_000
         let actions = machine.handle(event, now: local)
+        if trace {
+            print("t=\(now) \(node.id) \(machine.role) <- \(Self.brief(event))")
+            for action in actions { print("t=\(now) \(node.id)    -> \(Self.brief(action))") }
+        }
         nodes[index].machine = machine
         for action in actions { perform(action, of: index, acknowledgedBefore: acknowledgedBefore) }
     }
@@ -437,6 +446,10 @@ struct ReplicationSimulator {
             }
         }
         nodes[index].appliedThrough = max(nodes[index].appliedThrough, through)
+        // Now and then a snapshot: what is applied and durable becomes the checkpoint.
+        if chance(25) {
+            nodes[index].disk.checkpoint = max(disk.checkpoint, min(Int(through.rawValue), disk.durableCount))
+        }
     }
 
     /// (a) No LSN acknowledged in two epochs (nor with two contents); (b, as it happens) acknowledged = committed.
@@ -490,6 +503,12 @@ struct ReplicationSimulator {
             }
         }
         return true
+    }
+
+    /// A short line for a trace (records and batches by count, not bytes).
+    static func brief(_ value: Any) -> String {
+        let text = "\(value)"
+        return text.count > 240 ? String(text.prefix(240)) + "…" : text
     }
 
     func summary() -> String {
@@ -569,17 +588,20 @@ struct ReplicationSimulator {
         nodes[index].clockAtOrigin = draw(1_000_000)
         nodes[index].watchLagMillisecondsMax = chance(70) ? plan.watchPollMillisecondsMax : 100 + draw(400)
         nodes[index].appliedThrough = LogSequenceNumber(0)
-        handle(index, .start(localLogEnd: nodes[index].disk.end))
+        let disk = nodes[index].disk
+        handle(index, .start(localLogEnd: disk.end, checkpoint: LogSequenceNumber(UInt64(disk.checkpoint))))
         let incarnation = nodes[index].incarnation
         schedule(.tick(index, incarnation: incarnation), after: 1 + draw(plan.tickMillisecondsMax))
         schedule(.watchPoll(index, incarnation: incarnation), after: 1 + draw(plan.watchPollMillisecondsMax))
     }
 
     /// The leader's purge of checkpointed batches, and compaction: deletes
-    /// the batches every LSN of which the most advanced node applied (the
-    /// last batch stays), then compacts etcd's history.
+    /// the batches the most advanced checkpoint holds (as `--log-retain-bytes`
+    /// would: nodes further behind re-seed; the last batch stays), then
+    /// compacts etcd's history. The node of that checkpoint can always start
+    /// again without etcd's older batches, so the cluster never loses them all.
     mutating func purge() {
-        let through = nodes.compactMap { $0.machine != nil ? $0.appliedThrough.rawValue : nil }.max() ?? 0
+        let through = UInt64(nodes.map(\.disk.checkpoint).max() ?? 0)
         let batches = etcd.values(in: .prefix(keys.logPrefix)).compactMap { try? ReplicationBatch.decode($0.value) }
         let doomed = batches.dropLast().filter { $0.lastLSN.rawValue <= through }
         guard !doomed.isEmpty, !etcd.unavailable else { return }
@@ -600,7 +622,7 @@ struct ReplicationSimulator {
         statistics.reseeds += 1
         let count = Int(nodes[donor].appliedThrough.rawValue)
         nodes[index].disk = SimulatedDisk(
-            records: Array(nodes[donor].disk.records.prefix(count)), durableCount: count,
+            records: Array(nodes[donor].disk.records.prefix(count)), durableCount: count, checkpoint: count,
             generation: nodes[index].disk.generation + 1)
     }
 
