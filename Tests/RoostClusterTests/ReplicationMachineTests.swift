@@ -43,8 +43,19 @@ struct ReplicationMachineTests {
                 case .appendLocal(let first, let records):
                     #expect(Int(first.rawValue) == local.count + 1)
                     local += records
-                case .verifyLocalLog:
-                    queue += machine.handle(.localLogVerified(firstDifference: nil), now: now)
+                case .verifyLocalLog(let batches):
+                    var difference: LogSequenceNumber?
+                    for batch in batches where difference == nil {
+                        for (offset, record) in batch.records.enumerated() where difference == nil {
+                            let lsn = Int(batch.firstLSN.rawValue) + offset
+                            if lsn <= local.count, local[lsn - 1] != record {
+                                difference = LogSequenceNumber(UInt64(lsn))
+                            }
+                        }
+                    }
+                    queue += machine.handle(.localLogVerified(firstDifference: difference), now: now)
+                case .truncateLocalLog(let after):
+                    local.removeSubrange(Int(after.rawValue)...)
                 default:
                     break
                 }
@@ -152,6 +163,45 @@ struct ReplicationMachineTests {
         harness.releaseHeld()
         #expect(harness.actions.contains(.deposed(.fenced)))
         #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1)
+    }
+
+    /// Puts a batch in etcd as the leader of `epoch` would have.
+    static func put(_ batch: ReplicationBatch, in harness: inout Harness) {
+        _ = harness.etcd.handle(
+            .transaction(
+                compares: [],
+                success: [.put(key: harness.keys.logKey(firstLSN: batch.firstLSN), value: batch.encoded(), lease: nil)],
+                failure: []))
+    }
+
+    @Test("a restart cuts the records after the checkpoint that etcd does not hold, then follows")
+    func restartCutsWhatEtcdDoesNotHold() {
+        var harness = Harness(node: "n3")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(2), firstLSN: 1, records: [[1], [2]]), in: &harness)
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 3, records: [[3], [4]]), in: &harness)
+        // Deposed in epoch 2 with two records that never committed at LSNs 3 and 4.
+        harness.local = [[1], [2], [30], [40]]
+        harness.handle(.start(localLogEnd: 4, checkpoint: 1))
+        #expect(harness.actions.contains(.truncateLocalLog(after: 2)))
+        #expect(harness.local == [[1], [2], [3], [4]])
+        #expect(harness.machine.applied == LogSequenceNumber(4))
+    }
+
+    @Test("a restart whose records after the checkpoint etcd no longer holds re-seeds")
+    func restartBehindThePurgeReseeds() {
+        var harness = Harness(node: "n3")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 4, records: [[4]]), in: &harness)
+        harness.local = [[1], [2], [3]]
+        harness.handle(.start(localLogEnd: 3, checkpoint: 1))
+        #expect(harness.actions.contains(.reseedNeeded(groupLogStart: 4)))
+        #expect(harness.machine.role == .seeding)
+        #expect(harness.local.count == 3, "nothing cut: the snapshot replaces it")
+
+        var checkpointed = Harness(node: "n4")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 4, records: [[4]]), in: &checkpointed)
+        checkpointed.local = [[1], [2], [3]]
+        checkpointed.handle(.start(localLogEnd: 3, checkpoint: 3))
+        #expect(checkpointed.local == [[1], [2], [3], [4]], "all of it checkpointed: it goes on")
     }
 
     @Test("a follower takes batches once, in order, and refuses a batch of an older epoch after a newer one")
