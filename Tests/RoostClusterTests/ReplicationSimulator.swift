@@ -39,9 +39,11 @@ struct SimulatedDisk {
     }
 }
 
-/// The knobs of one schedule, drawn from its seed.
+/// The knobs of one schedule (`run` draws the chaos phase's length from the seed).
 struct SimulationPlan {
+    /// Faults and client writes happen in this first phase...
     var chaosMilliseconds: Int64 = 2_500
+    /// ... then none: the nodes must converge within this long.
     var quietMillisecondsMax: Int64 = 12_000
     var submitEveryMillisecondsMax: Int64 = 30
     var faultEveryMillisecondsMax: Int64 = 400
@@ -286,7 +288,7 @@ struct ReplicationSimulator {
             if converged() {
                 finished = true
             } else if now >= plan.chaosMilliseconds + plan.quietMillisecondsMax {
-                violation("no convergence \(plan.quietMillisecondsMax) ms after the faults stopped: \(summary())")
+                violation("no convergence \(plan.quietMillisecondsMax) ms after the faults stopped")
             } else {
                 schedule(.convergenceCheck, after: 200)
             }
