@@ -37,6 +37,9 @@ package struct ReplicationMachine {
         case keepAlive(sentAt: Int64)
         case confirmLease(keepAliveSentAt: Int64, ttlSeconds: Int64)
         case revoke
+        case memberLease
+        case memberKeepAlive
+        case memberPut(MemberRecord)
     }
 
     private struct Pending {
@@ -121,6 +124,15 @@ package struct ReplicationMachine {
     private var queue: [[UInt8]] = []
     private var inFlight: AppendInFlight?
     private var unconfirmedReportedThrough = LogSequenceNumber(0)
+    /// The node's newest snapshot (published in its member record).
+    private var checkpoint = LogSequenceNumber(0)
+    /// The lease of the node's member record (its own, not the leader's).
+    private var memberLease: EtcdLeaseID?
+    private var nextMemberKeepAliveAt: Int64 = 0
+    private var nextMemberPutAt: Int64 = 0
+    private var memberGrantRetryAt: Int64 = 0
+    /// The member record etcd holds, as last written (nil: none yet).
+    private var publishedMember: MemberRecord?
 
     package init(configuration: ReplicationConfiguration) {
         configuration.validate()
@@ -143,6 +155,7 @@ package struct ReplicationMachine {
             localEnd = localLogEnd
             localDurable = localLogEnd
             trustedEnd = checkpoint
+            self.checkpoint = checkpoint
             requestRead(&actions)
         case .tick:
             precondition(started, "tick before start")
@@ -166,6 +179,9 @@ package struct ReplicationMachine {
             submit(records, &actions)
         case .stepDown:
             if role == .leader { depose(.steppedDown, &actions) }
+        case .checkpointed(let through):
+            precondition(through <= applied, "a checkpoint at \(through) beyond what is applied, \(applied)")
+            checkpoint = max(checkpoint, through)
         }
         if role != .deposed, role != .seeding { progress(&actions) }
         return actions
@@ -205,6 +221,45 @@ package struct ReplicationMachine {
         case .deposed, .seeding:
             preconditionFailure("tick handled in role \(role)")
         }
+        publishMember(&actions)
+    }
+
+    /// Keeps the node's member record in etcd (`g0/members/<node>`, on the
+    /// node's own lease): its URL, role, applied and checkpoint LSNs, written
+    /// again when they change, at most every `memberUpdateMilliseconds`.
+    private mutating func publishMember(_ actions: inout [ReplicationAction]) {
+        guard reconciled, role != .deposed, role != .seeding else { return }
+        let inFlight = pending.values.map(\.purpose)
+        guard let lease = memberLease else {
+            let granting = inFlight.contains { if case .memberLease = $0 { true } else { false } }
+            if !granting, now >= memberGrantRetryAt {
+                memberGrantRetryAt = now + configuration.memberUpdateMilliseconds
+                send(.grantLease(ttlSeconds: configuration.leaseTTLSeconds), .memberLease, &actions)
+            }
+            return
+        }
+        if now >= nextMemberKeepAliveAt,
+            !inFlight.contains(where: { if case .memberKeepAlive = $0 { true } else { false } })
+        {
+            nextMemberKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+            send(.keepAlive(lease), .memberKeepAlive, &actions)
+        }
+        let record = MemberRecord(
+            url: configuration.advertiseURL, role: role, appliedLSN: applied, checkpointLSN: checkpoint)
+        let writing = inFlight.contains { if case .memberPut = $0 { true } else { false } }
+        guard record != publishedMember, now >= nextMemberPutAt, !writing else { return }
+        nextMemberPutAt = now + configuration.memberUpdateMilliseconds
+        let put = EtcdRequest.transaction(
+            compares: [],
+            success: [.put(key: keys.memberKey(configuration.node), value: record.encoded(), lease: lease)],
+            failure: [])
+        send(put, .memberPut(record), &actions)
+    }
+
+    /// Lets the member record go at once (deposed or re-seeding: the process starts again).
+    private mutating func withdrawMember(_ actions: inout [ReplicationAction]) {
+        if let memberLease { send(.revokeLease(memberLease), .revoke, &actions) }
+        memberLease = nil
     }
 
     private var isReadPending: Bool {
@@ -215,7 +270,7 @@ package struct ReplicationMachine {
         pending.values.contains {
             switch $0.purpose {
             case .grantLease, .campaign: true
-            case .read, .append, .keepAlive, .confirmLease, .revoke: false
+            case .read, .append, .keepAlive, .confirmLease, .revoke, .memberLease, .memberKeepAlive, .memberPut: false
             }
         }
     }
@@ -224,7 +279,7 @@ package struct ReplicationMachine {
         pending.values.contains {
             switch $0.purpose {
             case .keepAlive, .confirmLease: true
-            case .read, .grantLease, .campaign, .append, .revoke: false
+            case .read, .grantLease, .campaign, .append, .revoke, .memberLease, .memberKeepAlive, .memberPut: false
             }
         }
     }
@@ -274,6 +329,23 @@ package struct ReplicationMachine {
             confirmAnswered(response, keepAliveSentAt: keepAliveSentAt, ttlSeconds: ttl, &actions)
         case .revoke:
             break  // best effort: an unrevoked lease expires after its TTL
+        case .memberLease:
+            guard case .lease(let id, _) = response else { return }
+            memberLease = id
+            publishedMember = nil
+            nextMemberKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+        case .memberKeepAlive:
+            switch response {
+            case .keptAlive(_, let ttl) where ttl > 0: break
+            case .keptAlive, .failed(.leaseNotFound): memberLease = nil  // granted again at the next tick
+            case .failed, .transaction, .lease, .revoked, .compacted: break
+            }
+        case .memberPut(let record):
+            switch response {
+            case .transaction(true, _, _): publishedMember = record
+            case .failed(.leaseNotFound): memberLease = nil
+            case .transaction, .failed, .lease, .keptAlive, .revoked, .compacted: break
+            }
         }
     }
 
@@ -400,6 +472,7 @@ package struct ReplicationMachine {
         if let watch { actions.append(.cancelWatch(watch)) }
         watch = nil
         if let lease { send(.revokeLease(lease), .revoke, &actions) }  // a leader too far behind lets go
+        withdrawMember(&actions)
         actions.append(.reseedNeeded(groupLogStart: start))
     }
 
@@ -605,6 +678,7 @@ package struct ReplicationMachine {
         if let watch { actions.append(.cancelWatch(watch)) }
         watch = nil
         if let lease { send(.revokeLease(lease), .revoke, &actions) }
+        withdrawMember(&actions)
         actions.append(.deposed(reason))
     }
 

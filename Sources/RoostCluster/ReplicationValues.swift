@@ -62,6 +62,8 @@ package struct ReplicationConfiguration: Sendable {
     package var candidateDelayMaxMilliseconds: Int64 = 2_000
     /// Records submitted but not yet in a batch in flight; more are refused.
     package var queuedRecordsMax = 10_000
+    /// A node writes its member record again, when it changed, at most this often.
+    package var memberUpdateMilliseconds: Int64 = 1_000
 
     package init(node: NodeID, advertiseURL: String, keys: ClusterKeys) {
         self.node = node
@@ -84,6 +86,7 @@ package struct ReplicationConfiguration: Sendable {
             "candidate delays \(candidateDelayBaseMilliseconds)/\(candidateDelayPerRecordBehindMilliseconds)/"
                 + "\(candidateDelayMaxMilliseconds) ms")
         precondition(queuedRecordsMax > 0, "queued records max \(queuedRecordsMax)")
+        precondition(memberUpdateMilliseconds > 0, "member update \(memberUpdateMilliseconds) ms")
     }
 }
 
@@ -112,6 +115,9 @@ package enum ReplicationEvent: Sendable {
     case submit([[UInt8]])
     /// `POST /v1/cluster/step-down`.
     case stepDown
+    /// The node took a snapshot through this LSN (at most what it applied):
+    /// published in its member record, and its next start trusts the log through it.
+    case checkpointed(through: LogSequenceNumber)
 }
 
 /// Why writes were refused at once.

@@ -122,6 +122,15 @@ struct ReplicationMachineTests {
         harness.durable()
         #expect(harness.acknowledged.last == LogSequenceNumber(5))
         #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 4)
+
+        // Its member record, on its own lease, follows what it applied and checkpointed.
+        harness.handle(.checkpointed(through: 4))
+        for _ in 0..<12 { harness.advance(100) }  // past memberUpdateMilliseconds, keeping the leases alive
+        let member = try #require(harness.etcd.value(of: harness.keys.memberKey(NodeID("n1")!)))
+        #expect(
+            MemberRecord.decode(member.value)
+                == MemberRecord(url: "http://n1", role: .leader, appliedLSN: 5, checkpointLSN: 4))
+        #expect(member.lease != nil && member.lease != harness.machine.lease)
     }
 
     @Test("a leader whose lease is gone is deposed at its next keep-alive, and acknowledges nothing after")

@@ -412,6 +412,13 @@ struct ReplicationSimulator {
     /// never decrease along the log.
     mutating func observe(_ request: EtcdRequest, _ response: EtcdResponse, from index: Int) {
         guard case .transaction(true, _, _) = response, case .transaction(_, let success, _) = request else { return }
+        for case .put(let key, let value, _) in success where key.starts(with: keys.membersPrefix) {
+            guard let member = MemberRecord.decode(value) else { return violation("an undecodable member record") }
+            let end = groupLog.keys.max() ?? 0
+            if member.checkpointLSN > member.appliedLSN || member.appliedLSN.rawValue > end {
+                violation("\(nodes[index].id) publishes \(member) beyond the group log's end \(end)")
+            }
+        }
         for case .put(let key, let value, _) in success where keys.firstLSN(ofLogKey: key) != nil {
             guard let batch = try? ReplicationBatch.decode(value) else { return violation("an undecodable batch") }
             let holder = etcd.value(of: keys.leader)?.createRevision
@@ -450,7 +457,10 @@ struct ReplicationSimulator {
         nodes[index].appliedThrough = max(nodes[index].appliedThrough, through)
         // Now and then a snapshot: what is applied and durable becomes the checkpoint.
         if chance(25) {
-            nodes[index].disk.checkpoint = max(disk.checkpoint, min(Int(through.rawValue), disk.durableCount))
+            let checkpoint = max(disk.checkpoint, min(Int(through.rawValue), disk.durableCount))
+            nodes[index].disk.checkpoint = checkpoint
+            let event = ReplicationEvent.checkpointed(through: LogSequenceNumber(UInt64(checkpoint)))
+            schedule(.deliver(index, incarnation: nodes[index].incarnation, event), after: 0)
         }
     }
 
@@ -582,6 +592,7 @@ struct ReplicationSimulator {
             node: nodes[index].id, advertiseURL: "http://\(nodes[index].id):8080", keys: keys)
         configuration.leaseTTLSeconds = plan.leaseTTLSeconds
         configuration.etcdTimeoutMilliseconds = 200
+        configuration.memberUpdateMilliseconds = 200
         nodes[index].machine = ReplicationMachine(configuration: configuration)
         // Most clocks keep time; some run slow, down to a quarter speed (a
         // stalled timer thread is the same): keep-alives then come too late.
@@ -598,12 +609,14 @@ struct ReplicationSimulator {
     }
 
     /// The leader's purge of checkpointed batches, and compaction: deletes
-    /// the batches the most advanced checkpoint holds (as `--log-retain-bytes`
-    /// would: nodes further behind re-seed; the last batch stays), then
-    /// compacts etcd's history. The node of that checkpoint can always start
-    /// again without etcd's older batches, so the cluster never loses them all.
+    /// the batches that the most advanced checkpoint published in the member
+    /// records holds (as `--log-retain-bytes` would: nodes further behind
+    /// re-seed; the last batch stays), then compacts etcd's history. The node
+    /// of that checkpoint can always start again without etcd's older
+    /// batches (its disk keeps the checkpoint), so the cluster never loses them all.
     mutating func purge() {
-        let through = UInt64(nodes.map(\.disk.checkpoint).max() ?? 0)
+        let members = etcd.values(in: .prefix(keys.membersPrefix)).compactMap { MemberRecord.decode($0.value) }
+        let through = members.map(\.checkpointLSN.rawValue).max() ?? 0
         let batches = etcd.values(in: .prefix(keys.logPrefix)).compactMap { try? ReplicationBatch.decode($0.value) }
         let doomed = batches.dropLast().filter { $0.lastLSN.rawValue <= through }
         guard !doomed.isEmpty, !etcd.unavailable else { return }
