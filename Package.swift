@@ -57,7 +57,9 @@ let package = Package(
             swiftSettings: strict),
         // Cluster mode (spec §13): etcd requests as values, the replication state machine,
         // the etcd JSON-gateway client (our HTTP/1.1 client over RoostPlatform's sockets).
-        .target(name: "RoostCluster", dependencies: ["RoostJSON", "RoostPlatform"], swiftSettings: strict),
+        .target(
+            name: "RoostCluster", dependencies: ["RoostJSON", "RoostPlatform", "RoostStorage", "CZstd"],
+            swiftSettings: strict),
         .target(
             name: "RoostTesting",
             dependencies: ["RoostPlatform", "RoostHTTP", "RoostStorage", "RoostCluster"],
@@ -133,7 +135,8 @@ let package = Package(
             exclude: ["Golden", "FuzzCorpus"],
             swiftSettings: strict),
         .testTarget(
-            name: "RoostClusterTests", dependencies: ["RoostCluster", "RoostJSON", "RoostPlatform", "RoostTesting"],
+            name: "RoostClusterTests",
+            dependencies: ["RoostCluster", "RoostJSON", "RoostPlatform", "RoostStorage", "RoostTesting"],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

@@ -54,6 +54,8 @@ package struct FakeEtcd {
     package var faults = Faults()
 
     private var keys: [[UInt8]: EtcdKeyValue] = [:]
+    /// Every key of `keys`, in key order (ranges read in order without sorting).
+    private var orderedKeys: [[UInt8]] = []
     private var history: [EtcdEvent] = []
     private var leases: [EtcdLeaseID: Lease] = [:]
     private var revokedLeases: Set<EtcdLeaseID> = []
@@ -144,7 +146,28 @@ package struct FakeEtcd {
 
     /// Returns every key of `range`, in key order (tests and invariants).
     package func values(in range: EtcdKeyRange) -> [EtcdKeyValue] {
-        keys.values.filter { range.contains($0.key) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        switch range {
+        case .key(let key):
+            return keys[key].map { [$0] } ?? []
+        case .prefix(let prefix):
+            var found: [EtcdKeyValue] = []
+            for key in orderedKeys[firstIndex(notBefore: prefix)...] {
+                guard key.starts(with: prefix) else { break }
+                if let keyValue = keys[key] { found.append(keyValue) }
+            }
+            return found
+        }
+    }
+
+    /// Returns the index of the first key of `orderedKeys` not before `key`. O(log keys).
+    private func firstIndex(notBefore key: [UInt8]) -> Int {
+        var low = 0
+        var high = orderedKeys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if orderedKeys[middle].lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     // MARK: - Watches
@@ -233,6 +256,7 @@ package struct FakeEtcd {
             switch operation {
             case .put(let key, let value, let lease):
                 let old = keys[key]
+                if old == nil { orderedKeys.insert(key, at: firstIndex(notBefore: key)) }
                 let entry = EtcdKeyValue(
                     key: key, value: value, createRevision: old?.createRevision ?? at, modRevision: at,
                     version: (old?.version ?? 0) + 1, lease: lease)
@@ -241,7 +265,7 @@ package struct FakeEtcd {
                 wrote = true
                 results.append(.put)
             case .delete(let range):
-                let doomed = keys.keys.filter { range.contains($0) }.sorted { $0.lexicographicallyPrecedes($1) }
+                let doomed = values(in: range).map(\.key)
                 for key in doomed { delete(key, at: at) }
                 wrote = wrote || !doomed.isEmpty
                 results.append(.deleted(count: doomed.count))
@@ -256,6 +280,9 @@ package struct FakeEtcd {
 
     private mutating func delete(_ key: [UInt8], at: EtcdRevision) {
         guard let old = keys.removeValue(forKey: key) else { return }
+        let index = firstIndex(notBefore: key)
+        precondition(index < orderedKeys.count && orderedKeys[index] == key, "key order lost \(key)")
+        orderedKeys.remove(at: index)
         var tombstone = old
         tombstone.value = []
         tombstone.modRevision = at

@@ -1,0 +1,794 @@
+import RoostStorage
+
+/// The replication of one node (spec §13, decision 0077) as a sans-I/O state
+/// machine: it performs no I/O, starts no thread and reads no clock. It is
+/// told events with the time (`handle(_:now:)`, milliseconds of any monotonic
+/// clock) and returns actions (etcd requests, watches, local log writes,
+/// applies, acknowledgements) that the node's loop performs. The
+/// deterministic simulation (Tests/RoostClusterTests) drives it against
+/// `FakeEtcd`.
+///
+/// - Follower: reads the leader key and the group log, watches the group's
+///   keys, appends each batch to its local log at the same LSNs (checking
+///   CRC, epoch order and continuity; duplicates ignored, a gap re-read) and
+///   applies what it appended (all of it committed).
+/// - Candidate: when the leader key is gone, waits a delay that grows with
+///   how far behind it is, then grants a lease and creates the leader key
+///   (compare create revision 0). Its create revision is the new epoch.
+/// - Leader: reads the group log to its end, appends its epoch record, then
+///   takes writes: one append transaction in flight at a time (compare the
+///   leader key's create revision and the batch key's version 0), writes
+///   submitted meanwhile go in the next batch. It acknowledges an LSN only
+///   once committed in etcd and durable locally. It renews its lease every
+///   third of the TTL and confirms the leader key after each renewal; a
+///   lease not confirmed before its deadline, a lost lease or a failed
+///   compare deposes it for good.
+/// - Start: the local log after the node's checkpoint (applied, hence
+///   committed) is compared with the group log; a suffix etcd does not hold
+///   is cut (it was never acknowledged). When etcd no longer holds the
+///   batches after the checkpoint, the node re-seeds.
+package struct ReplicationMachine {
+    /// What an etcd request in flight is for (its answer goes there).
+    private enum Purpose {
+        case read
+        case grantLease(sentAt: Int64)
+        case campaign(EtcdLeaseID, grantSentAt: Int64, ttlSeconds: Int64)
+        case append
+        case keepAlive(sentAt: Int64)
+        case confirmLease(keepAliveSentAt: Int64, ttlSeconds: Int64)
+        case revoke
+        case memberLease
+        case memberKeepAlive
+        case memberPut(MemberRecord)
+    }
+
+    private struct Pending {
+        var purpose: Purpose
+        var sentAt: Int64
+    }
+
+    /// The leader's batch in etcd's hands.
+    private struct AppendInFlight {
+        var batch: ReplicationBatch
+        var encoded: [UInt8]
+        var key: [UInt8]
+        var firstSentAt: Int64
+        var retryAt: Int64?
+    }
+
+    /// A read that waits for the local log's comparison (start).
+    private struct ReadAwaitingVerification {
+        var revision: EtcdRevision
+        var leader: EtcdKeyValue?
+        var batches: [ReplicationBatch]
+    }
+
+    /// The most etcd requests in flight at once: one read, one keep-alive or
+    /// confirm, one append, one grant or campaign, and lease revocations
+    /// (best effort, each until answered or timed out).
+    package static let requestsInFlightMax = 64
+
+    package let configuration: ReplicationConfiguration
+
+    package private(set) var role = ReplicationRole.follower
+    /// The current leader as last seen (nil: none known).
+    package private(set) var leader: LeaderRecord?
+    /// The epoch of the current leader as last seen.
+    package private(set) var epoch: ClusterEpoch?
+    /// This node's epoch while it leads.
+    package private(set) var ownEpoch: ClusterEpoch?
+    /// This node's lease while it leads.
+    package private(set) var lease: EtcdLeaseID?
+    /// When the lease may have expired: the send time of the last confirmed keep-alive plus its TTL.
+    package private(set) var leaseDeadline: Int64 = 0
+    /// Whether the leader takes writes (its epoch record is committed).
+    package private(set) var isTakingWrites = false
+
+    /// The last LSN handed to the local log.
+    package private(set) var localEnd = LogSequenceNumber(0)
+    /// The last LSN fsynced in the local log.
+    package private(set) var localDurable = LogSequenceNumber(0)
+    /// The last LSN known to be committed in etcd (all before it too).
+    package private(set) var committed = LogSequenceNumber(0)
+    /// The last LSN applied.
+    package private(set) var applied = LogSequenceNumber(0)
+    /// The last LSN acknowledged (the leader, in its epoch).
+    package private(set) var acknowledged = LogSequenceNumber(0)
+    /// The largest LSN seen in etcd's group log.
+    package private(set) var groupEnd = LogSequenceNumber(0)
+    /// The highest revision whose watch events are taken into account.
+    package private(set) var watchRevision = EtcdRevision(0)
+
+    private var now: Int64 = 0
+    private var started = false
+    private var reconciled = false
+    /// The local records known committed at start (through the node's checkpoint).
+    private var trustedEnd = LogSequenceNumber(0)
+    private var awaitingVerification: ReadAwaitingVerification?
+    private var groupLogStart: LogSequenceNumber?
+    private var lastBatchEpoch: ClusterEpoch?
+    private var nextRequestID: UInt64 = 1
+    private var pending: [EtcdRequestID: Pending] = [:]
+    private var watch: WatchToken?
+    private var nextWatchToken: UInt64 = 1
+    /// A read is wanted, and must be one sent with this id or later (nil: none wanted).
+    private var readWantedFrom: EtcdRequestID?
+    private var readRetryAt: Int64 = 0
+    private var nextPeriodicReadAt: Int64 = 0
+    private var campaignAt: Int64?
+    private var nextKeepAliveAt: Int64 = 0
+    private var epochStartLSN: LogSequenceNumber?
+    /// The next LSN a submit takes (leader).
+    private var nextLSN = LogSequenceNumber(0)
+    /// Records submitted, at `localEnd + 1`..., not in a batch yet.
+    private var queue: [[UInt8]] = []
+    private var inFlight: AppendInFlight?
+    private var unconfirmedReportedThrough = LogSequenceNumber(0)
+    /// The node's newest snapshot (published in its member record).
+    private var checkpoint = LogSequenceNumber(0)
+    /// The lease of the node's member record (its own, not the leader's).
+    private var memberLease: EtcdLeaseID?
+    private var nextMemberKeepAliveAt: Int64 = 0
+    private var nextMemberPutAt: Int64 = 0
+    private var memberGrantRetryAt: Int64 = 0
+    /// The member record etcd holds, as last written (nil: none yet).
+    private var publishedMember: MemberRecord?
+
+    package init(configuration: ReplicationConfiguration) {
+        configuration.validate()
+        self.configuration = configuration
+    }
+
+    private var keys: ClusterKeys { configuration.keys }
+
+    /// Returns what to do about `event`, at time `now` (milliseconds, never decreasing).
+    package mutating func handle(_ event: ReplicationEvent, now: Int64) -> [ReplicationAction] {
+        precondition(now >= self.now, "time went back: \(now) < \(self.now)")
+        self.now = now
+        var actions: [ReplicationAction] = []
+        guard role != .deposed, role != .seeding else { return actions }
+        switch event {
+        case .start(let localLogEnd, let checkpoint):
+            precondition(!started, "\(configuration.node) started twice")
+            precondition(checkpoint <= localLogEnd, "checkpoint \(checkpoint) beyond the log's end \(localLogEnd)")
+            started = true
+            localEnd = localLogEnd
+            localDurable = localLogEnd
+            trustedEnd = checkpoint
+            self.checkpoint = checkpoint
+            requestRead(&actions)
+        case .tick:
+            precondition(started, "tick before start")
+            tick(&actions)
+        case .etcdAnswered(let id, let response):
+            guard let request = pending.removeValue(forKey: id) else { return actions }  // timed out earlier
+            answered(id, request, response, &actions)
+        case .watchDelivered(let token, let events):
+            guard token == watch else { return actions }
+            delivered(events, &actions)
+        case .watchFailed(let token, _):
+            guard token == watch else { return actions }
+            watch = nil
+            requestRead(&actions)
+        case .localLogVerified(let firstDifference):
+            verified(firstDifference, &actions)
+        case .localDurable(let through):
+            precondition(through <= localEnd, "durable through \(through) beyond the local end \(localEnd)")
+            localDurable = max(localDurable, through)
+        case .submit(let records):
+            submit(records, &actions)
+        case .stepDown:
+            if role == .leader { depose(.steppedDown, &actions) }
+        case .checkpointed(let through):
+            precondition(through <= applied, "a checkpoint at \(through) beyond what is applied, \(applied)")
+            checkpoint = max(checkpoint, through)
+        }
+        if role != .deposed, role != .seeding { progress(&actions) }
+        return actions
+    }
+
+    // MARK: - Time
+
+    private mutating func tick(_ actions: inout [ReplicationAction]) {
+        let timeout = configuration.etcdTimeoutMilliseconds
+        for (id, request) in pending.sorted(by: { $0.key < $1.key }) where now - request.sentAt >= timeout {
+            pending[id] = nil
+            answered(id, request, .failed(.unavailable), &actions)
+            guard role != .deposed, role != .seeding else { return }
+        }
+        if readWantedFrom != nil, !isReadPending, now >= readRetryAt { sendRead(&actions) }
+        switch role {
+        case .follower, .candidate:
+            if reconciled, now >= nextPeriodicReadAt { requestRead(&actions) }
+            if role == .candidate, let at = campaignAt, now >= at, !isCampaignPending {
+                campaignAt = nil
+                send(.grantLease(ttlSeconds: configuration.leaseTTLSeconds), .grantLease(sentAt: now), &actions)
+            }
+        case .leader:
+            if now >= leaseDeadline { return depose(.leaseNotConfirmed, &actions) }
+            if now >= nextKeepAliveAt, !isKeepAlivePending, let lease {
+                nextKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+                send(.keepAlive(lease), .keepAlive(sentAt: now), &actions)
+            }
+            if let append = inFlight {
+                if let at = append.retryAt, now >= at { sendAppend(&actions) }
+                let through = LogSequenceNumber(nextLSN.rawValue - 1)
+                if now - append.firstSentAt >= timeout, through > unconfirmedReportedThrough {
+                    unconfirmedReportedThrough = through
+                    actions.append(.writesUnconfirmed(through: through))
+                }
+            }
+        case .deposed, .seeding:
+            preconditionFailure("tick handled in role \(role)")
+        }
+        publishMember(&actions)
+    }
+
+    /// Keeps the node's member record in etcd (`g0/members/<node>`, on the
+    /// node's own lease): its URL, role, applied and checkpoint LSNs, written
+    /// again when they change, at most every `memberUpdateMilliseconds`.
+    private mutating func publishMember(_ actions: inout [ReplicationAction]) {
+        guard reconciled, role != .deposed, role != .seeding else { return }
+        let inFlight = pending.values.map(\.purpose)
+        guard let lease = memberLease else {
+            let granting = inFlight.contains { if case .memberLease = $0 { true } else { false } }
+            if !granting, now >= memberGrantRetryAt {
+                memberGrantRetryAt = now + configuration.memberUpdateMilliseconds
+                send(.grantLease(ttlSeconds: configuration.leaseTTLSeconds), .memberLease, &actions)
+            }
+            return
+        }
+        if now >= nextMemberKeepAliveAt,
+            !inFlight.contains(where: { if case .memberKeepAlive = $0 { true } else { false } })
+        {
+            nextMemberKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+            send(.keepAlive(lease), .memberKeepAlive, &actions)
+        }
+        let record = MemberRecord(
+            url: configuration.advertiseURL, role: role, appliedLSN: applied, checkpointLSN: checkpoint)
+        let writing = inFlight.contains { if case .memberPut = $0 { true } else { false } }
+        guard record != publishedMember, now >= nextMemberPutAt, !writing else { return }
+        nextMemberPutAt = now + configuration.memberUpdateMilliseconds
+        let put = EtcdRequest.transaction(
+            compares: [],
+            success: [.put(key: keys.memberKey(configuration.node), value: record.encoded(), lease: lease)],
+            failure: [])
+        send(put, .memberPut(record), &actions)
+    }
+
+    /// Lets the member record go at once (deposed or re-seeding: the process starts again).
+    private mutating func withdrawMember(_ actions: inout [ReplicationAction]) {
+        if let memberLease { send(.revokeLease(memberLease), .revoke, &actions) }
+        memberLease = nil
+    }
+
+    private var isReadPending: Bool {
+        pending.values.contains { if case .read = $0.purpose { true } else { false } }
+    }
+
+    private var isCampaignPending: Bool {
+        pending.values.contains {
+            switch $0.purpose {
+            case .grantLease, .campaign: true
+            case .read, .append, .keepAlive, .confirmLease, .revoke, .memberLease, .memberKeepAlive, .memberPut: false
+            }
+        }
+    }
+
+    private var isKeepAlivePending: Bool {
+        pending.values.contains {
+            switch $0.purpose {
+            case .keepAlive, .confirmLease: true
+            case .read, .grantLease, .campaign, .append, .revoke, .memberLease, .memberKeepAlive, .memberPut: false
+            }
+        }
+    }
+
+    // MARK: - Requests
+
+    private mutating func send(_ request: EtcdRequest, _ purpose: Purpose, _ actions: inout [ReplicationAction]) {
+        precondition(pending.count < Self.requestsInFlightMax, "\(pending.count) etcd requests in flight")
+        let id = EtcdRequestID(nextRequestID)
+        nextRequestID += 1
+        pending[id] = Pending(purpose: purpose, sentAt: now)
+        actions.append(.sendEtcd(id, request))
+    }
+
+    /// Asks for a read sent from now on (one in flight may predate what the caller learnt).
+    /// `fresh`: only a read sent from now satisfies it, even if an older want is open.
+    private mutating func requestRead(_ actions: inout [ReplicationAction], fresh: Bool = false) {
+        if readWantedFrom == nil || fresh { readWantedFrom = EtcdRequestID(nextRequestID) }
+        if !isReadPending { sendRead(&actions) }
+    }
+
+    /// Reads the leader key and the whole group log (etcd keeps it short:
+    /// batches are purged at checkpoints) in one transaction, at one revision.
+    private mutating func sendRead(_ actions: inout [ReplicationAction]) {
+        nextPeriodicReadAt = now + configuration.periodicReadMilliseconds
+        let read = EtcdRequest.transaction(
+            compares: [], success: [.range(.key(keys.leader), limit: 0), .range(.prefix(keys.logPrefix), limit: 0)],
+            failure: [])
+        send(read, .read, &actions)
+    }
+
+    private mutating func answered(
+        _ id: EtcdRequestID, _ request: Pending, _ response: EtcdResponse, _ actions: inout [ReplicationAction]
+    ) {
+        switch request.purpose {
+        case .read:
+            readAnswered(response, id: id, &actions)
+        case .grantLease(let sentAt):
+            grantAnswered(response, sentAt: sentAt, &actions)
+        case .campaign(let lease, let grantSentAt, let ttl):
+            campaignAnswered(response, lease: lease, grantSentAt: grantSentAt, ttlSeconds: ttl, &actions)
+        case .append:
+            appendAnswered(response, &actions)
+        case .keepAlive(let sentAt):
+            keepAliveAnswered(response, sentAt: sentAt, &actions)
+        case .confirmLease(let keepAliveSentAt, let ttl):
+            confirmAnswered(response, keepAliveSentAt: keepAliveSentAt, ttlSeconds: ttl, &actions)
+        case .revoke:
+            break  // best effort: an unrevoked lease expires after its TTL
+        case .memberLease:
+            guard case .lease(let id, _) = response else { return }
+            memberLease = id
+            publishedMember = nil
+            nextMemberKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+        case .memberKeepAlive:
+            switch response {
+            case .keptAlive(_, let ttl) where ttl > 0: break
+            case .keptAlive, .failed(.leaseNotFound): memberLease = nil  // granted again at the next tick
+            case .failed, .transaction, .lease, .revoked, .compacted: break
+            }
+        case .memberPut(let record):
+            switch response {
+            case .transaction(true, _, _): publishedMember = record
+            case .failed(.leaseNotFound): memberLease = nil
+            case .transaction, .failed, .lease, .keptAlive, .revoked, .compacted: break
+            }
+        }
+    }
+
+    // MARK: - Reading the group log
+
+    private mutating func readAnswered(
+        _ response: EtcdResponse, id: EtcdRequestID, _ actions: inout [ReplicationAction]
+    ) {
+        guard case .transaction(_, let revision, let results) = response, results.count == 2,
+            case .range(let leaderKeys) = results[0], case .range(let logKeys) = results[1]
+        else {
+            readRetryAt = now + configuration.retryMilliseconds
+            return
+        }
+        // A read sent before the want was raised does not satisfy it (the
+        // new leader's read to the log's end must follow its win).
+        let satisfies = readWantedFrom.map { id >= $0 } ?? true
+        if satisfies { readWantedFrom = nil }
+        defer { if !satisfies, !isReadPending, role != .deposed, role != .seeding { sendRead(&actions) } }
+        var batches: [ReplicationBatch] = []
+        for (index, keyValue) in logKeys.enumerated() {
+            // Once reconciled, a batch that ends before the local log's end
+            // is not decoded (its key and the next one's say where it ends),
+            // but the first is, for where the group log starts.
+            if reconciled, index > 0, index + 1 < logKeys.count,
+                let next = keys.firstLSN(ofLogKey: logKeys[index + 1].key), next.rawValue <= localEnd.rawValue + 1
+            {
+                continue
+            }
+            guard let batch = decodeBatch(keyValue, &actions) else { break }  // a hole: stop before it
+            if let last = batches.last, batch.firstLSN < last.nextLSN { break }
+            batches.append(batch)
+        }
+        groupLogStart = batches.first?.firstLSN
+        if let last = batches.last { groupEnd = max(groupEnd, last.lastLSN) }
+        guard reconciled else { return reconcile(revision, leaderKeys.first, batches, &actions) }
+        took(revision, leaderKeys.first, batches, &actions)
+    }
+
+    /// At start: has the local log compared with what etcd holds, or re-seeds.
+    private mutating func reconcile(
+        _ revision: EtcdRevision, _ leaderKey: EtcdKeyValue?, _ batches: [ReplicationBatch],
+        _ actions: inout [ReplicationAction]
+    ) {
+        guard awaitingVerification == nil else { return }
+        guard let start = batches.first?.firstLSN else {
+            // etcd holds no batch: nothing after the checkpoint was committed.
+            truncateLocal(after: trustedEnd, &actions)
+            markReconciled()
+            return took(revision, leaderKey, batches, &actions)
+        }
+        // The records after the checkpoint are compared with etcd's; those
+        // etcd no longer holds cannot be, nor can the log go on from them.
+        if trustedEnd.rawValue + 1 < start.rawValue { return reseed(start, &actions) }
+        guard localEnd > trustedEnd else {
+            markReconciled()
+            return took(revision, leaderKey, batches, &actions)
+        }
+        awaitingVerification = ReadAwaitingVerification(revision: revision, leader: leaderKey, batches: batches)
+        actions.append(.verifyLocalLog(against: batches.filter { $0.lastLSN > trustedEnd && $0.firstLSN <= localEnd }))
+    }
+
+    private mutating func verified(_ firstDifference: LogSequenceNumber?, _ actions: inout [ReplicationAction]) {
+        guard let read = awaitingVerification else { preconditionFailure("a verification nobody asked for") }
+        awaitingVerification = nil
+        // What etcd held ends here: a local record after it was never committed.
+        var keep = max(read.batches.last?.lastLSN ?? LogSequenceNumber(0), trustedEnd)
+        if let difference = firstDifference {
+            precondition(
+                difference > trustedEnd, "the local log differs at \(difference), before its checkpoint \(trustedEnd)")
+            keep = min(keep, LogSequenceNumber(difference.rawValue - 1))
+        }
+        truncateLocal(after: keep, &actions)
+        markReconciled()
+        took(read.revision, read.leader, read.batches, &actions)
+    }
+
+    /// The local log is a prefix of the group log (as far as etcd holds it): all of it is committed.
+    private mutating func markReconciled() {
+        reconciled = true
+        committed = max(committed, localEnd)
+    }
+
+    private mutating func truncateLocal(after lsn: LogSequenceNumber, _ actions: inout [ReplicationAction]) {
+        guard lsn < localEnd else { return }
+        precondition(lsn >= trustedEnd, "a cut after \(lsn) would drop checkpointed records (through \(trustedEnd))")
+        actions.append(.truncateLocalLog(after: lsn))
+        localEnd = lsn
+        localDurable = min(localDurable, lsn)
+    }
+
+    /// Takes in what a read found: the leader key, the batches after the local log.
+    private mutating func took(
+        _ revision: EtcdRevision, _ leaderKey: EtcdKeyValue?, _ batches: [ReplicationBatch],
+        _ actions: inout [ReplicationAction]
+    ) {
+        if let start = batches.first?.firstLSN, start.rawValue > localEnd.rawValue + 1 {
+            return reseed(start, &actions)
+        }
+        if revision >= watchRevision {
+            // Older than what the watch said: the watch knows better.
+            watchRevision = revision
+            leaderSeen(leaderKey, &actions)
+            guard role != .deposed else { return }
+        }
+        for batch in batches where batch.lastLSN > localEnd {
+            received(batch, key: keys.logKey(firstLSN: batch.firstLSN), &actions)
+            guard role != .deposed else { return }
+        }
+        if watch == nil {
+            let token = WatchToken(nextWatchToken)
+            nextWatchToken += 1
+            watch = token
+            actions.append(.startWatch(token, .prefix(keys.group), from: revision.next))
+        }
+        if role == .leader, !isTakingWrites, epochStartLSN == nil, readWantedFrom == nil {
+            appendEpochRecord(&actions)
+        }
+    }
+
+    private mutating func reseed(_ start: LogSequenceNumber, _ actions: inout [ReplicationAction]) {
+        role = .seeding
+        isTakingWrites = false
+        if let watch { actions.append(.cancelWatch(watch)) }
+        watch = nil
+        if let lease { send(.revokeLease(lease), .revoke, &actions) }  // a leader too far behind lets go
+        withdrawMember(&actions)
+        actions.append(.reseedNeeded(groupLogStart: start))
+    }
+
+    private mutating func decodeBatch(_ keyValue: EtcdKeyValue, _ actions: inout [ReplicationAction])
+        -> ReplicationBatch?
+    {
+        let batch: ReplicationBatch
+        do {
+            batch = try ReplicationBatch.decode(keyValue.value)
+        } catch {
+            actions.append(.refusedBatch(key: keyValue.key, .undecodable(error)))
+            return nil
+        }
+        guard keys.firstLSN(ofLogKey: keyValue.key) == batch.firstLSN else {
+            actions.append(.refusedBatch(key: keyValue.key, .keyMismatch))
+            return nil
+        }
+        return batch
+    }
+
+    /// Takes one batch of the group log (from a read or the watch).
+    private mutating func received(_ batch: ReplicationBatch, key: [UInt8], _ actions: inout [ReplicationAction]) {
+        groupEnd = max(groupEnd, batch.lastLSN)
+        guard batch.lastLSN > localEnd else { return }  // held already: a duplicate or a rewind
+        guard batch.firstLSN.rawValue <= localEnd.rawValue + 1 else { return requestRead(&actions) }  // a gap
+        if role == .leader, let ownEpoch {
+            if batch.epoch > ownEpoch { return depose(.newerEpochSeen, &actions) }
+            // Before its epoch record, a new leader catches up on older epochs;
+            // after it, nothing but its own appends can follow its log (the fence).
+            precondition(
+                batch.epoch < ownEpoch,
+                "\(configuration.node) leads \(ownEpoch) and found its own epoch at \(batch.firstLSN) after \(localEnd)"
+            )
+            precondition(
+                !isTakingWrites,
+                "\(configuration.node) takes writes in \(ownEpoch); \(batch.epoch) at \(batch.firstLSN) after \(localEnd)"
+            )
+        }
+        if let last = lastBatchEpoch, batch.epoch < last {
+            actions.append(.refusedBatch(key: key, .olderEpoch(batch.epoch, after: last)))
+            return
+        }
+        let skip = Int(localEnd.rawValue + 1 - batch.firstLSN.rawValue)
+        let first = LogSequenceNumber(localEnd.rawValue + 1)
+        actions.append(.appendLocal(firstLSN: first, records: Array(batch.records[skip...])))
+        localEnd = batch.lastLSN
+        committed = max(committed, batch.lastLSN)
+        lastBatchEpoch = batch.epoch
+    }
+
+    // MARK: - The watch
+
+    private mutating func delivered(_ events: [EtcdEvent], _ actions: inout [ReplicationAction]) {
+        let seenThrough = watchRevision
+        var previous = seenThrough
+        for event in events where event.revision > seenThrough {
+            if event.revision.rawValue > previous.rawValue + 1 { requestRead(&actions) }  // a lost event
+            previous = max(previous, event.revision)
+            watchRevision = max(watchRevision, event.revision)
+            let key = event.keyValue.key
+            if key == keys.leader {
+                switch event.kind {
+                case .put: leaderSeen(event.keyValue, &actions)
+                case .delete: leaderSeen(nil, &actions)
+                }
+            } else if keys.firstLSN(ofLogKey: key) != nil, event.kind == .put {
+                guard let batch = decodeBatch(event.keyValue, &actions) else { continue }
+                received(batch, key: key, &actions)
+            }
+            guard role != .deposed, role != .seeding else { return }
+        }
+    }
+
+    // MARK: - Leader key and campaigns
+
+    /// The leader key as etcd holds it now (nil: absent).
+    private mutating func leaderSeen(_ keyValue: EtcdKeyValue?, _ actions: inout [ReplicationAction]) {
+        if role == .leader {
+            guard let keyValue, let ownEpoch, keyValue.createRevision == ownEpoch.createRevision else {
+                return depose(.leaderKeyLost, &actions)
+            }
+            return
+        }
+        guard let keyValue else {
+            leader = nil
+            if role == .follower, reconciled {
+                role = .candidate
+                campaignAt = now + candidateDelayMilliseconds
+                actions.append(.becameCandidate)
+            }
+            return
+        }
+        let seen = ClusterEpoch(createRevision: keyValue.createRevision)
+        let record = LeaderRecord.decode(keyValue.value)
+        let changed = role != .follower || record != leader || epoch != seen
+        leader = record
+        epoch = seen
+        if role == .candidate {
+            role = .follower
+            campaignAt = nil
+        }
+        if changed { actions.append(.becameFollower(leader: record)) }
+    }
+
+    /// The wait of a candidate: longer the further its log is behind the
+    /// group log's end, so that the most caught-up follower tries first.
+    private var candidateDelayMilliseconds: Int64 {
+        let behind = groupEnd.rawValue - min(groupEnd.rawValue, localEnd.rawValue)
+        let perRecord = UInt64(configuration.candidateDelayPerRecordBehindMilliseconds)
+        let lag = behind.multipliedReportingOverflow(by: perRecord)
+        let cap = configuration.candidateDelayMaxMilliseconds
+        guard !lag.overflow, lag.partialValue < UInt64(cap) else { return cap }
+        return min(configuration.candidateDelayBaseMilliseconds + Int64(lag.partialValue), cap)
+    }
+
+    private mutating func grantAnswered(_ response: EtcdResponse, sentAt: Int64, _ actions: inout [ReplicationAction]) {
+        guard case .lease(let id, let ttl) = response else {
+            if role == .candidate { campaignAt = now + configuration.retryMilliseconds }
+            return
+        }
+        guard role == .candidate else { return send(.revokeLease(id), .revoke, &actions) }
+        let record = LeaderRecord(node: configuration.node, url: configuration.advertiseURL)
+        let campaign = EtcdRequest.transaction(
+            compares: [EtcdCompare(key: keys.leader, .equal, .createRevision(EtcdRevision(0)))],
+            success: [.put(key: keys.leader, value: record.encoded(), lease: id)],
+            failure: [.range(.key(keys.leader), limit: 1)])
+        send(campaign, .campaign(id, grantSentAt: sentAt, ttlSeconds: ttl), &actions)
+    }
+
+    private mutating func campaignAnswered(
+        _ response: EtcdResponse, lease id: EtcdLeaseID, grantSentAt: Int64, ttlSeconds: Int64,
+        _ actions: inout [ReplicationAction]
+    ) {
+        switch response {
+        case .transaction(true, let revision, _):
+            guard role == .candidate else { return send(.revokeLease(id), .revoke, &actions) }
+            let won = ClusterEpoch(createRevision: revision)
+            if let last = lastBatchEpoch { precondition(won > last, "new epoch \(won) <= \(last) in the log") }
+            role = .leader
+            ownEpoch = won
+            epoch = won
+            lease = id
+            leader = LeaderRecord(node: configuration.node, url: configuration.advertiseURL)
+            leaseDeadline = grantSentAt + ttlSeconds * 1_000
+            nextKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
+            isTakingWrites = false
+            epochStartLSN = nil
+            requestRead(&actions, fresh: true)  // to the log's end, then the epoch record
+        case .transaction(false, _, let results):
+            send(.revokeLease(id), .revoke, &actions)
+            if case .range(let found)? = results.first, let holder = found.first {
+                leaderSeen(holder, &actions)
+            } else if role == .candidate {
+                campaignAt = now + configuration.retryMilliseconds
+            }
+        case .failed, .lease, .keptAlive, .revoked, .compacted:
+            // Unknown outcome: revoking the lease deletes the key if it was taken.
+            send(.revokeLease(id), .revoke, &actions)
+            if role == .candidate { campaignAt = now + configuration.retryMilliseconds }
+        }
+    }
+
+    // MARK: - Lease
+
+    private mutating func keepAliveAnswered(
+        _ response: EtcdResponse, sentAt: Int64, _ actions: inout [ReplicationAction]
+    ) {
+        guard role == .leader, let ownEpoch else { return }
+        switch response {
+        case .keptAlive(_, let ttl):
+            guard ttl > 0 else { return depose(.leaseLost, &actions) }
+            // A keep-alive can answer for a revoked lease (etcd 3.4.23): the
+            // leader key tells whether the lease still holds it.
+            let confirm = EtcdRequest.transaction(
+                compares: [EtcdCompare(key: keys.leader, .equal, .createRevision(ownEpoch.createRevision))],
+                success: [], failure: [])
+            send(confirm, .confirmLease(keepAliveSentAt: sentAt, ttlSeconds: ttl), &actions)
+        case .failed(.leaseNotFound):
+            depose(.leaseLost, &actions)
+        case .failed, .transaction, .lease, .revoked, .compacted:
+            nextKeepAliveAt = now + configuration.retryMilliseconds
+        }
+    }
+
+    private mutating func confirmAnswered(
+        _ response: EtcdResponse, keepAliveSentAt: Int64, ttlSeconds: Int64, _ actions: inout [ReplicationAction]
+    ) {
+        guard role == .leader else { return }
+        switch response {
+        case .transaction(true, _, _):
+            let ttl = min(ttlSeconds, configuration.leaseTTLSeconds)
+            leaseDeadline = max(leaseDeadline, keepAliveSentAt + ttl * 1_000)
+        case .transaction(false, _, _):
+            depose(.leaderKeyLost, &actions)
+        case .failed, .lease, .keptAlive, .revoked, .compacted:
+            nextKeepAliveAt = now + configuration.retryMilliseconds
+        }
+    }
+
+    private mutating func depose(_ reason: DeposedReason, _ actions: inout [ReplicationAction]) {
+        role = .deposed
+        isTakingWrites = false
+        if let watch { actions.append(.cancelWatch(watch)) }
+        watch = nil
+        if let lease { send(.revokeLease(lease), .revoke, &actions) }
+        withdrawMember(&actions)
+        actions.append(.deposed(reason))
+    }
+
+    // MARK: - Writes
+
+    private mutating func submit(_ records: [[UInt8]], _ actions: inout [ReplicationAction]) {
+        guard role == .leader, isTakingWrites else {
+            return actions.append(.writesRefused(count: records.count, .notLeader))
+        }
+        guard queue.count + records.count <= configuration.queuedRecordsMax else {
+            return actions.append(.writesRefused(count: records.count, .queueFull))
+        }
+        guard !records.isEmpty else { return }
+        actions.append(.writesAccepted(firstLSN: nextLSN, count: records.count))
+        queue.append(contentsOf: records)
+        nextLSN = nextLSN.advanced(by: UInt64(records.count))
+    }
+
+    private mutating func appendEpochRecord(_ actions: inout [ReplicationAction]) {
+        guard let ownEpoch else { preconditionFailure("an epoch record without an epoch") }
+        precondition(queue.isEmpty && inFlight == nil, "writes before the epoch record")
+        precondition(localEnd >= groupEnd, "the leader appends at \(localEnd) before the log's end \(groupEnd)")
+        let start = LogSequenceNumber(localEnd.rawValue + 1)
+        epochStartLSN = start
+        acknowledged = localEnd
+        unconfirmedReportedThrough = localEnd
+        queue = [ReplicationBatch.epochRecord(epoch: ownEpoch, node: configuration.node)]
+        nextLSN = start.advanced(by: 1)
+    }
+
+    /// Starts the next append when none is in flight: the queued records
+    /// (group commit), at most one batch's worth.
+    private mutating func startAppendIfIdle(_ actions: inout [ReplicationAction]) {
+        guard role == .leader, inFlight == nil, !queue.isEmpty, let ownEpoch else { return }
+        let first = LogSequenceNumber(localEnd.rawValue + 1)
+        guard let batch = ReplicationBatch.split(records: queue, epoch: ownEpoch, firstLSN: first).first else { return }
+        queue.removeFirst(batch.records.count)
+        actions.append(.appendLocal(firstLSN: batch.firstLSN, records: batch.records))
+        localEnd = batch.lastLSN
+        inFlight = AppendInFlight(
+            batch: batch, encoded: batch.encoded(), key: keys.logKey(firstLSN: batch.firstLSN), firstSentAt: now)
+        sendAppend(&actions)
+    }
+
+    /// One transaction: the leader key still ours, the batch key still free; then the batch.
+    private mutating func sendAppend(_ actions: inout [ReplicationAction]) {
+        guard var append = inFlight, let ownEpoch else { preconditionFailure("no append to send") }
+        append.retryAt = nil
+        inFlight = append
+        let request = EtcdRequest.transaction(
+            compares: [
+                EtcdCompare(key: keys.leader, .equal, .createRevision(ownEpoch.createRevision)),
+                EtcdCompare(key: append.key, .equal, .version(0)),
+            ],
+            success: [.put(key: append.key, value: append.encoded, lease: nil)],
+            failure: [.range(.key(keys.leader), limit: 1), .range(.key(append.key), limit: 1)])
+        send(request, .append, &actions)
+    }
+
+    private mutating func appendAnswered(_ response: EtcdResponse, _ actions: inout [ReplicationAction]) {
+        guard role == .leader, let append = inFlight, let ownEpoch else { return }
+        switch response {
+        case .transaction(true, _, _):
+            appendCommitted(append.batch, &actions)
+        case .transaction(false, _, let results):
+            guard case .range(let leaderKeys)? = results.first, let holder = leaderKeys.first,
+                holder.createRevision == ownEpoch.createRevision
+            else { return depose(.fenced, &actions) }
+            // The leader key is ours: an earlier try of this append committed.
+            guard results.count == 2, case .range(let batchKeys) = results[1], batchKeys.first?.value == append.encoded
+            else {
+                preconditionFailure("\(ownEpoch): LSN \(append.batch.firstLSN) taken by another batch of the epoch")
+            }
+            appendCommitted(append.batch, &actions)
+        case .failed(.requestTooLarge):
+            preconditionFailure("a batch of \(append.encoded.count) bytes refused as too large")
+        case .failed, .lease, .keptAlive, .revoked, .compacted:
+            inFlight?.retryAt = now + configuration.retryMilliseconds
+        }
+    }
+
+    private mutating func appendCommitted(_ batch: ReplicationBatch, _ actions: inout [ReplicationAction]) {
+        inFlight = nil
+        committed = max(committed, batch.lastLSN)
+        groupEnd = max(groupEnd, batch.lastLSN)
+        lastBatchEpoch = batch.epoch
+        if !isTakingWrites, let start = epochStartLSN, committed >= start, let ownEpoch {
+            isTakingWrites = true
+            actions.append(.becameLeader(ownEpoch))
+        }
+    }
+
+    // MARK: - Progress
+
+    /// Applies, acknowledges and starts the next append as far as the state allows.
+    private mutating func progress(_ actions: inout [ReplicationAction]) {
+        guard reconciled else { return }
+        precondition(localDurable <= localEnd, "durable \(localDurable) beyond the end \(localEnd)")
+        let applicable = min(committed, localEnd)
+        if applicable > applied {
+            applied = applicable
+            actions.append(.apply(through: applicable))
+        }
+        if role == .leader, let ownEpoch, epochStartLSN != nil {
+            let acknowledgeable = min(committed, localDurable)
+            if acknowledgeable > acknowledged {
+                acknowledged = acknowledgeable
+                actions.append(.acknowledge(through: acknowledgeable, epoch: ownEpoch))
+            }
+            startAppendIfIdle(&actions)
+        }
+    }
+}

@@ -1,0 +1,242 @@
+import RoostCluster
+import RoostStorage
+import RoostTesting
+import Testing
+
+/// The replication state machine step by step against `FakeEtcd`, answered
+/// at once (the seeded simulation covers the orders and faults).
+@Suite("ReplicationMachine: roles, the fence, and acknowledgement")
+struct ReplicationMachineTests {
+    /// Drives one machine: etcd answers at once, except appends while `holdAppends`.
+    struct Harness {
+        var etcd = FakeEtcd(seed: 1)
+        var machine: ReplicationMachine
+        var now: Int64 = 0
+        var local: [[UInt8]] = []
+        var actions: [ReplicationAction] = []
+        var holdAppends = false
+        var held: [(EtcdRequestID, EtcdRequest)] = []
+        var watch: (id: Int, token: WatchToken)?
+        let keys = ClusterKeys(cluster: ClusterName("unit")!)
+
+        init(node: String = "n1") {
+            var configuration = ReplicationConfiguration(
+                node: NodeID(node)!, advertiseURL: "http://\(node)", keys: ClusterKeys(cluster: ClusterName("unit")!))
+            configuration.leaseTTLSeconds = 1
+            machine = ReplicationMachine(configuration: configuration)
+        }
+
+        mutating func handle(_ event: ReplicationEvent) {
+            var queue = machine.handle(event, now: now)
+            while !queue.isEmpty {
+                let action = queue.removeFirst()
+                actions.append(action)
+                switch action {
+                case .sendEtcd(let id, let request):
+                    if holdAppends, case .transaction(let compares, _, _) = request, compares.count == 2 {
+                        held.append((id, request))
+                    } else {
+                        queue += machine.handle(.etcdAnswered(id, etcd.handle(request)), now: now)
+                    }
+                case .startWatch(let token, let range, let from):
+                    if case .success(let id) = etcd.watch(range, from: from) { watch = (id, token) }
+                case .appendLocal(let first, let records):
+                    #expect(Int(first.rawValue) == local.count + 1)
+                    local += records
+                case .verifyLocalLog(let batches):
+                    var difference: LogSequenceNumber?
+                    for batch in batches where difference == nil {
+                        for (offset, record) in batch.records.enumerated() where difference == nil {
+                            let lsn = Int(batch.firstLSN.rawValue) + offset
+                            if lsn <= local.count, local[lsn - 1] != record {
+                                difference = LogSequenceNumber(UInt64(lsn))
+                            }
+                        }
+                    }
+                    queue += machine.handle(.localLogVerified(firstDifference: difference), now: now)
+                case .truncateLocalLog(let after):
+                    local.removeSubrange(Int(after.rawValue)...)
+                default:
+                    break
+                }
+            }
+        }
+
+        mutating func advance(_ milliseconds: Int64) {
+            now += milliseconds
+            etcd.advance(byMilliseconds: milliseconds)
+            handle(.tick)
+        }
+
+        mutating func releaseHeld() {
+            let requests = held
+            held = []
+            for (id, request) in requests { handle(.etcdAnswered(id, etcd.handle(request))) }
+        }
+
+        mutating func durable() {
+            handle(.localDurable(through: LogSequenceNumber(UInt64(local.count))))
+        }
+
+        var acknowledged: [LogSequenceNumber] {
+            actions.compactMap { if case .acknowledge(let through, _) = $0 { through } else { nil } }
+        }
+
+        /// Starts the machine on an empty log and runs until it takes writes.
+        mutating func becomeLeader() throws {
+            handle(.start(localLogEnd: 0, checkpoint: 0))
+            #expect(machine.role == .candidate, "no leader key: it will try")
+            for _ in 0..<20 where !machine.isTakingWrites {
+                advance(10)
+                durable()
+            }
+            try #require(machine.isTakingWrites)
+        }
+    }
+
+    @Test("a lone node takes the key, appends its epoch record, and acknowledges only what is committed and durable")
+    func leaderAcknowledgesCommittedAndDurable() throws {
+        var harness = Harness()
+        try harness.becomeLeader()
+        let epoch = try #require(harness.machine.ownEpoch)
+        #expect(harness.etcd.value(of: harness.keys.leader)?.createRevision == epoch.createRevision)
+        #expect(ReplicationBatch.parseEpochRecord(harness.local[0])?.epoch == epoch, "LSN 1 is the epoch record")
+
+        // Committed first, durable later.
+        harness.handle(.submit([Array("a".utf8)]))
+        #expect(harness.acknowledged.last == LogSequenceNumber(1), "only the epoch record so far")
+        harness.durable()
+        #expect(harness.acknowledged.last == LogSequenceNumber(2))
+
+        // Durable first, committed later; writes submitted meanwhile go in the next batch.
+        harness.holdAppends = true
+        harness.handle(.submit([Array("b".utf8)]))
+        harness.handle(.submit([Array("c".utf8), Array("d".utf8)]))
+        #expect(harness.held.count == 1, "one append in flight")
+        harness.durable()
+        #expect(harness.acknowledged.last == LogSequenceNumber(2))
+        harness.releaseHeld()
+        #expect(harness.acknowledged.last == LogSequenceNumber(3))
+        #expect(harness.held.count == 1, "c and d in one batch")
+        harness.releaseHeld()
+        harness.durable()
+        #expect(harness.acknowledged.last == LogSequenceNumber(5))
+        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 4)
+
+        // Its member record, on its own lease, follows what it applied and checkpointed.
+        harness.handle(.checkpointed(through: 4))
+        for _ in 0..<12 { harness.advance(100) }  // past memberUpdateMilliseconds, keeping the leases alive
+        let member = try #require(harness.etcd.value(of: harness.keys.memberKey(NodeID("n1")!)))
+        #expect(
+            MemberRecord.decode(member.value)
+                == MemberRecord(url: "http://n1", role: .leader, appliedLSN: 5, checkpointLSN: 4))
+        #expect(member.lease != nil && member.lease != harness.machine.lease)
+    }
+
+    @Test("a leader whose lease is gone is deposed at its next keep-alive, and acknowledges nothing after")
+    func deposedWhenTheLeaseIsGone() throws {
+        var harness = Harness()
+        try harness.becomeLeader()
+        let lease = try #require(harness.machine.lease)
+        _ = harness.etcd.handle(.revokeLease(lease))
+        harness.holdAppends = true
+        harness.handle(.submit([Array("late".utf8)]))
+        harness.advance(400)  // past a third of the TTL: a keep-alive
+        #expect(harness.machine.role == .deposed)
+        #expect(harness.actions.contains(.deposed(.leaseLost)))
+        let acknowledgedBefore = harness.acknowledged.count
+        harness.releaseHeld()
+        harness.durable()
+        #expect(harness.acknowledged.count == acknowledgedBefore, "deposed: never acknowledges again")
+        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record")
+    }
+
+    @Test("an append whose fence fails deposes the leader")
+    func fencedAppendDeposes() throws {
+        var harness = Harness()
+        try harness.becomeLeader()
+        harness.holdAppends = true
+        harness.handle(.submit([Array("w".utf8)]))
+        // Another node took the key meanwhile (the lease expired during a pause).
+        let lease = try #require(harness.machine.lease)
+        _ = harness.etcd.handle(.revokeLease(lease))
+        guard case .lease(let other, _) = harness.etcd.handle(.grantLease(ttlSeconds: 5)) else {
+            Issue.record("no lease")
+            return
+        }
+        _ = harness.etcd.handle(
+            .transaction(
+                compares: [],
+                success: [.put(key: harness.keys.leader, value: Array("n2 http://n2".utf8), lease: other)],
+                failure: []))
+        harness.releaseHeld()
+        #expect(harness.actions.contains(.deposed(.fenced)))
+        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1)
+    }
+
+    /// Puts a batch in etcd as the leader of `epoch` would have.
+    static func put(_ batch: ReplicationBatch, in harness: inout Harness) {
+        _ = harness.etcd.handle(
+            .transaction(
+                compares: [],
+                success: [.put(key: harness.keys.logKey(firstLSN: batch.firstLSN), value: batch.encoded(), lease: nil)],
+                failure: []))
+    }
+
+    @Test("a restart cuts the records after the checkpoint that etcd does not hold, then follows")
+    func restartCutsWhatEtcdDoesNotHold() {
+        var harness = Harness(node: "n3")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(2), firstLSN: 1, records: [[1], [2]]), in: &harness)
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 3, records: [[3], [4]]), in: &harness)
+        // Deposed in epoch 2 with two records that never committed at LSNs 3 and 4.
+        harness.local = [[1], [2], [30], [40]]
+        harness.handle(.start(localLogEnd: 4, checkpoint: 1))
+        #expect(harness.actions.contains(.truncateLocalLog(after: 2)))
+        #expect(harness.local == [[1], [2], [3], [4]])
+        #expect(harness.machine.applied == LogSequenceNumber(4))
+    }
+
+    @Test("a restart whose records after the checkpoint etcd no longer holds re-seeds")
+    func restartBehindThePurgeReseeds() {
+        var harness = Harness(node: "n3")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 4, records: [[4]]), in: &harness)
+        harness.local = [[1], [2], [3]]
+        harness.handle(.start(localLogEnd: 3, checkpoint: 1))
+        #expect(harness.actions.contains(.reseedNeeded(groupLogStart: 4)))
+        #expect(harness.machine.role == .seeding)
+        #expect(harness.local.count == 3, "nothing cut: the snapshot replaces it")
+
+        var checkpointed = Harness(node: "n4")
+        Self.put(ReplicationBatch(epoch: ClusterEpoch(7), firstLSN: 4, records: [[4]]), in: &checkpointed)
+        checkpointed.local = [[1], [2], [3]]
+        checkpointed.handle(.start(localLogEnd: 3, checkpoint: 3))
+        #expect(checkpointed.local == [[1], [2], [3], [4]], "all of it checkpointed: it goes on")
+    }
+
+    @Test("a follower takes batches once, in order, and refuses a batch of an older epoch after a newer one")
+    func followerOrderAndEpochs() throws {
+        var harness = Harness(node: "n2")
+        harness.handle(.start(localLogEnd: 0, checkpoint: 0))
+        let token = try #require(harness.watch?.token)
+        func event(_ batch: ReplicationBatch, revision: Int64) -> EtcdEvent {
+            EtcdEvent(
+                kind: .put,
+                keyValue: EtcdKeyValue(
+                    key: harness.keys.logKey(firstLSN: batch.firstLSN), value: batch.encoded(),
+                    createRevision: EtcdRevision(revision), modRevision: EtcdRevision(revision), version: 1, lease: nil)
+            )
+        }
+        let first = ReplicationBatch(epoch: ClusterEpoch(5), firstLSN: 1, records: [[1], [2]])
+        let second = ReplicationBatch(epoch: ClusterEpoch(9), firstLSN: 3, records: [[3]])
+        let stale = ReplicationBatch(epoch: ClusterEpoch(5), firstLSN: 4, records: [[4]])
+        let base = harness.machine.watchRevision.rawValue
+        harness.handle(.watchDelivered(token, [event(first, revision: base + 1), event(first, revision: base + 1)]))
+        harness.handle(.watchDelivered(token, [event(second, revision: base + 2)]))
+        harness.handle(.watchDelivered(token, [event(first, revision: base + 1)]))  // rewound
+        #expect(harness.local == [[1], [2], [3]])
+        #expect(harness.machine.applied == LogSequenceNumber(3))
+        harness.handle(.watchDelivered(token, [event(stale, revision: base + 3)]))
+        #expect(harness.local.count == 3)
+        #expect(harness.actions.contains { if case .refusedBatch(_, .olderEpoch) = $0 { true } else { false } })
+    }
+}
