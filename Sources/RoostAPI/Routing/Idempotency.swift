@@ -104,6 +104,9 @@ enum Idempotency {
                 let wrapped = EngineAnswer { outcomes, reply in
                     gate.inFlight.leave(tag.name)
                     switch outcomes?.first {
+                    case .replayed(.rejected(.personErased))?:
+                        // Redacted by an erasure (decision 0079): the same answer on every route.
+                        reply.sink.send(replayedAnswer(.rejected(.personErased)))
                     case .replayed(let first)?:
                         answer.finish([first], ReplayedReply(inner: reply, sink: ReplayedSink(inner: reply.sink)))
                     case .idempotencyKeyReused?:
@@ -167,13 +170,20 @@ enum Idempotency {
         }
     }
 
-    /// The response of a remembered `Command.answer`, marked replayed.
+    /// The response of a remembered `Command.answer`, or of an answer an
+    /// erasure redacted (410 `person_erased`, decision 0079), marked replayed.
     static func replayedAnswer(_ outcome: Outcome) -> HTTPResponse {
-        guard case .answered(let status, let body) = outcome else {
+        switch outcome {
+        case .answered(let status, let body):
+            return HTTPResponse(
+                status: status, headers: [("Content-Type", "application/json"), replayedHeader], body: body)
+        case .rejected(.personErased):
+            var response = APIError(RegistryRejection.personErased).response
+            response.headers.append(replayedHeader)
+            return response
+        default:
             preconditionFailure("a route's own answer was remembered as \(outcome)")
         }
-        return HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json"), replayedHeader], body: body)
     }
 }
 

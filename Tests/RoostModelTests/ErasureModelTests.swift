@@ -1,0 +1,139 @@
+import Testing
+
+@testable import RoostModel
+
+/// Erasure erases everywhere (issue 24, deliverable 5): a `DELETE
+/// /v1/people/{id}` leaves nothing of the person in remembered idempotency
+/// answers (M-5) or in the history of devices that moved away from them
+/// (L-1), and replaying the log (a restart, a follower) reaches the same state.
+@Suite("Erasure erases everywhere: remembered answers and moved devices' histories")
+struct ErasureModelTests {
+    static let owner = IdempotencyOwner("key_0123456789abcdef")
+
+    static func tag(_ key: String, digest: UInt8, at now: Timestamp) -> IdempotencyTag {
+        IdempotencyTag(
+            owner: owner, key: IdempotencyKey(key[...])!, digest: RequestDigest(Array(repeating: digest, count: 32)),
+            at: now)
+    }
+
+    /// Whether anything in `value`'s description spells `name`.
+    static func names(_ value: Any, _ name: String) -> Bool {
+        String(describing: value).contains(name)
+    }
+
+    @Test("M-5: after erasure a replayed key answers 410 person_erased, names nobody, and applies nothing")
+    func replayAfterErasure() throws {
+        var harness = Harness()
+        let register = Command.register(
+            request(apnsToken(1)) {
+                $0.externalID = .set(person("erased_ada"))
+                $0.installationID = installation("ada-install")
+            }, at: harness.now)
+        let registerTag = Self.tag("register-1", digest: 1, at: harness.now)
+        let first = harness.execute(.idempotent(registerTag, register))
+        guard case .registered = first.outcome else { Issue.record("\(first.outcome)"); return }
+        let putTag = Self.tag("put-1", digest: 2, at: harness.now)
+        _ = harness.execute(.idempotent(putTag, .putPerson(person("erased_ada"), at: harness.now)))
+        // Someone else's answer stays as it was.
+        let otherTag = Self.tag("other-1", digest: 3, at: harness.now)
+        let other = harness.execute(
+            .idempotent(
+                otherTag, .register(request(apnsToken(2)) { $0.externalID = .set(person("bob")) }, at: harness.now)))
+
+        _ = harness.execute(.erasePerson(person("erased_ada"), at: harness.now))
+        let before = harness.index.snapshotMutations()
+        for (tag, command) in [(registerTag, register), (putTag, .putPerson(person("erased_ada"), at: harness.now))] {
+            let replay = harness.execute(.idempotent(tag, command))
+            #expect(replay.mutations.isEmpty)
+            guard case .replayed(let answer) = replay.outcome else { Issue.record("\(replay.outcome)"); continue }
+            #expect(rejection(answer)?.code == "person_erased", "\(answer)")
+            #expect(!Self.names(answer, "erased_ada") && !Self.names(answer, "ada-install"))
+        }
+        #expect(harness.index.snapshotMutations() == before, "a replay after erasure applied something")
+        #expect(harness.index.person(person("erased_ada")) == nil)
+        #expect(!Self.names(harness.index.snapshotMutations(), "erased_ada"), "the snapshot still names the person")
+        // The same key for another request is still a reuse.
+        let reused = harness.execute(.idempotent(Self.tag("register-1", digest: 9, at: harness.now), register))
+        guard case .idempotencyKeyReused = reused.outcome else { Issue.record("\(reused.outcome)"); return }
+        let otherReplay = harness.execute(.idempotent(otherTag, .stats))
+        guard case .replayed(let otherAnswer) = otherReplay.outcome else {
+            Issue.record("\(otherReplay.outcome)"); return
+        }
+        guard case .registered(let replayedOther) = otherAnswer, case .registered(let firstOther) = other.outcome else {
+            Issue.record("\(otherAnswer)")
+            return
+        }
+        #expect(replayedOther.device == firstOther.device, "another person's answer is kept")
+        try harness.verify()
+    }
+
+    @Test("M-5: an identity token's minted answer naming the user is redacted too; other answers are kept")
+    func mintedAnswerRedacted() throws {
+        var harness = Harness()
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("user_7")) })
+        let body = Array(#"{"principal":"user:user_7","identity_token":"rit3.x","expires_at":"y"}"#.utf8)
+        let mint = Self.tag("mint-1", digest: 4, at: harness.now)
+        _ = harness.execute(.idempotent(mint, .answer(status: 201, body: body)))
+        let otherBody = Array(#"{"principal":"user:user_70","identity_token":"rit3.z","expires_at":"y"}"#.utf8)
+        let otherMint = Self.tag("mint-2", digest: 5, at: harness.now)
+        _ = harness.execute(.idempotent(otherMint, .answer(status: 201, body: otherBody)))
+
+        _ = harness.execute(.erasePerson(person("user_7"), at: harness.now))
+        let replay = harness.execute(.idempotent(mint, .answer(status: 201, body: body)))
+        guard case .replayed(let answer) = replay.outcome else { Issue.record("\(replay.outcome)"); return }
+        #expect(rejection(answer)?.code == "person_erased", "\(answer)")
+        let kept = harness.execute(.idempotent(otherMint, .answer(status: 201, body: otherBody)))
+        guard case .replayed(.answered(201, otherBody)) = kept.outcome else { Issue.record("\(kept.outcome)"); return }
+        try harness.verify()
+    }
+
+    @Test("L-1: a device that moved away before the erasure no longer names the person in its history")
+    func movedDeviceHistoryScrubbed() throws {
+        var harness = Harness()
+        let device = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("erased_eve")) })
+            .device
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["plan": .bool(true)]) })
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("bob")) })
+        let unbound = try harness.mustRegister(request(apnsToken(2)) { $0.externalID = .set(person("erased_eve")) })
+            .device
+        _ = try harness.mustRegister(request(apnsToken(2)) { $0.externalID = .clear })
+        _ = try harness.mustRegister(request(apnsToken(3)) { $0.externalID = .set(person("erased_eve")) })
+        let historyBefore = try #require(harness.index.history(device.id))
+
+        _ = harness.execute(.erasePerson(person("erased_eve"), at: harness.now))
+        let history = try #require(harness.index.history(device.id))
+        #expect(!Self.names(history, "erased_eve"), "\(history)")
+        #expect(history.map(\.kind) == historyBefore.map(\.kind), "the events stay, without the person")
+        #expect(history.map(\.at) == historyBefore.map(\.at))
+        #expect(history.first?.externalID == person("bob"))
+        let unboundHistory = try #require(harness.index.history(unbound.id))
+        #expect(!Self.names(unboundHistory, "erased_eve"), "\(unboundHistory)")
+        #expect(!Self.names(harness.index.snapshotMutations(), "erased_eve"))
+        // Later events of the moved device are recorded after the scrubbed ones.
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("carol")) })
+        #expect(harness.index.history(device.id)?.first?.previousExternalID == person("bob"))
+        try harness.verify()
+    }
+
+    @Test("L-1: replaying the log from any point over the final state (a fuzzy snapshot) converges to it")
+    func fuzzyReplayConverges() throws {
+        var harness = Harness()
+        let device = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("erased_eve")) })
+            .device
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("bob")) })
+        _ = harness.execute(.erasePerson(person("erased_eve"), at: harness.now))
+        // The same external id comes back and the device moves through it again.
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("erased_eve")) })
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.externalID = .set(person("bob")) })
+        let final = harness.index.snapshotMutations()
+        #expect(harness.index.history(device.id)?.contains { $0.previousExternalID == person("erased_eve") } == true)
+        for start in 0...harness.log.count {
+            var replayed = AppIndex(appID: testApp, mode: harness.index.mode)
+            try replayed.apply(final)
+            try replayed.apply(Array(harness.log[start...]))
+            #expect(replayed.snapshotMutations() == final, "replay from record \(start) differs")
+            #expect(replayed.invariantViolations() == [])
+        }
+        try harness.verify()
+    }
+}
