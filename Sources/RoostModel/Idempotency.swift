@@ -35,8 +35,10 @@ package enum IdempotencyLimits {
 }
 
 /// Who an answer is remembered for: an API key id, or for an identity token
-/// its minting key id and its principal (two users of one mobile key never
-/// share answers). docs/decisions/0050. Compared as Unicode scalars
+/// its minting key id and `p` + SHA-256 of its principal in hex (two users of
+/// one mobile key never share answers; decision 0079: no external id is
+/// stored in the name; releases before it wrote the principal itself, which
+/// erasure still recognizes). docs/decisions/0050. Compared as Unicode scalars
 /// (`ExactText`): a principal's external id spelled NFC and one spelled NFD
 /// are two users, who must never be answered each other's remembered answers.
 package struct IdempotencyOwner: Hashable, Sendable, Comparable {
@@ -309,13 +311,16 @@ package struct RememberedAnswers: Sendable {
 }
 
 extension IdempotencyOwner {
-    /// The person an identity token's owner acts for (`key_… user:<id>` →
-    /// `<id>`, `key_… guest:<hex>` → `guest:<hex>`); nil for an API key's.
+    /// The person an identity token's owner of a release before decision
+    /// 0079 acts for (`key_… user:<id>` → `<id>`, `key_… guest:<hex>` →
+    /// `guest:<hex>`); nil for an API key's, and for a newer owner (whose
+    /// principal is a digest: it names nobody).
     package static func principal(of owner: IdempotencyOwner) -> String? {
         guard let space = owner.rawValue.firstIndex(of: " ") else { return nil }
         let principal = owner.rawValue[owner.rawValue.index(after: space)...]
         if principal.hasPrefix("user:") { return String(principal.dropFirst(5)) }
-        return String(principal)
+        if principal.hasPrefix(ExternalID.guestPrefix) { return String(principal) }
+        return nil
     }
 }
 

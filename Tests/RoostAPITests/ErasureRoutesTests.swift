@@ -94,6 +94,28 @@ struct ErasureRoutesTests {
         #expect(stillOld.status == 401, "a re-created person does not revive old tokens")
     }
 
+    @Test("after erasure the index's snapshot names the person nowhere, also answers made with their own token")
+    func snapshotNamesNobody() async throws {
+        let app = try await DeviceApp.make()
+        let harness = app.harness
+        let connect = ConnectTests.App(id: app.app, mobile: app.mobile, secret: app.secret)
+        let token = try await ConnectTests.user(harness, connect, "erased_kim")
+        let put = await harness.call(
+            .put, "/v1/me/devices", key: token, body: ConnectTests.device(installation: "k-1"), idempotencyKey: "k")
+        #expect(put.status == 201)
+        let minted = await harness.call(
+            .post, "/v1/identities/authenticated", key: app.secret, body: #"{"external_id":"erased_kim"}"#,
+            idempotencyKey: "mint")
+        #expect(minted.status == 201)
+        _ = try await app.registerID(2, #""external_id":"erased_kim""#)
+        _ = try await app.registerID(2, #""external_id":"bob""#)
+        #expect(String(describing: try await harness.indexState(app: app.app)).contains("erased_kim"))
+        harness.clock.advance(milliseconds: 1_000)
+        #expect(await app.call(.delete, "/v1/people/erased_kim").status == 200)
+        let state = String(describing: try await harness.indexState(app: app.app))
+        #expect(!state.contains("erased_kim"), "\(state)")
+    }
+
     @Test("L-1: the history of a device that moved away before the erasure no longer names the person")
     func movedDeviceHistory() async throws {
         let app = try await DeviceApp.make()

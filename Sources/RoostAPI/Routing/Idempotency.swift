@@ -47,13 +47,16 @@ enum Idempotency {
     }
 
     /// Returns whose answers a caller's keys name: its API key's id; for an
-    /// identity token, its minting key's id and its principal (two users of
-    /// one mobile key never share answers); for Native Notify, the key its
+    /// identity token, its minting key's id and SHA-256 of its principal
+    /// (two users of one mobile key never share answers, and the owner name
+    /// stores no external id: decision 0079); for Native Notify, the key its
     /// `appToken` named (noted by the route). Nil for the operator.
     static func owner(_ caller: Caller) -> IdempotencyOwner? {
         switch caller {
         case .appKey(let key): IdempotencyOwner(key.id)
-        case .identity(let claims, _): IdempotencyOwner(claims.mintingKeyID + " " + claims.principal.rendered)
+        case .identity(let claims, _):
+            IdempotencyOwner(
+                claims.mintingKeyID + " p" + Hex.encode(Crypto.sha256(Array(claims.principal.rendered.utf8))))
         case .unchecked: IdempotencyKeyNote.take().map { IdempotencyOwner($0) }
         case .operatorKey: nil
         }
