@@ -90,8 +90,7 @@ struct DeviceHistoryStore: Sendable {
         guard let id = strings.id(of: externalID.rawValue) else { return [] }
         var remaining = strings.referenceCount(id)
         var found: [(sequence: UInt64, ordinal: UInt64, event: HistoryEvent)] = []
-        for sequence in rings.keys.sorted() where remaining > 0 {
-            guard let ring = rings[sequence] else { continue }
+        for (sequence, ring) in rings where remaining > 0 {
             let oldestOrdinal = ring.newestOrdinal - UInt64(ring.events.count) + 1
             for index in 0..<ring.events.count {
                 let packed = ring.events[(ring.start + index) % ring.events.count]
@@ -104,7 +103,8 @@ struct DeviceHistoryStore: Sendable {
                 found.append((sequence, oldestOrdinal + UInt64(index), event))
             }
         }
-        return found
+        // Sorted here, not the rings: only what was found is ordered.
+        return found.sorted { ($0.sequence, $0.ordinal) < ($1.sequence, $1.ordinal) }
     }
 
     /// Replaces stored events `firstOrdinal`, … of `sequence` by `events`
