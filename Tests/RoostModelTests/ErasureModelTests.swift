@@ -136,4 +136,70 @@ struct ErasureModelTests {
         }
         try harness.verify()
     }
+
+    @Test("M-5: a token issued before the erasure is refused (also rit2, without an issue time); later tokens pass")
+    func tokensIssuedBeforeErasureRefused() throws {
+        var harness = Harness()
+        let owner = person("erased_tom")
+        let issued = harness.now
+        let phone = request(apnsToken(1)) { $0.installationID = installation("phone") }
+        let made = harness.execute(.registerForPrincipal(phone, owner: owner, at: harness.now, tokenIssuedAt: issued))
+        guard case .registered = made.outcome else { Issue.record("\(made.outcome)"); return }
+        let bystander = harness.execute(
+            .registerForPrincipal(
+                request(apnsToken(2)) { $0.installationID = installation("b") }, owner: person("bob"),
+                at: harness.now, tokenIssuedAt: nil))
+        guard case .registered = bystander.outcome else { Issue.record("\(bystander.outcome)"); return }
+        let erasedAt = harness.now
+        _ = harness.execute(.erasePerson(owner, at: erasedAt))
+
+        for issuedAt in [issued, erasedAt, nil] as [Timestamp?] {
+            let again = harness.execute(
+                .registerForPrincipal(phone, owner: owner, at: harness.now, tokenIssuedAt: issuedAt))
+            #expect(rejection(again.outcome) == .identityTokenRevoked, "issued at \(String(describing: issuedAt))")
+            let delete = harness.execute(
+                .deletePrincipalDevice(installation("phone"), owner: owner, tokenIssuedAt: issuedAt))
+            #expect(rejection(delete.outcome) == .identityTokenRevoked)
+        }
+        #expect(harness.index.person(owner) == nil, "the refused token re-created nobody")
+        #expect(OutcomeCodec.encode(.rejected(.identityTokenRevoked)) == nil, "a refused token is never remembered")
+        // Another person's tokens, even rit2 ones, are untouched.
+        let other = harness.execute(
+            .registerForPrincipal(
+                request(apnsToken(2)) { $0.installationID = installation("b") }, owner: person("bob"),
+                at: harness.now, tokenIssuedAt: nil))
+        guard case .registered = other.outcome else { Issue.record("\(other.outcome)"); return }
+        // A token issued after the erasure makes the person anew; the old one stays refused.
+        let fresh = Timestamp(millisecondsSinceEpoch: erasedAt.millisecondsSinceEpoch + 1)
+        let recreated = harness.execute(
+            .registerForPrincipal(phone, owner: owner, at: harness.now, tokenIssuedAt: fresh))
+        guard case .registered = recreated.outcome else { Issue.record("\(recreated.outcome)"); return }
+        let old = harness.execute(.registerForPrincipal(phone, owner: owner, at: harness.now, tokenIssuedAt: issued))
+        #expect(rejection(old.outcome) == .identityTokenRevoked, "a re-created person does not revive old tokens")
+        try harness.verify()
+        #expect(!Self.names(harness.index.erasures.snapshotMutations(), "erased_tom"), "marks hold a digest")
+    }
+
+    @Test("erasure marks count for 30 days before the newest mark, whatever order they are applied in")
+    func marksExpire() {
+        let day: Int64 = 24 * 60 * 60 * 1000
+        let start: Int64 = 1_789_912_931_000
+        let first = ErasureMark(
+            digest: ErasureMark.digest(of: person("a")), at: Timestamp(millisecondsSinceEpoch: start))
+        let later = ErasureMark(
+            digest: ErasureMark.digest(of: person("b")), at: Timestamp(millisecondsSinceEpoch: start + 29 * day))
+        let last = ErasureMark(
+            digest: ErasureMark.digest(of: person("c")), at: Timestamp(millisecondsSinceEpoch: start + 30 * day))
+        var inOrder = ErasureMarks()
+        inOrder.apply(first)
+        inOrder.apply(later)
+        #expect(inOrder.erasedAt(person("a")) == first.at)
+        inOrder.apply(last)
+        #expect(inOrder.erasedAt(person("a")) == nil, "30 days before the newest mark: no token can be that old")
+        #expect(inOrder.erasedAt(person("b")) == later.at)
+        var reversed = ErasureMarks()
+        for mark in [last, later, first, first] { reversed.apply(mark) }
+        #expect(reversed.snapshotMutations() == inOrder.snapshotMutations())
+        #expect(!inOrder.revokes(owner: person("z"), issuedAt: nil), "never erased: even a rit2 token passes")
+    }
 }
