@@ -349,15 +349,24 @@ enum ByteSearch {
     /// Whether `needle` occurs in `haystack`. O(haystack × needle) worst case,
     /// O(haystack) in practice (the first byte filters).
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard !needle.isEmpty, haystack.count >= needle.count else { return needle.isEmpty }
-        let first = needle[0]
-        var index = 0
-        let last = haystack.count - needle.count
-        while index <= last {
-            if haystack[index] == first, haystack[index..<(index + needle.count)].elementsEqual(needle) { return true }
-            index += 1
+        guard !needle.isEmpty else { return true }
+        guard haystack.count >= needle.count else { return false }
+        return haystack.withUnsafeBufferPointer { hay in
+            needle.withUnsafeBufferPointer { wanted in
+                let first = wanted[0]
+                var index = 0
+                let last = hay.count - wanted.count
+                while index <= last {
+                    if hay[index] == first {
+                        var matched = 1
+                        while matched < wanted.count && hay[index + matched] == wanted[matched] { matched += 1 }
+                        if matched == wanted.count { return true }
+                    }
+                    index += 1
+                }
+                return false
+            }
         }
-        return false
     }
 }
 

@@ -202,4 +202,34 @@ struct ErasureModelTests {
         #expect(reversed.snapshotMutations() == inOrder.snapshotMutations())
         #expect(!inOrder.revokes(owner: person("z"), issuedAt: nil), "never erased: even a rit2 token passes")
     }
+
+    @Test("the byte search finds a needle anywhere, and nothing that is only a prefix of it")
+    func byteSearch() {
+        let hay = Array("abcabd".utf8)
+        #expect(ByteSearch.contains(hay, Array("abd".utf8)))
+        #expect(ByteSearch.contains(hay, Array("abc".utf8)))
+        #expect(!ByteSearch.contains(hay, Array("abe".utf8)))
+        #expect(!ByteSearch.contains(hay, Array("abcabdx".utf8)))
+        #expect(ByteSearch.contains(hay, []))
+        #expect(!ByteSearch.contains([], Array("a".utf8)))
+        #expect(JSONText.quoted("a\"b\\c\n\u{01}é") == Array(#""a\"b\\c\n\u0001é""#.utf8))
+    }
+
+    @Test("a one-letter external id redacts only the answers that name it, not every answer holding the letter")
+    func shortIDsDoNotOverRedact() throws {
+        var harness = Harness()
+        let tag = Self.tag("a-1", digest: 1, at: harness.now)
+        let kept = harness.execute(
+            .idempotent(tag, .register(request(apnsToken(1)) { $0.externalID = .set(person("ab")) }, at: harness.now)))
+        _ = try harness.mustRegister(request(apnsToken(2)) { $0.externalID = .set(person("a")) })
+        _ = harness.execute(.erasePerson(person("a"), at: harness.now))
+        let replay = harness.execute(.idempotent(tag, .stats))
+        guard case .replayed(.registered(let answer)) = replay.outcome, case .registered(let first) = kept.outcome
+        else {
+            Issue.record("\(replay.outcome)")
+            return
+        }
+        #expect(answer.device == first.device)
+        try harness.verify()
+    }
 }
