@@ -19,6 +19,9 @@ package struct AppIndex: Sendable {
     var store: DeviceStore
     /// The answers remembered for idempotency keys (spec §7).
     package internal(set) var remembered = RememberedAnswers()
+    /// Who was erased, as digests, for refusing their older identity tokens
+    /// (decision 0079).
+    package internal(set) var erasures = ErasureMarks()
     /// Which devices changed, at which log position (spec §9, `GET /v1/changes`).
     package internal(set) var changes: ChangeFeed
     /// Replay's clock: the time of the last `changeTime` record read for
@@ -200,6 +203,9 @@ package struct AppIndex: Sendable {
         case .rememberedAnswer(let seal): try remembered.applySeal(seal)
         case .changeTime(let at): replayChangeTime = at
         case .changeFeed(let slice): try changes.restore(slice)
+        case .erasureMark(let mark): erasures.apply(mark)
+        case .historyRedaction(let id, let firstOrdinal, let events):
+            try store.applyHistoryRedaction(id, firstOrdinal: firstOrdinal, events: events)
         }
     }
 
@@ -244,16 +250,17 @@ package struct AppIndex: Sendable {
         snapshotSettingsAndCredentials() + store.allPeople().map { .personUpsert($0) }
     }
 
-    /// The non-sliced part of a snapshot: settings, credentials and the
+    /// The non-sliced part of a snapshot: settings, credentials, the
     /// remembered answers of idempotency keys, oldest first (bounded by
-    /// `IdempotencyLimits.bytesPerIndexMax`). O(credentials log credentials
+    /// `IdempotencyLimits.bytesPerIndexMax`), and the erasure marks
+    /// (decision 0079). O(credentials log credentials
     /// + remembered bytes).
     package func snapshotSettingsAndCredentials() -> [Mutation] {
         var result: [Mutation] = [.settings(settings)]
         for key in credentials.keys.sorted() {
             if let credential = credentials[key] { result.append(.credentialUpsert(credential)) }
         }
-        return result + remembered.snapshotMutations()
+        return result + remembered.snapshotMutations() + erasures.snapshotMutations()
     }
 
     /// One bounded slice of a snapshot's devices (`DeviceStore.snapshotDevices`).

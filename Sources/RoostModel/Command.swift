@@ -72,11 +72,15 @@ package enum Command: Sendable {
     /// (the identity token's principal). A guest owner is made known first
     /// (the server minted it), and a guest left without devices is forgotten;
     /// a refusal changes nothing (`Outcome.registered` / `.rejected`).
-    case registerForPrincipal(RegisterRequest, owner: ExternalID, at: Timestamp)
+    /// `tokenIssuedAt` is when the identity token was issued (nil for a
+    /// format without it): a token issued before `owner` was erased is
+    /// `identityTokenRevoked` (decision 0079).
+    case registerForPrincipal(RegisterRequest, owner: ExternalID, at: Timestamp, tokenIssuedAt: Timestamp? = nil)
     /// Connect's `DELETE /v1/me/devices/{installation_id}`: removes the
     /// installation's device only when it belongs to `owner`, then forgets a
     /// guest owner left without devices (`Outcome.deleted`).
-    case deletePrincipalDevice(InstallationID, owner: ExternalID)
+    /// The token is checked as for `registerForPrincipal`.
+    case deletePrincipalDevice(InstallationID, owner: ExternalID, tokenIssuedAt: Timestamp? = nil)
     /// A write sent with an `Idempotency-Key` (spec §7): the answer
     /// remembered for the tag's owner and key is given again
     /// (`Outcome.replayed`, nothing applied), or `idempotencyKeyReused` for
@@ -263,12 +267,9 @@ extension AppIndex {
             case .failure(let rejection): return (.rejected(rejection), [])
             }
         case .erasePerson(let externalID, let now):
-            switch erasePerson(externalID) {
-            case .success(let removal):
-                return (.personErased(erased: true, devicesRemoved: removal.devicesRemoved, at: now), removal.mutations)
-            case .failure:
-                return (.personErased(erased: false, devicesRemoved: 0, at: nil), [])
-            }
+            let (removal, mutations) = erasePersonEverywhere(externalID, at: now)
+            guard let removal else { return (.personErased(erased: false, devicesRemoved: 0, at: nil), mutations) }
+            return (.personErased(erased: true, devicesRemoved: removal.devicesRemoved, at: now), mutations)
         case .putCredential(let credential):
             return (.credential(credential), putCredential(credential))
         case .deleteCredential(let key):
@@ -279,9 +280,15 @@ extension AppIndex {
             return (.deleted(removal.deleted), removal.mutations)
         case .deregisterInstallation(let installation):
             return deregisterInstallation(installation)
-        case .registerForPrincipal(let request, let owner, let now):
+        case .registerForPrincipal(let request, let owner, let now, let issuedAt):
+            guard !identityTokenRevoked(owner: owner, issuedAt: issuedAt) else {
+                return (.rejected(.identityTokenRevoked), [])
+            }
             return registerForPrincipal(request, owner: owner, at: now)
-        case .deletePrincipalDevice(let installation, let owner):
+        case .deletePrincipalDevice(let installation, let owner, let issuedAt):
+            guard !identityTokenRevoked(owner: owner, issuedAt: issuedAt) else {
+                return (.rejected(.identityTokenRevoked), [])
+            }
             return deletePrincipalDevice(installation, owner: owner)
         case .idempotent(let tag, let inner):
             return executeIdempotent(tag, inner)

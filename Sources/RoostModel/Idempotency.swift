@@ -35,8 +35,10 @@ package enum IdempotencyLimits {
 }
 
 /// Who an answer is remembered for: an API key id, or for an identity token
-/// its minting key id and its principal (two users of one mobile key never
-/// share answers). docs/decisions/0050. Compared as Unicode scalars
+/// its minting key id and `p` + SHA-256 of its principal in hex (two users of
+/// one mobile key never share answers; decision 0079: no external id is
+/// stored in the name; releases before it wrote the principal itself, which
+/// erasure still recognizes). docs/decisions/0050. Compared as Unicode scalars
 /// (`ExactText`): a principal's external id spelled NFC and one spelled NFD
 /// are two users, who must never be answered each other's remembered answers.
 package struct IdempotencyOwner: Hashable, Sendable, Comparable {
@@ -253,14 +255,142 @@ package struct RememberedAnswers: Sendable {
             throw .incompleteAnswer
         }
         pending = nil
-        // The same answer again: a fuzzy snapshot's header and the log after
-        // its start LSN both hold it. Keeping its place keeps the queue, and
-        // so every later eviction, exactly as it was.
-        if let existing = entries[name], existing.digest == seal.digest, existing.at == seal.at,
-            existing.encoded == current.bytes
-        {
+        // The same answer again (a fuzzy snapshot's header and the log after
+        // its start LSN both hold it), or the same answer redacted by an
+        // erasure (decision 0079): its bytes are replaced where it stands.
+        // Keeping its place keeps the queue, and so every later eviction,
+        // exactly as it was.
+        if entries[name]?.digest == seal.digest, entries[name]?.at == seal.at {
+            replaceInPlace(name, encoded: current.bytes)
             return
         }
         remember(name, digest: seal.digest, at: seal.at, encoded: current.bytes)
+    }
+
+    /// Replaces the encoded outcome of the answer remembered for `name`,
+    /// keeping its time, digest and place in the queue. O(its bytes).
+    private mutating func replaceInPlace(_ name: Name, encoded: [UInt8]) {
+        guard var entry = entries[name] else { preconditionFailure("no remembered answer to replace") }
+        guard entry.encoded != encoded else { return }
+        precondition(encoded.count <= IdempotencyLimits.answerBytesMax, "a remembered answer of \(encoded.count) bytes")
+        byteCount -= Self.cost(entry)
+        entry.encoded = encoded
+        byteCount += Self.cost(entry)
+        entries[name] = entry
+        // No bound is asserted here: a redaction only shrinks an answer, and
+        // a fuzzy replay that restores an original answer meets the
+        // redaction that shrinks it again later in the same log.
+    }
+
+    /// The names of the remembered answers that name `externalID`, oldest
+    /// first: whose owner is an identity token's principal for them, or whose
+    /// outcome shows them (`Outcome.names`). Candidates are found by a byte
+    /// search of each encoded outcome (outcomes hold strings as UTF-8, JSON
+    /// bodies escaped), and only candidates are decoded. O(remembered bytes).
+    package func names(naming externalID: ExternalID) -> [(name: Name, digest: RequestDigest, at: Timestamp)] {
+        let raw = Array(externalID.rawValue.utf8)
+        let escaped = JSONText.quoted(externalID.rawValue)
+        var found: [(name: Name, digest: RequestDigest, at: Timestamp, serial: UInt64)] = []
+        for (name, entry) in entries {
+            var names =
+                IdempotencyOwner.principal(of: name.owner).map { ExactText.equal($0, externalID.rawValue) } ?? false
+            if !names, ByteSearch.contains(entry.encoded, raw) || ByteSearch.contains(entry.encoded, escaped) {
+                do throws(ByteDecodingError) {
+                    names = try OutcomeCodec.decode(entry.encoded).names(externalID)
+                } catch {
+                    preconditionFailure("a remembered answer does not decode: \(error)")
+                }
+            }
+            if names { found.append((name, entry.digest, entry.at, entry.serial)) }
+        }
+        return found.sorted { $0.serial < $1.serial }.map { ($0.name, $0.digest, $0.at) }
+    }
+}
+
+extension IdempotencyOwner {
+    /// The person an identity token's owner of a release before decision
+    /// 0079 acts for (`key_… user:<id>` → `<id>`, `key_… guest:<hex>` →
+    /// `guest:<hex>`); nil for an API key's, and for a newer owner (whose
+    /// principal is a digest: it names nobody).
+    package static func principal(of owner: IdempotencyOwner) -> String? {
+        guard let space = owner.rawValue.firstIndex(of: " ") else { return nil }
+        let principal = owner.rawValue[owner.rawValue.index(after: space)...]
+        if principal.hasPrefix("user:") { return String(principal.dropFirst(5)) }
+        if principal.hasPrefix(ExternalID.guestPrefix) { return String(principal) }
+        return nil
+    }
+}
+
+extension Outcome {
+    /// Whether this remembered outcome shows `externalID`: a device bound to
+    /// them, the person itself, a batch item that does, or a route's own JSON
+    /// answer holding the id as a whole string (an identity token minted
+    /// for `user:<id>`). Decision 0079. O(size of the outcome).
+    package func names(_ externalID: ExternalID) -> Bool {
+        switch self {
+        case .registered(let registered): registered.device.externalID == externalID
+        case .device(let device): device.externalID == externalID
+        case .personPut(let person, _): person.externalID == externalID
+        case .batch(let items): items.contains { $0.names(externalID) }
+        case .answered(_, let body):
+            ByteSearch.contains(body, JSONText.quoted(externalID.rawValue))
+                || ByteSearch.contains(body, JSONText.quoted("user:" + externalID.rawValue))
+        case .deleted, .removed, .personErased, .feedback, .credential, .deregistered, .rejected, .imported,
+            .devicePage, .exportView, .changes, .stats, .inactivePreview, .inactiveInvalidated, .settings,
+            .person, .history, .personExport, .peoplePage, .replayed, .idempotencyKeyReused, .notRemembered,
+            .custom, .logAcknowledged, .appRemoved:
+            false
+        }
+    }
+}
+
+/// Byte-string search for erasure's scans.
+enum ByteSearch {
+    /// Whether `needle` occurs in `haystack`. O(haystack × needle) worst case,
+    /// O(haystack) in practice (the first byte filters).
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty else { return true }
+        guard haystack.count >= needle.count else { return false }
+        return haystack.withUnsafeBufferPointer { hay in
+            needle.withUnsafeBufferPointer { wanted in
+                let first = wanted[0]
+                var index = 0
+                let last = hay.count - wanted.count
+                while index <= last {
+                    if hay[index] == first {
+                        var matched = 1
+                        while matched < wanted.count && hay[index + matched] == wanted[matched] { matched += 1 }
+                        if matched == wanted.count { return true }
+                    }
+                    index += 1
+                }
+                return false
+            }
+        }
+    }
+}
+
+/// A string as RoostJSON's writer spells it in a JSON body (quotes
+/// included): `"` and `\` escaped, control characters as short escapes or
+/// `\u00xx`, everything else as UTF-8. The model does not link RoostJSON.
+enum JSONText {
+    static func quoted(_ text: String) -> [UInt8] {
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = [0x22]
+        for byte in text.utf8 {
+            switch byte {
+            case 0x22: out += [0x5C, 0x22]
+            case 0x5C: out += [0x5C, 0x5C]
+            case 0x08: out += [0x5C, UInt8(ascii: "b")]
+            case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+            case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+            case 0x09: out += [0x5C, UInt8(ascii: "t")]
+            case ..<0x20: out += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            default: out.append(byte)
+            }
+        }
+        out.append(0x22)
+        return out
     }
 }

@@ -40,6 +40,14 @@ package enum Mutation: Hashable, Sendable {
     case changeTime(Timestamp)
     /// Part of a snapshot's copy of the index's change feed (`ChangeFeed.snapshotSlices`).
     case changeFeed(ChangeFeedSlice)
+    /// A person was erased at this time: identity tokens issued to them
+    /// before it are refused (decision 0079). Holds SHA-256 of the id.
+    case erasureMark(ErasureMark)
+    /// History events of a device, ordinals `firstOrdinal`, `firstOrdinal + 1`,
+    /// …, as they are after an erasure removed the erased person from them
+    /// (decision 0079): each replaces the stored event of its ordinal when
+    /// that is still held and is the same event (time and kind); nothing else.
+    case historyRedaction(DeviceID, firstOrdinal: UInt64, events: [HistoryEvent])
 }
 
 /// The device a device upsert or tombstone changes, as the change feed
@@ -63,7 +71,8 @@ package struct ChangedDevice: Equatable, Sendable {
             self.init(sequence: device.id.sequence, platform: device.id.platform, deleted: false)
         case .deviceTombstone(let id): self.init(sequence: id.sequence, platform: id.platform, deleted: true)
         case .personUpsert, .personErase, .credentialUpsert, .credentialDelete, .settings, .deviceSequenceFloor,
-            .deviceHistory, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed:
+            .deviceHistory, .rememberedAnswerPart, .rememberedAnswer, .changeTime, .changeFeed, .erasureMark,
+            .historyRedaction:
             return nil
         }
     }

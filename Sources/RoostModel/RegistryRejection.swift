@@ -53,6 +53,14 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
     /// An NDJSON import line would give its person more devices than
     /// `max_devices_per_person` (an import never evicts). 409 `person_device_limit`.
     case personDeviceLimit
+    /// The first answer to an `Idempotency-Key` named a person who has been
+    /// erased since (issue 24 M-5, decision 0079): what a replay answers
+    /// instead, nothing applied. 410 `person_erased`.
+    case personErased
+    /// An identity token issued to a person before that person was erased
+    /// (decision 0079). 401 `unauthorized`, worded as any other refused
+    /// token: it says nothing of the person. Never remembered.
+    case identityTokenRevoked
 
     /// The stable error code of the API envelope.
     package var code: String {
@@ -76,6 +84,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .tokenRateLimited: "rate_limited"
         case .alreadyTaken(let field): field == "id" ? "device_id_taken" : field + "_taken"
         case .personDeviceLimit: "person_device_limit"
+        case .personErased: "person_erased"
+        case .identityTokenRevoked: "unauthorized"
         }
     }
 
@@ -90,6 +100,8 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
             .personDeviceLimit:
             409
         case .preconditionFailed: 412
+        case .personErased: 410
+        case .identityTokenRevoked: 401
         case .deviceIdentityConflict: 422
         case .tokenRateLimited: 429
         }
@@ -109,7 +121,9 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .credentialNotFound: "bundle_id"
         case .installationProofRequired: "installation_id"
         case .staleRegistration: "client_sequence"
-        case .deviceNotFound, .personNotFound, .preconditionFailed, .tokenRateLimited: nil
+        case .deviceNotFound, .personNotFound, .preconditionFailed, .tokenRateLimited, .personErased,
+            .identityTokenRevoked:
+            nil
         }
     }
 
@@ -138,6 +152,9 @@ package enum RegistryRejection: Error, Hashable, Sendable, CustomStringConvertib
         case .tokenRateLimited: "this token is registered too often; retry after Retry-After seconds"
         case .alreadyTaken(let name): "\(name) is already held in this app and mode"
         case .personDeviceLimit: "the person already holds max_devices_per_person devices"
+        case .personErased:
+            "the first answer to this Idempotency-Key named a person who has since been erased; nothing was applied"
+        case .identityTokenRevoked: "missing, invalid or expired identity token"
         }
     }
 

@@ -59,7 +59,7 @@ struct ConnectTests {
         #expect(answer.status == 201)
         let principal = try #require(answer.json?["principal"]?.stringValue)
         #expect(principal.hasPrefix("guest:") && principal.utf8.count == 38)
-        #expect(answer.json?["identity_token"]?.stringValue?.hasPrefix("rit2.ik_") == true)
+        #expect(answer.json?["identity_token"]?.stringValue?.hasPrefix("rit3.ik_") == true)
         #expect(answer.json?["expires_at"]?.stringValue == "2026-09-22T14:13:20.000Z")
         let other = try await ConnectTests.guest(harness, app)
         #expect(other.principal != principal)
@@ -203,10 +203,10 @@ struct ConnectTests {
         let app = try await ConnectTests.setUp(harness)
         let token = try await ConnectTests.user(harness, app, "user_42", ttl: 60)
         var parts = token.split(separator: ".").map(String.init)
-        #expect(parts.count == 9)
+        #expect(parts.count == 10)
         // Flip the last signature character.
         var forged = parts
-        forged[8] = String(forged[8].dropLast()) + (forged[8].hasSuffix("A") ? "B" : "A")
+        forged[9] = String(forged[9].dropLast()) + (forged[9].hasSuffix("A") ? "B" : "A")
         // Claim another app, another mode, another minting key, another user, a later expiry.
         var otherApp = parts
         otherApp[2] = "2"
@@ -220,6 +220,7 @@ struct ConnectTests {
         later[7] = String(Int(parts[7])! + 3600)
         // The retired rit1 layout (no minting key) with a valid signature is refused too.
         var rit1 = parts
+        rit1.remove(at: 8)
         rit1.remove(at: 4)
         rit1[0] = "rit1"
         let signingKey = try #require(harness.service.identityKeys.currentState().keys.first)

@@ -13,7 +13,7 @@ import RoostModel
 /// - 1, the signed part of a token: the check signs it with the fixed key, so
 ///   that every field parser is reached; a token that verifies must be the one
 ///   `sign` writes for its claims (one text per claim set);
-/// - 2, claims (app, mode, minting key, kind, subject, expiry) and an edit: `sign` then
+/// - 2, claims (app, mode, minting key, kind, subject, expiry, issue time) and an edit: `sign` then
 ///   `verify` gives the claims back before the expiry and nil from it on, and
 ///   the token with one byte changed or cut short never verifies.
 package enum IdentityTokenFuzzCheck {
@@ -92,8 +92,11 @@ package enum IdentityTokenFuzzCheck {
         }
         // The minting key id from the expiry's bytes: any `key_` + 16 hex digits.
         let mintingKeyID = "key_" + Hex.encode(Array(bytes[5..<13]))
+        // Issued at: none (a `rit2` token) or a time from the edit's bytes (`rit3`, decision 0079).
+        let issuedAt: Int64? = bytes[4] & 8 == 0 ? nil : Int64(editAt) * 1000 + Int64(editTo)
         let claims = IdentityClaims(
-            app: AppID(app), mode: mode, mintingKeyID: mintingKeyID, principal: principal, expiresAtSeconds: expiry)
+            app: AppID(app), mode: mode, mintingKeyID: mintingKeyID, principal: principal, expiresAtSeconds: expiry,
+            issuedAtMilliseconds: issuedAt)
         let token = IdentityToken.sign(claims, with: key)
         let verified = IdentityToken.verify(token[...], keys: keys, nowSeconds: nowSeconds)
         if nowSeconds < expiry {

@@ -64,7 +64,10 @@ struct NativeCommandTests {
             Issue.record("\(erased.outcome)")
             return
         }
-        #expect(erased.mutations.last == .personErase(person("ada")))
+        #expect(erased.mutations.contains(.personErase(person("ada"))))
+        // Decision 0079: the erasure's mark, which refuses the person's older identity tokens, comes last.
+        guard case .erasureMark(let mark) = erased.mutations.last else { Issue.record("\(erased.mutations)"); return }
+        #expect(mark == ErasureMark(digest: ErasureMark.digest(of: person("ada")), at: erasedAt))
         #expect(harness.index.stats().devices == 1)
         #expect(harness.index.person(person("ada")) == nil)
         let unknown = harness.execute(.erasePerson(person("ada"), at: harness.now))

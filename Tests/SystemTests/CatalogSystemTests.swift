@@ -138,11 +138,12 @@ struct CatalogSystemTests {
     }
 
     /// Returns the token with a new expiry, signed with `secretHex`
-    /// (`rit2.<key>.<app>.<mode>.<minting key>.<kind>.<subject>.<expiry>.<HMAC-SHA-256>`).
+    /// (`rit3.<key>.<app>.<mode>.<minting key>.<kind>.<subject>.<expiry>.<issued at>.<HMAC-SHA-256>`;
+    /// `rit2` without `issued at`).
     static func resign(_ token: String, secretHex: String, expiry: Int64) throws -> String {
         var parts = token.split(separator: ".").map(String.init)
         parts[7] = String(expiry)
-        let signed = parts[0..<8].joined(separator: ".")
+        let signed = parts[0..<(parts.count - 1)].joined(separator: ".")
         let secret = try #require(hexBytes(secretHex))
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0

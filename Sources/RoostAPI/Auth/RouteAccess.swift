@@ -32,7 +32,7 @@ package enum RouteAccess: Sendable, Equatable {
     case deviceRegistrar
     /// A mobile key only (guest identities); a secret key → 403.
     case mobileKey
-    /// An identity token (`Authorization: Bearer rit2.…`) whose signing key is
+    /// An identity token (`Authorization: Bearer rit3.…` or `rit2.…`) whose signing key is
     /// kept, whose minting key is live and whose app exists; anything else → 401.
     case identityToken
     /// Native Notify: the credential travels in the request (`appId` +

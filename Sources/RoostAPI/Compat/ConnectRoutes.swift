@@ -63,7 +63,8 @@ struct ConnectRoutes: Sendable {
         }
         let expiresAt = now / 1000 + lifetime
         let claims = IdentityClaims(
-            app: key.appID, mode: key.mode, mintingKeyID: key.id, principal: principal, expiresAtSeconds: expiresAt)
+            app: key.appID, mode: key.mode, mintingKeyID: key.id, principal: principal, expiresAtSeconds: expiresAt,
+            issuedAtMilliseconds: now)
         let token = IdentityToken.sign(claims, with: keys.currentKey())
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
@@ -97,7 +98,8 @@ struct ConnectRoutes: Sendable {
         let body = try JSONBody(context.request)
         let owner = claims.principal.externalID
         let registration = try ConnectRoutes.registration(body)
-        let command = Command.registerForPrincipal(registration, owner: owner, at: requestTime(context))
+        let command = Command.registerForPrincipal(
+            registration, owner: owner, at: requestTime(context), tokenIssuedAt: claims.issuedAt)
         return Compat.command(app: app, mode: claims.mode, command) { outcome in
             guard case .registered(let registered) = outcome else { return Compat.refusalOrUnexpected(outcome) }
             return DeviceJSON.response(registered.created ? 201 : 200, registered.device, includeToken: false)
@@ -112,8 +114,8 @@ struct ConnectRoutes: Sendable {
         let text = context.parameters[0]
         let installation = try checked { () throws(RegistryRejection) in try InstallationID(text) }
         let owner = claims.principal.externalID
-        return Compat.command(app: app, mode: claims.mode, .deletePrincipalDevice(installation, owner: owner)) {
-            outcome in
+        let command = Command.deletePrincipalDevice(installation, owner: owner, tokenIssuedAt: claims.issuedAt)
+        return Compat.command(app: app, mode: claims.mode, command) { outcome in
             guard case .deleted(let deleted) = outcome else { return Compat.refusalOrUnexpected(outcome) }
             return DeviceRoutes.flag("deleted", deleted)
         }

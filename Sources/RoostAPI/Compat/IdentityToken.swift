@@ -53,20 +53,29 @@ package struct IdentityClaims: Sendable, Equatable {
     package var principal: IdentityPrincipal
     /// Unix seconds after which the token no longer verifies.
     package var expiresAtSeconds: Int64
+    /// When the token was issued, in Unix milliseconds; nil for a `rit2`
+    /// token (issued before the field existed). A token issued to a person
+    /// before their erasure is refused (decision 0079).
+    package var issuedAtMilliseconds: Int64?
 
     package init(
-        app: AppID, mode: AppMode, mintingKeyID: String, principal: IdentityPrincipal, expiresAtSeconds: Int64
+        app: AppID, mode: AppMode, mintingKeyID: String, principal: IdentityPrincipal, expiresAtSeconds: Int64,
+        issuedAtMilliseconds: Int64? = nil
     ) {
         self.app = app
         self.mode = mode
         self.mintingKeyID = mintingKeyID
         self.principal = principal
         self.expiresAtSeconds = expiresAtSeconds
+        self.issuedAtMilliseconds = issuedAtMilliseconds
     }
+
+    /// When the token was issued, as the model compares it with an erasure.
+    package var issuedAt: Timestamp? { issuedAtMilliseconds.map { Timestamp(millisecondsSinceEpoch: $0) } }
 }
 
 /// Identity tokens:
-/// `rit2.<signing key id>.<app>.<mode>.<minting key id>.<kind>.<subject>.<expiry>.<signature>`
+/// `rit3.<signing key id>.<app>.<mode>.<minting key id>.<kind>.<subject>.<expiry>.<issued at>.<signature>`
 ///
 /// - `signing key id`: the server's signing key (`ik_` + 16 hex), so keys can rotate;
 /// - `app`: the app id in decimal; `mode`: `live` or `test` (the minting key's);
@@ -75,17 +84,23 @@ package struct IdentityClaims: Sendable, Equatable {
 /// - `kind`: `guest` or `user`; `subject`: base64url (no padding) of the guest
 ///   id or the user's `external_id`;
 /// - `expiry`: Unix seconds;
+/// - `issued at`: Unix milliseconds: a token issued to a person before their
+///   erasure is refused (decision 0079);
 /// - `signature`: base64url of HMAC-SHA-256 under the signing key's secret over
 ///   every byte before the last `.`.
 ///
 /// A token verifies when it has this shape, its signing key is still kept,
 /// the signature matches (constant-time compare) and the expiry is in the
-/// future. `rit1` tokens (no minting key) are refused: nothing could revoke
-/// them (docs/decisions/0012-identity-tokens-name-their-minting-key.md).
+/// future. `rit2` tokens (the same without `issued at`) still verify until
+/// they expire, with no issue time: the model treats them as issued before
+/// any erasure (decision 0079). `rit1` tokens (no minting key) are refused:
+/// nothing could revoke them (docs/decisions/0012-identity-tokens-name-their-minting-key.md).
 /// `verify` checks only what the token itself proves; the minting key and the
 /// app must still be live in the catalog, which `Authenticator.identity` checks.
 package enum IdentityToken {
-    static let version = "rit2"
+    static let version = "rit3"
+    /// The previous layout, without `issued at`: still verified.
+    static let previousVersion = "rit2"
     /// The longest token considered (a 256-character `external_id` of 4-byte
     /// scalars is 1,366 base64url characters).
     static let bytesMax = 2048
@@ -95,19 +110,30 @@ package enum IdentityToken {
     static let lifetimeSecondsDefault: Int64 = 86_400
     static let lifetimeSecondsRange: ClosedRange<Int64> = 60...2_592_000
 
+    /// Checks once that no token outlives the erasure marks that refuse it.
+    static let lifetimesFitErasureMarks: Void = {
+        precondition(
+            lifetimeSecondsRange.upperBound * 1000 <= ErasureLimits.markRetentionMilliseconds,
+            "identity tokens outlive erasure marks")
+    }()
+
     /// Returns a signed token for `claims` under `key`.
     package static func sign(_ claims: IdentityClaims, with key: IdentitySigningKey) -> String {
         precondition(
             isMintingKeyID(claims.mintingKeyID[...]), "minting key id of \(claims.mintingKeyID.utf8.count) bytes")
+        _ = lifetimesFitErasureMarks
         let (kind, subject): (String, String) =
             switch claims.principal {
             case .guest(let id): ("guest", id)
             case .user(let externalID): ("user", externalID.rawValue)
             }
-        let signed = [
-            version, key.id, String(claims.app.rawValue), claims.mode.name, claims.mintingKeyID, kind,
-            Base64URL.encode(Array(subject.utf8)), String(claims.expiresAtSeconds),
-        ].joined(separator: ".")
+        var fields = [
+            claims.issuedAtMilliseconds == nil ? previousVersion : version, key.id, String(claims.app.rawValue),
+            claims.mode.name, claims.mintingKeyID, kind, Base64URL.encode(Array(subject.utf8)),
+            String(claims.expiresAtSeconds),
+        ]
+        if let issuedAt = claims.issuedAtMilliseconds { fields.append(String(issuedAt)) }
+        let signed = fields.joined(separator: ".")
         return signed + "." + Base64URL.encode(Crypto.hmacSHA256(key: key.secret, message: Array(signed.utf8)))
     }
 
@@ -118,8 +144,10 @@ package enum IdentityToken {
     package static func verify(_ token: Substring, keys: IdentityKeyStore, nowSeconds: Int64) -> IdentityClaims? {
         guard token.utf8.count <= bytesMax, let lastDot = token.lastIndex(of: ".") else { return nil }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 9, parts[0] == version, let key = keys.key(id: parts[1]),
-            let signature = Base64URL.decode(parts[8]), signature.count == Crypto.sha256DigestBytes
+        let fieldCount = parts[0] == version ? 10 : 9
+        guard parts[0] == version || parts[0] == previousVersion, parts.count == fieldCount,
+            let key = keys.key(id: parts[1]),
+            let signature = Base64URL.decode(parts[fieldCount - 1]), signature.count == Crypto.sha256DigestBytes
         else { return nil }
         let expected = Crypto.hmacSHA256(key: key.secret, message: Array(token[..<lastDot].utf8))
         guard Crypto.constantTimeEqual(signature, expected) else { return nil }
@@ -131,6 +159,11 @@ package enum IdentityToken {
             let subject = String(validating: subjectBytes, as: UTF8.self),
             let expiresAt = Int64(parts[7]), String(expiresAt) == parts[7]
         else { return nil }
+        var issuedAt: Int64? = nil
+        if fieldCount == 10 {
+            guard let value = Int64(parts[8]), value >= 0, String(value) == parts[8] else { return nil }
+            issuedAt = value
+        }
         let principal: IdentityPrincipal
         switch parts[5] {
         case "guest":
@@ -145,7 +178,7 @@ package enum IdentityToken {
         guard nowSeconds < expiresAt else { return nil }
         return IdentityClaims(
             app: AppID(appNumber), mode: mode, mintingKeyID: String(parts[4]), principal: principal,
-            expiresAtSeconds: expiresAt)
+            expiresAtSeconds: expiresAt, issuedAtMilliseconds: issuedAt)
     }
 
     /// Returns whether `text` can be a minting key id in a token: 1 to

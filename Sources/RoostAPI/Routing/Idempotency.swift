@@ -47,13 +47,16 @@ enum Idempotency {
     }
 
     /// Returns whose answers a caller's keys name: its API key's id; for an
-    /// identity token, its minting key's id and its principal (two users of
-    /// one mobile key never share answers); for Native Notify, the key its
+    /// identity token, its minting key's id and SHA-256 of its principal
+    /// (two users of one mobile key never share answers, and the owner name
+    /// stores no external id: decision 0079); for Native Notify, the key its
     /// `appToken` named (noted by the route). Nil for the operator.
     static func owner(_ caller: Caller) -> IdempotencyOwner? {
         switch caller {
         case .appKey(let key): IdempotencyOwner(key.id)
-        case .identity(let claims, _): IdempotencyOwner(claims.mintingKeyID + " " + claims.principal.rendered)
+        case .identity(let claims, _):
+            IdempotencyOwner(
+                claims.mintingKeyID + " p" + Hex.encode(Crypto.sha256(Array(claims.principal.rendered.utf8))))
         case .unchecked: IdempotencyKeyNote.take().map { IdempotencyOwner($0) }
         case .operatorKey: nil
         }
@@ -104,6 +107,9 @@ enum Idempotency {
                 let wrapped = EngineAnswer { outcomes, reply in
                     gate.inFlight.leave(tag.name)
                     switch outcomes?.first {
+                    case .replayed(.rejected(.personErased))?:
+                        // Redacted by an erasure (decision 0079): the same answer on every route.
+                        reply.sink.send(replayedAnswer(.rejected(.personErased)))
                     case .replayed(let first)?:
                         answer.finish([first], ReplayedReply(inner: reply, sink: ReplayedSink(inner: reply.sink)))
                     case .idempotencyKeyReused?:
@@ -167,13 +173,20 @@ enum Idempotency {
         }
     }
 
-    /// The response of a remembered `Command.answer`, marked replayed.
+    /// The response of a remembered `Command.answer`, or of an answer an
+    /// erasure redacted (410 `person_erased`, decision 0079), marked replayed.
     static func replayedAnswer(_ outcome: Outcome) -> HTTPResponse {
-        guard case .answered(let status, let body) = outcome else {
+        switch outcome {
+        case .answered(let status, let body):
+            return HTTPResponse(
+                status: status, headers: [("Content-Type", "application/json"), replayedHeader], body: body)
+        case .rejected(.personErased):
+            var response = APIError(RegistryRejection.personErased).response
+            response.headers.append(replayedHeader)
+            return response
+        default:
             preconditionFailure("a route's own answer was remembered as \(outcome)")
         }
-        return HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json"), replayedHeader], body: body)
     }
 }
 

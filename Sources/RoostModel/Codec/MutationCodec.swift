@@ -20,6 +20,9 @@
 /// snapshot's copy: `expired_through u64 · last_position u64 · count u16 ·`
 /// count × `position u64 · sequence u64 · at i64 · platform u8 · deleted u8`,
 /// positions ascending, at most `ChangeFeed.entriesPerSnapshotRecordMax`).
+/// 22 erasure mark (decision 0079: `digest 32 bytes · at i64`), 23 history
+/// redaction (decision 0079: the fields of kind 19, the events as they are
+/// once the erased person is removed from them).
 /// 13 settings with `inactive_after_days` (spec §8). Settings without that value
 /// are written as kind 7, byte for byte as before it existed after the
 /// format byte (decision 0052).
@@ -49,6 +52,8 @@ package enum MutationCodec {
         case deviceHistory = 19
         case changeTime = 20
         case changeFeed = 21
+        case erasureMark = 22
+        case historyRedaction = 23
     }
 
     /// Returns the bytes of `mutation`.
@@ -113,11 +118,13 @@ package enum MutationCodec {
             writer.bytes.append(contentsOf: seal.digest.bytes)
             writer.i64(seal.at.millisecondsSinceEpoch)
             writer.u32(UInt32(seal.byteCount))
-        case .deviceHistory(let id, let firstOrdinal, let events):
+        case .deviceHistory(let id, let firstOrdinal, let events),
+            .historyRedaction(let id, let firstOrdinal, let events):
             precondition(
                 (1...Limits.historyEventsPerRecordMax).contains(events.count), "history record of \(events.count)")
             precondition(firstOrdinal >= 1, "history ordinal 0")
-            writer.u8(Kind.deviceHistory.rawValue)
+            let isRedaction = if case .historyRedaction = mutation { true } else { false }
+            writer.u8((isRedaction ? Kind.historyRedaction : Kind.deviceHistory).rawValue)
             encode(id, into: &writer)
             writer.u64(firstOrdinal)
             writer.u8(UInt8(events.count))
@@ -125,6 +132,10 @@ package enum MutationCodec {
         case .changeTime(let at):
             writer.u8(Kind.changeTime.rawValue)
             writer.i64(at.millisecondsSinceEpoch)
+        case .erasureMark(let mark):
+            writer.u8(Kind.erasureMark.rawValue)
+            writer.bytes.append(contentsOf: mark.digest)
+            writer.i64(mark.at.millisecondsSinceEpoch)
         case .changeFeed(let slice):
             precondition(
                 slice.entries.count <= ChangeFeed.entriesPerSnapshotRecordMax,
@@ -243,6 +254,14 @@ package enum MutationCodec {
                 RememberedAnswerSeal(owner: owner, key: key, digest: digest, at: at, byteCount: byteCount))
         case .deviceHistory:
             mutation = try decodeHistory(&reader)
+        case .historyRedaction:
+            guard case .deviceHistory(let id, let firstOrdinal, let events) = try decodeHistory(&reader) else {
+                preconditionFailure("decodeHistory made another kind")
+            }
+            mutation = .historyRedaction(id, firstOrdinal: firstOrdinal, events: events)
+        case .erasureMark:
+            let digest = Array(try reader.raw(ErasureMark.digestBytes))
+            mutation = .erasureMark(ErasureMark(digest: digest, at: try reader.timestamp("erased_at")))
         case .changeTime:
             mutation = .changeTime(try reader.timestamp("change_time"))
         case .changeFeed:

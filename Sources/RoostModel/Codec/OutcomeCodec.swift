@@ -98,6 +98,8 @@ package enum OutcomeCodec {
         case .rejected(let rejection):
             // A 429 is never remembered (decision 0050): the retry must be tried again.
             if case .tokenRateLimited = rejection { return false }
+            // Nor a refused token: it would be remembered under the erased person's principal.
+            if case .identityTokenRevoked = rejection { return false }
             writer.u8(Tag.rejected.rawValue)
             writer.string(rejection.code)
             writer.optionalString(rejection.associatedField)
@@ -293,7 +295,7 @@ extension RegistryRejection {
         case .preconditionFailed(let version): String(version)
         case .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
-            .personNotFound, .tokenRateLimited, .personDeviceLimit:
+            .personNotFound, .tokenRateLimited, .personDeviceLimit, .personErased, .identityTokenRevoked:
             nil
         }
     }
@@ -305,7 +307,7 @@ extension RegistryRejection {
         let candidates: [RegistryRejection] = [
             .invalidPlatform, .invalidEnvironment, .invalidTokenFormat, .unsupportedTokenType, .invalidTags,
             .tagsTooLarge, .unknownIdentity, .credentialNotFound, .installationProofRequired, .deviceNotFound,
-            .personNotFound, .personDeviceLimit,
+            .personNotFound, .personDeviceLimit, .personErased,
         ]
         if let field {
             switch code {

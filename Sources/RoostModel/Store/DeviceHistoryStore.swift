@@ -81,6 +81,52 @@ struct DeviceHistoryStore: Sendable {
         rings[sequence] = ring
     }
 
+    /// The stored events that name `externalID` (as the person or the
+    /// previous person), with that field cleared, by device sequence then
+    /// ordinal: what an erasure writes over them (decision 0079). Stops
+    /// once every reference the interner counts is found. O(events) at
+    /// worst; O(1) when no event names the id.
+    func redactions(naming externalID: ExternalID) -> [(sequence: UInt64, ordinal: UInt64, event: HistoryEvent)] {
+        guard let id = strings.id(of: externalID.rawValue) else { return [] }
+        var remaining = strings.referenceCount(id)
+        var found: [(sequence: UInt64, ordinal: UInt64, event: HistoryEvent)] = []
+        for (sequence, ring) in rings where remaining > 0 {
+            let oldestOrdinal = ring.newestOrdinal - UInt64(ring.events.count) + 1
+            for index in 0..<ring.events.count {
+                let packed = ring.events[(ring.start + index) % ring.events.count]
+                guard packed.person == id || packed.previousPerson == id else { continue }
+                if packed.person == id { remaining -= 1 }
+                if packed.previousPerson == id { remaining -= 1 }
+                var event = unpack(packed)
+                if packed.person == id { event.externalID = nil }
+                if packed.previousPerson == id { event.previousExternalID = nil }
+                found.append((sequence, oldestOrdinal + UInt64(index), event))
+            }
+        }
+        // Sorted here, not the rings: only what was found is ordered.
+        return found.sorted { ($0.sequence, $0.ordinal) < ($1.sequence, $1.ordinal) }
+    }
+
+    /// Replaces stored events `firstOrdinal`, … of `sequence` by `events`
+    /// (an erasure's redaction, decision 0079): each only while its ordinal
+    /// is still held and the stored event is the same event (time and
+    /// kind), so a replay over a newer state changes nothing else. O(events).
+    mutating func redact(_ sequence: UInt64, firstOrdinal: UInt64, events: [HistoryEvent]) {
+        guard var ring = rings.removeValue(forKey: sequence) else { return }
+        let oldestOrdinal = ring.newestOrdinal - UInt64(ring.events.count) + 1
+        for (offset, event) in events.enumerated() {
+            let ordinal = firstOrdinal + UInt64(offset)
+            guard ordinal >= oldestOrdinal, ordinal <= ring.newestOrdinal else { continue }
+            let position = (ring.start + Int(ordinal - oldestOrdinal)) % ring.events.count
+            let stored = ring.events[position]
+            guard stored.kind == event.kind.rawValue, unpack(stored).at == event.at else { continue }
+            let packed = pack(event)
+            release(stored)
+            ring.events[position] = packed
+        }
+        rings[sequence] = ring
+    }
+
     /// Drops `sequence`'s history (the device is gone). O(its events).
     mutating func remove(_ sequence: UInt64) {
         guard let ring = rings.removeValue(forKey: sequence) else { return }

@@ -51,6 +51,46 @@ extension DeviceStore {
         history.apply(id.sequence, firstOrdinal: firstOrdinal, events: events)
     }
 
+    /// The `historyRedaction` mutations that remove `externalID` from the
+    /// stored history of every device still held (decision 0079): runs of
+    /// consecutive ordinals, at most `Limits.historyEventsPerRecordMax` a
+    /// record. Synthesized histories need none: they show the device's own
+    /// person, and a device bound to the erased person is removed first.
+    /// O(history events) at worst.
+    func historyRedactions(naming externalID: ExternalID) -> [Mutation] {
+        var result: [Mutation] = []
+        var run: (id: DeviceID, firstOrdinal: UInt64, events: [HistoryEvent])? = nil
+        for found in history.redactions(naming: externalID) {
+            guard let slot = slot(ofSequence: found.sequence) else { continue }
+            if var current = run, current.id.sequence == found.sequence,
+                current.firstOrdinal + UInt64(current.events.count) == found.ordinal,
+                current.events.count < Limits.historyEventsPerRecordMax
+            {
+                current.events.append(found.event)
+                run = current
+                continue
+            }
+            if let current = run {
+                result.append(.historyRedaction(current.id, firstOrdinal: current.firstOrdinal, events: current.events))
+            }
+            run = (device(at: slot).id, found.ordinal, [found.event])
+        }
+        if let current = run {
+            result.append(.historyRedaction(current.id, firstOrdinal: current.firstOrdinal, events: current.events))
+        }
+        return result
+    }
+
+    /// Replays a `historyRedaction` record; a device this index no longer
+    /// holds is skipped, as for `deviceHistory`.
+    mutating func applyHistoryRedaction(_ id: DeviceID, firstOrdinal: UInt64, events: [HistoryEvent])
+        throws(MutationApplyError)
+    {
+        guard id.appID == appID, id.mode == mode else { throw .foreignDevice(id) }
+        guard slot(of: id) != nil else { return }
+        history.redact(id.sequence, firstOrdinal: firstOrdinal, events: events)
+    }
+
     /// Returns the device's history, newest first: the stored events, or the
     /// synthesized ones (`created`, and `registered` if re-registered) for a
     /// device that never changed otherwise; nil for no such device. O(events).
