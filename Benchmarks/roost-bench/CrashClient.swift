@@ -36,6 +36,20 @@ struct CrashClientResult: Sendable {
     var unexpected: [String] = []
     /// Acknowledged writes sent with an `Idempotency-Key`, the newest `CrashClient.rememberedMax`.
     var remembered: [RememberedWrite] = []
+    /// People this client erased (acknowledged), and the one whose erasure
+    /// was in flight at the kill: remembered answers of earlier cycles that
+    /// name them replay as erased (decision 0079).
+    var erased: [String] = []
+    var erasureInFlight: String?
+}
+
+extension CrashClientResult {
+    /// The erasure of `person` was sent and not acknowledged: it may have been applied.
+    mutating func noteErasureInFlight(_ person: String?) {
+        guard let person else { return }
+        erasureInFlight = person
+        RememberedWrite.mark(&remembered, erasing: person, certainly: false)
+    }
 }
 
 /// One client of the crash harness: owns its slots and people (no other
@@ -75,10 +89,19 @@ enum CrashClient {
             result.pending = write.pending
             guard (try? connection.send(write.request)) != nil,
                 let answer = try? connection.readResponse(timeout: answerTimeout)
-            else { return result }  // the server is gone: the write stays in flight
+            else {
+                // The server is gone: the write stays in flight.
+                result.noteErasureInFlight(write.erasedPerson)
+                return result
+            }
             if let problem = verify(write, status: answer.status, body: answer.body) {
                 result.unexpected.append("client \(plan.client): \(write.pending.operation.name): \(problem)")
+                result.noteErasureInFlight(write.erasedPerson)
                 return result  // its outcome is unknown: it stays in flight, and this client stops
+            }
+            if let person = write.erasedPerson {
+                result.erased.append(person)
+                RememberedWrite.mark(&result.remembered, erasing: person, certainly: true)
             }
             let id = (try? JSONReader.parse(answer.body))?["id"]?.stringValue
             for change in write.pending.changes {
@@ -90,7 +113,9 @@ enum CrashClient {
             if keyed {
                 if result.remembered.count == rememberedMax { result.remembered.removeFirst() }
                 result.remembered.append(
-                    RememberedWrite(request: write.request, status: answer.status, body: answer.body))
+                    RememberedWrite(
+                        request: write.request, status: answer.status, body: answer.body,
+                        person: (try? JSONReader.parse(answer.body))?["external_id"]?.stringValue))
             }
             result.acknowledged += 1
             result.acknowledgedByOperation[write.pending.operation.rawValue] += 1
@@ -107,6 +132,8 @@ enum CrashClient {
         var created = 0
         var updated = 0
         var removed = 0
+        /// Erase: the person.
+        var erasedPerson: String?
     }
 
     /// Returns nil when the operation has no slot to act on now (a draw again).
@@ -185,6 +212,7 @@ enum CrashClient {
                     "DELETE", "/v1/people/\(CrashNames.person(client: client, person))", key: key, body: nil),
                 pending: PendingWrite(operation: operation, changes: changes), status: 200)
             write.removed = changes.count
+            write.erasedPerson = CrashNames.person(client: client, person)
             return write
         case .import:
             let rows = 1 + Int(random.next() % UInt64(CrashClientPlan.importRowsMax))

@@ -217,6 +217,13 @@ final class CrashRun {
                     totals.acknowledgedByOperation[index] += outcome.acknowledgedByOperation[index]
                 }
                 totals.unexpected += outcome.unexpected
+                // This cycle's erasures came after every write remembered in earlier cycles.
+                for person in outcome.erased {
+                    RememberedWrite.mark(&remembered, erasing: person, certainly: true)
+                }
+                if let person = outcome.erasureInFlight {
+                    RememberedWrite.mark(&remembered, erasing: person, certainly: false)
+                }
                 remembered += outcome.remembered
             }
             if remembered.count > RememberedWrite.keptMax {

@@ -122,9 +122,41 @@ struct CrashFeedFollower: Sendable {
 /// again, after any number of kills, must give its first answer back,
 /// marked `Idempotent-Replayed: true`, and change nothing.
 struct RememberedWrite: Sendable {
+    /// What a replay of it must answer once its person may be erased
+    /// (decision 0079: 410 `person_erased`, replayed).
+    enum Erasure: Sendable {
+        /// Not erased since: the first answer.
+        case none
+        /// Erased since (acknowledged): 410 `person_erased`.
+        case erased
+        /// An erasure was in flight at a kill: either.
+        case maybe
+    }
+
     var request: String
     var status: Int
     var body: [UInt8]
+    /// The external id its answer names, if any.
+    var person: String? = nil
+    var erasure = Erasure.none
+
+    /// Marks every write of `writes` whose answer names `person` as erased
+    /// (`certainly`: the erasure was acknowledged) or maybe erased.
+    static func mark(_ writes: inout [RememberedWrite], erasing person: String, certainly: Bool) {
+        for index in writes.indices where writes[index].person == person {
+            if certainly {
+                writes[index].erasure = .erased
+            } else if writes[index].erasure == .none {
+                writes[index].erasure = .maybe
+            }
+        }
+    }
+
+    /// Whether `answer` is the replay of the erased person's answer.
+    static func isErasedReplay(_ answer: LoopbackResponse) -> Bool {
+        answer.status == 410 && answer.header("Idempotent-Replayed") == "true"
+            && (try? JSONReader.parse(answer.body))?["error"]?["code"]?.stringValue == "person_erased"
+    }
 
     /// The remembered writes the run keeps (the newest), checked after every restart.
     static let keptMax = 256
@@ -147,12 +179,19 @@ struct RememberedWrite: Sendable {
                 throw LoadError("idempotency replay: \(error)")
             }
             counts.replayChecked += 1
-            guard answer.status == write.status, answer.body == write.body,
-                answer.header("Idempotent-Replayed") == "true"
-            else {
+            let first =
+                answer.status == write.status && answer.body == write.body
+                && answer.header("Idempotent-Replayed") == "true"
+            let expected: Bool
+            switch write.erasure {
+            case .none: expected = first
+            case .erased: expected = isErasedReplay(answer)
+            case .maybe: expected = first || isErasedReplay(answer)
+            }
+            guard expected else {
                 counts.replayMismatched += 1
                 counts.note(
-                    "idempotency replay: first \(write.status) \(String(decoding: write.body.prefix(120), as: UTF8.self)), "
+                    "idempotency replay (\(write.erasure)): first \(write.status) \(String(decoding: write.body.prefix(120), as: UTF8.self)), "
                         + "now \(answer.status) replayed=\(answer.header("Idempotent-Replayed") ?? "no") "
                         + String(decoding: answer.body.prefix(120), as: UTF8.self))
                 continue
