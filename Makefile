@@ -261,7 +261,7 @@ $(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry
 $(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
 $(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
 $(eval $(call fuzz_module,RoostAPI,RoostCrypto RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
-$(eval $(call fuzz_module,RoostCluster,))
+$(eval $(call fuzz_module,RoostCluster,RoostJSON RoostPlatform RoostStorage))
 $(eval $(call fuzz_module,RoostTesting,RoostPlatform RoostHTTP RoostStorage RoostCluster))
 
 # $(1): target name; $(2): Fuzz/ directory; $(3): modules linked;
@@ -288,7 +288,7 @@ $(eval $(call fuzz_target,ndjson,Fuzz/NDJSONImportFuzz,$(ALL_MODULES),Tests/Roos
   NDJSONImportFuzzCheck.swift))
 $(eval $(call fuzz_target,identity,Fuzz/IdentityTokenFuzz,$(ALL_MODULES),Tests/RoostAPITests/FuzzCorpus/identity,2048,\
   IdentityTokenFuzzCheck.swift))
-$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,$(HTTP_MODULES) RoostStorage RoostCluster RoostTesting,\
+$(eval $(call fuzz_target,storage,Fuzz/StorageFuzz,$(HTTP_MODULES) RoostJSON RoostStorage RoostCluster RoostTesting,\
   Tests/RoostStorageTests/FuzzCorpus,8192,StorageFuzzCheck.swift))
 $(eval $(call fuzz_target,engine,Fuzz/EngineRecordFuzz,$(ENGINE_MODULES),Tests/RoostEngineTests/FuzzCorpus,8192,\
   EngineRecordFuzzCheck.swift))
