@@ -1,0 +1,125 @@
+/// Cutting the end of a closed log (cluster mode, spec §13.2): "a node's own
+/// log never keeps a record that the group log does not hold". A leader
+/// writes its records to its own log while etcd commits them (decision
+/// 0080), so a leader that crashed or was deposed may hold a suffix the
+/// group log does not: it was never acknowledged, and a restart cuts it.
+///
+/// Records after the cut are zeroed where they lie (the end of the records
+/// is the first all-zero header, `SegmentFormat`), later segments are
+/// removed, and `log-end` is written back to the cut, so that recovery reads
+/// the shorter log as whole rather than as lost records. A checkpointed
+/// snapshot never holds a record the group log does not (decision 0080); one
+/// whose start is past the cut is refused as damage, and nothing is changed.
+package enum LogCut {
+    /// What a cut did.
+    package struct Report: Sendable, Equatable {
+        /// Records removed (every record after the cut).
+        package var recordsCut: UInt64
+        /// Segments removed whole.
+        package var segmentsRemoved: Int
+    }
+
+    /// Cuts every record after `lsn` from the log in `directory`, which no
+    /// process may have open (the caller holds the directory's lock or runs
+    /// before the log opens). Durable when it returns: zeroed bytes and
+    /// `log-end` fdatasynced, the directory fsynced.
+    package static func cut(
+        directory: String, after lsn: LogSequenceNumber, options: StorageOptions = StorageOptions()
+    ) throws(StorageError) -> Report {
+        let layout = StorageLayout(directory: directory, fileSystem: options.fileSystem)
+        let fileSystem = options.fileSystem
+        let firstCut = lsn.rawValue + 1
+        try refuseCheckpointsAfter(firstCut, layout: layout)
+        var report = Report(recordsCut: 0, segmentsRemoved: 0)
+        var lastKept: LogSequenceNumber?
+        for name in try layout.segmentNames() {
+            guard let first = SegmentFormat.firstLSN(fileName: name) else { continue }
+            var offset = SegmentFormat.headerBytes
+            var cutAt: Int?
+            var count: UInt64 = 0
+            _ = try layout.scanSegment(name, options: options) { record in
+                if record.lsn.rawValue >= firstCut {
+                    if cutAt == nil { cutAt = offset }
+                    count += 1
+                }
+                offset += SegmentFormat.recordHeaderBytes + Bytes.aligned8(record.payload.count)
+            }
+            report.recordsCut += count
+            let path = layout.segmentPath(name)
+            if first.rawValue > firstCut {
+                do {
+                    try fileSystem.remove(path)
+                } catch {
+                    throw .io(error)
+                }
+                report.segmentsRemoved += 1
+                continue
+            }
+            lastKept = first
+            guard let cutAt, offset > cutAt else { continue }
+            do {
+                let file = try fileSystem.open(path, create: false)
+                defer { file.close() }
+                try file.write([UInt8](repeating: 0, count: offset - cutAt)[...], at: cutAt)
+                try file.syncData()
+            } catch {
+                throw .io(error)
+            }
+        }
+        try writeLogEnd(cutTo: lsn, openSegment: lastKept, layout: layout)
+        do {
+            try fileSystem.syncDirectory(layout.walDirectory)
+            try fileSystem.syncDirectory(layout.directory)
+        } catch {
+            throw .io(error)
+        }
+        return report
+    }
+
+    /// Throws, changing nothing, when a valid checkpoint names a snapshot
+    /// that starts after `firstCut`: it may hold what the cut removes.
+    private static func refuseCheckpointsAfter(_ firstCut: UInt64, layout: StorageLayout) throws(StorageError) {
+        for slot in CheckpointFormat.slotNames.indices {
+            let path = layout.checkpointPath(slot: slot)
+            let bytes: [UInt8]?
+            do {
+                bytes = try layout.fileSystem.readWhole(path, limitBytes: 4096)
+            } catch {
+                throw .io(error)
+            }
+            guard case .valid(let checkpoint) = CheckpointFormat.decode(bytes, path: path) else { continue }
+            if checkpoint.snapshotLSN.rawValue > firstCut {
+                throw .damaged(
+                    Damage(
+                        file: path, offset: 0,
+                        reason:
+                            "the snapshot at LSN \(checkpoint.snapshotLSN.rawValue) starts after the cut at "
+                            + "\(firstCut - 1): it may hold records the group log does not"))
+            }
+        }
+    }
+
+    /// Writes the next `log-end` slot with the cut as its end (it may go
+    /// back: the records after it are gone on purpose), when the file exists.
+    private static func writeLogEnd(
+        cutTo lsn: LogSequenceNumber, openSegment: LogSequenceNumber?, layout: StorageLayout
+    ) throws(StorageError) {
+        let fileSystem = layout.fileSystem
+        let path = layout.logEndPath
+        do {
+            guard
+                case .valid(let last, _, _) = LogEndFormat.decode(
+                    try fileSystem.readWhole(path, limitBytes: LogEndFormat.fileBytes), path: path)
+            else { return }
+            let next = LogEnd(
+                sequence: last.sequence + 1, endLSN: min(last.endLSN, lsn),
+                openSegment: min(last.openSegment, openSegment ?? LogSequenceNumber(0)), cleanShutdown: false)
+            let file = try fileSystem.open(path, create: false)
+            defer { file.close() }
+            try file.write(LogEndFormat.encode(next)[...], at: LogEndFormat.slotOffsets[Int(next.sequence % 2)])
+            try file.syncData()
+        } catch {
+            throw .io(error)
+        }
+    }
+}

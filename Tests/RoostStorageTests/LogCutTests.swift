@@ -1,0 +1,68 @@
+import RoostTesting
+import Testing
+
+@testable import RoostStorage
+
+/// `LogCut` (spec §13.2, decision 0080): a closed log loses every record
+/// after an LSN, and recovery then reads the shorter log as whole.
+@Suite("Cutting the end of a closed log")
+struct LogCutTests {
+    /// Writes `count` records over several segments, closes, and returns their payloads.
+    static func writeLog(_ options: StorageOptions, count: Int) async throws -> [[UInt8]] {
+        var random = SeededRandom(seed: 7)
+        let payloads = randomPayloads(count, maxBytes: 120, &random)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        for chunk in stride(from: 0, to: payloads.count, by: 5) {
+            _ = try await appendAndWait(log, Array(payloads[chunk..<min(chunk + 5, payloads.count)])).get()
+        }
+        log.close()
+        return payloads
+    }
+
+    @Test(
+        "after a cut in the middle of a segment, and at each segment's edge, recovery reads exactly the records before it and the log goes on from there"
+    )
+    func cutAnywhere() async throws {
+        for cutAfter in [0, 1, 17, 33, 59, 60] {
+            let fileSystem = FaultInjectingFileSystem()
+            let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 256)
+            let payloads = try await Self.writeLog(options, count: 60)
+            let segmentsBefore = try StorageLayout(directory: dataDirectory, fileSystem: fileSystem).segmentNames()
+                .count
+            #expect(segmentsBefore > 3, "the test needs several segments")
+            let report = try LogCut.cut(
+                directory: dataDirectory, after: LogSequenceNumber(UInt64(cutAfter)), options: options)
+            #expect(report.recordsCut == UInt64(60 - cutAfter), "cut after \(cutAfter)")
+            #expect(
+                try WALTool.verify(directory: dataDirectory, options: options).verdict == .ok, "cut after \(cutAfter)")
+            let (log, state) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+            let recovered = try recoveredRecords(state)
+            #expect(recovered.log.map(\.payload) == Array(payloads.prefix(cutAfter)), "cut after \(cutAfter)")
+            // The next record takes the LSN after the cut.
+            let next = try await appendAndWait(log, [[42]]).get()
+            #expect(next == LogSequenceNumber(UInt64(cutAfter + 1)))
+            log.close()
+            #expect(try reopenAndRead(options).log.map(\.payload) == Array(payloads.prefix(cutAfter)) + [[42]])
+        }
+    }
+
+    @Test("a cut before a checkpointed snapshot's start is refused and changes nothing")
+    func refusedBeforeASnapshot() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 256)
+        let payloads = try await Self.writeLog(options, count: 20)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        let writer = try log.beginSnapshot(counts: SnapshotCounts(records: 1, groups: 1))
+        try writer.append([1, 2, 3])
+        try log.checkpoint(try writer.finish())
+        log.close()
+        let layout = StorageLayout(directory: dataDirectory, fileSystem: fileSystem)
+        let paths = try layout.segmentNames().map(layout.segmentPath) + [layout.logEndPath]
+        let before = paths.map { fileSystem.contents($0) }
+        #expect(throws: StorageError.self) {
+            _ = try LogCut.cut(directory: dataDirectory, after: LogSequenceNumber(5), options: options)
+        }
+        #expect(paths.map { fileSystem.contents($0) } == before)
+        #expect(payloads.count == 20)
+    }
+}
