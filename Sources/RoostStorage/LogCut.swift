@@ -123,3 +123,30 @@ package enum LogCut {
         }
     }
 }
+
+/// Reading records of a log by LSN, from its segments (cluster mode: a node
+/// compares its own log after its checkpoint with the group log's batches,
+/// spec §13.2). Reads whole segments (`StorageOptions.segmentReadBytesMax`
+/// each); safe beside a running log for records it has made durable.
+package enum LogRead {
+    /// Returns the records with LSNs in `range`, in LSN order, from the
+    /// segments of the log in `directory` (fewer when the log ends sooner).
+    /// Throws when a segment cannot be read.
+    package static func records(
+        in range: ClosedRange<LogSequenceNumber>, directory: String, options: StorageOptions = StorageOptions()
+    ) throws(StorageError) -> [LogRecord] {
+        let layout = StorageLayout(directory: directory, fileSystem: options.fileSystem)
+        let names = try layout.segmentNames()
+        let firsts = names.map { SegmentFormat.firstLSN(fileName: $0) }
+        var records: [LogRecord] = []
+        for (index, name) in names.enumerated() {
+            guard let first = firsts[index], first <= range.upperBound else { continue }
+            // A segment that ends before the range (the next one starts at or before its start) is skipped.
+            if index + 1 < names.count, let next = firsts[index + 1], next <= range.lowerBound { continue }
+            _ = try layout.scanSegment(name, options: options) { record in
+                if range.contains(record.lsn) { records.append(record) }
+            }
+        }
+        return records
+    }
+}

@@ -65,4 +65,19 @@ struct LogCutTests {
         #expect(paths.map { fileSystem.contents($0) } == before)
         #expect(payloads.count == 20)
     }
+
+    @Test("records are read back by LSN range across segments, as recovery reads them")
+    func readByRange() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 256)
+        let payloads = try await Self.writeLog(options, count: 60)
+        for (low, high) in [(1, 60), (1, 1), (17, 44), (59, 70), (61, 80)] {
+            let read = try LogRead.records(
+                in: LogSequenceNumber(UInt64(low))...LogSequenceNumber(UInt64(high)), directory: dataDirectory,
+                options: options)
+            let expected = Array(payloads[min(low - 1, 60)..<min(high, 60)])
+            #expect(read.map(\.payload) == expected, "\(low)...\(high)")
+            #expect(read.map(\.lsn.rawValue) == Array(UInt64(low)..<UInt64(low + expected.count)), "\(low)...\(high)")
+        }
+    }
 }
