@@ -226,7 +226,9 @@ package struct ReplicationBatch: Hashable, Sendable {
 
     // MARK: - Epoch records
 
-    static let epochRecordMagic: [UInt8] = Array("REPO".utf8)
+    /// "REPO": the storage layer's `ClusterMark`, which recovery and a
+    /// follower's applier pass over.
+    static let epochRecordMagic: [UInt8] = ClusterMark.magic
 
     /// Returns the record a new leader appends first in its epoch (spec
     /// §13.5): "REPO", the epoch (8 bytes), the node id's length (1) and the node id.

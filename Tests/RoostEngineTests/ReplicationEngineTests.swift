@@ -269,3 +269,50 @@ extension ReplicationEngineTests {
         #expect(try await write.value != nil)
     }
 }
+
+extension ReplicationEngineTests {
+    /// A cluster's epoch record as `ReplicationBatch.epochRecord` makes it:
+    /// the mark's magic, the epoch, the node id's length and the node id.
+    static func epochMark(_ epoch: UInt64) -> [UInt8] {
+        var bytes = ClusterMark.magic
+        withUnsafeBytes(of: epoch.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(1)
+        bytes.append(UInt8(ascii: "a"))
+        return bytes
+    }
+
+    @Test("an epoch record takes its LSN on a follower and in recovery, and changes no state")
+    func epochRecordsPassThrough() async throws {
+        let leaderDirectory = try TemporaryDirectory.make()
+        let followerDirectory = try TemporaryDirectory.make()
+        defer {
+            TemporaryDirectory.remove(leaderDirectory)
+            TemporaryDirectory.remove(followerDirectory)
+        }
+        let leader = try Leader(directory: leaderDirectory)
+        defer { leader.wal.close() }
+        var engine: DurableEngine? = try DurableEngine.open(
+            directory: followerDirectory, policy: .always, shardCount: 2, cluster: true
+        ).0
+        let follower = try Self.follower(of: try #require(engine))
+        let registry = leader.registry
+        let log = leader.log
+        try await Self.replicate(leader, to: follower) {
+            _ = log.append([Self.epochMark(7)])
+            for seed in 0..<4 {
+                _ = await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(seed)), at: now))
+            }
+            _ = log.append([Self.epochMark(9)])
+        }
+        let expected = await Self.state(of: leader.registry, keys: [liveKey])
+        #expect(await Self.state(of: try #require(engine).registry, keys: [liveKey]) == expected)
+        #expect(try #require(engine).log.appendedThrough == leader.log.appendedThrough)
+        // Recovery passes over them too.
+        try #require(engine).close()
+        engine = nil
+        let (reopened, report) = try DurableEngine.open(directory: followerDirectory, policy: .always, shardCount: 2)
+        defer { reopened.close() }
+        #expect(report.logRecords == Int(leader.log.appendedThrough.rawValue))
+        #expect(await Self.state(of: reopened.registry, keys: [liveKey]) == expected)
+    }
+}

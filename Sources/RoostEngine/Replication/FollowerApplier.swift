@@ -53,6 +53,7 @@ package struct FollowerApplier: Sendable {
                 throw .unreadable("\(error)")
             }
             switch destination {
+            case .clusterMark: break  // it takes its LSN in this node's log below
             case .catalog(let payload): catalogPayloads.append(payload)
             case .index(let app):
                 if byApp[app] == nil { appOrder.append(app) }

@@ -59,6 +59,8 @@ package struct Replayer: Sendable {
         let shardCount = tables.count
         let routed = try Self.route(payload, from: source, origin: origin)
         switch routed {
+        case .clusterMark:
+            break
         case .catalog(let catalogPayload):
             catalogRecords.append(catalogPayload)
         case .index(let app):
@@ -68,11 +70,13 @@ package struct Replayer: Sendable {
         }
     }
 
-    /// Where a record applies: to the catalog (its payload), or to the index
-    /// table of an app's shard.
+    /// Where a record applies: to the catalog (its payload), to the index
+    /// table of an app's shard, or nowhere (a cluster mark).
     package enum Destination: Sendable {
         case catalog([UInt8])
         case index(AppID)
+        /// A cluster's epoch record (`ClusterMark`): it takes its LSN and changes nothing.
+        case clusterMark
     }
 
     /// Reads where `payload` applies without applying it. Throws, naming
@@ -80,6 +84,7 @@ package struct Replayer: Sendable {
     package static func route(
         _ payload: UnsafeRawBufferPointer, from source: Source, origin: () -> String
     ) throws(EngineRecoveryError) -> Destination {
+        if ClusterMark.isMark(payload) { return .clusterMark }
         if let upsert = IndexTable.upsert(in: payload) { return .index(upsert.key.app) }
         if let image = EngineRecord.framedImagePart(in: payload) { return .index(image.key.app) }
         do {
