@@ -33,6 +33,9 @@ public final class RoostService: HTTPResponder {
     package let inactivity: InactivitySweeper
     /// The slots of `GET /v1/devices/export` (`DeviceExport.concurrentMax`, per app `concurrentPerAppMax`).
     let deviceExportSlots = ExportSlots()
+    /// In cluster mode (spec §13), the engine's log: whether this node leads,
+    /// and the leader it knows. Nil on one node.
+    private let clusterLog: ClusterLog?
 
     /// Opens the service over a recovered engine, whose catalog (apps, keys,
     /// settings, counters, identity signing keys) recovery rebuilt: migrates
@@ -132,6 +135,7 @@ public final class RoostService: HTTPResponder {
         self.observer = observer
         self.metrics = metrics
         self.clock = clock
+        self.clusterLog = registry.shardSet.log as? ClusterLog
     }
 
     /// Every route the service serves, in declaration order, each with its
@@ -209,6 +213,10 @@ public final class RoostService: HTTPResponder {
         do throws(APIError) {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
             exchange.route = route.index
+            if let clusterLog, clusterLog.role != .leader, request.head.method.changesState {
+                // Spec §13.4: nothing is applied, forwarded or redirected.
+                throw APIError.notLeader(leaderURL: clusterLog.leaderURL)
+            }
             let now = exchange.wallMilliseconds
             let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)
             let idempotencyKey = Idempotency.applies(to: route) ? try Idempotency.key(request.head) : nil

@@ -67,6 +67,10 @@ package final class CatalogStore: Sendable {
 
     // MARK: - Changes
 
+    /// False on a cluster follower: the catalog changes only by the leader's
+    /// records (`applyReplicated`); every command throws `notLeader`.
+    package var takesChanges: Bool { log?.takesLocalWrites ?? true }
+
     /// Plans `command` on the visible value, applies it and appends its
     /// records in one critical section. Throws the rules' rejection, or
     /// `logUnavailable` when the log cannot take writes (nothing applied).

@@ -10,6 +10,15 @@ public enum HTTPMethod: Hashable, Sendable {
     case get, head, post, put, patch, delete, options
     case other(String)
 
+    /// POST, PUT, PATCH and DELETE: the methods that may change state (a
+    /// cluster follower refuses them all, spec §13.4).
+    public var changesState: Bool {
+        switch self {
+        case .post, .put, .patch, .delete: true
+        case .get, .head, .options, .other: false
+        }
+    }
+
     /// The method's token as it appears on the request line.
     public var name: String {
         switch self {

@@ -25,7 +25,9 @@ package enum CatalogStartup {
     /// the log; rename each file to `NAME.migrated` (fsync of the directory).
     /// A crash before the rename leaves the files and records equal to them:
     /// the next start sees that, appends nothing and renames (re-importing
-    /// would be harmless too: records are after-images).
+    /// would be harmless too: records are after-images). A cluster follower
+    /// changes nothing (its catalog is the group log's) and refuses legacy
+    /// files.
     package static func open(
         directory: String, store: CatalogStore, sync: () throws -> Void, now: Int64
     ) throws {
@@ -50,6 +52,16 @@ package enum CatalogStartup {
         {
             imports += legacy
             toRename.append(identityPath)
+        }
+        guard store.takesChanges else {
+            // A cluster follower (spec §13): its catalog is the group log's, and
+            // a new cluster's first signing key is its first leader's to mint.
+            guard toRename.isEmpty else {
+                throw CatalogStartError(
+                    "\(directory) holds an older release's catalog files: start it once without --cluster to "
+                        + "migrate them, then join the cluster")
+            }
+            return
         }
         if recovered.identityKeys.keys.isEmpty && !imports.contains(where: \.isIdentityKey) {
             // A new directory: its first signing key, durable before any token is signed.

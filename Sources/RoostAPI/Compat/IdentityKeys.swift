@@ -15,9 +15,15 @@ package final class IdentityKeyStore: Sendable {
     private let state: CatalogStore
 
     /// Keys recovered from the log (at least one), in the engine's catalog.
+    /// A cluster follower may have none yet (its catalog is the group log's:
+    /// the first leader mints the first key); it signs no token (minting is
+    /// a write, refused on a follower) and verifies with the keys replicated.
     package init(state: CatalogStore) {
         precondition(
-            state.read { contents in contents.identityKeys.keys.contains { $0.id == contents.identityKeys.currentID } },
+            !state.takesChanges
+                || state.read { contents in
+                    contents.identityKeys.keys.contains { $0.id == contents.identityKeys.currentID }
+                },
             "the current identity key must exist")
         self.state = state
     }

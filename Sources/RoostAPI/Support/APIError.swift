@@ -16,6 +16,8 @@ package struct APIError: Error, Sendable, Equatable {
     package var allowedMethods: [String]?
     /// Which limit refused the request (429 only): metrics count them apart.
     package var rateLimit: RateLimitReason?
+    /// The cluster's leader for a `Roost-Leader` header (503 `not_leader` only).
+    package var leaderURL: String?
 
     package init(
         status: Int, code: String, message: String, field: String? = nil, retryAfterSeconds: Int? = nil,
@@ -103,6 +105,7 @@ package struct APIError: Error, Sendable, Equatable {
         var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
         if let retryAfterSeconds { headers.append(("Retry-After", String(retryAfterSeconds))) }
         if let allowedMethods { headers.append(("Allow", allowedMethods.joined(separator: ", "))) }
+        if let leaderURL { headers.append(("Roost-Leader", leaderURL)) }
         return HTTPResponse(status: status, headers: headers, body: writer.bytes)
     }
 
@@ -185,7 +188,25 @@ extension APIError {
 
     /// A write sent to a cluster follower (spec §13.4): 503 `not_leader`
     /// with `Retry-After: 1`; nothing applied.
-    package static let notLeader = APIError(
-        status: 503, code: "not_leader", message: "this node is a follower: send writes to the leader",
-        retryAfterSeconds: 1)
+    package static let notLeader = notLeader(leaderURL: nil, known: true)
+
+    /// A write sent to a node that does not lead (spec §13.4): 503
+    /// `not_leader` with `Roost-Leader: <url>` when a leader is known, else
+    /// 503 `no_leader`; `Retry-After: 1` either way. Nothing applied.
+    package static func notLeader(leaderURL: String?, known: Bool = false) -> APIError {
+        guard let leaderURL else {
+            return known
+                ? APIError(
+                    status: 503, code: "not_leader", message: "this node is a follower: send writes to the leader",
+                    retryAfterSeconds: 1)
+                : APIError(
+                    status: 503, code: "no_leader", message: "no node leads the cluster now; retry later",
+                    retryAfterSeconds: 1)
+        }
+        var error = APIError(
+            status: 503, code: "not_leader", message: "this node is a follower: send writes to the leader",
+            retryAfterSeconds: 1)
+        error.leaderURL = leaderURL
+        return error
+    }
 }

@@ -52,6 +52,7 @@ package final class ClusterLog: MutationLog {
     private let committed = Atomic<UInt64>(0)
     /// Set while this node leads (read lock-free on the answer path).
     private let leading = Atomic<Bool>(false)
+    private let leader = Mutex<String?>(nil)
     /// Set once deposed (read lock-free: every shard turn asks `acceptsWrites`).
     private let isClosed = Atomic<Bool>(false)
 
@@ -62,6 +63,15 @@ package final class ClusterLog: MutationLog {
 
     /// The role now.
     package var role: Role { outbox.withLock { $0.role } }
+
+    /// The leader's URL as this node last learned it (nil: none known, or
+    /// this node leads), for `Roost-Leader` (spec §13.4).
+    package var leaderURL: String? { leader.withLock { $0 } }
+
+    /// Records the leader this node follows now (nil: none known).
+    package func noteLeader(url: String?) {
+        leader.withLock { $0 = url }
+    }
 
     /// Appends refused because this node did not lead (a write that should
     /// have been refused before it reached a shard).
