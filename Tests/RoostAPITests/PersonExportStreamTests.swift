@@ -79,7 +79,7 @@ struct PersonExportStreamTests {
         let app = try await Self.largePerson()
         let export = try await Self.export(app, "big")
         #expect(export.devices.count == Self.devices)
-        #expect(export.devices.allSatisfy { $0.history.count >= Self.tagRounds })
+        #expect(export.devices.indices.allSatisfy { export.history($0).count >= Self.tagRounds })
         let whole = PersonExportStream.renderWhole(export)
         let answer = await app.call(.get, "/v1/people/big/export")
         #expect(answer.status == 200)

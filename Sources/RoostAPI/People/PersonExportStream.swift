@@ -8,13 +8,14 @@ import RoostModel
 /// `windowDevices` devices, each rendered only once the connection has
 /// taken the one before (`HTTPBodyStream.whenWritable`).
 ///
-/// The view is the `PersonExport` the shard built in one turn: a value copy
-/// of the person, their devices and each device's history events
-/// (structured, not rendered: about a tenth of the answer's bytes), which
-/// later writes cannot change. A connection that does not read holds that
-/// view, one window and `HTTPServerLimits.streamBufferBytesMax` of output,
-/// instead of the whole rendered answer (41.9 MB for 1,000 devices × 100
-/// events) and its copy.
+/// The view is the `PersonExport` the shard froze in one turn: the person,
+/// a copy of their `Device` values, and each device's history ring as the
+/// index packs it (28 bytes an event), shared copy-on-write, which later
+/// writes cannot change. A window's histories are unpacked only when it is
+/// rendered. A connection that does not read holds that view, one window
+/// and `HTTPServerLimits.streamBufferBytesMax` of output, instead of the
+/// whole rendered answer (41.9 MB for 1,000 devices × 100 events) and its
+/// copy.
 struct PersonExportStream: Sendable {
     /// Devices rendered per chunk: the window. A device of a person export
     /// renders to at most ~45 KB (its JSON without token, ≤ 4.6 KB with the
@@ -48,9 +49,7 @@ struct PersonExportStream: Sendable {
     /// to `renderWhole`.
     static func render(_ export: PersonExport, devices range: Range<Int>) -> [UInt8] {
         var capacity = 128
-        for entry in export.devices[range] {
-            capacity += DeviceJSON.estimatedBytes(entry.device) + entry.history.count * HistoryJSON.eventBytesEstimate
-        }
+        for device in export.devices[range] { capacity += DeviceJSON.estimatedBytes(device) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(capacity)
         if range.lowerBound == 0 {
@@ -63,15 +62,15 @@ struct PersonExportStream: Sendable {
             bytes.append(contentsOf: writer.bytes)
         }
         for index in range {
-            let entry = export.devices[index]
+            let device = export.devices[index]
+            let history = export.history(index)
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             var writer = JSONWriter(
-                reservingCapacity: DeviceJSON.estimatedBytes(entry.device) + entry.history.count
-                    * HistoryJSON.eventBytesEstimate)
-            DeviceJSON.write(entry.device, includeToken: false, into: &writer, closing: false)
-            writer.member("token_fingerprint", entry.device.token.map { TokenFingerprint($0).rendered })
+                reservingCapacity: DeviceJSON.estimatedBytes(device) + history.count * HistoryJSON.eventBytesEstimate)
+            DeviceJSON.write(device, includeToken: false, into: &writer, closing: false)
+            writer.member("token_fingerprint", device.token.map { TokenFingerprint($0).rendered })
             writer.key("history")
-            HistoryJSON.write(entry.history, into: &writer)
+            HistoryJSON.write(history, into: &writer)
             writer.endObject()
             bytes.append(contentsOf: writer.bytes)
         }
@@ -85,19 +84,20 @@ struct PersonExportStream: Sendable {
     /// The whole answer in one buffer, as it was rendered before it streamed
     /// (tests compare the stream with it).
     static func renderWhole(_ export: PersonExport) -> [UInt8] {
+        let histories = export.devices.indices.map { export.history($0) }
         var capacity = 128
-        for entry in export.devices {
-            capacity += DeviceJSON.estimatedBytes(entry.device) + entry.history.count * HistoryJSON.eventBytesEstimate
+        for (device, history) in zip(export.devices, histories) {
+            capacity += DeviceJSON.estimatedBytes(device) + history.count * HistoryJSON.eventBytesEstimate
         }
         var writer = JSONWriter(reservingCapacity: capacity)
         PeopleRoutes.writePerson(export.person, into: &writer, closing: false)
         writer.key("devices")
         writer.beginArray()
-        for entry in export.devices {
-            DeviceJSON.write(entry.device, includeToken: false, into: &writer, closing: false)
-            writer.member("token_fingerprint", entry.device.token.map { TokenFingerprint($0).rendered })
+        for (device, history) in zip(export.devices, histories) {
+            DeviceJSON.write(device, includeToken: false, into: &writer, closing: false)
+            writer.member("token_fingerprint", device.token.map { TokenFingerprint($0).rendered })
             writer.key("history")
-            HistoryJSON.write(entry.history, into: &writer)
+            HistoryJSON.write(history, into: &writer)
             writer.endObject()
         }
         writer.endArray()
