@@ -108,6 +108,26 @@ struct PersonExportStreamTests {
         #expect(chunks.map(\.count).max()! <= whole * (window + 1) / Self.devices)
     }
 
+    @Test("the view is frozen: writes to the person's devices and histories after it was taken do not reach its stream")
+    func viewIsFrozen() async throws {
+        let app = try await Self.largePerson()
+        let export = try await Self.export(app, "big")
+        let before = PersonExportStream.renderWhole(export)
+        // Every device changes again (new events in every ring), one is deleted.
+        let items = (0..<Self.devices).map { n in
+            DeviceBatchTests.ios(n, #""external_id":"big","tags":{"round":"after"}"#)
+        }
+        #expect(await app.call(.post, "/v1/devices/batch", body: DeviceBatchTests.batch(items)).status == 200)
+        #expect(await app.call(.delete, "/v1/devices/\(export.devices[0].id.rendered)").status == 200)
+        let stream = RecordingStream()
+        PersonExportStream(export: export).send(from: 0, to: stream)
+        #expect(stream.chunks.flatMap { $0 } == before)
+        let now = await app.call(.get, "/v1/people/big/export")
+        #expect(now.status == 200)
+        #expect(now.body != before)
+        #expect(now.json?["devices"]?.arrayValue?.count == Self.devices - 1)
+    }
+
     @Test("an aborted stream gets no more chunks and is not finished")
     func abortStops() async throws {
         let app = try await Self.largePerson()
