@@ -151,12 +151,13 @@ package struct AppIndex: Sendable {
     /// most `Limits.historyEventsPerDeviceMax`), or nil for no such device.
     package func history(_ id: DeviceID) -> [HistoryEvent]? { store.history(id) }
     /// `GET /v1/people/{external_id}/export`: the person, their devices and
-    /// each device's history; nil for an unknown person. O(their devices' events).
+    /// each device's history, frozen (the histories shared copy-on-write);
+    /// nil for an unknown person. O(their devices' events).
     package func exportPerson(_ externalID: ExternalID) -> PersonExport? {
         guard let found = store.person(externalID) else { return nil }
+        let histories = store.frozenHistories(found.devices.map(\.id.sequence))
         return PersonExport(
-            person: found.person,
-            devices: found.devices.map { DeviceWithHistory(device: $0, history: store.history($0.id) ?? []) })
+            person: found.person, devices: found.devices, rings: histories.rings, names: histories.names)
     }
     /// `GET /v1/stats`. O(1).
     package func stats() -> RegistryStats { store.stats() }

@@ -153,15 +153,39 @@ package struct HistoryEvent: Hashable, Sendable {
     }
 }
 
-/// A device and its history, newest first (a person export's entry).
-package struct DeviceWithHistory: Hashable, Sendable {
-    package var device: Device
-    package var history: [HistoryEvent]
-}
+/// The data subject's copy (spec §10) frozen in one shard turn: the person,
+/// their devices (in creation order) and each device's history as the index
+/// keeps it — its packed ring shared copy-on-write (a later write to that
+/// device's history copies the ring, ≤ 2.8 KB, not the export), with the
+/// few strings those events name — unpacked a device at a time by
+/// `history(_:)` as the answer streams (issue 24 H-1, decision 0081).
+package struct PersonExport: Sendable {
+    package let person: Person
+    package let devices: [Device]
+    /// `devices[i]`'s stored ring, or nil when it has none (its history is
+    /// then synthesized from the device).
+    let rings: [DeviceEventRing?]
+    /// The interned strings (people, reasons) the rings' events name.
+    let names: [UInt32: String]
 
-/// The data subject's copy (spec §10): the person, and each of their devices
-/// (in creation order) with its history.
-package struct PersonExport: Hashable, Sendable {
-    package var person: Person
-    package var devices: [DeviceWithHistory]
+    init(person: Person, devices: [Device], rings: [DeviceEventRing?], names: [UInt32: String]) {
+        precondition(devices.count == rings.count, "\(devices.count) devices, \(rings.count) rings")
+        self.person = person
+        self.devices = devices
+        self.rings = rings
+        self.names = names
+    }
+
+    /// The history of `devices[index]`, newest first, as `GET
+    /// /v1/devices/{id}/history` shows it. O(its events).
+    package func history(_ index: Int) -> [HistoryEvent] {
+        guard let ring = rings[index] else { return HistoryEvent.synthesized(devices[index]).reversed() }
+        var result: [HistoryEvent] = []
+        result.reserveCapacity(ring.events.count)
+        for offset in (0..<ring.events.count).reversed() {
+            let packed = ring.events[(ring.start + offset) % ring.events.count]
+            result.append(DeviceHistoryStore.unpack(packed) { id in id == 0 ? nil : names[id] })
+        }
+        return result
+    }
 }

@@ -60,31 +60,27 @@ struct PeopleRoutes: Sendable {
     /// subject's copy (spec §10, GDPR Art. 15): `{"external_id","created_at",
     /// "devices":[…]}`, each device without its token but with
     /// `token_fingerprint` and `history` (newest first); 404 `person_not_found`.
+    /// Streamed (decision 0081): one shard turn copies the person, their
+    /// devices and histories (`PersonExport`, a frozen value), and the loop
+    /// renders `PersonExportStream.windowDevices` devices at a time as the
+    /// connection takes them; the bytes are those of the whole rendering.
     func exportPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        return scope.command(.exportPerson(externalID)) { outcome in
-            guard case .personExport(let export) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
-            var capacity = 128
-            for entry in export.devices {
-                capacity +=
-                    DeviceJSON.estimatedBytes(entry.device) + entry.history.count * HistoryJSON.eventBytesEstimate
-            }
-            var writer = JSONWriter(reservingCapacity: capacity)
-            PeopleRoutes.writePerson(export.person, into: &writer, closing: false)
-            writer.key("devices")
-            writer.beginArray()
-            for entry in export.devices {
-                DeviceJSON.write(entry.device, includeToken: false, into: &writer, closing: false)
-                writer.member("token_fingerprint", entry.device.token.map { TokenFingerprint($0).rendered })
-                writer.key("history")
-                HistoryJSON.write(entry.history, into: &writer)
-                writer.endObject()
-            }
-            writer.endArray()
-            writer.endObject()
-            return jsonResponse(200, writer)
-        }
+        return .engine(
+            [.index(scope.indexKey, settings: scope.settings, .exportPerson(externalID))],
+            answer: EngineAnswer { outcomes, reply in
+                guard let outcomes else {
+                    reply.sink.send(APIError.logUnavailable.response)
+                    return
+                }
+                guard case .personExport(let export) = outcomes[0] else {
+                    reply.sink.send(DeviceRoutes.unexpectedOrRejected(outcomes[0]))
+                    return
+                }
+                let stream = reply.sink.startStream(status: 200, headers: PersonExportStream.headers)
+                PersonExportStream(export: export).send(from: 0, to: stream)
+            })
     }
 
     /// `DELETE /v1/people/{external_id}` (`people:write`): erases the person,

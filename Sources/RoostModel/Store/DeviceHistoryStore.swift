@@ -199,6 +199,11 @@ struct DeviceHistoryStore: Sendable {
     }
 
     private func unpack(_ packed: PackedHistoryEvent) -> HistoryEvent {
+        Self.unpack(packed) { id in strings.string(id) }
+    }
+
+    /// Unpacks an event, reading its interned strings through `name` (nil for id 0).
+    static func unpack(_ packed: PackedHistoryEvent, name: (UInt32) -> String?) -> HistoryEvent {
         guard let kind = HistoryEventKind(rawValue: packed.kind) else {
             preconditionFailure("stored history kind \(packed.kind)")
         }
@@ -206,9 +211,31 @@ struct DeviceHistoryStore: Sendable {
         let fingerprint = UInt64(packed.fingerprintHigh) << 32 | UInt64(packed.fingerprintLow)
         return HistoryEvent(
             at: Timestamp(millisecondsSinceEpoch: at), kind: kind,
-            externalID: strings.string(packed.person).map(ExternalID.init(unchecked:)),
-            previousExternalID: strings.string(packed.previousPerson).map(ExternalID.init(unchecked:)),
+            externalID: name(packed.person).map(ExternalID.init(unchecked:)),
+            previousExternalID: name(packed.previousPerson).map(ExternalID.init(unchecked:)),
             tokenFingerprint: packed.flags & 1 == 0 ? nil : TokenFingerprint(rawValue: fingerprint),
-            reason: strings.string(packed.reason).map(InvalidationReason.init(unchecked:)))
+            reason: name(packed.reason).map(InvalidationReason.init(unchecked:)))
+    }
+
+    /// The rings of `sequences` (nil where none is stored), shared
+    /// copy-on-write, and the interned strings their events name: a frozen
+    /// history for a person export (`PersonExport`). O(their events).
+    func frozen(_ sequences: [UInt64]) -> (rings: [DeviceEventRing?], names: [UInt32: String]) {
+        var found: [DeviceEventRing?] = []
+        found.reserveCapacity(sequences.count)
+        var names: [UInt32: String] = [:]
+        func note(_ id: UInt32) {
+            if id != 0 && names[id] == nil { names[id] = strings.string(id) }
+        }
+        for sequence in sequences {
+            let ring = rings[sequence]
+            for event in ring?.events ?? [] {
+                note(event.person)
+                note(event.previousPerson)
+                note(event.reason)
+            }
+            found.append(ring)
+        }
+        return (found, names)
     }
 }

@@ -102,6 +102,12 @@ extension DeviceStore {
         return stored.reversed()
     }
 
+    /// The stored history rings of the devices `sequences` and the strings
+    /// they name (`DeviceHistoryStore.frozen`), for a person export.
+    func frozenHistories(_ sequences: [UInt64]) -> (rings: [DeviceEventRing?], names: [UInt32: String]) {
+        history.frozen(sequences)
+    }
+
     /// The records that rebuild the stored history of `id` (none when it has
     /// none), in chunks of `Limits.historyEventsPerRecordMax`. O(events).
     func historyMutations(_ id: DeviceID) -> [Mutation] {
