@@ -24,6 +24,7 @@ import urllib.request
 
 from axe_core_python.base import AXE_SCRIPT
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -74,7 +75,11 @@ class Console:
     def wait(self, condition, what):
         try:
             begun = time.monotonic()
-            found = WebDriverWait(self.driver, WAIT_SECONDS, poll_frequency=0.05).until(condition)
+            # A view that renders again (Metrics every few seconds, Changes on each
+            # change) replaces the element a condition was reading: look again.
+            found = WebDriverWait(self.driver, WAIT_SECONDS, poll_frequency=0.05,
+                                  ignored_exceptions=(NoSuchElementException,
+                                                      StaleElementReferenceException)).until(condition)
             if time.monotonic() - begun > 1:
                 print(f"slow wait ({time.monotonic() - begun:.1f} s): {what}", file=sys.stderr)
             return found
