@@ -29,6 +29,15 @@ struct ReplicationEngineTests {
         }
     }
 
+    /// Waits (yielding to the loops) for the next batch a leader's log holds.
+    static func nextBatch(of log: ClusterLog) async -> [ReplicatedRecord] {
+        while true {
+            let batch = log.takeBatch(bytesMax: 1 << 20)
+            if !batch.isEmpty { return batch }
+            await Task.yield()
+        }
+    }
+
     /// The applier of a follower engine opened in cluster mode.
     static func follower(of engine: DurableEngine) throws -> FollowerApplier {
         let log = try #require(engine.clusterLog)
@@ -155,11 +164,7 @@ extension ReplicationEngineTests {
             return outcome
         }
         // The record reaches the outbox, then this node's log acknowledges it.
-        var batch: [ReplicatedRecord] = []
-        while batch.isEmpty {
-            batch = leader.log.takeBatch(bytesMax: 1 << 20)
-            await Task.yield()
-        }
+        let batch = await Self.nextBatch(of: leader.log)
         let last = try #require(batch.last).lsn
         while leader.log.local.acknowledgedThrough < last { await Task.yield() }
         // The loop that holds the answer is woken by the local acknowledgement
@@ -197,11 +202,7 @@ extension ReplicationEngineTests {
         let write = Task {
             await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(2)), at: now))
         }
-        var batch: [ReplicatedRecord] = []
-        while batch.isEmpty {
-            batch = leader.log.takeBatch(bytesMax: 1 << 20)
-            await Task.yield()
-        }
+        let batch = await Self.nextBatch(of: leader.log)
         // A gap: the batch without its first record.
         await #expect(throws: ReplicationApplyError.notContinuous(expected: LogSequenceNumber(1), got: batch[1].lsn)) {
             _ = try await follower.apply(Array(batch.dropFirst()))
@@ -259,11 +260,7 @@ extension ReplicationEngineTests {
         let write = Task {
             await followerRegistry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(7)), at: now))
         }
-        var batch: [ReplicatedRecord] = []
-        while batch.isEmpty {
-            batch = log.takeBatch(bytesMax: 1 << 20)
-            await Task.yield()
-        }
+        let batch = await Self.nextBatch(of: log)
         #expect(batch.first?.lsn == LogSequenceNumber(end.rawValue + 1))
         log.commit(through: try #require(batch.last).lsn)
         #expect(try await write.value != nil)

@@ -150,19 +150,8 @@ struct HTTPAbuseSystemTests {
         // the kernel's send queue (~3 MB on loopback) takes no more, then has
         // nothing to do until the clients read: its CPU time stops growing.
         // Without the budget it would render all 64 answers of every one.
-        let clock = ContinuousClock()
-        let giveUp = clock.now + .seconds(20)
-        var peak = baseline
-        var cpu = try Self.cpuTicks(process.pid)
-        var quietSamples = 0
-        while quietSamples < 3 && clock.now < giveUp {
-            usleep(100_000)
-            peak = max(peak, try Self.residentBytes(process.pid))
-            let now = try Self.cpuTicks(process.pid)
-            quietSamples = now == cpu ? quietSamples + 1 : 0
-            cpu = now
-        }
-        #expect(quietSamples == 3, "the server was still busy after 20 s: it answers past the budgets")
+        let (peak, quiet) = try Self.peakResidentUntilQuiet(process.pid, from: baseline)
+        #expect(quiet, "the server was still busy after 20 s: it answers past the budgets")
         // Documented bound (docs/limits.md): per connection its budget plus
         // one answer beyond it, and that answer's copy while it is serialized.
         let perConnection = Self.outputBudgetBytes + 2 * answerBytes
@@ -180,6 +169,7 @@ struct HTTPAbuseSystemTests {
         abusive.removeAll()  // closes them
         var after = try Self.residentBytes(process.pid)
         let returned = baseline + Self.rssReturnedSlackBytes
+        let clock = ContinuousClock()
         let waitReturn = clock.now + .seconds(3)
         while after > returned && clock.now < waitReturn {
             usleep(50_000)
@@ -390,6 +380,25 @@ struct HTTPAbuseSystemTests {
             try topUp(probes)
         }
         Issue.record("no probe came from the reserve within 20 s (\(probes) probes)")
+    }
+
+    /// Samples the resident size of `pid` every 100 ms until its CPU time
+    /// stops growing for three samples (it waits for its sockets) or 20 s
+    /// pass; returns the peak (at least `baseline`) and whether it went quiet.
+    static func peakResidentUntilQuiet(_ pid: pid_t, from baseline: Int) throws -> (peak: Int, quiet: Bool) {
+        let clock = ContinuousClock()
+        let giveUp = clock.now + .seconds(20)
+        var peak = baseline
+        var cpu = try cpuTicks(pid)
+        var quietSamples = 0
+        while quietSamples < 3 && clock.now < giveUp {
+            usleep(100_000)
+            peak = max(peak, try residentBytes(pid))
+            let now = try cpuTicks(pid)
+            quietSamples = now == cpu ? quietSamples + 1 : 0
+            cpu = now
+        }
+        return (peak, quietSamples == 3)
     }
 
     /// Returns whether `condition` held within `timeout`, checking it again

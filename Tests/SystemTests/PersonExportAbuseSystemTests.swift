@@ -97,19 +97,8 @@ struct PersonExportAbuseSystemTests {
         }
         // The server renders until every stream waits for its socket; then
         // its CPU time stops growing.
-        let clock = ContinuousClock()
-        let giveUp = clock.now + .seconds(20)
-        var peak = baseline
-        var cpu = try HTTPAbuseSystemTests.cpuTicks(process.pid)
-        var quietSamples = 0
-        while quietSamples < 3 && clock.now < giveUp {
-            usleep(100_000)
-            peak = max(peak, try HTTPAbuseSystemTests.residentBytes(process.pid))
-            let now = try HTTPAbuseSystemTests.cpuTicks(process.pid)
-            quietSamples = now == cpu ? quietSamples + 1 : 0
-            cpu = now
-        }
-        #expect(quietSamples == 3, "the server was still busy after 20 s")
+        let (peak, quiet) = try HTTPAbuseSystemTests.peakResidentUntilQuiet(process.pid, from: baseline)
+        #expect(quiet, "the server was still busy after 20 s")
         let perConnection = (peak - baseline) / Self.stalledConnections
         print(
             "person export of \(answerBytes) bytes: resident \(baseline / 1_048_576) MB → \(peak / 1_048_576) MB with "
