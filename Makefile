@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 
-.PHONY: serve test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
+.PHONY: serve cluster test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
   bench-spine bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
@@ -80,6 +80,13 @@ alloc-budget: deps
 TEST_DEPS := chromium chromium-driver etcd-server
 test-deps:
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(TEST_DEPS)"
+
+## A try-out of cluster mode (spec §13, docs/cluster.md): one etcd member
+## (Debian etcd-server) and three nodes on 127.0.0.1:8081..8083, data in
+## ./roost-cluster; Ctrl-C stops them all.
+cluster: release
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="etcd-server"
+	scripts/cluster.sh "$$($(SWIFT) build -c release --show-bin-path)/roost"
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
 ## (Tests/SystemTests/MetricsSystemTests.swift), whose openapi-spec-validator
@@ -259,7 +266,7 @@ $(eval $(call fuzz_module,RoostModel,RoostCrypto))
 $(eval $(call fuzz_module,RoostJSON,))
 $(eval $(call fuzz_module,RoostStorage,RoostPlatform CSystemShims RoostTelemetry))
 $(eval $(call fuzz_module,RoostHTTP,RoostPlatform RoostTelemetry))
-$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage))
+$(eval $(call fuzz_module,RoostEngine,RoostModel RoostStorage RoostTelemetry))
 $(eval $(call fuzz_module,RoostAPI,RoostCrypto RoostHTTP RoostJSON RoostModel RoostEngine RoostStorage RoostTelemetry))
 $(eval $(call fuzz_module,RoostCluster,RoostJSON RoostPlatform RoostStorage))
 $(eval $(call fuzz_module,RoostTesting,RoostPlatform RoostHTTP RoostStorage RoostCluster))

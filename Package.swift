@@ -35,7 +35,8 @@ let package = Package(
         .target(name: "RoostModel", dependencies: ["RoostCrypto"], swiftSettings: strict),
         .target(name: "RoostJSON", swiftSettings: strict),
         .target(
-            name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform"], swiftSettings: strict),
+            name: "RoostEngine", dependencies: ["RoostModel", "RoostStorage", "RoostPlatform", "RoostTelemetry"],
+            swiftSettings: strict),
         .target(name: "RoostHTTP", dependencies: ["RoostPlatform", "RoostTelemetry"], swiftSettings: strict),
         .target(
             name: "RoostAPI",
@@ -50,6 +51,7 @@ let package = Package(
             name: "roost",
             dependencies: [
                 "RoostAPI", "RoostEngine", "RoostHTTP", "RoostModel", "RoostPlatform", "RoostStorage", "RoostTelemetry",
+                "RoostCluster", "RoostClusterNode",
             ],
             swiftSettings: strict),
         .target(
@@ -59,6 +61,14 @@ let package = Package(
         // the etcd JSON-gateway client (our HTTP/1.1 client over RoostPlatform's sockets).
         .target(
             name: "RoostCluster", dependencies: ["RoostJSON", "RoostPlatform", "RoostStorage", "CZstd"],
+            swiftSettings: strict),
+        // A cluster node (spec §13): the replication machine driven against etcd
+        // and the engine, on threads of its own (docs/cluster.md).
+        .target(
+            name: "RoostClusterNode",
+            dependencies: [
+                "RoostCluster", "RoostEngine", "RoostModel", "RoostPlatform", "RoostStorage", "RoostTelemetry",
+            ],
             swiftSettings: strict),
         .target(
             name: "RoostTesting",

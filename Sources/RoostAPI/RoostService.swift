@@ -3,6 +3,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostPlatform
+import RoostStorage
 import RoostTelemetry
 
 /// The application behind the HTTP server: routes every request of spec
@@ -36,6 +37,8 @@ public final class RoostService: HTTPResponder {
     /// In cluster mode (spec §13), the engine's log: whether this node leads,
     /// and the leader it knows. Nil on one node.
     private let clusterLog: ClusterLog?
+    /// In cluster mode, the node: its status for the read gate and `GET /v1/cluster`. Nil on one node.
+    private let cluster: (any ClusterControl)?
 
     /// Opens the service over a recovered engine, whose catalog (apps, keys,
     /// settings, counters, identity signing keys) recovery rebuilt: migrates
@@ -44,7 +47,8 @@ public final class RoostService: HTTPResponder {
     /// when the pieces disagree or are damaged. Call `reconcile` before serving.
     package convenience init(
         dataDirectory: String, adminKey: String, engine: DurableEngine, clock: any APIClock = SystemClock(),
-        logger: Logger = .standard, accessLog: Bool = false, trustedProxies: [IPAddress] = []
+        logger: Logger = .standard, accessLog: Bool = false, trustedProxies: [IPAddress] = [],
+        cluster: (any ClusterControl)? = nil
     ) throws {
         try CatalogStartup.open(
             directory: dataDirectory, store: engine.catalog, sync: { _ = try engine.log.wal.sync() },
@@ -53,7 +57,7 @@ public final class RoostService: HTTPResponder {
         let identityKeys = IdentityKeyStore(state: engine.catalog)
         self.init(
             catalog: catalog, adminKey: adminKey, clock: clock, registry: engine.registry, identityKeys: identityKeys,
-            engine: engine, logger: logger, accessLog: accessLog, trustedProxies: trustedProxies)
+            engine: engine, logger: logger, accessLog: accessLog, trustedProxies: trustedProxies, cluster: cluster)
     }
 
     /// Makes the recovered indexes agree with the recovered catalog, before
@@ -75,6 +79,8 @@ public final class RoostService: HTTPResponder {
                             + "otherwise restore the whole data directory")
                 }
                 guard state.apps[key.app] == nil else { continue }
+                // A cluster follower changes nothing: the leader's removal record reaches it through the group log.
+                guard registry.shardSet.log.takesLocalWrites else { continue }
                 guard await registry.removeApp(key.app) != nil else {
                     throw CatalogStartError("the log could not take the removal of deleted app \(key.app.rawValue)")
                 }
@@ -89,9 +95,10 @@ public final class RoostService: HTTPResponder {
     package init(
         catalog: Catalog, adminKey: String, clock: any APIClock, registry: Registry,
         identityKeys: IdentityKeyStore? = nil, engine: DurableEngine? = nil, logger: Logger = .standard,
-        accessLog: Bool = false, trustedProxies: [IPAddress] = []
+        accessLog: Bool = false, trustedProxies: [IPAddress] = [], cluster: (any ClusterControl)? = nil
     ) {
         self.registry = registry
+        self.cluster = cluster
         self.catalog = catalog
         // The shards read each app's settings from the catalog, their one owner.
         registry.shardSet.catalog.attach(catalog.state)
@@ -105,7 +112,7 @@ public final class RoostService: HTTPResponder {
             adminKey: adminKey, catalog: catalog, identityKeys: keys, clientLimiter: clientLimiter)
         self.authenticator = authenticator
         let apps = AppRoutes(catalog: catalog, registry: registry)
-        let readiness = Readiness(registry: registry)
+        let readiness = Readiness(registry: registry, cluster: cluster)
         self.readiness = readiness
         let compat =
             BaruaRoutes(catalog: catalog).routes
@@ -115,18 +122,19 @@ public final class RoostService: HTTPResponder {
             [Route(.get, "/healthz", access: .open, RoostService.health), readiness.route] + ConsoleRoutes().routes
             + apps.routes
             + NativeRoutes(catalog: catalog, registry: registry, exports: deviceExportSlots).routes + compat
+            + (cluster.map { ClusterRoutes(cluster: $0).routes } ?? [])
         // The counters know every route before the router exists: /metrics
         // is the last route, and its handler needs them.
         let labels = routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
         let observer = RequestObserver(
             metrics: RequestMetrics(routes: labels + [MetricsRoutes.label], loops: registry.shardSet.loops.count),
             clock: clock,
-            logger: logger, accessLog: accessLog)
+            logger: logger, accessLog: accessLog, cluster: cluster)
         let inactivity = InactivitySweeper(catalog: catalog, registry: registry, clock: clock, logger: logger)
         self.inactivity = inactivity
         let metrics = MetricsExporter(
             observer: observer, registry: registry, catalog: catalog, engine: engine, logger: logger, clock: clock,
-            inactivity: inactivity)
+            inactivity: inactivity, cluster: cluster)
         self.router = Router(routes + MetricsRoutes(exporter: metrics).routes)
         precondition(
             router.routes.map { RequestMetrics.RouteLabel(method: $0.method.name, route: $0.path) }
@@ -153,6 +161,17 @@ public final class RoostService: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
+        if let cluster, let wait = ClusterPositionWait.needed(request.head, cluster: cluster) {
+            switch wait {
+            case .refused(let error):
+                let exchange = observer.begin(
+                    request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
+                return .respond(observer.finish(exchange, error.response))
+            case .wait(let lsn):
+                Task { await self.respondOnceApplied(request, sink: sink, lsn: lsn, cluster: cluster) }
+                return .deferred(nil)
+            }
+        }
         var exchange = observer.begin(request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
         let outcome = route(request, exchange: &exchange)
         switch outcome {
@@ -172,6 +191,30 @@ public final class RoostService: HTTPResponder {
             }
             start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
             return .deferred(Self.tenant(exchange.app))
+        }
+    }
+
+    /// A read with `Roost-Min-Position` this node has not applied yet (spec
+    /// §13.3): waits up to `ClusterPositionWait.timeout`, then answers it as
+    /// any read (its engine work through the registry's async path, from
+    /// this task), or 503 `position_not_reached`.
+    private func respondOnceApplied(
+        _ request: HTTPRequest, sink: any HTTPReplySink, lsn: LogSequenceNumber, cluster: any ClusterControl
+    ) async {
+        let reached = await cluster.waitUntilApplied(lsn, timeout: ClusterPositionWait.timeout)
+        var exchange = observer.begin(request.head.method, loop: -1, route: observer.metrics.unmatchedSlot)
+        guard reached else {
+            sink.send(observer.finish(exchange, ClusterPositionWait.notReached.response))
+            return
+        }
+        let observed: (Exchange) -> ObservedSink = { ObservedSink(inner: sink, observer: self.observer, exchange: $0) }
+        switch route(request, exchange: &exchange) {
+        case .response(let response):
+            sink.send(observer.finish(exchange, response))
+        case .engine(let work, let answer):
+            CallerReply(registry: registry, sink: observed(exchange)).submit(work, answer: answer)
+        case .detached(let start):
+            start(observed(exchange))
         }
     }
 
@@ -213,9 +256,15 @@ public final class RoostService: HTTPResponder {
         do throws(APIError) {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
             exchange.route = route.index
-            if let clusterLog, clusterLog.role != .leader, request.head.method.changesState {
-                // Spec §13.4: nothing is applied, forwarded or redirected.
+            if let clusterLog, clusterLog.role != .leader, request.head.method.changesState,
+                !ClusterReadGate.isExempt(request.head.path)
+            {
+                // Spec §13.4: nothing is applied, forwarded or redirected (the
+                // cluster's own routes answer for themselves: step-down is 409 here).
                 throw APIError.notLeader(leaderURL: clusterLog.leaderURL)
+            }
+            if let cluster, !request.head.method.changesState, !ClusterReadGate.isExempt(request.head.path) {
+                try ClusterReadGate.check(request.head, cluster: cluster)
             }
             let now = exchange.wallMilliseconds
             let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)

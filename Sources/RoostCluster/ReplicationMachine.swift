@@ -98,6 +98,15 @@ package struct ReplicationMachine {
     package private(set) var groupEnd = LogSequenceNumber(0)
     /// The highest revision whose watch events are taken into account.
     package private(set) var watchRevision = EtcdRevision(0)
+    /// When the machine last learned the group log's end from etcd: the send
+    /// time of the last read answered, or the arrival of the last watch
+    /// events (a follower's lag is measured from it, spec §13.3).
+    package private(set) var groupEndLearnedAt: Int64 = 0
+    /// The first LSN etcd holds of the group log, as the last read found (nil: none read yet, or empty).
+    package var groupLogFirstLSN: LogSequenceNumber? { groupLogStart }
+    /// The encoded bytes of the group log's batches in etcd: as the last
+    /// read found them, plus the batches seen or appended since.
+    package private(set) var groupLogBytes = 0
 
     private var now: Int64 = 0
     private var started = false
@@ -140,6 +149,13 @@ package struct ReplicationMachine {
     }
 
     private var keys: ClusterKeys { configuration.keys }
+
+    /// The local log was compared with the group log at start (and cut where
+    /// etcd did not hold it): from now on all of it is committed.
+    package var isReconciled: Bool { reconciled }
+
+    /// Records submitted that no append has taken yet.
+    package var queuedRecordCount: Int { queue.count }
 
     /// Returns what to do about `event`, at time `now` (milliseconds, never decreasing).
     package mutating func handle(_ event: ReplicationEvent, now: Int64) -> [ReplicationAction] {
@@ -316,7 +332,7 @@ package struct ReplicationMachine {
     ) {
         switch request.purpose {
         case .read:
-            readAnswered(response, id: id, &actions)
+            readAnswered(response, id: id, sentAt: request.sentAt, &actions)
         case .grantLease(let sentAt):
             grantAnswered(response, sentAt: sentAt, &actions)
         case .campaign(let lease, let grantSentAt, let ttl):
@@ -352,7 +368,7 @@ package struct ReplicationMachine {
     // MARK: - Reading the group log
 
     private mutating func readAnswered(
-        _ response: EtcdResponse, id: EtcdRequestID, _ actions: inout [ReplicationAction]
+        _ response: EtcdResponse, id: EtcdRequestID, sentAt: Int64, _ actions: inout [ReplicationAction]
     ) {
         guard case .transaction(_, let revision, let results) = response, results.count == 2,
             case .range(let leaderKeys) = results[0], case .range(let logKeys) = results[1]
@@ -360,6 +376,8 @@ package struct ReplicationMachine {
             readRetryAt = now + configuration.retryMilliseconds
             return
         }
+        groupEndLearnedAt = max(groupEndLearnedAt, sentAt)
+        groupLogBytes = logKeys.reduce(0) { $0 + $1.value.count }
         // A read sent before the want was raised does not satisfy it (the
         // new leader's read to the log's end must follow its win).
         let satisfies = readWantedFrom.map { id >= $0 } ?? true
@@ -526,6 +544,7 @@ package struct ReplicationMachine {
     // MARK: - The watch
 
     private mutating func delivered(_ events: [EtcdEvent], _ actions: inout [ReplicationAction]) {
+        if !events.isEmpty { groupEndLearnedAt = now }
         let seenThrough = watchRevision
         var previous = seenThrough
         for event in events where event.revision > seenThrough {
@@ -540,6 +559,7 @@ package struct ReplicationMachine {
                 }
             } else if keys.firstLSN(ofLogKey: key) != nil, event.kind == .put {
                 guard let batch = decodeBatch(event.keyValue, &actions) else { continue }
+                if batch.lastLSN > groupEnd { groupLogBytes += event.keyValue.value.count }
                 received(batch, key: key, &actions)
             }
             guard role != .deposed, role != .seeding else { return }
@@ -742,6 +762,7 @@ package struct ReplicationMachine {
         guard role == .leader, let append = inFlight, let ownEpoch else { return }
         switch response {
         case .transaction(true, _, _):
+            if append.batch.lastLSN > groupEnd { groupLogBytes += append.encoded.count }  // else the watch counted it
             appendCommitted(append.batch, &actions)
         case .transaction(false, _, let results):
             guard case .range(let leaderKeys)? = results.first, let holder = leaderKeys.first,

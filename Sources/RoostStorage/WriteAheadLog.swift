@@ -185,6 +185,10 @@ package final class WriteAheadLog: Sendable {
     /// is at or below it may be answered. Lock-free.
     package var acknowledgedLSN: LogSequenceNumber { LogSequenceNumber(acknowledged.load(ordering: .acquiring)) }
 
+    /// The start LSN of the newest checkpointed snapshot (nil: none yet):
+    /// recovery replays the log from it.
+    package var checkpointSnapshotLSN: LogSequenceNumber? { catalog.withLock { $0.newest?.snapshotLSN } }
+
     /// True once a write or fdatasync failed (lock-free).
     package var hasFailed: Bool { failed.load(ordering: .acquiring) }
 

@@ -147,6 +147,30 @@ public final class RoostProcess {
         return termSignal == 0 ? (status >> 8) & 0xFF : 128 + termSignal
     }
 
+    /// How often `waitForExit` looks at the child.
+    public static let exitCheckIntervalMilliseconds = 10
+
+    /// Waits up to `timeout` for the process to exit on its own; returns its
+    /// exit code (128 + signal number when a signal ended it), or nil when it
+    /// still runs.
+    public func waitForExit(within timeout: Duration) -> Int32? {
+        precondition(!reaped, "process \(pid) already reaped")
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid {
+                reaped = true
+                let termSignal = status & 0x7F
+                return termSignal == 0 ? (status >> 8) & 0xFF : 128 + termSignal
+            }
+            if clock.now >= deadline { return nil }
+            var pause = timespec(tv_sec: 0, tv_nsec: RoostProcess.exitCheckIntervalMilliseconds * 1_000_000)
+            nanosleep(&pause, nil)
+        }
+    }
+
     /// Returns the port of a complete `listening on HOST:PORT` line in `output`.
     static func listeningPort(in output: [UInt8]) -> UInt16? {
         let text = String(decoding: output, as: UTF8.self)

@@ -1,5 +1,6 @@
 import Glibc
 import RoostAPI
+import RoostCluster
 import RoostHTTP
 import RoostModel
 import RoostPlatform
@@ -27,6 +28,8 @@ struct ServeOptions {
     var accessLog = false
     /// Devices whose latest change each index's change feed keeps (`--changes-retained`, spec §9).
     var changesRetained = ChangeFeed.retainedDefault
+    /// Cluster mode (spec §13.8, `--cluster` and the flags that go with it); nil on one node.
+    var cluster: ClusterOptions?
 
     var httpConfiguration: HTTPServerConfiguration {
         // The listener takes a numeric address; `localhost` is the IPv4 loopback one.
@@ -103,11 +106,55 @@ struct ServeOptions {
             }
             return number
         }
+        var clusterName: ClusterName?
+        var nodeID: NodeID?
+        var endpoints: [EtcdEndpoint]?
+        var advertise: String?
+        var leaseTTL: Int64?
+        var readLag: Int64?
+        var etcdTimeout: Int64?
         while index < arguments.count {
             let flag = arguments[index]
             switch flag {
             case "--help", "-h":
                 return .help
+            case "--cluster":
+                let text = try value(flag)
+                guard let name = ClusterName(text) else {
+                    throw ParseError(
+                        description: "--cluster must be 1 to \(ClusterName.lengthMax) characters of a-z, 0-9 and -, "
+                            + "got '\(text)'")
+                }
+                clusterName = name
+            case "--node-id":
+                let text = try value(flag)
+                guard let node = NodeID(text) else {
+                    throw ParseError(
+                        description: "--node-id must be 1 to \(NodeID.lengthMax) characters of a-z, 0-9 and -, "
+                            + "got '\(text)'")
+                }
+                nodeID = node
+            case "--etcd":
+                do {
+                    endpoints = try EtcdEndpoint.parseList(try value(flag))
+                } catch let error as EtcdEndpointError {
+                    throw ParseError(description: error.description)
+                }
+            case "--advertise":
+                let text = try value(flag)
+                guard text.hasPrefix("http://") || text.hasPrefix("https://"),
+                    text.utf8.count <= LeaderRecord.urlBytesMax,
+                    !text.utf8.contains(0x20)
+                else {
+                    throw ParseError(description: "--advertise must be an http:// or https:// URL, got '\(text)'")
+                }
+                advertise = text
+            case "--lease-ttl-s":
+                leaseTTL = Int64(try positive(flag, max: 3_600))
+            case "--read-lag-ms":
+                readLag = Int64(try positive(flag, max: 3_600_000))
+            case "--etcd-timeout-ms":
+                etcdTimeout = Int64(try positive(flag, max: 3_600_000))
             case "--listen":
                 (options.host, options.port) = try parseListen(try value(flag))
             case "--data":
@@ -153,6 +200,22 @@ struct ServeOptions {
                 throw ParseError(description: "unknown flag '\(flag)'")
             }
             index += 1
+        }
+        if let clusterName {
+            guard let nodeID, let endpoints else {
+                throw ParseError(description: "--cluster needs --node-id and --etcd")
+            }
+            var cluster = ClusterOptions(name: clusterName, node: nodeID, endpoints: endpoints, advertise: advertise)
+            if let leaseTTL { cluster.leaseTTLSeconds = leaseTTL }
+            if let readLag { cluster.readLagMilliseconds = readLag }
+            if let etcdTimeout { cluster.etcdTimeoutMilliseconds = etcdTimeout }
+            options.cluster = cluster
+        } else if nodeID != nil || endpoints != nil || advertise != nil || leaseTTL != nil || readLag != nil
+            || etcdTimeout != nil
+        {
+            throw ParseError(
+                description: "--node-id, --etcd, --advertise, --lease-ttl-s, --read-lag-ms and --etcd-timeout-ms "
+                    + "need --cluster")
         }
         return .serve(options)
     }

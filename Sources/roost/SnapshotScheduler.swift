@@ -1,4 +1,5 @@
 import Glibc
+import RoostClusterNode
 import RoostEngine
 import RoostPlatform
 import RoostTelemetry
@@ -13,7 +14,8 @@ final class SnapshotScheduler: Sendable {
     private let logBytesTrigger: Int
     private let task: Task<Void, Never>
 
-    init(engine: DurableEngine, logBytesTrigger: Int) {
+    /// `node`: in cluster mode, told of each checkpoint (its member record publishes it).
+    init(engine: DurableEngine, logBytesTrigger: Int, node: ClusterNode? = nil) {
         self.engine = engine
         self.logBytesTrigger = logBytesTrigger
         self.task = Task.detached {
@@ -25,6 +27,7 @@ final class SnapshotScheduler: Sendable {
                 let started = clock.now
                 do {
                     if let summary = try await engine.snapshot() {
+                        node?.noteCheckpoint(snapshotLSN: summary.startLSN)
                         Logger.standard.info("snapshot.done") { line in
                             line.field("snapshot.lsn", summary.startLSN.rawValue)
                             line.field("snapshot.records", summary.recordCount)

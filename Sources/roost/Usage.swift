@@ -29,6 +29,23 @@ enum Usage {
           --trusted-proxy ADDRESS   a proxy whose X-Forwarded-For names the client for the per-address limit
                                     of the mobile routes (repeatable, at most 16; default none)
           The operator key is ROOST_ADMIN_KEY, else DIR/admin.key (created on first start).
+        cluster mode (docs/cluster.md): roost serve --cluster NAME --node-id ID --etcd URL[,URL...]
+                           [--advertise URL] [--lease-ttl-s N] [--read-lag-ms N] [--etcd-timeout-ms N]
+          --cluster NAME            the cluster (created once with roost cluster init); needs ROOST_ADMIN_KEY,
+                                    the same on every node
+          --node-id ID              1 to 32 of a-z 0-9 -, unique in the cluster, recorded in DIR at first start
+          --etcd URL[,URL...]       etcd members' client URLs (http://HOST:PORT)
+          --advertise URL           this node's URL for the others and Roost-Leader (default http:// + --listen)
+          --lease-ttl-s N           the leader's lease (default 2, at least 1)
+          --read-lag-ms N           a node that does not lead answers reads only within N ms of the group log
+                                    (default 2000; a request may ask for more with Roost-Max-Staleness-Ms)
+          --etcd-timeout-ms N       an etcd request not answered by then has failed (default 1000)
+        """
+
+    static let cluster = """
+        usage: roost cluster init --etcd URL[,URL...] --cluster NAME
+                                        write the cluster's record in etcd (exit 0); exit 2 when it exists or etcd
+                                        cannot be reached
         """
 
     static let wal = """
@@ -56,7 +73,9 @@ enum Usage {
                roost wal verify|dump DIR        check or list the log
                roost backup DIR OUT             consistent copy of a (running) data directory
                roost restore BACKUP DIR         put a backup back into an empty directory
+               roost cluster init --etcd URL[,URL...] --cluster NAME
+                                                create a cluster (spec §13) in etcd
                roost --version | --help         (every command also takes --help)
 
-        """ + [serve, wal, backup, restore].joined(separator: "\n")
+        """ + [serve, wal, backup, restore, cluster].joined(separator: "\n")
 }

@@ -1,6 +1,8 @@
 import Dispatch
 import Glibc
 import RoostAPI
+import RoostCluster
+import RoostClusterNode
 import RoostEngine
 import RoostHTTP
 import RoostModel
@@ -80,6 +82,8 @@ case "backup":
     backupCommand(Array(arguments.dropFirst()))
 case "restore":
     restoreCommand(Array(arguments.dropFirst()))
+case "cluster":
+    clusterCommand(Array(arguments.dropFirst()))
 case "--version", "-V":
     guard arguments.count == 1 else { fail("--version takes no arguments\n\(Usage.all)") }
     StandardStreams.out("roost \(RoostVersion.current)")
@@ -132,12 +136,14 @@ func serve(_ arguments: [String]) -> Never {
     // unblocks signals.
     var blockedSignals = sigset_t()
     sigemptyset(&blockedSignals)
-    for signal in ServeSignals.taken { sigaddset(&blockedSignals, signal) }
+    let takenSignals = ServeSignals.taken + (options.cluster == nil ? [] : [ServeSignals.clusterEnded])
+    for signal in takenSignals { sigaddset(&blockedSignals, signal) }
     pthread_sigmask(SIG_BLOCK, &blockedSignals, nil)
 
     let server: HTTPServer
     let engine: DurableEngine
     let service: RoostService
+    let node: ClusterNode?
     // Held until the process ends: one process per data directory (spec §11).
     let directoryLock: DirectoryLock
     do {
@@ -164,61 +170,33 @@ func serve(_ arguments: [String]) -> Never {
                 "\(options.address(port: options.port)) is already in use by another process; "
                     + "stop it or choose another --listen")
         }
+        if options.cluster != nil, getenv("ROOST_ADMIN_KEY") == nil {
+            refuse("cluster mode needs ROOST_ADMIN_KEY in the environment, the same on every node")
+        }
         let admin = try AdminKey.resolve(
             environmentValue: getenv("ROOST_ADMIN_KEY").map { String(cString: $0) },
             dataDirectory: options.dataDirectory)
         // The path only: the key itself is never logged.
         if let path = admin.filePath { logger.info("start.admin_key_file") { $0.field("path", path) } }
-        logger.info("start.recovering") { line in
-            line.field("data", options.dataDirectory)
-            line.field("fsync", options.fsync.rawValue)
-            line.field("shards", options.shards)
-            line.field("event_loops", options.eventLoops)
-        }
-        let (opened, report) = try DurableEngine.open(
-            directory: options.dataDirectory, policy: options.fsync, shardCount: options.shards,
-            loopCount: options.eventLoops, changesRetained: options.changesRetained)
-        engine = opened
-        for note in report.notes { logger.info("recovery.note") { $0.field("note", note) } }
-        for (phase, duration) in [
-            ("files", report.filesDuration), ("snapshot", report.snapshotDuration), ("log", report.logDuration),
-        ] {
-            logger.info("recovery.phase") { line in
-                line.field("phase", phase)
-                line.field("duration.ms", milliseconds: duration)
+        if let cluster = options.cluster {
+            try ClusterRecord.requireInitialised(endpoints: cluster.endpoints, cluster: cluster.name, logger: logger)
+            if try ClusterMembershipFile.claim(
+                directory: options.dataDirectory, cluster: cluster.name, node: cluster.node)
+            {
+                logger.info("cluster.joined") { line in
+                    line.field("cluster", cluster.name.rawValue)
+                    line.field("node", cluster.node.rawValue)
+                    line.field("data", options.dataDirectory)
+                }
             }
         }
-        logger.info("recovery.done") { line in
-            line.field("recovery.snapshot_records", report.snapshotRecords)
-            line.field("recovery.log_records", report.logRecords)
-            line.field("duration.ms", milliseconds: report.filesDuration + report.snapshotDuration + report.logDuration)
-        }
-        // The catalog from its log records (and a migration of an older
-        // release's files), then the indexes made to agree with it, before
-        // anything is served (docs/recovery.md, "The catalog at start-up").
-        let catalogStarted = clock.now
-        service = try RoostService(
-            dataDirectory: options.dataDirectory, adminKey: admin.key, engine: engine,
-            logger: logger, accessLog: options.accessLog,
-            trustedProxies: options.trustedProxies)
-        let reconciling = service
-        let reconciled = blocking { () async -> String? in
-            do {
-                try await reconciling.reconcile(dataDirectory: options.dataDirectory)
-                return nil
-            } catch {
-                return "\(error)"
-            }
-        }
-        if let reconciled {
-            engine.close()
-            refuse(reconciled)
-        }
-        let catalogDuration = clock.now - catalogStarted
-        logger.info("recovery.phase") { line in
-            line.field("phase", "catalog")
-            line.field("duration.ms", milliseconds: catalogDuration)
-        }
+        let opened = try ServeState.open(
+            options: options, adminKey: admin.key, advertisePort: bound.port, logger: logger)
+        engine = opened.engine
+        service = opened.service
+        node = opened.node
+        let report = opened.report
+        let catalogDuration = opened.catalogDuration
         // The event loops run the shards from here on: the engine's own
         // threads hand them over (docs/architecture.md, "Threads").
         let registry = engine.registry
@@ -247,17 +225,20 @@ func serve(_ arguments: [String]) -> Never {
         refuse("\(error)")
     }
 
-    let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes)
+    let snapshots = SnapshotScheduler(engine: engine, logBytesTrigger: options.snapshotLogBytes, node: node)
     // Spec §8: every InactivitySweeper.intervalDefault (5 minutes), through the log.
     service.inactivity.start()
 
     var signals = sigset_t()
     sigemptyset(&signals)
-    for signal in ServeSignals.taken { sigaddset(&signals, signal) }
+    for signal in takenSignals { sigaddset(&signals, signal) }
     var received: Int32 = 0
     while true {
         sigwait(&signals, &received)
         if ServeSignals.stopping.contains(received) { break }
+        if received == ServeSignals.clusterEnded, let node, let ending = node.ending {
+            ServeState.endCluster(ending, node: node, service: service, server: server, engine: engine, logger: logger)
+        }
         // SIGHUP (a closed terminal, or a habit of asking daemons to reopen
         // their logs): the server writes only to stderr, nothing to reopen.
         logger.info("signal.ignored") { line in
@@ -267,6 +248,12 @@ func serve(_ arguments: [String]) -> Never {
         logger.flush()
     }
     logger.info("shutdown.draining") { $0.field("signal", Int(received)) }
+    // A leader lets go of its lease at once, so that another node takes over
+    // without waiting for it to expire (writes in flight are answered 503).
+    if let node {
+        _ = node.stepDown()
+        node.stop()
+    }
     // While the loops still run: a sweep step in progress waits for its shard.
     let sweeper = service.inactivity
     blocking { await sweeper.stop() }
@@ -322,6 +309,8 @@ enum ServeSignals {
     static let stopping: [Int32] = [SIGTERM, SIGINT]
     /// Every signal taken: SIGHUP is logged (`signal.ignored`) and ignored.
     static let taken: [Int32] = stopping + [SIGHUP]
+    /// Cluster mode: the node's replication ended on its own (deposed, or it cannot go on).
+    static let clusterEnded = SIGUSR1
 }
 
 func backupCommand(_ arguments: [String]) -> Never {

@@ -53,12 +53,15 @@ package final class MetricsExporter: Sendable {
     private let server = Mutex<HTTPServer?>(nil)
     private let recovery = Mutex<RecoveryFigures?>(nil)
     private let inactivity: InactivitySweeper?
+    /// In cluster mode, the node whose `roost_cluster_*` figures the scrape adds.
+    private let cluster: (any ClusterControl)?
 
     init(
         observer: RequestObserver, registry: Registry, catalog: Catalog, engine: DurableEngine?, logger: Logger,
-        clock: any APIClock, inactivity: InactivitySweeper? = nil
+        clock: any APIClock, inactivity: InactivitySweeper? = nil, cluster: (any ClusterControl)? = nil
     ) {
         self.inactivity = inactivity
+        self.cluster = cluster
         self.observer = observer
         self.registry = registry
         self.catalog = catalog
@@ -88,6 +91,7 @@ package final class MetricsExporter: Sendable {
         renderSnapshots(&text)
         renderRecovery(&text)
         renderInactivity(&text)
+        if let cluster { ClusterRoutes.renderMetrics(cluster.metrics, into: &text) }
         var censuses: [IndexCensus] = []
         for shard in registry.shardSet.shards { censuses += await shard.census() }
         renderIndexes(&text, censuses)

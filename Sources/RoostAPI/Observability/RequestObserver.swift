@@ -1,5 +1,6 @@
 import Glibc
 import RoostCrypto
+import RoostEngine
 import RoostHTTP
 import RoostModel
 import RoostTelemetry
@@ -40,8 +41,14 @@ package final class RequestObserver: Sendable {
     private let accessLog: Bool
     /// 30 bits of the request id that differ between processes: 21 random, 9 the lane.
     private let processBits: UInt64
+    /// In cluster mode, the node whose headers every answer carries (`ClusterHeaders`).
+    private let cluster: (any ClusterControl)?
 
-    package init(metrics: RequestMetrics, clock: any APIClock, logger: Logger, accessLog: Bool) {
+    package init(
+        metrics: RequestMetrics, clock: any APIClock, logger: Logger, accessLog: Bool,
+        cluster: (any ClusterControl)? = nil
+    ) {
+        self.cluster = cluster
         self.metrics = metrics
         self.clock = clock
         self.logger = logger
@@ -67,6 +74,7 @@ package final class RequestObserver: Sendable {
         answered(exchange, status: response.status)
         var stamped = response
         stamped.headers.append((Self.requestIDHeader, exchange.requestID))
+        if let cluster { ClusterHeaders.stamp(&stamped, cluster.localStatus) }
         return stamped
     }
 

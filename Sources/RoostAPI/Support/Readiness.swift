@@ -27,15 +27,23 @@ package final class Readiness: Sendable {
         /// The HTTP server is at its connection cap with nothing to evict: a
         /// new client's API call would be refused (`HTTPServer.isSaturated`).
         case atCapacity = "at_capacity"
+        /// Cluster mode: this node does not take writes (for `/readyz` without `reads=1`).
+        case notLeader = "not_leader"
+        /// Cluster mode: this node's copy is older than `--read-lag-ms`.
+        case staleReplica = "stale_replica"
     }
 
     private let registry: Registry
+    /// In cluster mode (spec §13.4): `/readyz` is 200 on the leader once it
+    /// takes writes; `/readyz?reads=1` on any node within its read lag.
+    private let cluster: (any ClusterControl)?
     private let shuttingDown = Atomic<Bool>(false)
     /// The server whose saturation `/readyz` reports; nil before start-up attaches it.
     private let server = Mutex<HTTPServer?>(nil)
 
-    package init(registry: Registry) {
+    package init(registry: Registry, cluster: (any ClusterControl)? = nil) {
         self.registry = registry
+        self.cluster = cluster
     }
 
     /// The current state; shutting down wins over a failed log, a failed log
@@ -59,8 +67,19 @@ package final class Readiness: Sendable {
 
     /// The `GET /readyz` route: 200 `{"status":"ready"}`, else 503 with the reason.
     package var route: Route {
-        Route(.get, "/readyz", access: .open) { [self] (_) throws(APIError) -> HTTPResponse in
-            let state = self.state
+        Route(.get, "/readyz", access: .open) { [self] (context) throws(APIError) -> HTTPResponse in
+            var state = self.state
+            if state == .ready, let cluster {
+                let status = cluster.localStatus
+                let readsOnly = context.request.head.query.map { $0.split(separator: "&").contains("reads=1") } ?? false
+                if readsOnly {
+                    if !status.takesWrites && status.lagMilliseconds > cluster.readLagMillisecondsMax {
+                        state = .staleReplica
+                    }
+                } else if !status.takesWrites {
+                    state = .notLeader
+                }
+            }
             return HTTPResponse(
                 status: state == .ready ? 200 : 503,
                 headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")],

@@ -38,6 +38,8 @@ package final class ClusterLog: MutationLog {
         var wakeRequests: [(executor: LoopExecutor, through: UInt64)] = []
         /// Appends refused because this node did not lead.
         var refusedAsFollower = 0
+        /// Signalled when records arrive in an empty outbox: the replicator's wake-up.
+        var replicatorWakeup: EventFD?
     }
 
     /// Outbox bytes beyond which appends are refused (503): the group log
@@ -104,22 +106,37 @@ package final class ClusterLog: MutationLog {
 
     package func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
         precondition(!records.isEmpty, "an append of no records")
-        return outbox.withLock { outbox -> LogSequenceNumber? in
+        let (appended, wake) = outbox.withLock { outbox -> (LogSequenceNumber?, EventFD?) in
             // Under the outbox's lock, so that the outbox is in LSN order.
             guard outbox.role == .leader else {
                 if outbox.role == .follower { outbox.refusedAsFollower += 1 }
-                return nil
+                return (nil, nil)
             }
-            guard outbox.bytes < Self.outboxBytesMax, let last = local.append(records) else { return nil }
+            guard outbox.bytes < Self.outboxBytesMax, let last = local.append(records) else { return (nil, nil) }
+            let wasEmpty = outbox.records.isEmpty
             var lsn = last.rawValue - UInt64(records.count) + 1
             for payload in records {
                 outbox.records.append(ReplicatedRecord(lsn: LogSequenceNumber(lsn), payload: payload))
                 outbox.bytes += payload.count
                 lsn += 1
             }
-            return last
+            return (last, wasEmpty ? outbox.replicatorWakeup : nil)
+        }
+        wake?.signal()
+        return appended
+    }
+
+    /// Signals `wakeup` whenever records arrive in an empty outbox (the
+    /// replicator's thread waits on it). Set once, before the node leads.
+    package func wakeOnAppend(_ wakeup: EventFD) {
+        outbox.withLock { outbox in
+            precondition(outbox.replicatorWakeup == nil, "the outbox already wakes a replicator")
+            outbox.replicatorWakeup = wakeup
         }
     }
+
+    /// Payload bytes waiting in the outbox (the replicator has not taken them).
+    package var outboxBytes: Int { outbox.withLock { $0.bytes } }
 
     package var appendedThrough: LogSequenceNumber { local.appendedThrough }
 
@@ -141,10 +158,15 @@ package final class ClusterLog: MutationLog {
     }
 
     package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
-        // The local log wakes it once its part is done; a commit wakes it for the other.
-        local.wakeWhenAcknowledged(lsn, executor)
+        // Each part wakes the loop once it is done, and only a part not done
+        // yet is asked: a part that is done wakes at once, and a loop woken
+        // while the other part is still pending would ask again and again (a
+        // busy loop).
+        let localDone = local.acknowledgedThrough >= lsn
+        if !localDone { local.wakeWhenAcknowledged(lsn, executor) }
         let due = outbox.withLock { outbox -> Bool in
-            if outbox.role == .closed || committed.load(ordering: .acquiring) >= lsn.rawValue { return true }
+            if outbox.role == .closed { return true }
+            if committed.load(ordering: .acquiring) >= lsn.rawValue { return localDone }
             if let at = outbox.wakeRequests.firstIndex(where: { $0.executor === executor }) {
                 outbox.wakeRequests[at].through = min(outbox.wakeRequests[at].through, lsn.rawValue)
             } else {
@@ -158,14 +180,14 @@ package final class ClusterLog: MutationLog {
     // MARK: - The replicator's side
 
     /// Takes the records appended since the last call, in LSN order, at
-    /// most `bytesMax` of payload (at least one record when any waits): the
-    /// next group-log batch. Empty when nothing waits.
-    package func takeBatch(bytesMax: Int) -> [ReplicatedRecord] {
-        precondition(bytesMax > 0, "a batch of at most \(bytesMax) bytes")
+    /// most `bytesMax` of payload and `recordsMax` records (at least one
+    /// record when any waits): the next group-log batch. Empty when nothing waits.
+    package func takeBatch(bytesMax: Int, recordsMax: Int = .max) -> [ReplicatedRecord] {
+        precondition(bytesMax > 0 && recordsMax > 0, "a batch of at most \(bytesMax) bytes, \(recordsMax) records")
         return outbox.withLock { outbox in
             var taken = 0
             var bytes = 0
-            while taken < outbox.records.count {
+            while taken < outbox.records.count, taken < recordsMax {
                 let size = outbox.records[taken].payload.count
                 if taken > 0 && bytes + size > bytesMax { break }
                 bytes += size

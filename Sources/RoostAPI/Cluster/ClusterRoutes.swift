@@ -1,0 +1,210 @@
+import RoostEngine
+import RoostHTTP
+import RoostJSON
+import RoostStorage
+import RoostTelemetry
+
+/// The operator routes of cluster mode (spec §13.9): `GET /v1/cluster` and
+/// `POST /v1/cluster/step-down`. Registered only with `--cluster`: without it
+/// they are 404 `not_found` as any unknown path.
+struct ClusterRoutes {
+    let cluster: any ClusterControl
+
+    var routes: [Route] {
+        [
+            Route(.get, "/v1/cluster", access: .operatorKey, show),
+            Route(.post, "/v1/cluster/step-down", access: .operatorKey, stepDown),
+        ]
+    }
+
+    func show(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        jsonResponse(200, Self.render(cluster.status))
+    }
+
+    func stepDown(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+        switch cluster.stepDown() {
+        case .steppedDown(let epoch):
+            var writer = JSONWriter()
+            writer.beginObject()
+            writer.member("stepped_down", true)
+            writer.member("epoch", Int(epoch))
+            writer.endObject()
+            return jsonResponse(200, writer)
+        case .notLeader:
+            throw APIError(status: 409, code: "not_leader", message: "this node does not lead the cluster")
+        }
+    }
+
+    /// The `roost_cluster_*` families of `/metrics` (spec §13.9).
+    static func renderMetrics(_ metrics: ClusterMetrics, into text: inout PrometheusText) {
+        text.family("roost_cluster_role", .gauge, help: "This node's role: 1 for the role it has, 0 for the others.")
+        for role in ["leader", "follower", "candidate", "seeding"] {
+            text.sample("roost_cluster_role", [("role", role)], metrics.role.rawValue == role ? 1 : 0)
+        }
+        text.family("roost_cluster_epoch", .gauge, help: "The epoch of the leader this node last saw.")
+        text.sample("roost_cluster_epoch", Int(metrics.epoch))
+        text.family(
+            "roost_cluster_lag_seconds", .histogram,
+            help: "How far behind the group log this node's state was, sampled once a second.")
+        text.histogram("roost_cluster_lag_seconds", [], metrics.lag)
+        text.family(
+            "roost_cluster_commit_seconds", .histogram,
+            help: "From a batch's first send to etcd's commit (the leader).")
+        text.histogram("roost_cluster_commit_seconds", [], metrics.commit)
+        text.family(
+            "roost_cluster_batch_bytes", .histogram,
+            help: "Payload bytes of each group-log batch appended (leader) or received (follower).")
+        text.histogram("roost_cluster_batch_bytes", [], metrics.batchBytes)
+        text.family("roost_cluster_elections_total", .counter, help: "Elections this node won.")
+        text.sample("roost_cluster_elections_total", metrics.elections)
+        text.family("roost_cluster_etcd_errors_total", .counter, help: "etcd requests that failed.")
+        text.sample("roost_cluster_etcd_errors_total", metrics.etcdErrors)
+    }
+
+    /// Positions are written as change-feed cursors; operator routes show raw LSNs (spec §13.1).
+    static func position(_ lsn: LogSequenceNumber) -> String {
+        ChangeCursor.encode(lsn.rawValue)
+    }
+
+    static func render(_ status: ClusterNodeStatus) -> JSONWriter {
+        var writer = JSONWriter(reservingCapacity: 512 + status.members.count * 160)
+        writer.beginObject()
+        writer.member("cluster", status.cluster)
+        writer.member("node", status.node)
+        writer.member("role", status.role.rawValue)
+        writer.member("epoch", Int(status.epoch))
+        writer.key("leader")
+        if let leader = status.leader {
+            writer.beginObject()
+            writer.member("node", leader.node)
+            writer.member("url", leader.url)
+            writer.endObject()
+        } else {
+            writer.null()
+        }
+        writer.member("position", position(status.appliedLSN))
+        writer.member("committed_position", position(status.committedLSN))
+        writer.member("lag_ms", Int(clamping: status.lagMilliseconds))
+        writer.member("applied_lsn", Int(clamping: status.appliedLSN.rawValue))
+        writer.member("committed_lsn", Int(clamping: status.committedLSN.rawValue))
+        writer.key("members")
+        writer.beginArray()
+        for member in status.members {
+            writer.beginObject()
+            writer.member("node", member.node)
+            writer.member("url", member.url)
+            writer.member("role", member.role)
+            writer.member("position", position(member.appliedLSN))
+            writer.member("checkpoint_position", position(member.checkpointLSN))
+            writer.member("seen_ms_ago", Int(clamping: member.seenMillisecondsAgo))
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.key("log")
+        writer.beginObject()
+        writer.member("first_position", position(status.groupLog.firstLSN))
+        writer.member("last_position", position(status.groupLog.lastLSN))
+        writer.member("bytes", status.groupLog.bytes)
+        writer.endObject()
+        writer.key("etcd")
+        writer.beginObject()
+        writer.key("endpoints")
+        writer.beginArray()
+        for endpoint in status.etcd.endpoints { writer.string(endpoint) }
+        writer.endArray()
+        writer.member("healthy", status.etcd.healthy)
+        writer.member("db_bytes", Int(clamping: status.etcd.databaseBytes))
+        writer.endObject()
+        writer.endObject()
+        return writer
+    }
+}
+
+/// The read gate of a cluster node (spec §13.3): a node that does not lead
+/// answers a read only while it applied everything the group log held at
+/// most `--read-lag-ms` ago, or the request's `Roost-Max-Staleness-Ms`.
+enum ClusterReadGate {
+    /// The largest `Roost-Max-Staleness-Ms` (spec §13.3).
+    static let maxStalenessMillisecondsMax: Int64 = 3_600_000
+    static let maxStalenessHeader = "Roost-Max-Staleness-Ms"
+
+    /// Paths a lagging node still answers: liveness, readiness, metrics,
+    /// its own cluster status and the console's files.
+    static func isExempt(_ path: Substring) -> Bool {
+        path == "/healthz" || path == "/readyz" || path == "/metrics" || path.hasPrefix("/v1/cluster")
+            || path == "/console" || path.hasPrefix("/console/")
+    }
+
+    /// Throws 503 `stale_replica` when this node's copy is older than the
+    /// request accepts; 400 when `Roost-Max-Staleness-Ms` is not 0...3,600,000.
+    static func check(_ head: HTTPRequestHead, cluster: any ClusterControl) throws(APIError) {
+        let status = cluster.localStatus
+        guard !status.takesWrites else { return }
+        var allowed = cluster.readLagMillisecondsMax
+        if let text = head.headers[maxStalenessHeader] {
+            guard let value = Int64(text), value >= 0, value <= maxStalenessMillisecondsMax else {
+                throw APIError(
+                    status: 400, code: "invalid_field",
+                    message: "Roost-Max-Staleness-Ms must be an integer from 0 to \(maxStalenessMillisecondsMax)",
+                    field: "Roost-Max-Staleness-Ms")
+            }
+            allowed = value
+        }
+        guard status.lagMilliseconds <= allowed else {
+            throw APIError(
+                status: 503, code: "stale_replica",
+                message: "this node's copy is more than \(allowed) ms behind the group log; retry or read elsewhere",
+                retryAfterSeconds: 1)
+        }
+    }
+}
+
+/// The headers a cluster node puts on every answer (spec §13.2, §13.3):
+/// `Roost-Node` and `Roost-Epoch`; `Roost-Position`, the position this node
+/// applied (on the leader: committed, at or after the answer's last record);
+/// and on a node that does not lead, `Roost-Lag-Ms`.
+enum ClusterHeaders {
+    static func stamp(_ response: inout HTTPResponse, _ status: ClusterNodeStatus) {
+        response.headers.append(("Roost-Node", status.node))
+        response.headers.append(("Roost-Epoch", String(status.epoch)))
+        if status.takesWrites {
+            response.headers.append(("Roost-Position", ClusterRoutes.position(status.committedLSN)))
+        } else {
+            response.headers.append(("Roost-Position", ClusterRoutes.position(status.appliedLSN)))
+            response.headers.append(("Roost-Lag-Ms", String(min(status.lagMilliseconds, Int64(Int32.max)))))
+        }
+    }
+}
+
+/// `Roost-Min-Position: <cursor>` on a read (spec §13.3): the node answers
+/// once it applied that position, waiting up to `timeout`, else 503
+/// `position_not_reached`.
+enum ClusterPositionWait {
+    static let header = "Roost-Min-Position"
+    /// The longest a read waits for its position (spec §13.3: 1 s).
+    static let timeout = Duration.seconds(1)
+    static let notReached = APIError(
+        status: 503, code: "position_not_reached",
+        message: "this node has not applied the position of Roost-Min-Position within 1 s; retry or read elsewhere",
+        retryAfterSeconds: 1)
+
+    enum Need {
+        case wait(LogSequenceNumber)
+        case refused(APIError)
+    }
+
+    /// What a request's `Roost-Min-Position` needs: nil when it has none, it
+    /// is a write, or the node applied it already.
+    static func needed(_ head: HTTPRequestHead, cluster: any ClusterControl) -> Need? {
+        guard !head.method.changesState, let text = head.headers[header] else { return nil }
+        guard let position = ChangeCursor.decode(Substring(text)) else {
+            return .refused(
+                APIError(
+                    status: 400, code: "invalid_field",
+                    message: "Roost-Min-Position is not a position (c + 16 hex digits)",
+                    field: header))
+        }
+        let lsn = LogSequenceNumber(position)
+        return cluster.localStatus.appliedLSN >= lsn ? nil : .wait(lsn)
+    }
+}
