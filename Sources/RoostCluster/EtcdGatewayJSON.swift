@@ -148,6 +148,10 @@ package enum EtcdGatewayJSON {
             // An empty prefix is every key: from "\0" with no upper bound.
             writer.member("key", Base64.encode(prefix.isEmpty ? [0] : prefix))
             writer.member("range_end", Base64.encode(rangeEnd(forPrefix: prefix)))
+        case .span(let from, let to):
+            precondition(!from.isEmpty && from.lexicographicallyPrecedes(to), "an empty or reversed span")
+            writer.member("key", Base64.encode(from))
+            writer.member("range_end", Base64.encode(to))
         }
     }
 
@@ -200,6 +204,15 @@ package enum EtcdGatewayJSON {
             writer.beginObject()
             write(range, into: &writer)
             if limit > 0 { writer.member("limit", String(limit)) }
+            writer.endObject()
+        case .rangeLast(let range):
+            writer.key("request_range")
+            writer.beginObject()
+            write(range, into: &writer)
+            // etcd's RangeRequest: sort_order DESCEND, sort_target KEY.
+            writer.member("limit", "1")
+            writer.member("sort_order", "DESCEND")
+            writer.member("sort_target", "KEY")
             writer.endObject()
         }
         writer.endObject()
@@ -388,7 +401,7 @@ package enum EtcdGatewayJSON {
             let count = try int64(deleted["deleted"], "deleted")
             guard let exact = Int(exactly: count), exact >= 0 else { throw .malformed("deleted \(count)") }
             return .deleted(count: exact)
-        case .range:
+        case .range, .rangeLast:
             guard let range = answer["response_range"] else { throw .malformed("no response_range for a range") }
             return .range(try keyValues(range["kvs"]))
         }

@@ -60,16 +60,27 @@ package struct EtcdKeyValue: Hashable, Sendable {
     }
 }
 
-/// Which keys an operation reads or deletes: one key, or every key with a prefix.
+/// Which keys an operation reads or deletes: one key, every key with a
+/// prefix, or every key from `from` (included) to `to` (excluded) in byte order.
 package enum EtcdKeyRange: Hashable, Sendable {
     case key([UInt8])
     case prefix([UInt8])
+    case span(from: [UInt8], to: [UInt8])
 
     /// Returns whether `key` is in the range.
     package func contains(_ key: [UInt8]) -> Bool {
         switch self {
         case .key(let only): key == only
         case .prefix(let prefix): key.count >= prefix.count && key.starts(with: prefix)
+        case .span(let from, let to): !key.lexicographicallyPrecedes(from) && key.lexicographicallyPrecedes(to)
+        }
+    }
+
+    /// The first key of the range (its lower bound).
+    package var lowerBound: [UInt8] {
+        switch self {
+        case .key(let key), .prefix(let key): key
+        case .span(let from, _): from
         }
     }
 }
@@ -112,6 +123,8 @@ package enum EtcdOperation: Hashable, Sendable {
     case delete(EtcdKeyRange)
     /// Reads every key of the range, in key order, at most `limit` (0: no limit).
     case range(EtcdKeyRange, limit: Int)
+    /// Reads the last key of the range (none when it is empty).
+    case rangeLast(EtcdKeyRange)
 }
 
 /// What the cluster asks of etcd.

@@ -30,7 +30,8 @@ import RoostStorage
 package struct ReplicationMachine {
     /// What an etcd request in flight is for (its answer goes there).
     private enum Purpose {
-        case read
+        /// A read of the group log from this LSN.
+        case read(from: LogSequenceNumber)
         case grantLease(sentAt: Int64)
         case campaign(EtcdLeaseID, grantSentAt: Int64, ttlSeconds: Int64)
         case append
@@ -61,7 +62,14 @@ package struct ReplicationMachine {
         var revision: EtcdRevision
         var leader: EtcdKeyValue?
         var batches: [ReplicationBatch]
+        /// The read stopped at its page limit: etcd holds more after it.
+        var more: Bool
     }
+
+    /// The batches one read takes after the node's position: each is at most
+    /// `ReplicationBatch.encodedBytesMax` (1.4 MB), so that a page stays
+    /// within the etcd client's answer limit (16 MiB, base64 included).
+    package static let readBatchesMax = 8
 
     /// The most etcd requests in flight at once: one read, one keep-alive or
     /// confirm, one append, one grant or campaign, and lease revocations
@@ -104,9 +112,10 @@ package struct ReplicationMachine {
     package private(set) var groupEndLearnedAt: Int64 = 0
     /// The first LSN etcd holds of the group log, as the last read found (nil: none read yet, or empty).
     package var groupLogFirstLSN: LogSequenceNumber? { groupLogStart }
-    /// The encoded bytes of the group log's batches in etcd: as the last
-    /// read found them, plus the batches seen or appended since.
+    /// The encoded bytes of the group-log batches this node read, received
+    /// or appended since it started (from its position at start on).
     package private(set) var groupLogBytes = 0
+    private var groupLogBytesCountedThrough = LogSequenceNumber(0)
 
     private var now: Int64 = 0
     private var started = false
@@ -114,6 +123,10 @@ package struct ReplicationMachine {
     /// The local records known committed at start (through the node's checkpoint).
     private var trustedEnd = LogSequenceNumber(0)
     private var awaitingVerification: ReadAwaitingVerification?
+    /// At start, the first LSN whose local record is still to be compared with the group log.
+    private var verifyFrom = LogSequenceNumber(1)
+    /// The last read reached the group log's end (not a full page).
+    private var readReachedEnd = false
     private var groupLogStart: LogSequenceNumber?
     private var lastBatchEpoch: ClusterEpoch?
     private var nextRequestID: UInt64 = 1
@@ -171,6 +184,7 @@ package struct ReplicationMachine {
             localEnd = localLogEnd
             localDurable = localLogEnd
             trustedEnd = checkpoint
+            verifyFrom = checkpoint.advanced(by: 1)
             self.checkpoint = checkpoint
             requestRead(&actions)
         case .tick:
@@ -317,22 +331,32 @@ package struct ReplicationMachine {
         if !isReadPending { sendRead(&actions) }
     }
 
-    /// Reads the leader key and the whole group log (etcd keeps it short:
-    /// batches are purged at checkpoints) in one transaction, at one revision.
+    /// Reads, in one transaction at one revision: the leader key, the group
+    /// log's first batch key (where it starts), the batch that holds the
+    /// node's next LSN, and a page of the batches after it
+    /// (`readBatchesMax`). A full page asks for the next read at once.
     private mutating func sendRead(_ actions: inout [ReplicationAction]) {
         nextPeriodicReadAt = now + configuration.periodicReadMilliseconds
+        let from = reconciled ? localEnd.advanced(by: 1) : verifyFrom
+        let logEnd = EtcdGatewayJSON.rangeEnd(forPrefix: keys.logPrefix)
+        let after = keys.logKey(firstLSN: from.advanced(by: 1))
         let read = EtcdRequest.transaction(
-            compares: [], success: [.range(.key(keys.leader), limit: 0), .range(.prefix(keys.logPrefix), limit: 0)],
+            compares: [],
+            success: [
+                .range(.key(keys.leader), limit: 0), .range(.prefix(keys.logPrefix), limit: 1),
+                .rangeLast(.span(from: keys.logPrefix, to: after)),
+                .range(.span(from: after, to: logEnd), limit: Self.readBatchesMax),
+            ],
             failure: [])
-        send(read, .read, &actions)
+        send(read, .read(from: from), &actions)
     }
 
     private mutating func answered(
         _ id: EtcdRequestID, _ request: Pending, _ response: EtcdResponse, _ actions: inout [ReplicationAction]
     ) {
         switch request.purpose {
-        case .read:
-            readAnswered(response, id: id, sentAt: request.sentAt, &actions)
+        case .read(let from):
+            readAnswered(response, id: id, sentAt: request.sentAt, from: from, &actions)
         case .grantLease(let sentAt):
             grantAnswered(response, sentAt: sentAt, &actions)
         case .campaign(let lease, let grantSentAt, let ttl):
@@ -368,48 +392,52 @@ package struct ReplicationMachine {
     // MARK: - Reading the group log
 
     private mutating func readAnswered(
-        _ response: EtcdResponse, id: EtcdRequestID, sentAt: Int64, _ actions: inout [ReplicationAction]
+        _ response: EtcdResponse, id: EtcdRequestID, sentAt: Int64, from: LogSequenceNumber,
+        _ actions: inout [ReplicationAction]
     ) {
-        guard case .transaction(_, let revision, let results) = response, results.count == 2,
-            case .range(let leaderKeys) = results[0], case .range(let logKeys) = results[1]
+        guard case .transaction(_, let revision, let results) = response, results.count == 4,
+            case .range(let leaderKeys) = results[0], case .range(let firstKeys) = results[1],
+            case .range(let holding) = results[2], case .range(let page) = results[3]
         else {
             readRetryAt = now + configuration.retryMilliseconds
             return
         }
         groupEndLearnedAt = max(groupEndLearnedAt, sentAt)
-        groupLogBytes = logKeys.reduce(0) { $0 + $1.value.count }
         // A read sent before the want was raised does not satisfy it (the
         // new leader's read to the log's end must follow its win).
         let satisfies = readWantedFrom.map { id >= $0 } ?? true
         if satisfies { readWantedFrom = nil }
         defer { if !satisfies, !isReadPending, role != .deposed, role != .seeding { sendRead(&actions) } }
+        groupLogStart = firstKeys.first.flatMap { keys.firstLSN(ofLogKey: $0.key) }
         var batches: [ReplicationBatch] = []
-        for (index, keyValue) in logKeys.enumerated() {
-            // Once reconciled, a batch that ends before the local log's end
-            // is not decoded (its key and the next one's say where it ends),
-            // but the first is, for where the group log starts.
-            if reconciled, index > 0, index + 1 < logKeys.count,
-                let next = keys.firstLSN(ofLogKey: logKeys[index + 1].key), next.rawValue <= localEnd.rawValue + 1
-            {
-                continue
-            }
+        for keyValue in holding + page {
             guard let batch = decodeBatch(keyValue, &actions) else { break }  // a hole: stop before it
-            if let last = batches.last, batch.firstLSN < last.nextLSN { break }
+            if batch.lastLSN < from { continue }  // the batch before the node's position: nothing to take
+            if let last = batches.last, batch.firstLSN != last.nextLSN { break }
             batches.append(batch)
         }
-        groupLogStart = batches.first?.firstLSN
-        if let last = batches.last { groupEnd = max(groupEnd, last.lastLSN) }
-        guard reconciled else { return reconcile(revision, leaderKeys.first, batches, &actions) }
+        let more = page.count >= Self.readBatchesMax
+        readReachedEnd = !more
+        if let last = batches.last {
+            groupEnd = max(groupEnd, last.lastLSN)
+            if last.lastLSN > groupLogBytesCountedThrough {
+                groupLogBytes += (holding + page).reduce(0) { $0 + $1.value.count }
+                groupLogBytesCountedThrough = last.lastLSN
+            }
+        }
+        guard reconciled else { return reconcile(revision, leaderKeys.first, batches, more: more, &actions) }
         took(revision, leaderKeys.first, batches, &actions)
+        if more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
     }
 
-    /// At start: has the local log compared with what etcd holds, or re-seeds.
+    /// At start: has the local log compared with what etcd holds, page by
+    /// page from its checkpoint, or re-seeds.
     private mutating func reconcile(
-        _ revision: EtcdRevision, _ leaderKey: EtcdKeyValue?, _ batches: [ReplicationBatch],
+        _ revision: EtcdRevision, _ leaderKey: EtcdKeyValue?, _ batches: [ReplicationBatch], more: Bool,
         _ actions: inout [ReplicationAction]
     ) {
         guard awaitingVerification == nil else { return }
-        guard let start = batches.first?.firstLSN else {
+        guard let start = groupLogStart else {
             // etcd holds no batch: nothing after the checkpoint was committed.
             truncateLocal(after: trustedEnd, &actions)
             markReconciled()
@@ -418,19 +446,29 @@ package struct ReplicationMachine {
         // The records after the checkpoint are compared with etcd's; those
         // etcd no longer holds cannot be, nor can the log go on from them.
         if trustedEnd.rawValue + 1 < start.rawValue { return reseed(start, &actions) }
-        guard localEnd > trustedEnd else {
+        guard localEnd >= verifyFrom else {
             markReconciled()
-            return took(revision, leaderKey, batches, &actions)
+            took(revision, leaderKey, batches, &actions)
+            if more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
+            return
         }
-        awaitingVerification = ReadAwaitingVerification(revision: revision, leader: leaderKey, batches: batches)
-        actions.append(.verifyLocalLog(against: batches.filter { $0.lastLSN > trustedEnd && $0.firstLSN <= localEnd }))
+        awaitingVerification = ReadAwaitingVerification(
+            revision: revision, leader: leaderKey, batches: batches, more: more)
+        actions.append(
+            .verifyLocalLog(against: batches.filter { $0.lastLSN >= verifyFrom && $0.firstLSN <= localEnd }))
     }
 
     private mutating func verified(_ firstDifference: LogSequenceNumber?, _ actions: inout [ReplicationAction]) {
         guard let read = awaitingVerification else { preconditionFailure("a verification nobody asked for") }
         awaitingVerification = nil
+        let pageEnd = read.batches.last?.lastLSN
+        if firstDifference == nil, read.more, let pageEnd, pageEnd < localEnd {
+            // The page matched and etcd holds more: compare the next page.
+            verifyFrom = pageEnd.advanced(by: 1)
+            return requestRead(&actions, fresh: true)
+        }
         // What etcd held ends here: a local record after it was never committed.
-        var keep = max(read.batches.last?.lastLSN ?? LogSequenceNumber(0), trustedEnd)
+        var keep = max(pageEnd ?? LogSequenceNumber(verifyFrom.rawValue - 1), trustedEnd)
         if let difference = firstDifference {
             precondition(
                 difference > trustedEnd, "the local log differs at \(difference), before its checkpoint \(trustedEnd)")
@@ -439,6 +477,7 @@ package struct ReplicationMachine {
         truncateLocal(after: keep, &actions)
         markReconciled()
         took(read.revision, read.leader, read.batches, &actions)
+        if read.more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
     }
 
     /// The local log is a prefix of the group log (as far as etcd holds it): all of it is committed.
@@ -460,7 +499,7 @@ package struct ReplicationMachine {
         _ revision: EtcdRevision, _ leaderKey: EtcdKeyValue?, _ batches: [ReplicationBatch],
         _ actions: inout [ReplicationAction]
     ) {
-        if let start = batches.first?.firstLSN, start.rawValue > localEnd.rawValue + 1 {
+        if let start = groupLogStart, start.rawValue > localEnd.rawValue + 1 {
             return reseed(start, &actions)
         }
         if revision >= watchRevision {
@@ -479,7 +518,7 @@ package struct ReplicationMachine {
             watch = token
             actions.append(.startWatch(token, .prefix(keys.group), from: revision.next))
         }
-        if role == .leader, !isTakingWrites, epochStartLSN == nil, readWantedFrom == nil {
+        if role == .leader, !isTakingWrites, epochStartLSN == nil, readWantedFrom == nil, readReachedEnd {
             appendEpochRecord(&actions)
         }
     }
@@ -559,7 +598,10 @@ package struct ReplicationMachine {
                 }
             } else if keys.firstLSN(ofLogKey: key) != nil, event.kind == .put {
                 guard let batch = decodeBatch(event.keyValue, &actions) else { continue }
-                if batch.lastLSN > groupEnd { groupLogBytes += event.keyValue.value.count }
+                if batch.lastLSN > groupLogBytesCountedThrough {
+                    groupLogBytes += event.keyValue.value.count
+                    groupLogBytesCountedThrough = batch.lastLSN
+                }
                 received(batch, key: key, &actions)
             }
             guard role != .deposed, role != .seeding else { return }
@@ -762,7 +804,10 @@ package struct ReplicationMachine {
         guard role == .leader, let append = inFlight, let ownEpoch else { return }
         switch response {
         case .transaction(true, _, _):
-            if append.batch.lastLSN > groupEnd { groupLogBytes += append.encoded.count }  // else the watch counted it
+            if append.batch.lastLSN > groupLogBytesCountedThrough {  // else the watch counted it
+                groupLogBytes += append.encoded.count
+                groupLogBytesCountedThrough = append.batch.lastLSN
+            }
             appendCommitted(append.batch, &actions)
         case .transaction(false, _, let results):
             guard case .range(let leaderKeys)? = results.first, let holder = leaderKeys.first,

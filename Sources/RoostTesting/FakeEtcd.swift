@@ -156,6 +156,13 @@ package struct FakeEtcd {
                 if let keyValue = keys[key] { found.append(keyValue) }
             }
             return found
+        case .span(let from, let to):
+            var found: [EtcdKeyValue] = []
+            for key in orderedKeys[firstIndex(notBefore: from)...] {
+                guard key.lexicographicallyPrecedes(to) else { break }
+                if let keyValue = keys[key] { found.append(keyValue) }
+            }
+            return found
         }
     }
 
@@ -272,6 +279,8 @@ package struct FakeEtcd {
             case .range(let range, let limit):
                 let found = values(in: range)
                 results.append(.range(limit > 0 ? Array(found.prefix(limit)) : found))
+            case .rangeLast(let range):
+                results.append(.range(values(in: range).suffix(1)))
             }
         }
         if wrote { revision = at }
@@ -300,9 +309,8 @@ package struct FakeEtcd {
         for operation in success + failure {
             switch operation {
             case .put(let key, let value, _): total += key.count + value.count
-            case .delete(.key(let key)), .delete(.prefix(let key)), .range(.key(let key), _),
-                .range(.prefix(let key), _):
-                total += key.count
+            case .delete(let range), .range(let range, _), .rangeLast(let range):
+                total += range.lowerBound.count
             }
         }
         return total

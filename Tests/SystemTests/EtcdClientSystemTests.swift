@@ -91,6 +91,27 @@ struct EtcdClientSystemTests {
         #expect(client.connectionsOpened == 1, "keep-alive: every request on one connection")
     }
 
+    @Test("a span reads [from, to) in key order with a limit; rangeLast is the span's last key (sort_order DESCEND)")
+    func spansAndLastKey() throws {
+        let etcd = try EtcdProcess.start()
+        let client = try Self.client(etcd)
+        for index in 1...5 { try Self.put(client, "/log/\(index)", "v\(index)") }
+        let read = EtcdRequest.transaction(
+            compares: [],
+            success: [
+                .range(.span(from: Self.key("/log/2"), to: Self.key("/log/5")), limit: 2),
+                .rangeLast(.span(from: Self.key("/log/"), to: Self.key("/log/4"))),
+                .rangeLast(.span(from: Self.key("/log/"), to: Self.key("/log/1"))),
+            ],
+            failure: [])
+        guard case .transaction(true, _, let results) = try client.send(read), results.count == 3,
+            case .range(let page) = results[0], case .range(let last) = results[1], case .range(let none) = results[2]
+        else { throw TestFailure("the read answered otherwise") }
+        #expect(page.map(\.key) == [Self.key("/log/2"), Self.key("/log/3")])
+        #expect(last.map(\.key) == [Self.key("/log/3")])
+        #expect(none.isEmpty)
+    }
+
     @Test("a transaction whose compares fail answers without `succeeded`: read as false, the failure branch's results")
     func transactionFailure() throws {
         let etcd = try EtcdProcess.start()
