@@ -629,6 +629,9 @@ package struct ReplicationMachine {
         }
         let seen = ClusterEpoch(createRevision: keyValue.createRevision)
         let record = LeaderRecord.decode(keyValue.value)
+        // This node's own campaign, seen (by the watch or a read) before its
+        // answer: the answer decides (following itself would revoke the lease it just won).
+        if role == .candidate, isCampaignPending, record?.node == configuration.node { return }
         let changed = role != .follower || record != leader || epoch != seen
         leader = record
         epoch = seen

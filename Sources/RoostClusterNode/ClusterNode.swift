@@ -520,6 +520,7 @@ private struct ReplicationDriver {
             precondition(
                 machine.role == .deposed, "\(count) records refused (\(refusal)) by a machine in role \(machine.role)")
         case .writesUnconfirmed(let through):
+            if promoted { node.log.markUnconfirmed(through: min(through, node.log.appendedThrough)) }
             logger.warning("cluster.writes_unconfirmed") { line in
                 line.field("through", Int(truncatingIfNeeded: through.rawValue))
                 line.field("message", "etcd has not confirmed these writes within --etcd-timeout-ms")

@@ -33,11 +33,20 @@ package protocol MutationLog: Sendable {
     /// the leader's records, so a shard answers reads and refuses a write
     /// before applying it (503), and the catalog takes no change.
     var takesLocalWrites: Bool { get }
+
+    /// Records through this LSN not acknowledged yet are given up on for
+    /// now (a cluster leader whose etcd did not confirm them within
+    /// `--etcd-timeout-ms`, spec §13.7): an answer waiting for one is 503;
+    /// they may still be acknowledged later (a retry with the same
+    /// idempotency key tells). 0 on one node.
+    var unconfirmedThrough: LogSequenceNumber { get }
 }
 
 extension MutationLog {
     /// Every log of one node takes the writes of its shards.
     package var takesLocalWrites: Bool { true }
+    /// One node's log never gives up on a record it has not failed.
+    package var unconfirmedThrough: LogSequenceNumber { LogSequenceNumber(0) }
 }
 
 /// A log that keeps nothing: every append is acknowledged at once. For tests

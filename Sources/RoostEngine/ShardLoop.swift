@@ -108,8 +108,9 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         let acknowledged = log.acknowledgedThrough
         var earliest = LogSequenceNumber(UInt64.max)
         var releasableNow = log.acceptsWrites == false
+        let unconfirmed = log.unconfirmedThrough
         for outcome in outcomes {
-            guard let waitsFor = outcome.waitsFor, waitsFor > acknowledged else {
+            guard let waitsFor = outcome.waitsFor, waitsFor > acknowledged, waitsFor > unconfirmed else {
                 releasableNow = true
                 break
             }
@@ -211,6 +212,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         guard !waiting.isEmpty else { return }
         let acknowledged = log.acknowledgedThrough
         let failed = !log.acceptsWrites
+        let unconfirmed = log.unconfirmedThrough
         var delivered: [(ticket: UInt64, outcome: Acknowledged)] = []
         var earliest = LogSequenceNumber(UInt64.max)
         var kept = 0
@@ -220,7 +222,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             if let waitsFor = outcome.waitsFor {
                 if waitsFor <= acknowledged {
                     answer = .some(outcome.outcome)
-                } else if failed {
+                } else if failed || waitsFor <= unconfirmed {
                     // Served only if it shows nothing the log did not acknowledge.
                     answer = .some(outcome.dependsOn <= acknowledged ? outcome.outcome : nil)
                 } else {

@@ -183,6 +183,35 @@ extension ReplicationEngineTests {
     }
 
     @Test(
+        "a leader's write the group log did not confirm in time is refused (503) without closing the log; later writes are answered once committed"
+    )
+    func unconfirmedWritesAreRefused() async throws {
+        let directory = try TemporaryDirectory.make()
+        defer { TemporaryDirectory.remove(directory) }
+        let leader = try Leader(directory: directory)
+        defer { leader.wal.close() }
+        let registry = leader.registry
+        let first = Task {
+            await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(1)), at: now))
+        }
+        let batch = await Self.nextBatch(of: leader.log)
+        let last = try #require(batch.last).lsn
+        leader.log.markUnconfirmed(through: last)
+        let refused = try await first.value
+        #expect(refused == nil)
+        #expect(leader.log.acceptsWrites)
+        // etcd commits it after all (a retry with the same idempotency key would find it); the next write is answered.
+        leader.log.commit(through: last)
+        let second = Task {
+            await registry.execute(liveKey, .register(RegisterRequest(token: try apnsToken(2)), at: now))
+        }
+        let next = await Self.nextBatch(of: leader.log)
+        leader.log.commit(through: try #require(next.last).lsn)
+        let answered = try await second.value
+        #expect(answered != nil)
+    }
+
+    @Test(
         "records that do not continue the follower's log are refused and change nothing; a deposed leader's waiting write is refused"
     )
     func gapsAndDeposition() async throws {

@@ -184,7 +184,9 @@ extension APIError {
 
     /// The answer when the log could not take a write (spec §2: 503 with
     /// Retry-After).
-    package static let logUnavailable = APIError.unavailable("the write-ahead log cannot be written; retry later")
+    package static let logUnavailable = APIError.unavailable(
+        "the log cannot take this write now; retry later (with the same Idempotency-Key, a retry learns whether it "
+            + "was applied)")
 
     /// A write sent to a cluster follower (spec §13.4): 503 `not_leader`
     /// with `Retry-After: 1`; nothing applied.

@@ -57,6 +57,8 @@ package final class ClusterLog: MutationLog {
     private let leader = Mutex<String?>(nil)
     /// Set once deposed (read lock-free: every shard turn asks `acceptsWrites`).
     private let isClosed = Atomic<Bool>(false)
+    /// Records through this LSN the group log did not confirm in time (`markUnconfirmed`).
+    private let unconfirmed = Atomic<UInt64>(0)
 
     /// A follower's log over `local`.
     package init(local: any MutationLog) {
@@ -147,6 +149,20 @@ package final class ClusterLog: MutationLog {
     /// Only while this node leads (a closed log refuses every append anyway).
     package var takesLocalWrites: Bool { leading.load(ordering: .acquiring) || isClosed.load(ordering: .acquiring) }
 
+    package var unconfirmedThrough: LogSequenceNumber {
+        LogSequenceNumber(unconfirmed.load(ordering: .acquiring))
+    }
+
+    /// The group log has not confirmed the records through `lsn` within
+    /// `--etcd-timeout-ms` (spec §13.7): the answers waiting for them are
+    /// 503 now; the records stay in the outbox's hands and may still commit.
+    package func markUnconfirmed(through lsn: LogSequenceNumber) {
+        precondition(lsn <= local.appendedThrough, "unconfirmed \(lsn) was never appended here")
+        guard lsn.rawValue > unconfirmed.load(ordering: .acquiring) else { return }
+        unconfirmed.store(lsn.rawValue, ordering: .releasing)
+        wake { $0.through <= lsn.rawValue }
+    }
+
     /// The last LSN the group log committed.
     package var committedThrough: LogSequenceNumber { LogSequenceNumber(committed.load(ordering: .acquiring)) }
 
@@ -165,7 +181,7 @@ package final class ClusterLog: MutationLog {
         let localDone = local.acknowledgedThrough >= lsn
         if !localDone { local.wakeWhenAcknowledged(lsn, executor) }
         let due = outbox.withLock { outbox -> Bool in
-            if outbox.role == .closed { return true }
+            if outbox.role == .closed || unconfirmed.load(ordering: .acquiring) >= lsn.rawValue { return true }
             if committed.load(ordering: .acquiring) >= lsn.rawValue { return localDone }
             if let at = outbox.wakeRequests.firstIndex(where: { $0.executor === executor }) {
                 outbox.wakeRequests[at].through = min(outbox.wakeRequests[at].through, lsn.rawValue)
