@@ -167,6 +167,10 @@ package struct ReplicationMachine {
     /// etcd did not hold it): from now on all of it is committed.
     package var isReconciled: Bool { reconciled }
 
+    /// The last read of the group log reached its end (not a full page): the
+    /// group log's end is known (`groupEnd`, as of `groupEndLearnedAt`).
+    package var hasReadToEnd: Bool { readReachedEnd }
+
     /// Records submitted that no append has taken yet.
     package var queuedRecordCount: Int { queue.count }
 
@@ -402,7 +406,6 @@ package struct ReplicationMachine {
             readRetryAt = now + configuration.retryMilliseconds
             return
         }
-        groupEndLearnedAt = max(groupEndLearnedAt, sentAt)
         // A read sent before the want was raised does not satisfy it (the
         // new leader's read to the log's end must follow its win).
         let satisfies = readWantedFrom.map { id >= $0 } ?? true
@@ -418,6 +421,8 @@ package struct ReplicationMachine {
         }
         let more = page.count >= Self.readBatchesMax
         readReachedEnd = !more
+        // Only a read that reached the end learnt where the group log ends.
+        if !more { groupEndLearnedAt = max(groupEndLearnedAt, sentAt) }
         if let last = batches.last {
             groupEnd = max(groupEnd, last.lastLSN)
             if last.lastLSN > groupLogBytesCountedThrough {

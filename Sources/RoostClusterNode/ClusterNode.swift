@@ -584,7 +584,9 @@ private struct ReplicationDriver {
         status.appliedLSN = appliedThrough
         status.committedLSN = max(machine.committed, node.log.committedThrough)
         status.takesWrites = promoted && machine.isTakingWrites && !ended
-        if machine.isReconciled, appliedThrough >= machine.groupEnd, machine.groupEndLearnedAt > 0 {
+        if machine.isReconciled, machine.hasReadToEnd, appliedThrough >= machine.groupEnd,
+            machine.groupEndLearnedAt > 0
+        {
             lastCaughtUpAt = max(lastCaughtUpAt ?? 0, machine.groupEndLearnedAt)
         }
         if status.takesWrites {

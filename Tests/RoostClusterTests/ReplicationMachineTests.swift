@@ -213,6 +213,51 @@ struct ReplicationMachineTests {
         #expect(checkpointed.local == [[1], [2], [3], [4]], "all of it checkpointed: it goes on")
     }
 
+    @Test(
+        "the group log is read a page at a time: the end is known only after a page that is not full; the start-up comparison goes page by page and cuts at the first difference"
+    )
+    func pagedReads() {
+        let batches = (0..<30).map { index in
+            ReplicationBatch(
+                epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(UInt64(index + 1)), records: [[UInt8(index)]])
+        }
+        // A new follower: each read takes at most readBatchesMax batches after its position.
+        var follower = Harness(node: "n2")
+        for batch in batches { Self.put(batch, in: &follower) }
+        var reads = 0
+        var events = follower.machine.handle(.start(localLogEnd: 0, checkpoint: 0), now: 1)
+        while let read = events.first(where: { if case .sendEtcd = $0 { true } else { false } }),
+            case .sendEtcd(let id, let request) = read
+        {
+            reads += 1
+            let wasEnd = follower.machine.hasReadToEnd
+            events = follower.machine.handle(.etcdAnswered(id, follower.etcd.handle(request)), now: Int64(1 + reads))
+            for case .appendLocal(_, let records) in events { follower.local += records }
+            if follower.local.count < 30 {
+                #expect(!follower.machine.hasReadToEnd, "read \(reads): a full page is not the end")
+                #expect(follower.machine.groupEndLearnedAt == 0, "a full page did not learn the end")
+            }
+            if wasEnd { break }
+            events = events.filter {
+                if case .sendEtcd(_, .transaction(_, let success, _)) = $0 { success.count == 4 } else { false }
+            }
+        }
+        #expect(follower.local.count == 30)
+        #expect(follower.machine.hasReadToEnd)
+        #expect(reads >= 30 / ReplicationMachine.readBatchesMax)
+
+        // A restart with 30 local records after its checkpoint, the 25th of which etcd holds otherwise.
+        var restarted = Harness(node: "n3")
+        for batch in batches { Self.put(batch, in: &restarted) }
+        restarted.local = (0..<30).map { [UInt8($0)] }
+        restarted.local[24] = [200]
+        restarted.handle(.start(localLogEnd: 30, checkpoint: 0))
+        let verifications = restarted.actions.filter { if case .verifyLocalLog = $0 { true } else { false } }
+        #expect(verifications.count >= 3, "compared page by page")
+        #expect(restarted.actions.contains(.truncateLocalLog(after: 24)))
+        #expect(restarted.local == (0..<30).map { [UInt8($0)] })
+    }
+
     @Test("a follower takes batches once, in order, and refuses a batch of an older epoch after a newer one")
     func followerOrderAndEpochs() throws {
         var harness = Harness(node: "n2")

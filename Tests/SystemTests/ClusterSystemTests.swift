@@ -187,8 +187,12 @@ struct ClusterSystemTests {
         let malformed = try Self.get(
             cluster.port(follower), "/v1/people/user_1", key: key, headers: ["Roost-Max-Staleness-Ms: soon"])
         #expect(malformed.status == 400)
-        // A node that joins with an empty directory reads the group log from its start.
+        // A node that joins with an empty directory reads the group log from
+        // its start, a page at a time, and serves only once it read to the end.
+        let committedBefore = try #require(try cluster.status(leader)["committed_lsn"]?.intValue)
         try cluster.start(3)
+        let joinedAt = try #require(try cluster.status(3)["applied_lsn"]?.intValue)
+        #expect(joinedAt >= committedBefore, "n3 served at LSN \(joinedAt), the group log held \(committedBefore)")
         try cluster.waitForConvergence(leader: leader)
 
         let leaderStatus = try cluster.status(leader)
@@ -360,8 +364,10 @@ struct ClusterSystemTests {
     )
     func etcdPaused() throws {
         let cluster = try ClusterHarness()
-        // A lease longer than the etcd timeout: the 503 comes from the timeout, not from the deposition.
-        cluster.leaseTTLSeconds = 4
+        // A lease far longer than the etcd timeout (the 503 comes from the
+        // timeout, not from a deposition) and than the pause below (about 4 s:
+        // the write's timeout, then a follower's lag past --read-lag-ms).
+        cluster.leaseTTLSeconds = 12
         for index in 1...2 { try cluster.start(index) }
         let leader = try cluster.leader()
         let follower = leader == 1 ? 2 : 1
