@@ -99,7 +99,8 @@ package final class ClusterNode: ClusterControl, Sendable {
 
     /// What the apply task does, in order.
     fileprivate enum ApplyJob: Sendable {
-        case append(firstLSN: LogSequenceNumber, records: [[UInt8]])
+        /// `awaitDurable`: a new leader's own epoch record (acknowledged only once durable here).
+        case append(firstLSN: LogSequenceNumber, records: [[UInt8]], awaitDurable: Bool)
         case promote
     }
 
@@ -293,12 +294,12 @@ package final class ClusterNode: ClusterControl, Sendable {
     ) async {
         for await job in jobs {
             switch job {
-            case .append(let first, let payloads):
+            case .append(let first, let payloads, let awaitDurable):
                 let records = payloads.enumerated().map { offset, payload in
                     ReplicatedRecord(lsn: first.advanced(by: UInt64(offset)), payload: payload)
                 }
                 do {
-                    let through = try await applier.apply(records)
+                    let through = try await applier.apply(records, awaitDurable: awaitDurable)
                     mailbox.post(.applied(through: through))
                 } catch {
                     mailbox.post(.applyFailed(error.description))
@@ -497,7 +498,7 @@ private struct ReplicationDriver {
                 // ClusterLog acknowledges an answer once the local log has it too.
                 ownEvents.append(.localDurable(through: last))
             } else {
-                node.enqueueApply(.append(firstLSN: firstLSN, records: records))
+                node.enqueueApply(.append(firstLSN: firstLSN, records: records, awaitDurable: machine.role == .leader))
             }
         case .apply:
             break  // the applier applies what it writes
@@ -507,7 +508,8 @@ private struct ReplicationDriver {
             if !committed.isEmpty {
                 node.record { metrics in
                     for append in committed {
-                        metrics.commit.observe(UInt64(ClusterNode.milliseconds(now - append.at)) * 1_000_000)
+                        let (seconds, attoseconds) = (now - append.at).components
+                        metrics.commit.observe(UInt64(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
                     }
                 }
                 appendsInFlight.removeFirst(committed.count)

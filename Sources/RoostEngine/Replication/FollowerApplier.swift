@@ -27,12 +27,16 @@ package struct FollowerApplier: Sendable {
     package var nextLSN: LogSequenceNumber { LogSequenceNumber(log.appendedThrough.rawValue + 1) }
 
     /// Applies `records` (consecutive LSNs from `nextLSN`) and writes them to
-    /// this node's log; returns the last LSN, once this node's log has it
-    /// under its `--fsync` policy. Throws, changing nothing, when the records
+    /// this node's log; returns the last LSN — with `awaitDurable`, once this
+    /// node's log has it under its `--fsync` policy (a follower need not wait:
+    /// the records are committed in the group log, and its reads wait for its
+    /// log anyway; a new leader's epoch record must). Throws, changing nothing, when the records
     /// do not continue the log or one cannot be read; `logUnavailable` when
     /// this node's log failed (the state then holds records its log does not:
     /// the node must stop, as a leader whose log fails does).
-    package func apply(_ records: [ReplicatedRecord]) async throws(ReplicationApplyError) -> LogSequenceNumber {
+    package func apply(_ records: [ReplicatedRecord], awaitDurable: Bool = true) async throws(ReplicationApplyError)
+        -> LogSequenceNumber
+    {
         guard let first = records.first, let last = records.last else { return log.appendedThrough }
         guard first.lsn == nextLSN else { throw .notContinuous(expected: nextLSN, got: first.lsn) }
         var catalogPayloads: [[UInt8]] = []
@@ -70,7 +74,11 @@ package struct FollowerApplier: Sendable {
         guard outcomes.allSatisfy({ $0 != nil }) else { throw .logUnavailable }
         guard let appended = log.appendReplicated(records.map(\.payload)) else { throw .logUnavailable }
         precondition(appended == last.lsn, "this node's log gave \(appended) to the leader's \(last.lsn)")
-        guard await registry.shardSet.perform(.awaitLog(appended)) != nil else { throw .logUnavailable }
+        if awaitDurable {
+            guard await registry.shardSet.perform(.awaitLog(appended)) != nil else { throw .logUnavailable }
+        } else if !log.acceptsWrites {
+            throw .logUnavailable
+        }
         return appended
     }
 }
