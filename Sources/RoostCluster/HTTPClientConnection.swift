@@ -142,6 +142,29 @@ package final class HTTPClientConnection {
         }
     }
 
+    /// Sends `GET path` with `Host: hostHeader` and `headers` (`Name: value`, no line breaks), before `deadline`.
+    package func sendGet(
+        path: String, hostHeader: String, headers: [(name: String, value: String)], deadline: ContinuousClock.Instant
+    ) throws(HTTPClientError) {
+        precondition(!isClosed && !failed, "a request on a closed or failed connection to \(address)")
+        precondition(!parser.isInsideResponse, "a request on \(address) while an answer is under way")
+        precondition(path.hasPrefix("/") && !path.contains(" "), "an HTTP path starts with / and has no space: \(path)")
+        var request = "GET \(path) HTTP/1.1\r\nHost: \(hostHeader)\r\n"
+        for header in headers {
+            precondition(
+                !header.name.contains("\r") && !header.name.contains("\n") && !header.value.contains("\r")
+                    && !header.value.contains("\n"), "a header with a line break")
+            request += "\(header.name): \(header.value)\r\n"
+        }
+        requestsSent += 1
+        do {
+            try send(Array((request + "\r\n").utf8), deadline: deadline)
+        } catch {
+            failed = true
+            throw error
+        }
+    }
+
     /// Reads one whole answer before `deadline`; a body longer than `bodyBytesMax` fails.
     package func readAnswer(deadline: ContinuousClock.Instant, bodyBytesMax: Int) throws(HTTPClientError)
         -> HTTPClientAnswer

@@ -93,6 +93,8 @@ package final class ClusterNode: ClusterControl, Sendable {
     private let endSignal: Int32?
     private let applyJobs: AsyncStream<ApplyJob>.Continuation
     private let elections = Atomic<UInt64>(0)
+    /// The node served (`waitUntilServing` returned nil).
+    private let served = Atomic<Bool>(false)
     private let positionWaiters = PositionWaiters()
     /// The histograms of `/metrics`, written by the replication thread.
     private let figures = Mutex(ClusterMetrics())
@@ -125,7 +127,7 @@ package final class ClusterNode: ClusterControl, Sendable {
             mailbox: mailbox)
         watches = WatchRunner(endpoints: configuration.endpoints, options: options, mailbox: mailbox)
         observer = try ClusterObserver(
-            endpoints: configuration.endpoints, options: options, keys: configuration.replication.keys)
+            endpoints: configuration.endpoints, options: options, keys: configuration.replication.keys, logger: logger)
         published = Mutex(
             ClusterNodeStatus(
                 cluster: configuration.replication.keys.cluster.rawValue,
@@ -167,6 +169,7 @@ package final class ClusterNode: ClusterControl, Sendable {
                 appliedLSN: member.record.appliedLSN, checkpointLSN: member.record.checkpointLSN,
                 seenMillisecondsAgo: Self.milliseconds(now - member.seenAt))
         }
+        status.groupLog.firstLSN = max(status.groupLog.firstLSN, observation.firstKeptLSN)
         status.etcd.healthy = observation.etcdHealthy
         status.etcd.databaseBytes = observation.databaseBytes
         return status
@@ -175,6 +178,8 @@ package final class ClusterNode: ClusterControl, Sendable {
     package var localStatus: ClusterNodeStatus { published.withLock { $0 } }
 
     package var readLagMillisecondsMax: Int64 { configuration.readLagMilliseconds }
+
+    package var newestSnapshot: (checkpoint: Checkpoint, path: String)? { engine.log.wal.newestCheckpoint }
 
     package var metrics: ClusterMetrics {
         var metrics = figures.withLock { $0 }
@@ -249,6 +254,7 @@ package final class ClusterNode: ClusterControl, Sendable {
 
     fileprivate func publish(_ status: ClusterNodeStatus) {
         published.withLock { $0 = status }
+        observer.noteLeading(epoch: status.takesWrites ? status.epoch : nil)
         positionWaiters.reached(status.appliedLSN)
     }
 
@@ -257,6 +263,7 @@ package final class ClusterNode: ClusterControl, Sendable {
     }
 
     fileprivate func markServing() {
+        served.store(true, ordering: .releasing)
         servingOrEnded.signal()
     }
 
@@ -268,7 +275,8 @@ package final class ClusterNode: ClusterControl, Sendable {
         }
         guard first else { return }
         servingOrEnded.signal()
-        if ending != .stopped, let endSignal { kill(getpid(), endSignal) }
+        // Before it serves, `waitUntilServing` hands the ending to start-up; after, the main thread takes the signal.
+        if ending != .stopped, served.load(ordering: .acquiring), let endSignal { kill(getpid(), endSignal) }
     }
 
     fileprivate var isStopRequested: Bool { stopRequested.load(ordering: .acquiring) }
@@ -346,6 +354,9 @@ private struct ReplicationDriver {
     /// The leader's batches handed to etcd and not yet committed: their last LSN and when.
     var appendsInFlight: [(last: LogSequenceNumber, at: ContinuousClock.Instant)] = []
     var nextLagSampleAt: Int64 = 0
+    var nextProgressLogAt: Int64 = 2_000
+    /// While it does not serve yet, the node logs how far it got this often.
+    static let progressLogMilliseconds: Int64 = 2_000
     /// How often the lag histogram is sampled.
     static let lagSampleMilliseconds: Int64 = 1_000
     /// Events the node tells the machine before the next input (answers to its own actions).
@@ -432,9 +443,14 @@ private struct ReplicationDriver {
 
     private mutating func handle(_ event: ReplicationEvent) {
         guard !ended else { return }
+        let wasReconciled = machine.isReconciled
         for action in machine.handle(event, now: now) {
             perform(action)
             if ended { return }
+        }
+        if !wasReconciled, machine.isReconciled, !promoted, machine.role != .leader {
+            // What the local log held at start and kept is committed (a cut ends the node first).
+            node.log.markCommitted(through: node.log.appendedThrough)
         }
     }
 
@@ -603,6 +619,16 @@ private struct ReplicationDriver {
             firstLSN: machine.groupLogFirstLSN ?? LogSequenceNumber(0), lastLSN: machine.groupEnd,
             bytes: machine.groupLogBytes)
         node.publish(status)
+        if !servingReported, now >= nextProgressLogAt {
+            nextProgressLogAt = now + Self.progressLogMilliseconds
+            node.nodeLogger.info("cluster.catching_up") { line in
+                line.field("applied_lsn", appliedThrough.rawValue)
+                line.field("local_end_lsn", machine.localEnd.rawValue)
+                line.field("group_end_lsn", machine.groupEnd.rawValue)
+                line.field("reconciled", machine.isReconciled)
+                line.field("read_to_end", machine.hasReadToEnd)
+            }
+        }
         if now >= nextLagSampleAt, status.lagMilliseconds != Int64.max {
             nextLagSampleAt = now + Self.lagSampleMilliseconds
             let lag = UInt64(max(0, status.lagMilliseconds))

@@ -58,6 +58,9 @@ enum ClusterRecord {
     static let value = Array("roost-cluster 1".utf8)
     /// How often a node that cannot reach etcd at start says so.
     static let unreachableLogIntervalSeconds = 5
+    /// A node that must re-seed asks the members this many times, a second
+    /// apart, for a snapshot that reaches the group log's start.
+    static let reseedAttemptsMax = 60
 
     /// `roost cluster init`: writes the record unless it exists.
     static func initialise(endpoints: [EtcdEndpoint], cluster: ClusterName) -> Int32 {

@@ -29,6 +29,7 @@ struct ServeState {
         -> ServeState
     {
         var cuts = 0
+        var reseeds = 0
         while true {
             let state = try openOnce(options: options, adminKey: adminKey, advertisePort: advertisePort, logger: logger)
             guard let node = state.node else { return state }
@@ -51,11 +52,13 @@ struct ServeState {
                         "message", "the group log does not hold these records: they were never acknowledged")
                 }
             case .reseedNeeded(let start):
-                refuse(
-                    "etcd's group log starts at LSN \(start.rawValue), after the end of the log in "
-                        + "\(options.dataDirectory) (LSN \(state.engine.log.appendedThrough.rawValue)): this node "
-                        + "cannot catch up from etcd; start it with an empty --data directory of a node that "
-                        + "copies a live node's data (docs/cluster.md)")
+                guard reseeds < reseedsMax, let cluster = options.cluster else {
+                    refuse("re-seeded \(reseeds) times and etcd's group log still starts after this node's log")
+                }
+                reseeds += 1
+                try reseed(
+                    directory: options.dataDirectory, cluster: cluster, groupLogStart: start,
+                    localEnd: state.engine.log.appendedThrough, adminKey: adminKey, logger: logger)
             case .deposed(let reason):
                 logger.error("cluster.exit") { $0.field("reason", reason) }
                 logger.flush()
@@ -66,6 +69,58 @@ struct ServeState {
                 refuse("replication stopped before the node served")
             }
         }
+    }
+
+    /// At start, how many times a node may install another node's snapshot.
+    static let reseedsMax = 3
+
+    /// Installs the newest snapshot of a live member whose snapshot reaches
+    /// the group log's start (spec §13.6); waits and asks again while none
+    /// has one, logging every few seconds.
+    private static func reseed(
+        directory: String, cluster: ClusterOptions, groupLogStart: LogSequenceNumber, localEnd: LogSequenceNumber,
+        adminKey: String, logger: Logger
+    ) throws {
+        logger.warning("cluster.reseeding") { line in
+            line.field("group_log_start", groupLogStart.rawValue)
+            line.field("local_end", localEnd.rawValue)
+            line.field("message", "etcd no longer holds this node's next position: installing a live node's snapshot")
+        }
+        logger.flush()
+        var lastError = "no member has a snapshot that reaches the group log's start"
+        for attempt in 0..<ClusterRecord.reseedAttemptsMax {
+            if attempt > 0 {
+                var pause = timespec(tv_sec: 1, tv_nsec: 0)
+                nanosleep(&pause, nil)
+            }
+            let sources: [ClusterReseed.Source]
+            do {
+                sources = try ClusterReseed.sources(
+                    endpoints: cluster.endpoints, cluster: cluster.name, node: cluster.node,
+                    groupLogStart: groupLogStart)
+            } catch {
+                lastError = "etcd: \(error)"
+                continue
+            }
+            for source in sources {
+                do {
+                    let start = try ClusterReseed.install(from: source, directory: directory, adminKey: adminKey)
+                    logger.info("cluster.reseeded") { line in
+                        line.field("from", source.node)
+                        line.field("snapshot_lsn", start.rawValue)
+                    }
+                    logger.flush()
+                    return
+                } catch {
+                    lastError = "\(source.node) (\(source.url)): \(error)"
+                }
+            }
+            if attempt % 5 == 0 {
+                logger.warning("cluster.reseed_waiting") { $0.field("message", lastError) }
+                logger.flush()
+            }
+        }
+        refuse("cannot re-seed \(directory): \(lastError)")
     }
 
     private static func openOnce(options: ServeOptions, adminKey: String, advertisePort: UInt16, logger: Logger)
@@ -158,7 +213,13 @@ struct ServeState {
                 line.field("message", "this node lost its epoch; start it again and it joins as a follower")
             }
             code = 75
-        case .reseedNeeded, .failed, .cutNeeded, .stopped:
+        case .reseedNeeded:
+            logger.error("cluster.exit") { line in
+                line.field("reason", "\(ending)")
+                line.field("message", "etcd no longer holds this node's next position; started again it re-seeds")
+            }
+            code = 75
+        case .failed, .cutNeeded, .stopped:
             logger.error("cluster.exit") { $0.field("reason", "\(ending)") }
             code = 1
         }

@@ -1,4 +1,5 @@
 import Glibc
+import RoostCluster
 import RoostJSON
 import RoostPlatform
 import RoostTesting
@@ -20,6 +21,8 @@ final class ClusterHarness {
     private(set) var nodes: [Int: RoostProcess] = [:]
     /// `--lease-ttl-s` of the nodes started from now on.
     var leaseTTLSeconds = ClusterHarness.leaseTTLSeconds
+    /// More flags for the nodes started from now on.
+    var extraArguments: [String] = []
 
     init() throws {
         etcd = try EtcdProcess.start()
@@ -42,7 +45,7 @@ final class ClusterHarness {
             "serve", "--listen", "127.0.0.1:0", "--data", dataDirectory(index), "--fsync", "always", "--shards", "2",
             "--cluster", cluster, "--node-id", "n\(index)", "--etcd", etcd.clientURL,
             "--lease-ttl-s", String(leaseTTLSeconds),
-        ]
+        ] + extraArguments
     }
 
     /// Starts node `index` (its directory kept across restarts) and waits for its listening line.
@@ -279,6 +282,13 @@ struct ClusterSystemTests {
         #expect(took < ClusterHarness.waitLimit)
         let old = try #require(killedLeader)
         try cluster.start(old)
+        // A restarted node applies what comes after the records it recovered.
+        for extra in 0..<5 {
+            let token = CrashRecoveryTests.token(client: 2, slot: 1_000 + extra)
+            let answer = try Self.register(cluster.port(leader), key: key, token: token, person: "user_late")
+            #expect(answer.status == 201)
+            acknowledged.append(token)
+        }
         try cluster.waitForConvergence(leader: leader)
         let reference = try cluster.export(leader, key: key)
         let tokens = Set(
@@ -403,5 +413,52 @@ struct ClusterSystemTests {
             (try? ServeTests.request(cluster.port(follower), "GET", "/readyz?reads=1"))?.status == 200
         }
         #expect(fresh)
+    }
+
+    @Test(
+        "the leader purges what every live member checkpointed and compacts etcd; a node that joins empty after the purge re-seeds from a live node's snapshot and converges"
+    )
+    func purgeAndReseed() throws {
+        let cluster = try ClusterHarness()
+        // A snapshot (and so a checkpoint) every second while writes come.
+        cluster.extraArguments = ["--snapshot-log-bytes", "1"]
+        for index in 1...3 { try cluster.start(index) }
+        let leader = try cluster.leader()
+        let key = try CrashRecoveryTests.setUp(port: cluster.port(leader))
+        var slot = 0
+        let purged = HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) {
+            for _ in 0..<5 {
+                _ = try? Self.register(
+                    cluster.port(leader), key: key, token: CrashRecoveryTests.token(client: 5, slot: slot),
+                    person: "user_\(slot % 3)")
+                slot += 1
+            }
+            let first = (try? cluster.status(leader))?["log"]?["first_position"]?.stringValue ?? ""
+            return first > "c0000000000000001"
+        }
+        #expect(purged, "the group log was never purged: \(cluster.logTail(leader))")
+        // etcd's history before the purge is compacted away.
+        let client = EtcdClient(endpoints: try EtcdEndpoint.parseList(cluster.etcd.clientURL))
+        defer { client.close() }
+        #expect(throws: EtcdClientError.self) {
+            try client.range(.prefix(Array("/roost/".utf8)), revision: EtcdRevision(2))
+        }
+        // A new node: the group log no longer starts at 1, so it installs a live node's snapshot.
+        do {
+            try cluster.start(4)
+        } catch {
+            Issue.record("n4 did not start: \(error)\n\(cluster.logTail(4))")
+            return
+        }
+        do {
+            try cluster.waitForConvergence(leader: leader)
+        } catch {
+            Issue.record("n4 did not converge: \(error)\n\(cluster.logTail(4))")
+            return
+        }
+        #expect(cluster.logTail(4).contains("cluster.reseeded"), "\(cluster.logTail(4))")
+        let reference = try cluster.export(leader, key: key)
+        #expect(reference.split(separator: "\n").count == slot)
+        #expect(try cluster.export(4, key: key) == reference)
     }
 }

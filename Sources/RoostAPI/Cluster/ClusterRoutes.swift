@@ -1,8 +1,10 @@
+import Glibc
 import RoostEngine
 import RoostHTTP
 import RoostJSON
 import RoostStorage
 import RoostTelemetry
+import Synchronization
 
 /// The operator routes of cluster mode (spec §13.9): `GET /v1/cluster` and
 /// `POST /v1/cluster/step-down`. Registered only with `--cluster`: without it
@@ -14,7 +16,37 @@ struct ClusterRoutes {
         [
             Route(.get, "/v1/cluster", access: .operatorKey, show),
             Route(.post, "/v1/cluster/step-down", access: .operatorKey, stepDown),
+            Route(.get, "/v1/cluster/snapshot", access: .operatorKey, outcome: snapshot),
         ]
+    }
+
+    /// The node's newest checkpointed snapshot, streamed from its file (spec
+    /// §13.9): a node that re-seeds installs it (spec §13.6). The file is
+    /// opened before the answer starts, so a later checkpoint that removes
+    /// it does not cut the stream.
+    func snapshot(_ context: RequestContext) throws(APIError) -> RouteOutcome {
+        guard let newest = cluster.newestSnapshot else {
+            throw APIError(status: 404, code: "not_found", message: "this node has no checkpointed snapshot yet")
+        }
+        let descriptor = open(newest.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw APIError.unavailable("the snapshot was replaced while it was opened; retry")
+        }
+        let checkpoint = newest.checkpoint
+        let epoch = cluster.localStatus.epoch
+        return .detached { sink in
+            let stream = sink.startStream(
+                status: 200,
+                headers: [
+                    ("Content-Type", "application/octet-stream"), ("Cache-Control", "no-store"),
+                    ("Roost-Epoch", String(epoch)),
+                    ("Roost-Position", Self.position(LogSequenceNumber(checkpoint.snapshotLSN.rawValue - 1))),
+                    (SnapshotHeaders.startLSN, String(checkpoint.snapshotLSN.rawValue)),
+                    (SnapshotHeaders.bytes, String(checkpoint.snapshotBytes)),
+                    (SnapshotHeaders.checksum, String(checkpoint.snapshotChecksum)),
+                ])
+            SnapshotFileStream(descriptor: descriptor, bytes: checkpoint.snapshotBytes, stream: stream).next()
+        }
     }
 
     func show(_ context: RequestContext) throws(APIError) -> HTTPResponse {
@@ -206,5 +238,57 @@ enum ClusterPositionWait {
         }
         let lsn = LogSequenceNumber(position)
         return cluster.localStatus.appliedLSN >= lsn ? nil : .wait(lsn)
+    }
+}
+
+/// The headers of `GET /v1/cluster/snapshot` that describe the file, so that
+/// the node installing it writes the checkpoint recovery checks it against.
+package enum SnapshotHeaders {
+    package static let startLSN = "Roost-Snapshot-LSN"
+    package static let bytes = "Roost-Snapshot-Bytes"
+    package static let checksum = "Roost-Snapshot-Checksum"
+}
+
+/// Streams a snapshot file, one chunk per writable signal; the reads run
+/// off the event loop (a detached task), the writes follow the stream's
+/// backpressure. Closes the file when done or aborted.
+final class SnapshotFileStream: Sendable {
+    /// The bytes read and written at once.
+    static let chunkBytes = 256 * 1024
+
+    private let descriptor: Int32
+    private let bytes: UInt64
+    private let stream: any HTTPBodyStream
+    private let offset = Mutex<UInt64>(0)
+
+    init(descriptor: Int32, bytes: UInt64, stream: any HTTPBodyStream) {
+        self.descriptor = descriptor
+        self.bytes = bytes
+        self.stream = stream
+    }
+
+    /// Reads and writes the next chunk (or finishes).
+    func next() {
+        Task.detached { [self] in
+            let start = offset.withLock { $0 }
+            guard start < bytes else {
+                close(descriptor)
+                return stream.finish()
+            }
+            let count = Int(min(UInt64(Self.chunkBytes), bytes - start))
+            var chunk = [UInt8](repeating: 0, count: count)
+            let read = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, count, off_t(start)) }
+            guard read == count else {
+                close(descriptor)
+                return stream.abort()  // the file is shorter than its checkpoint says: the client sees a cut body
+            }
+            offset.withLock { $0 = start + UInt64(count) }
+            stream.write(chunk) { [self] signal in
+                switch signal {
+                case .writable: next()
+                case .aborted: close(descriptor)
+                }
+            }
+        }
     }
 }

@@ -156,6 +156,9 @@ package protocol ClusterControl: Sendable {
     var readLagMillisecondsMax: Int64 { get }
     /// The figures of `/metrics`.
     var metrics: ClusterMetrics { get }
+    /// This node's newest checkpoint and its snapshot file (`GET
+    /// /v1/cluster/snapshot`, spec §13.9); nil while it has none.
+    var newestSnapshot: (checkpoint: Checkpoint, path: String)? { get }
     /// Asks the leader to step down; answers at once.
     func stepDown() -> StepDownOutcome
     /// Returns true once this node applied `lsn` (at once when it has), false

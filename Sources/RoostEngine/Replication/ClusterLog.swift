@@ -94,6 +94,22 @@ package final class ClusterLog: MutationLog {
         }
     }
 
+    /// A follower's log was compared with the group log at start (and cut
+    /// where etcd did not hold it): every record through `lsn` is committed.
+    /// Until then a follower that recovered records counts none of them
+    /// committed, and a read (or a replicated apply, which answers as a read)
+    /// would wait for them forever.
+    package func markCommitted(through lsn: LogSequenceNumber) {
+        outbox.withLock { outbox in
+            precondition(outbox.role == .follower, "a follower's commit noted on a \(outbox.role) log")
+            precondition(lsn <= local.appendedThrough, "committed \(lsn) beyond the local log's end")
+            if lsn.rawValue > committed.load(ordering: .acquiring) {
+                committed.store(lsn.rawValue, ordering: .releasing)
+            }
+        }
+        wake { $0.through <= lsn.rawValue }
+    }
+
     /// Writes records the group log committed (a follower's, from the
     /// `FollowerApplier`) to `local`; returns the last LSN, nil when `local`
     /// refused them. They are committed: nothing waits for the group log.
