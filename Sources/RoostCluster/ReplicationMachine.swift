@@ -521,7 +521,11 @@ package struct ReplicationMachine {
             let token = WatchToken(nextWatchToken)
             nextWatchToken += 1
             watch = token
-            actions.append(.startWatch(token, .prefix(keys.group), from: revision.next))
+            // A leader watches its key only: no batch but its own can follow
+            // its log (the fence), and its own need not come back to it, so
+            // etcd streams each batch to the followers alone.
+            let range: EtcdKeyRange = role == .leader ? .key(keys.leader) : .prefix(keys.group)
+            actions.append(.startWatch(token, range, from: revision.next))
         }
         if role == .leader, !isTakingWrites, epochStartLSN == nil, readWantedFrom == nil, readReachedEnd {
             appendEpochRecord(&actions)
@@ -690,6 +694,9 @@ package struct ReplicationMachine {
             nextKeepAliveAt = now + configuration.keepAliveIntervalMilliseconds
             isTakingWrites = false
             epochStartLSN = nil
+            // The next watch is the leader key's alone (`took`).
+            if let watch { actions.append(.cancelWatch(watch)) }
+            watch = nil
             requestRead(&actions, fresh: true)  // to the log's end, then the epoch record
         case .transaction(false, _, let results):
             send(.revokeLease(id), .revoke, &actions)
