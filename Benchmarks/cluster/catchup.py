@@ -13,7 +13,7 @@ usage: catchup.py ROOST_BINARY [--seconds S]
 import argparse, json, os, shutil, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_lib import ADMIN, Node, app_key, init_cluster, leader_of, request, start_etcd, stop_all  # noqa: E402
+from cluster_lib import ADMIN, Node, app_key, request, start_cluster, stop_all  # noqa: E402
 import throughput  # noqa: E402
 
 
@@ -25,12 +25,7 @@ def main():
     directory = tempfile.mkdtemp(prefix="roost-catchup-")
     etcd, nodes = None, []
     try:
-        etcd, etcd_url = start_etcd(directory)
-        init_cluster(args.binary, etcd_url)
-        nodes = [Node(args.binary, directory, index, etcd_url) for index in (1, 2, 3)]
-        for node in nodes:
-            node.start()
-        leader = leader_of(nodes)
+        etcd, etcd_url, nodes, leader = start_cluster(args.binary, directory)
         key = app_key(leader.port)
         os.environ["ROOST_KEY"] = key
         rate, non2xx = throughput.wrk(leader.port, args.seconds)

@@ -99,3 +99,19 @@ def stop_all(nodes, etcd):
     if etcd is not None:
         etcd.terminate()
         etcd.wait()
+
+
+def start_cluster(binary, directory, nodes_count=3, extra=()):
+    """One etcd member, the cluster's record, and `nodes_count` nodes; returns
+    (etcd process, etcd URL, nodes, leader). The caller stops them (`stop_all`)."""
+    etcd, etcd_url = start_etcd(directory)
+    nodes = []
+    try:
+        init_cluster(binary, etcd_url)
+        nodes = [Node(binary, directory, index, etcd_url) for index in range(1, nodes_count + 1)]
+        for node in nodes:
+            node.start(extra)
+        return etcd, etcd_url, nodes, leader_of(nodes)
+    except BaseException:
+        stop_all(nodes, etcd)
+        raise

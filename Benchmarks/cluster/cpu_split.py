@@ -9,7 +9,7 @@ usage: cpu_split.py ROOST_BINARY [--seconds S]
 import argparse, os, shutil, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_lib import ADMIN, Node, app_key, init_cluster, leader_of, request, start_etcd, stop_all  # noqa: E402
+from cluster_lib import ADMIN, app_key, request, start_cluster, stop_all  # noqa: E402
 import throughput  # noqa: E402
 
 
@@ -26,12 +26,7 @@ def main():
     directory = tempfile.mkdtemp(prefix="roost-cpu-")
     etcd, nodes = None, []
     try:
-        etcd, url = start_etcd(directory)
-        init_cluster(args.binary, url)
-        nodes = [Node(args.binary, directory, index, url) for index in (1, 2, 3)]
-        for node in nodes:
-            node.start()
-        leader = leader_of(nodes)
+        etcd, _, nodes, leader = start_cluster(args.binary, directory)
         os.environ["ROOST_KEY"] = app_key(leader.port)
         pids = {f"n{n.index}{' (leader)' if n is leader else ''}": n.process.pid for n in nodes}
         pids["etcd"] = etcd.pid

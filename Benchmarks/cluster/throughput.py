@@ -21,7 +21,7 @@ usage: throughput.py ROOST_BINARY [--seconds S] [--rounds R] [--samples N] [--ro
 import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_lib import ADMIN, Node, app_key, init_cluster, leader_of, request, start_etcd, stop_all  # noqa: E402
+from cluster_lib import Node, app_key, start_cluster, stop_all  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,12 +59,7 @@ def main():
                     nodes[0].start()
                     target = nodes[0]
                 else:
-                    etcd, etcd_url = start_etcd(directory)
-                    init_cluster(args.binary, etcd_url)
-                    nodes = [Node(args.binary, directory, index, etcd_url) for index in (1, 2, 3)]
-                    for node in nodes:
-                        node.start()
-                    target = leader_of(nodes)
+                    etcd, _, nodes, target = start_cluster(args.binary, directory)
                 key = app_key(target.port)
                 os.environ["ROOST_KEY"] = key
                 rate, non2xx = wrk(target.port, args.seconds)

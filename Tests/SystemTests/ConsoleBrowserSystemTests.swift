@@ -56,4 +56,30 @@ struct ConsoleBrowserSystemTests {
         }
         #expect(process.stop(signal: SIGTERM) == 0)
     }
+
+    @Test(
+        "a cluster node's console: Cluster in the navigation, the node's role, the members, axe",
+        .enabled(
+            if: enabled && EtcdTestGate.enabled, "no .venv-test, chromium or etcd: run `make test-venv test-deps`"),
+        .timeLimit(.minutes(2)))
+    func clusterView() throws {
+        let python = try #require(MetricsParser.python, "no Python: run `make test-venv`")
+        let cluster = try ClusterHarness()
+        let node = try cluster.start(1)
+        _ = try cluster.leader()
+        let script = MetricsParser.packageRoot + "/Tests/SystemTests/Fixtures/console_browser.py"
+        let screenshots = MetricsParser.packageRoot + "/.build/console"
+        let output = cluster.directory + "/browser.out"
+        let errors = cluster.directory + "/browser.err"
+        let status = system(
+            "'\(python)' '\(script)' --port \(node.port) --admin '\(ServeTests.adminKey)' --cluster-view "
+                + "--screenshots '\(screenshots)' > '\(output)' 2> '\(errors)'")
+        let said = (try? DurableFile.readIfExists(path: output, limitBytes: 1 << 20)).flatMap { $0 } ?? []
+        let complaint = (try? DurableFile.readIfExists(path: errors, limitBytes: 1 << 20)).flatMap { $0 } ?? []
+        #expect(
+            status == 0,
+            "the console's cluster view failed (status \(status)): \(String(decoding: complaint.suffix(4000), as: UTF8.self))"
+        )
+        #expect(String(decoding: said, as: UTF8.self).contains("\"cluster\""), "axe did not check the cluster view")
+    }
 }

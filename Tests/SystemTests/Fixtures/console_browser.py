@@ -168,10 +168,14 @@ def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--admin", required=True)
     parser.add_argument("--screenshots")
+    parser.add_argument("--cluster-view", action="store_true",
+                        help="the server is a cluster node (spec §13): check the Cluster view only")
     args = parser.parse_args()
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
     started = time.monotonic()
+    if args.cluster_view:
+        return cluster_view(args, started)
     server = Server(args.port)
     admin = args.admin
     app = server.call("POST", "/v1/apps", admin, {"name": "Example"})["id"]
@@ -283,6 +287,28 @@ def main():
         console.accessible("forbidden")
         console.sign_out()
         console.no_trace_of([admin, full, no_read, doomed["key"], created])
+    finally:
+        console.driver.quit()
+    print(json.dumps({"views_checked_by_axe": console.checked, "seconds": round(time.monotonic() - started, 1)}))
+
+
+def cluster_view(args, started):
+    """A lone node of a cluster: the operator sees Cluster in the navigation, the
+    node's role, epoch, leader and lag, and the members table."""
+    console = Console(args.port, args.screenshots)
+    try:
+        console.open()
+        console.sign_in(args.admin)
+        console.wait(lambda d: "Cluster" in [a.text for a in d.find_elements(By.CSS_SELECTOR, "#nav-list a")],
+                     "Cluster in the navigation")
+        assert console.nav() == ["Apps", "Overview", "Metrics", "Cluster"], console.nav()
+        console.go("Cluster")
+        console.has_text("(leader)", "this node's role")
+        console.has_text("Members", "the members table")
+        console.wait(lambda d: "ms ago" in d.find_element(By.TAG_NAME, "body").text, "a member's last sighting")
+        console.accessible("cluster")
+        console.sign_out()
+        console.no_trace_of([args.admin])
     finally:
         console.driver.quit()
     print(json.dumps({"views_checked_by_axe": console.checked, "seconds": round(time.monotonic() - started, 1)}))
