@@ -58,7 +58,7 @@ struct ConsoleBrowserSystemTests {
     }
 
     @Test(
-        "a cluster node's console: Cluster in the navigation, the node's role, the members, axe",
+        "a cluster's console: Cluster in the navigation, the node's role, the members; on a follower a device change is refused naming the leader; axe",
         .enabled(
             if: enabled && EtcdTestGate.enabled, "no .venv-test, chromium or etcd: run `make test-venv test-deps`"),
         .timeLimit(.minutes(2)))
@@ -67,19 +67,23 @@ struct ConsoleBrowserSystemTests {
         let cluster = try ClusterHarness()
         let node = try cluster.start(1)
         _ = try cluster.leader()
+        let follower = try cluster.start(2)
         let script = MetricsParser.packageRoot + "/Tests/SystemTests/Fixtures/console_browser.py"
         let screenshots = MetricsParser.packageRoot + "/.build/console"
         let output = cluster.directory + "/browser.out"
         let errors = cluster.directory + "/browser.err"
         let status = system(
             "'\(python)' '\(script)' --port \(node.port) --admin '\(ServeTests.adminKey)' --cluster-view "
-                + "--screenshots '\(screenshots)' > '\(output)' 2> '\(errors)'")
+                + "--follower-port \(follower.port) --screenshots '\(screenshots)' > '\(output)' 2> '\(errors)'")
         let said = (try? DurableFile.readIfExists(path: output, limitBytes: 1 << 20)).flatMap { $0 } ?? []
         let complaint = (try? DurableFile.readIfExists(path: errors, limitBytes: 1 << 20)).flatMap { $0 } ?? []
         #expect(
             status == 0,
             "the console's cluster view failed (status \(status)): \(String(decoding: complaint.suffix(4000), as: UTF8.self))"
         )
-        #expect(String(decoding: said, as: UTF8.self).contains("\"cluster\""), "axe did not check the cluster view")
+        let summary = String(decoding: said, as: UTF8.self)
+        for view in ["cluster", "cluster-follower-refusal"] {
+            #expect(summary.contains("\"\(view)\""), "axe did not check \(view): \(summary)")
+        }
     }
 }

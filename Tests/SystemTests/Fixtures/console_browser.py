@@ -169,7 +169,9 @@ def main():
     parser.add_argument("--admin", required=True)
     parser.add_argument("--screenshots")
     parser.add_argument("--cluster-view", action="store_true",
-                        help="the server is a cluster node (spec §13): check the Cluster view only")
+                        help="the server is a cluster's leader (spec §13): check the Cluster view only")
+    parser.add_argument("--follower-port", type=int,
+                        help="with --cluster-view: a follower of that leader, where a device change is refused")
     args = parser.parse_args()
     if args.screenshots:
         os.makedirs(args.screenshots, exist_ok=True)
@@ -295,6 +297,12 @@ def main():
 def cluster_view(args, started):
     """A lone node of a cluster: the operator sees Cluster in the navigation, the
     node's role, epoch, leader and lag, and the members table."""
+    server = Server(args.port)
+    app = server.call("POST", "/v1/apps", args.admin, {"name": "Clustered"})["id"]
+    key = server.call("POST", f"/v1/apps/{app}/keys", args.admin, {
+        "kind": "secret", "mode": "live", "capabilities": ["devices:write", "devices:read", "devices:delete"],
+        "label": "cluster"})["key"]
+    device = register(server, key, TOKEN_LIVE, "user_c")["id"]
     console = Console(args.port, args.screenshots)
     try:
         console.open()
@@ -309,6 +317,29 @@ def cluster_view(args, started):
         console.accessible("cluster")
         console.sign_out()
         console.no_trace_of([args.admin])
+        if args.follower_port:
+            # On a follower, a device's change is refused, naming the leader (spec §13.4).
+            follower = Server(args.follower_port)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if follower.call("GET", f"/v1/devices/{device}", key, expect=(200, 404, 503)).get("id") == device:
+                    break
+                time.sleep(0.1)
+            console.driver.get(f"http://127.0.0.1:{args.follower_port}/console")
+            console.wait(EC.element_to_be_clickable((By.ID, "api-key")), "the follower's API key field")
+            console.sign_in(key)
+            search = console.wait(EC.element_to_be_clickable((By.ID, "search")), "the search field")
+            search.send_keys("user_c")
+            search.submit()
+            console.has_text("Person user_c", "the person on the follower")
+            console.driver.find_element(By.LINK_TEXT, device).click()
+            console.has_text("History", "the device page on the follower")
+            console.driver.find_element(By.XPATH, "//button[text()='Save changes']").click()
+            console.has_text(f"This node is not the leader (503 not_leader): writes go to the leader at "
+                             f"http://127.0.0.1:{args.port}.", "the refusal naming the leader")
+            console.accessible("cluster-follower-refusal")
+            console.sign_out()
+            console.no_trace_of([key])
     finally:
         console.driver.quit()
     print(json.dumps({"views_checked_by_axe": console.checked, "seconds": round(time.monotonic() - started, 1)}))
