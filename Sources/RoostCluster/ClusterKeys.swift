@@ -61,6 +61,17 @@ package struct ClusterKeys: Hashable, Sendable {
         return value == 0 ? nil : LogSequenceNumber(value)
     }
 
+    /// The node id and record of each member key in `keyValues` (a range of
+    /// `membersPrefix`); values that are not a member record are left out.
+    package func members(in keyValues: [EtcdKeyValue]) -> [(node: String, record: MemberRecord)] {
+        keyValues.compactMap { keyValue in
+            guard keyValue.key.starts(with: membersPrefix), let record = MemberRecord.decode(keyValue.value) else {
+                return nil
+            }
+            return (String(decoding: keyValue.key.dropFirst(membersPrefix.count), as: UTF8.self), record)
+        }
+    }
+
     /// The member key of `node`.
     package func memberKey(_ node: NodeID) -> [UInt8] {
         membersPrefix + Array(node.rawValue.utf8)

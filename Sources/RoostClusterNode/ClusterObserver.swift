@@ -118,10 +118,7 @@ final class ClusterObserver: Sendable {
         var healthy = true
         do {
             let found = try client.range(.prefix(keys.membersPrefix))
-            for keyValue in found.keyValues {
-                let node = String(decoding: keyValue.key.dropFirst(keys.membersPrefix.count), as: UTF8.self)
-                if let record = MemberRecord.decode(keyValue.value) { members.append((node, record, now)) }
-            }
+            members = keys.members(in: found.keyValues).map { ($0.node, $0.record, now) }
         } catch {
             healthy = false
         }

@@ -35,10 +35,9 @@ enum ClusterReseed {
         defer { client.close() }
         let found = try client.range(.prefix(keys.membersPrefix))
         var sources: [Source] = []
-        for keyValue in found.keyValues {
-            let id = String(decoding: keyValue.key.dropFirst(keys.membersPrefix.count), as: UTF8.self)
-            guard id != node.rawValue, let record = MemberRecord.decode(keyValue.value),
-                record.checkpointLSN.rawValue + 1 >= groupLogStart.rawValue, record.checkpointLSN.rawValue > 0
+        for (id, record) in keys.members(in: found.keyValues) {
+            guard id != node.rawValue, record.checkpointLSN.rawValue + 1 >= groupLogStart.rawValue,
+                record.checkpointLSN.rawValue > 0
             else { continue }
             sources.append(Source(node: id, url: record.url, checkpointLSN: record.checkpointLSN))
         }

@@ -99,6 +99,17 @@ struct ServeOptions {
             guard index < arguments.count else { throw ParseError(description: "\(flag) needs a value") }
             return arguments[index]
         }
+        /// A cluster name or node id: 1 to `lengthMax` characters of `a-z0-9-` (spec §13.8).
+        func identifier<Identifier>(_ flag: String, lengthMax: Int, _ make: (String) -> Identifier?) throws
+            -> Identifier
+        {
+            let text = try value(flag)
+            guard let made = make(text) else {
+                throw ParseError(
+                    description: "\(flag) must be 1 to \(lengthMax) characters of a-z, 0-9 and -, got '\(text)'")
+            }
+            return made
+        }
         func positive(_ flag: String, max: Int) throws -> Int {
             let text = try value(flag)
             guard let number = Int(text), number >= 1, number <= max else {
@@ -119,21 +130,9 @@ struct ServeOptions {
             case "--help", "-h":
                 return .help
             case "--cluster":
-                let text = try value(flag)
-                guard let name = ClusterName(text) else {
-                    throw ParseError(
-                        description: "--cluster must be 1 to \(ClusterName.lengthMax) characters of a-z, 0-9 and -, "
-                            + "got '\(text)'")
-                }
-                clusterName = name
+                clusterName = try identifier(flag, lengthMax: ClusterName.lengthMax, ClusterName.init)
             case "--node-id":
-                let text = try value(flag)
-                guard let node = NodeID(text) else {
-                    throw ParseError(
-                        description: "--node-id must be 1 to \(NodeID.lengthMax) characters of a-z, 0-9 and -, "
-                            + "got '\(text)'")
-                }
-                nodeID = node
+                nodeID = try identifier(flag, lengthMax: NodeID.lengthMax, NodeID.init)
             case "--etcd":
                 do {
                     endpoints = try EtcdEndpoint.parseList(try value(flag))
