@@ -161,60 +161,63 @@ public final class RoostService: HTTPResponder {
     }
 
     public func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
-        if let cluster, let wait = ClusterPositionWait.needed(request.head, cluster: cluster) {
-            switch wait {
+        var minimumPosition: UInt64? = nil
+        if cluster != nil, let requested = ClusterPositionWait.requested(request.head) {
+            switch requested {
             case .refused(let error):
                 let exchange = observer.begin(
                     request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
                 return .respond(observer.finish(exchange, error.response))
-            case .wait(let lsn):
-                Task { await self.respondOnceApplied(request, sink: sink, lsn: lsn, cluster: cluster) }
-                return .deferred(nil)
+            case .position(let position):
+                minimumPosition = position
             }
         }
         var exchange = observer.begin(request.head.method, loop: sink.loopIndex, route: observer.metrics.unmatchedSlot)
         let outcome = route(request, exchange: &exchange)
+        if case .response(let response) = outcome { return .respond(observer.finish(exchange, response)) }
+        if let refusal = refusalWhileLogFailed(request.head.method) {
+            return .respond(observer.finish(exchange, refusal))
+        }
+        if let cluster, let minimumPosition,
+            !ClusterPositionWait.reached(minimumPosition, of: exchange.index, cluster: cluster)
+        {
+            Task { await self.respondOnceApplied(outcome, exchange, sink: sink, position: minimumPosition, cluster) }
+            return .deferred(nil)
+        }
         switch outcome {
         case .response(let response):
             return .respond(observer.finish(exchange, response))
         case .engine(let work, let answer):
-            if let refusal = refusalWhileLogFailed(request.head.method) {
-                return .respond(observer.finish(exchange, refusal))
-            }
             precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
             let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
             loopRequests[sink.loopIndex].submit(work, answer: answer, sink: observed, wake: false)
             return .deferred(Self.tenant(exchange.app))
         case .detached(let start):
-            if let refusal = refusalWhileLogFailed(request.head.method) {
-                return .respond(observer.finish(exchange, refusal))
-            }
             start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
             return .deferred(Self.tenant(exchange.app))
         }
     }
 
-    /// A read with `Roost-Min-Position` this node has not applied yet (spec
-    /// §13.3): waits up to `ClusterPositionWait.timeout`, then answers it as
-    /// any read (its engine work through the registry's async path, from
-    /// this task), or 503 `position_not_reached`.
+    /// A routed read with `Roost-Min-Position` this node has not applied yet
+    /// (spec §13.3): waits up to `ClusterPositionWait.timeout`, then answers
+    /// it as any read (its engine work through the registry's async path,
+    /// from this task), or 503 `position_not_reached`.
     private func respondOnceApplied(
-        _ request: HTTPRequest, sink: any HTTPReplySink, lsn: LogSequenceNumber, cluster: any ClusterControl
+        _ outcome: RouteOutcome, _ exchange: Exchange, sink: any HTTPReplySink, position: UInt64,
+        _ cluster: any ClusterControl
     ) async {
-        let reached = await cluster.waitUntilApplied(lsn, timeout: ClusterPositionWait.timeout)
-        var exchange = observer.begin(request.head.method, loop: -1, route: observer.metrics.unmatchedSlot)
-        guard reached else {
+        guard await ClusterPositionWait.wait(until: position, of: exchange.index, cluster: cluster) else {
             sink.send(observer.finish(exchange, ClusterPositionWait.notReached.response))
             return
         }
-        let observed: (Exchange) -> ObservedSink = { ObservedSink(inner: sink, observer: self.observer, exchange: $0) }
-        switch route(request, exchange: &exchange) {
+        let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
+        switch outcome {
         case .response(let response):
             sink.send(observer.finish(exchange, response))
         case .engine(let work, let answer):
-            CallerReply(registry: registry, sink: observed(exchange)).submit(work, answer: answer)
+            CallerReply(registry: registry, sink: observed).submit(work, answer: answer)
         case .detached(let start):
-            start(observed(exchange))
+            start(observed)
         }
     }
 
@@ -252,7 +255,11 @@ public final class RoostService: HTTPResponder {
     private func route(_ request: HTTPRequest, exchange: inout Exchange) -> RouteOutcome {
         _ = RequestAttribution.take()
         _ = IdempotencyKeyNote.take()
-        defer { exchange.app = RequestAttribution.take() }
+        defer {
+            let attributed = RequestAttribution.take()
+            exchange.app = attributed?.app
+            exchange.mode = attributed?.mode
+        }
         do throws(APIError) {
             let (route, parameters) = try router.match(method: request.head.method, path: request.head.path)
             exchange.route = route.index

@@ -198,6 +198,8 @@ package final class ClusterNode: ClusterControl, Sendable {
         return .steppedDown(epoch: status.epoch)
     }
 
+    package var positions: PositionBoard { clusterLog.positions }
+
     package func waitUntilApplied(_ lsn: LogSequenceNumber, timeout: Duration) async -> Bool {
         if localStatus.appliedLSN >= lsn { return true }
         return await positionWaiters.wait(for: lsn, timeout: timeout) { [self] in localStatus.appliedLSN }

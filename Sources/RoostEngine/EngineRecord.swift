@@ -160,6 +160,13 @@ package enum EngineRecord: Equatable, Sendable {
         }
     }
 
+    /// The index a mutation record (`encoded`'s bytes) belongs to, read from
+    /// its framing; nil for any other record. What the shard counts in the
+    /// index's positions once the append gives the record its LSN.
+    package static func mutationKey(inEncoded record: [UInt8]) -> IndexKey? {
+        record.withUnsafeBytes { bytes in framedMutation(in: bytes)?.key }
+    }
+
     /// The index key and `MutationCodec` bytes of a mutation record, read from
     /// its framing without decoding the mutation; nil for any other record or
     /// a framing `decode` would refuse.

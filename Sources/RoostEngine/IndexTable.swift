@@ -40,9 +40,10 @@ package struct IndexTable: Sendable {
         return removed
     }
 
-    /// Applies a record read back from the log (`lsn`: its position, which
-    /// a device change takes in the index's change feed) or a snapshot (nil:
-    /// the snapshot carries the feed itself). Records are after-images, so
+    /// Applies a record read back from the log (`lsn`: its LSN; the index
+    /// counts the record, and a device change takes the count as its
+    /// change-feed position) or a snapshot (nil: the snapshot carries the
+    /// feed and the count itself). Records are after-images, so
     /// applying one twice changes nothing.
     package mutating func replay(_ record: EngineRecord, lsn: UInt64? = nil) throws(ReplayError) {
         switch record {
@@ -53,8 +54,10 @@ package struct IndexTable: Sendable {
             } catch {
                 throw ReplayError(key: key, reason: "\(error)")
             }
-            if let lsn, let change = ChangedDevice(mutation) {
-                indexes.values[position].recordReplayedChange(change, position: lsn)
+            if let lsn, let counted = indexes.values[position].countRecord(lsn: lsn),
+                let change = ChangedDevice(mutation)
+            {
+                indexes.values[position].recordReplayedChange(change, position: counted)
             }
         case .appRemoved(let app):
             _ = removeApp(app)
@@ -115,15 +118,17 @@ package struct IndexTable: Sendable {
     /// Returns true when applied as `replay(.mutation(key, decoded))` would;
     /// false, having changed no index's state, when the caller must take
     /// `replay`'s path.
-    /// A device upsert read from the log (`lsn` non-nil) also takes its
-    /// place in the index's change feed.
+    /// An upsert read from the log (`lsn` non-nil) is counted, and a device
+    /// upsert takes its place in the index's change feed.
     package mutating func replayUpsert(
         _ key: IndexKey, encoded mutation: UnsafeRawBufferPointer, lsn: UInt64? = nil
     ) -> Bool {
         let position = ensurePosition(key)
         guard indexes.values[position].applyEncodedUpsert(mutation) else { return false }
-        if let lsn, let change = MutationCodec.deviceChange(in: mutation) {
-            indexes.values[position].recordReplayedChange(change, position: lsn)
+        if let lsn, let counted = indexes.values[position].countRecord(lsn: lsn),
+            let change = MutationCodec.deviceChange(in: mutation)
+        {
+            indexes.values[position].recordReplayedChange(change, position: counted)
         }
         return true
     }

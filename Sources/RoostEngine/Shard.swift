@@ -62,6 +62,9 @@ package actor Shard {
     private let catalog: CatalogLink
     /// Waiting `GET /v1/changes` requests, by index.
     private var changeWaiters: [IndexKey: [ChangeWaiter]] = [:]
+    /// In cluster mode, where the shard publishes its indexes' positions
+    /// (`Roost-Position`, `Roost-Min-Position`); nil on a single node.
+    private let positionBoard: PositionBoard?
 
     package init(
         number: Int, executor: LoopExecutor, log: any MutationLog, table: IndexTable = IndexTable(),
@@ -76,6 +79,10 @@ package actor Shard {
         self.table = table
         self.tokenLimiter = RateLimiter(rate: tokenRate, capacity: Shard.tokenLimiterEntries)
         self.clock = clock
+        positionBoard = (log as? ClusterLog)?.positions
+        if let positionBoard {
+            for (key, index) in table.indexes { positionBoard.publish(key, index.position) }
+        }
     }
 
     package nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -173,7 +180,8 @@ package actor Shard {
                         continue
                     }
                 case .export:
-                    turn.exports.append((turn.answers.count, key, turn.feedChanges.count))
+                    turn.exports.append(
+                        ShardTurn.Export(answer: turn.answers.count, key: key, recordsBefore: turn.records.count))
                 }
                 record(mutations, of: key, into: &turn)
                 turn.answer(command.origin, outcome, on: key, changed: !mutations.isEmpty)
@@ -269,17 +277,22 @@ package actor Shard {
         }
         let keys = AppMode.allCases.map { IndexKey(app: app, mode: $0) }
         if let last = records.last {
-            for key in keys where table.indexes[key] != nil { loggedThrough[key] = last.lsn }
+            for key in keys {
+                guard let position = table.withIndex(key, { $0.position }) else { continue }
+                loggedThrough[key] = last.lsn
+                positionBoard?.publish(key, position)
+            }
         }
         releaseWaiters(of: keys, into: &turn.released)
         turn.answer(origin, .logAcknowledged, on: keys[0], changed: false)
     }
 
     /// Appends the turn's records in one append and, once they have LSNs,
-    /// gives the feed changes their positions, answers the long polls they
-    /// wake and sets the cursor of exports frozen after a change of the turn.
-    /// A refused append leaves the written indexes unacknowledged. Returns
-    /// the last LSN appended (nil: nothing appended, or refused).
+    /// counts them in their indexes' positions, gives the feed changes
+    /// their positions, answers the long polls they wake and sets the
+    /// cursor of exports frozen after a record of the turn. A refused append
+    /// leaves the written indexes unacknowledged. Returns the last LSN
+    /// appended (nil: nothing appended, or refused).
     private func appendRecords(of turn: inout ShardTurn) -> LogSequenceNumber? {
         guard !turn.records.isEmpty else { return nil }
         guard let appended = log.append(turn.records) else {
@@ -288,19 +301,59 @@ package actor Shard {
             return nil
         }
         for key in turn.written { loggedThrough[key] = appended }
-        guard !turn.feedChanges.isEmpty else { return appended }
-        let firstLSN = appended.rawValue - UInt64(turn.records.count) + 1
-        recordChanges(turn.feedChanges, firstLSN: firstLSN, at: turn.changeTime)
-        releaseWaiters(of: turn.timedKeys, into: &turn.released)
+        countRecords(of: &turn, firstLSN: appended.rawValue - UInt64(turn.records.count) + 1)
+        if !turn.feedChanges.isEmpty { releaseWaiters(of: turn.timedKeys, into: &turn.released) }
         for export in turn.exports {
-            // The last change of the index before the freeze, if this turn made one.
-            guard
-                let last = turn.feedChanges[..<export.changesBefore].last(where: { $0.key == export.key }),
-                case .exportView(let view) = turn.answers[export.answer].outcome
+            guard let cursor = export.cursor, case .exportView(let view) = turn.answers[export.answer].outcome
             else { continue }
-            turn.answers[export.answer].outcome = .exportView(view.at(cursor: firstLSN + UInt64(last.record)))
+            turn.answers[export.answer].outcome = .exportView(view.at(cursor: cursor))
         }
         return appended
+    }
+
+    /// Counts each mutation record of the turn in its index at its LSN (spec
+    /// §13.1: a position counts the app's own records, `firstLSN` is the
+    /// turn's first record's), enters the device changes in the change feed
+    /// at their records' positions, and gives each export frozen after a
+    /// record of its index that record's position. One index lookup per run
+    /// of records of one index; no allocation.
+    private func countRecords(of turn: inout ShardTurn, firstLSN: UInt64) {
+        var change = 0
+        var start = 0
+        while start < turn.records.count {
+            guard let key = EngineRecord.mutationKey(inEncoded: turn.records[start]) else {
+                start += 1  // an app's removal: its indexes are gone
+                continue
+            }
+            var end = start + 1
+            while end < turn.records.count && EngineRecord.mutationKey(inEncoded: turn.records[end]) == key { end += 1 }
+            let found: UInt64? = table.withIndex(key) { index in
+                for record in start..<end {
+                    guard let position = index.countRecord(lsn: firstLSN + UInt64(record)) else {
+                        preconditionFailure("index \(key) counted LSN \(firstLSN + UInt64(record)) already")
+                    }
+                    guard change < turn.feedChanges.count && turn.feedChanges[change].record == record else {
+                        continue
+                    }
+                    guard let at = turn.changeTime else {
+                        preconditionFailure("device changes logged without a change time")
+                    }
+                    index.recordChange(turn.feedChanges[change].change, at: at, position: position)
+                    change += 1
+                    for export in turn.exports.indices
+                    where turn.exports[export].key == key && record < turn.exports[export].recordsBefore {
+                        turn.exports[export].cursor = position
+                    }
+                }
+                return index.position
+            }
+            if let positionBoard, let found { positionBoard.publish(key, found) }
+            precondition(
+                found != nil || change == turn.feedChanges.count || turn.feedChanges[change].record >= end,
+                "index \(key) vanished before its changes were recorded")
+            start = end
+        }
+        precondition(change == turn.feedChanges.count, "\(turn.feedChanges.count - change) feed changes not recorded")
     }
 
     /// The turn's outcomes with what each waits for: a write its own
@@ -369,29 +422,6 @@ package actor Shard {
             // A batch is a secret key's bulk write, as the CSV import: bounded by
             // the key's rate limit, not per token (docs/api.md, "Rate limits").
             return CommandTraits(token: nil)
-        }
-    }
-
-    /// Enters this batch's device changes in their indexes' change feeds at
-    /// the LSNs their records got (`firstLSN` is the batch's first record's).
-    private func recordChanges(
-        _ changes: [(key: IndexKey, record: Int, change: ChangedDevice)],
-        firstLSN: UInt64, at: Timestamp?
-    ) {
-        guard let at else { preconditionFailure("device changes logged without a change time") }
-        var start = 0
-        while start < changes.count {
-            let key = changes[start].key
-            var end = start + 1
-            while end < changes.count && changes[end].key == key { end += 1 }
-            let found: Void? = table.withIndex(key) { index in
-                for change in changes[start..<end] {
-                    let recorded = index.recordChange(change.change, at: at, position: firstLSN + UInt64(change.record))
-                    precondition(recorded, "change feed of \(key) refused LSN \(firstLSN + UInt64(change.record))")
-                }
-            }
-            precondition(found != nil, "index \(key) vanished before its changes were recorded")
-            start = end
         }
     }
 
@@ -635,17 +665,25 @@ private struct ShardTurn {
     /// The clock, read once per turn and only when a registration needs it.
     var now: UInt64?
     /// The device changes of this turn, for the change feed once the append
-    /// has given their records LSNs (`record`: index in `records`).
+    /// has given their records LSNs and positions (`record`: index in `records`).
     var feedChanges: [(key: IndexKey, record: Int, change: ChangedDevice)] = []
     /// The indexes of this turn that logged their `changeTime` record, and the time.
     var timedKeys: [IndexKey] = []
     var changeTime: Timestamp?
     /// Answers of waiting `GET /v1/changes` requests released in this turn.
     var released: [(key: IndexKey, outcome: ShardOutcome)] = []
-    /// Exports frozen in this turn: their answer, and how many of the turn's
-    /// device changes came before (their view holds those, whose positions
-    /// the append gives: the cursor is set after it).
-    var exports: [(answer: Int, key: IndexKey, changesBefore: Int)] = []
+    /// An export frozen in this turn: its answer, and how many of the turn's
+    /// records came before (its view holds those, whose positions the append
+    /// gives: `cursor`, set after it, is the position of the last device
+    /// change of its index among them).
+    struct Export {
+        var answer: Int
+        var key: IndexKey
+        var recordsBefore: Int
+        var cursor: UInt64? = nil
+    }
+
+    var exports: [Export] = []
 
     mutating func answer(_ origin: CommandOrigin, _ outcome: Outcome, on key: IndexKey, changed: Bool) {
         answers.append(Answer(origin: origin, outcome: outcome, key: key, changed: changed, refused: false))

@@ -108,6 +108,32 @@ struct ChangeFeedRoutesTests {
         #expect(await app.harness.call(.get, "/v1/changes", key: nil).status == 401)
     }
 
+    @Test(
+        "cursors count the app and mode's own records: other apps' and the other mode's writes move none (issue 24 L-2)"
+    )
+    func cursorsRevealNothingOfOthers() async throws {
+        let app = try await DeviceApp.make()
+        let other = try await DeviceApp.make(app.harness)
+        func position(_ answer: Answer) throws -> UInt64 {
+            let text = try #require(answer.json?["next_cursor"]?.stringValue)
+            return try #require(ChangeCursor.decode(text))
+        }
+        _ = try await app.registerID(1)
+        let first = try position(await feed(app))
+        _ = try await app.registerID(2)
+        let second = try position(await feed(app))
+        for n in 0..<100 { _ = try await other.registerID(1_000 + n) }
+        for n in 0..<20 { _ = try await app.registerID(3_000 + n, key: app.testSecret) }
+        _ = try await app.registerID(3)
+        let third = try position(await feed(app))
+        #expect(second - first == third - second, "\(first), \(second), \(third): one registration each")
+        #expect(first == second - first, "the first registration is the app's first records")
+        let export = await app.call(.get, "/v1/devices/export")
+        #expect(export.header("Roost-Cursor").flatMap(ChangeCursor.decode) == third)
+        // The test mode counts its own: 20 registrations, nothing of the live ones.
+        #expect(try position(await feed(app, "limit=1000", key: app.testSecret)) == 20 * first)
+    }
+
     @Test("with nothing after the cursor, wait_ms holds the call until a change comes (then answers it)")
     func longPollWakes() async throws {
         let app = try await DeviceApp.make()

@@ -89,6 +89,48 @@ struct ChangeFeedTests {
         #expect((try? ChangeFeed().page(after: 0, limit: 1).get())?.entries.isEmpty == true)
     }
 
+    @Test("positions count the index's own records: each record at a new LSN takes the next number, once")
+    func countedPositions() throws {
+        var feed = ChangeFeed()
+        #expect(feed.countRecord(lsn: 5) == 1)
+        #expect(feed.countRecord(lsn: 9) == 2)
+        // LSN 9 again (a replay over a snapshot that holds it), or an older one: counted already.
+        #expect(feed.countRecord(lsn: 9) == nil && feed.countRecord(lsn: 7) == nil)
+        let counted = feed.countRecord(lsn: 1_000)
+        let position = try #require(counted)
+        feed.record(sequence: 1, platform: .ios, deleted: false, at: Self.t0, position: position)
+        #expect(position == 3 && feed.recordCount == 3 && feed.countedThrough == 1_000)
+        #expect(Self.positions(try feed.page(after: 2, limit: 10).get()) == [3])
+        #expect(feed.page(after: 4, limit: 1) == .failure(.ahead(last: 3)), "a count this index never reached")
+        // A record without a change moves the position; nothing follows it yet.
+        #expect(feed.countRecord(lsn: 1_001) == 4)
+        #expect(try feed.page(after: 4, limit: 10).get() == ChangeFeed.Page(entries: [], next: 4))
+        // The count survives a snapshot.
+        var restored = ChangeFeed()
+        for slice in feed.snapshotSlices() { try restored.restore(slice) }
+        #expect(restored == feed && restored.recordCount == 4 && restored.countedThrough == 1_001)
+        #expect(restored.countRecord(lsn: 1_001) == nil && restored.countRecord(lsn: 1_002) == 5)
+    }
+
+    @Test("a legacy slice (LSN positions) keeps its cursors and counts on far above them: a tail cursor misses nothing")
+    func legacySlice() throws {
+        let entries = [10, 40].map { (position: UInt64) in
+            ChangeFeed.Entry(position: position, sequence: position, platform: .ios, deleted: false, at: Self.t0)
+        }
+        var feed = ChangeFeed()
+        try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 40, entries: entries, counted: nil))
+        #expect(feed.countedThrough == 40 && feed.recordCount == 40 + ChangeFeed.legacyGap)
+        #expect(Self.positions(try feed.page(after: 10, limit: 10).get()) == [40], "a cursor the old server gave")
+        // The log's tail after the old snapshot: LSN 41 (a non-change) and 57 (a change).
+        #expect(feed.countRecord(lsn: 41) == 41 + ChangeFeed.legacyGap)
+        let tail = feed.countRecord(lsn: 57)
+        let position = try #require(tail)
+        feed.record(sequence: 99, platform: .ios, deleted: false, at: Self.t0, position: position)
+        // The old server gave cursor 57 for that change (an LSN): read again, never skipped.
+        #expect(Self.positions(try feed.page(after: 57, limit: 10).get()) == [position])
+        #expect(Self.positions(try feed.page(after: 40, limit: 10).get()) == [position])
+    }
+
     @Test("compaction keeps every live entry (many changes of few devices)")
     func compaction() throws {
         var feed = ChangeFeed()
@@ -132,16 +174,17 @@ struct ChangeFeedTests {
         }
         var feed = ChangeFeed()
         #expect(throws: MutationApplyError.invalidChangeFeed) {
-            try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 10, entries: [entry(5), entry(4)]))
+            try feed.restore(
+                ChangeFeedSlice(expiredThrough: 0, lastPosition: 10, entries: [entry(5), entry(4)], counted: nil))
         }
         #expect(throws: MutationApplyError.invalidChangeFeed) {
-            try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 4, entries: [entry(5)]))
+            try feed.restore(ChangeFeedSlice(expiredThrough: 0, lastPosition: 4, entries: [entry(5)], counted: nil))
         }
         #expect(throws: MutationApplyError.invalidChangeFeed) {
-            try feed.restore(ChangeFeedSlice(expiredThrough: 5, lastPosition: 9, entries: [entry(5)]))
+            try feed.restore(ChangeFeedSlice(expiredThrough: 5, lastPosition: 9, entries: [entry(5)], counted: nil))
         }
         #expect(throws: MutationApplyError.invalidChangeFeed) {
-            try feed.restore(ChangeFeedSlice(expiredThrough: 9, lastPosition: 5, entries: []))
+            try feed.restore(ChangeFeedSlice(expiredThrough: 9, lastPosition: 5, entries: [], counted: nil))
         }
     }
 
@@ -152,10 +195,12 @@ struct ChangeFeedTests {
             entries: [
                 ChangeFeed.Entry(position: 4, sequence: 17, platform: .ios, deleted: false, at: Self.t0),
                 ChangeFeed.Entry(position: 90, sequence: 2, platform: .android, deleted: true, at: Self.at(5)),
-            ])
+            ], counted: nil)
+        var counted = slice
+        counted.counted = ChangeFeedSlice.Counted(recordCount: 95, countedThrough: 4_000)
         for mutation in [
-            Mutation.changeTime(Self.at(42)), .changeFeed(slice),
-            .changeFeed(ChangeFeedSlice(expiredThrough: 0, lastPosition: 0, entries: [])),
+            Mutation.changeTime(Self.at(42)), .changeFeed(slice), .changeFeed(counted),
+            .changeFeed(ChangeFeedSlice(expiredThrough: 0, lastPosition: 0, entries: [], counted: nil)),
         ] {
             #expect(try MutationCodec.decode(MutationCodec.encode(mutation)) == mutation)
         }
@@ -165,7 +210,10 @@ struct ChangeFeedTests {
                 ChangeFeed.Entry(position: UInt64(n), sequence: UInt64(n), platform: .ios, deleted: false, at: Self.t0))
         }
         let largest = MutationCodec.encode(
-            .changeFeed(ChangeFeedSlice(expiredThrough: 0, lastPosition: UInt64(full.count), entries: full)))
+            .changeFeed(
+                ChangeFeedSlice(
+                    expiredThrough: 0, lastPosition: UInt64(full.count), entries: full,
+                    counted: .init(recordCount: .max, countedThrough: .max))))
         #expect(largest.count <= Limits.mutationBytesMax)
         var swapped = MutationCodec.encode(.changeFeed(slice))
         // The two positions (offsets 20 and 46): 90 before 4 is out of order.
@@ -173,6 +221,11 @@ struct ChangeFeedTests {
             bytes.storeBytes(of: UInt64(90).littleEndian, toByteOffset: 20, as: UInt64.self)
         }
         #expect(throws: ByteDecodingError.self) { try MutationCodec.decode(swapped) }
+        var belowLast = counted
+        belowLast.counted?.recordCount = 89
+        #expect(throws: ByteDecodingError.self, "a count below the last change's position") {
+            try MutationCodec.decode(MutationCodec.encode(.changeFeed(belowLast)))
+        }
     }
 
     @Test("an index records a device's change where the shard says; its page shows the device as it is")

@@ -198,6 +198,34 @@ struct ClusterSystemTests {
         let malformed = try Self.get(
             cluster.port(follower), "/v1/people/user_1", key: key, headers: ["Roost-Max-Staleness-Ms: soon"])
         #expect(malformed.status == 400)
+        // Positions count the app's own records (spec §13.1, issue 24 L-2):
+        // another app's writes move none of them, on the leader or a follower.
+        _ = try ServeTests.request(
+            cluster.port(leader), "POST", "/v1/apps", key: ServeTests.adminKey, body: #"{"name":"other"}"#)
+        let otherKey = try #require(
+            try JSONReader.parse(
+                try ServeTests.request(
+                    cluster.port(leader), "POST", "/v1/apps/2/keys", key: ServeTests.adminKey,
+                    body: #"{"kind":"secret","capabilities":["devices:write","devices:read"]}"#
+                ).body)["key"]?.stringValue)
+        var otherPosition = ""
+        for slot in 0..<10 {
+            let answer = try Self.register(
+                cluster.port(leader), key: otherKey, token: CrashRecoveryTests.token(client: 2, slot: slot),
+                person: "other_\(slot)")
+            #expect(answer.status == 201, "\(answer.bodyText)")
+            otherPosition = answer.header("Roost-Position") ?? ""
+        }
+        let quiet = try Self.get(cluster.port(leader), "/v1/stats", key: key, headers: [])
+        #expect(quiet.header("Roost-Position") == lastPosition, "app 2's writes moved app 1's position")
+        let quietFollower = try Self.get(
+            cluster.port(follower), "/v1/stats", key: otherKey, headers: ["Roost-Min-Position: \(otherPosition)"])
+        #expect(quietFollower.status == 200 && quietFollower.header("Roost-Position") == otherPosition)
+        let operatorPosition = try ServeTests.request(
+            cluster.port(leader), "GET", "/v1/cluster", key: ServeTests.adminKey)
+        #expect(
+            (operatorPosition.header("Roost-Position").flatMap { UInt64($0.dropFirst(), radix: 16) } ?? 0)
+                > (UInt64(lastPosition.dropFirst(), radix: 16) ?? .max), "the operator key sees the raw LSN")
         // A node that joins with an empty directory reads the group log from
         // its start, a page at a time, and serves only once it read to the end.
         let committedBefore = try #require(try cluster.status(leader)["committed_lsn"]?.intValue)

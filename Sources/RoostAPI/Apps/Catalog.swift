@@ -184,7 +184,7 @@ package final class Catalog: Sendable {
     /// Returns the key with this SHA-256 digest, after its rate limit.
     package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
         guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
-        RequestAttribution.note(key.appID)
+        RequestAttribution.note(key.appID, mode: key.mode)
         if let retryAfter = admit(key) {
             rateLimitHits.withLock { $0[key.appID, default: 0] += 1 }
             throw APIError.rateLimited(.key, retryAfterSeconds: retryAfter)

@@ -142,7 +142,7 @@ extension Authenticator {
         else {
             throw APIError(status: 401, code: "unauthorized", message: "missing, invalid or expired identity token")
         }
-        RequestAttribution.note(claims.app)
+        RequestAttribution.note(claims.app, mode: claims.mode)
         try clientLimiter.admit(app: app.id, head)
         return (claims, app)
     }

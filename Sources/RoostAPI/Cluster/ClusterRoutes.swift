@@ -192,24 +192,31 @@ enum ClusterReadGate {
 }
 
 /// The headers a cluster node puts on every answer (spec §13.2, §13.3):
-/// `Roost-Node` and `Roost-Epoch`; `Roost-Position`, the position this node
-/// applied (on the leader: committed, at or after the answer's last record);
-/// and on a node that does not lead, `Roost-Lag-Ms`.
+/// `Roost-Node` and `Roost-Epoch`; `Roost-Position`, for an app's key or
+/// identity token the position of its app and mode (spec §13.1: the count
+/// of their own records, as the shards published it — on the leader at or
+/// after the answer's last record, on a follower what it applied), for the
+/// operator key the node's raw LSN (committed on the leader, applied
+/// elsewhere); and on a node that does not lead, `Roost-Lag-Ms`.
 enum ClusterHeaders {
-    static func stamp(_ response: inout HTTPResponse, _ status: ClusterNodeStatus) {
+    static func stamp(_ response: inout HTTPResponse, _ cluster: any ClusterControl, index: IndexKey?) {
+        let status = cluster.localStatus
         response.headers.append(("Roost-Node", status.node))
         response.headers.append(("Roost-Epoch", String(status.epoch)))
-        if status.takesWrites {
-            response.headers.append(("Roost-Position", ClusterRoutes.position(status.committedLSN)))
-        } else {
-            response.headers.append(("Roost-Position", ClusterRoutes.position(status.appliedLSN)))
+        let position =
+            if let index { ChangeCursor.encode(cluster.positions.position(of: index)) } else {
+                ClusterRoutes.position(status.takesWrites ? status.committedLSN : status.appliedLSN)
+            }
+        response.headers.append(("Roost-Position", position))
+        if !status.takesWrites {
             response.headers.append(("Roost-Lag-Ms", String(min(status.lagMilliseconds, Int64(Int32.max)))))
         }
     }
 }
 
 /// `Roost-Min-Position: <cursor>` on a read (spec §13.3): the node answers
-/// once it applied that position, waiting up to `timeout`, else 503
+/// once it applied that position — of the key's app and mode, or for the
+/// operator key a raw LSN — waiting up to `timeout`, else 503
 /// `position_not_reached`.
 enum ClusterPositionWait {
     static let header = "Roost-Min-Position"
@@ -220,14 +227,13 @@ enum ClusterPositionWait {
         message: "this node has not applied the position of Roost-Min-Position within 1 s; retry or read elsewhere",
         retryAfterSeconds: 1)
 
-    enum Need {
-        case wait(LogSequenceNumber)
+    enum Requested {
+        case position(UInt64)
         case refused(APIError)
     }
 
-    /// What a request's `Roost-Min-Position` needs: nil when it has none, it
-    /// is a write, or the node applied it already.
-    static func needed(_ head: HTTPRequestHead, cluster: any ClusterControl) -> Need? {
+    /// A read's `Roost-Min-Position`: nil when it has none or is a write.
+    static func requested(_ head: HTTPRequestHead) -> Requested? {
         guard !head.method.changesState, let text = head.headers[header] else { return nil }
         guard let position = ChangeCursor.decode(Substring(text)) else {
             return .refused(
@@ -236,8 +242,33 @@ enum ClusterPositionWait {
                     message: "Roost-Min-Position is not a position (c + 16 hex digits)",
                     field: header))
         }
-        let lsn = LogSequenceNumber(position)
-        return cluster.localStatus.appliedLSN >= lsn ? nil : .wait(lsn)
+        return .position(position)
+    }
+
+    /// Whether this node applied `position` of `index` (nil: a raw LSN).
+    static func reached(_ position: UInt64, of index: IndexKey?, cluster: any ClusterControl) -> Bool {
+        if let index { return cluster.positions.position(of: index) >= position }
+        return cluster.localStatus.appliedLSN.rawValue >= position
+    }
+
+    /// Waits until `reached`, at most `timeout`; returns whether it was. An
+    /// index's position moves only when the node applies a batch, so the
+    /// wait is on the applied LSN moving past where it stands.
+    static func wait(
+        until position: UInt64, of index: IndexKey?, cluster: any ClusterControl
+    ) async -> Bool {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        while !reached(position, of: index, cluster: cluster) {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else { return false }
+            let next =
+                index == nil
+                ? LogSequenceNumber(position) : cluster.localStatus.appliedLSN.advanced(by: 1)
+            guard await cluster.waitUntilApplied(next, timeout: remaining) else {
+                return reached(position, of: index, cluster: cluster)
+            }
+        }
+        return true
     }
 }
 

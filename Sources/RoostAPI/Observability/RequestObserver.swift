@@ -23,6 +23,15 @@ package struct Exchange: Sendable {
     package var method: HTTPMethod
     /// The app the request's key or identity token belongs to, once known.
     package var app: AppID?
+    /// The mode of that key or token (with `app`: the index whose position
+    /// a cluster node's answer carries).
+    package var mode: AppMode?
+
+    /// The index of the request's app and mode, once known.
+    var index: IndexKey? {
+        guard let app, let mode else { return nil }
+        return IndexKey(app: app, mode: mode)
+    }
 }
 
 /// Counts every answered request (`RequestMetrics`), stamps `X-Request-Id`
@@ -65,7 +74,7 @@ package final class RequestObserver: Sendable {
         return Exchange(
             route: route, lane: lane, startNanoseconds: clock.monotonicNanoseconds(),
             wallMilliseconds: clock.wallMilliseconds(), requestID: requestID(lane: lane, sequence: sequence),
-            method: method, app: nil)
+            method: method, app: nil, mode: nil)
     }
 
     /// Counts the answer to `exchange`, logs it when the access log is on,
@@ -74,7 +83,7 @@ package final class RequestObserver: Sendable {
         answered(exchange, status: response.status)
         var stamped = response
         stamped.headers.append((Self.requestIDHeader, exchange.requestID))
-        if let cluster { ClusterHeaders.stamp(&stamped, cluster.localStatus) }
+        if let cluster { ClusterHeaders.stamp(&stamped, cluster, index: exchange.index) }
         return stamped
     }
 
@@ -144,16 +153,19 @@ enum RequestAttribution {
         return key
     }()
 
-    /// Notes that the current request acts for `app`.
-    static func note(_ app: AppID) {
-        pthread_setspecific(key, UnsafeRawPointer(bitPattern: UInt(app.rawValue)))
+    /// Notes that the current request acts for `app` in `mode`.
+    static func note(_ app: AppID, mode: AppMode) {
+        let bits = UInt(app.rawValue) | UInt(mode.rawValue + 1) << 32
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: bits))
     }
 
-    /// Returns the app noted since the last call, and forgets it.
-    static func take() -> AppID? {
+    /// Returns the app and mode noted since the last call, and forgets them.
+    static func take() -> (app: AppID, mode: AppMode)? {
         guard let value = pthread_getspecific(key) else { return nil }
         pthread_setspecific(key, nil)
-        let raw = UInt32(truncatingIfNeeded: UInt(bitPattern: value))
-        return raw == 0 ? nil : AppID(raw)
+        let bits = UInt(bitPattern: value)
+        let raw = UInt32(truncatingIfNeeded: bits)
+        guard raw != 0, let mode = AppMode(rawValue: UInt8(truncatingIfNeeded: (bits >> 32) &- 1)) else { return nil }
+        return (AppID(raw), mode)
     }
 }

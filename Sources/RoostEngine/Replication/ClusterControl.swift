@@ -164,4 +164,6 @@ package protocol ClusterControl: Sendable {
     /// Returns true once this node applied `lsn` (at once when it has), false
     /// when `timeout` passed first (`Roost-Min-Position`, spec §13.3).
     func waitUntilApplied(_ lsn: LogSequenceNumber, timeout: Duration) async -> Bool
+    /// Each index's position (spec §13.1) as this node's shards published it.
+    var positions: PositionBoard { get }
 }

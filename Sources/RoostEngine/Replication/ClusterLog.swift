@@ -48,6 +48,8 @@ package final class ClusterLog: MutationLog {
     package static let outboxBytesMax = 64 << 20
 
     package let local: any MutationLog
+    /// Each index's position as its shard published it (`PositionBoard`).
+    package let positions = PositionBoard()
     private let outbox = Mutex(Outbox())
     /// The last LSN the group log committed as this node knows it (0: none);
     /// a follower's whole log is committed (it holds only what it applied).

@@ -22,7 +22,11 @@
 /// positions ascending, at most `ChangeFeed.entriesPerSnapshotRecordMax`).
 /// 22 erasure mark (decision 0079: `digest 32 bytes · at i64`), 23 history
 /// redaction (decision 0079: the fields of kind 19, the events as they are
-/// once the erased person is removed from them).
+/// once the erased person is removed from them). 24 counted change-feed
+/// slice (decision 0084: `expired_through u64 · last_position u64 ·
+/// record_count u64 · counted_through u64 ·` then kind 21's count and
+/// entries; the positions count the index's records): written since
+/// positions count them; kind 21 is still read, as a legacy slice.
 /// 13 settings with `inactive_after_days` (spec §8). Settings without that value
 /// are written as kind 7, byte for byte as before it existed after the
 /// format byte (decision 0052).
@@ -54,6 +58,7 @@ package enum MutationCodec {
         case changeFeed = 21
         case erasureMark = 22
         case historyRedaction = 23
+        case countedChangeFeed = 24
     }
 
     /// Returns the bytes of `mutation`.
@@ -140,9 +145,13 @@ package enum MutationCodec {
             precondition(
                 slice.entries.count <= ChangeFeed.entriesPerSnapshotRecordMax,
                 "change-feed slice of \(slice.entries.count)")
-            writer.u8(Kind.changeFeed.rawValue)
+            writer.u8((slice.counted == nil ? Kind.changeFeed : Kind.countedChangeFeed).rawValue)
             writer.u64(slice.expiredThrough)
             writer.u64(slice.lastPosition)
+            if let counted = slice.counted {
+                writer.u64(counted.recordCount)
+                writer.u64(counted.countedThrough)
+            }
             writer.u16(UInt16(slice.entries.count))
             for entry in slice.entries {
                 writer.u64(entry.position)
@@ -265,21 +274,33 @@ package enum MutationCodec {
         case .changeTime:
             mutation = .changeTime(try reader.timestamp("change_time"))
         case .changeFeed:
-            mutation = .changeFeed(try decodeChangeFeed(&reader))
+            mutation = .changeFeed(try decodeChangeFeed(&reader, counted: false))
+        case .countedChangeFeed:
+            mutation = .changeFeed(try decodeChangeFeed(&reader, counted: true))
         }
         guard reader.remaining == 0 else { throw .trailingBytes(count: reader.remaining) }
         return mutation
     }
 
     /// A change-feed slice: positions ascending, above `expired_through` and
-    /// at most `last_position`; sequences positive; a known platform.
+    /// at most `last_position`, itself at most `record_count` (kind 24);
+    /// sequences positive; a known platform.
     private static func decodeChangeFeed(
-        _ reader: inout LittleEndianReader
+        _ reader: inout LittleEndianReader, counted isCounted: Bool
     ) throws(ByteDecodingError) -> ChangeFeedSlice {
         let offset = reader.offset
         let expiredThrough = try reader.u64()
         let lastPosition = try reader.u64()
         guard lastPosition >= expiredThrough else { throw .invalidValue(field: "change_feed", offset: offset) }
+        var counted: ChangeFeedSlice.Counted? = nil
+        if isCounted {
+            let recordCount = try reader.u64()
+            let countedThrough = try reader.u64()
+            guard recordCount >= lastPosition else {
+                throw .invalidValue(field: "change_feed_count", offset: offset)
+            }
+            counted = ChangeFeedSlice.Counted(recordCount: recordCount, countedThrough: countedThrough)
+        }
         let count = Int(try reader.u16())
         guard count <= ChangeFeed.entriesPerSnapshotRecordMax else {
             throw .lengthOutOfBounds(field: "change_feed", length: count, max: ChangeFeed.entriesPerSnapshotRecordMax)
@@ -301,7 +322,8 @@ package enum MutationCodec {
             entries.append(
                 ChangeFeed.Entry(position: position, sequence: sequence, platform: platform, deleted: deleted, at: at))
         }
-        return ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: entries)
+        return ChangeFeedSlice(
+            expiredThrough: expiredThrough, lastPosition: lastPosition, entries: entries, counted: counted)
     }
 
     // MARK: Devices (read by `EncodedDevice`)

@@ -2,6 +2,17 @@
 /// records after each append, what `GET /v1/changes` reads, and the frozen
 /// view `GET /v1/devices/export` streams.
 extension AppIndex {
+    /// Counts this index's log record at `lsn` (spec §13.1: a position counts
+    /// the app's own records): its position, or nil when it was counted
+    /// already (a replay over a snapshot that holds it). O(1).
+    package mutating func countRecord(lsn: UInt64) -> UInt64? {
+        changes.countRecord(lsn: lsn)
+    }
+
+    /// The position of this index's newest record: what a cursor taken now
+    /// names (`Roost-Position`, the export's `Roost-Cursor`).
+    package var position: UInt64 { changes.recordCount }
+
     /// Records `change` (committed at `at`) at log position `position`;
     /// returns whether it was recorded (false: the feed already holds that
     /// position). Amortised O(1).
@@ -63,6 +74,9 @@ extension AppIndex {
     /// A frozen copy of the devices for a point-in-time export, and the
     /// change-feed position it holds exactly: every change at or below the
     /// cursor, none above. O(chunks); later writes copy what they touch.
+    /// The cursor is the position of the newest change (where following the
+    /// feed to its end arrives); changes of this turn not yet counted are not
+    /// in it: the shard sets it once they are (`IndexExportView.at(cursor:)`).
     package func freezeForExport() -> IndexExportView {
         IndexExportView(store: store.frozenForExport(), cursor: changes.lastPosition)
     }

@@ -2,9 +2,16 @@
 /// which devices changed, in commit order, each at most once — at the
 /// position of its latest change — with deletions kept as tombstones.
 ///
-/// A position is the LSN of the log record that carried the change (the
-/// engine's; this type only needs them to grow), so a cursor names a point
-/// of the log and means the same after a restart. The feed keeps the latest
+/// A position counts the index's own log records (spec §13.1, issue 24
+/// L-2): `countRecord` gives each record of the index, in log order, the
+/// next number, and a change takes its record's number. So a cursor names a
+/// point of the log as this app and mode sees it, means the same after a
+/// restart and on every node, and reveals nothing of other apps' writes.
+/// `countedThrough` is the LSN of the last record counted, so a replay over
+/// a snapshot that holds a record counts it once. A feed restored from a
+/// snapshot written before counting (`ChangeFeedSlice.counted` nil) keeps
+/// its entries' LSN positions and counts on from `legacyGap` above its last
+/// one (`restore`; docs/decisions/0084). The feed keeps the latest
 /// change of at most `retainedMax` devices (deleted ones included): past it
 /// the oldest is dropped and `expiredThrough` moves to its position, and a
 /// cursor below that answers 410 `cursor_expired` (the client may have
@@ -79,6 +86,16 @@ package struct ChangeFeed: Sendable, Equatable {
     package private(set) var expiredThrough: UInt64 = 0
     /// The position of the newest change held (0: none yet).
     package private(set) var lastPosition: UInt64 = 0
+    /// The position of the index's newest record counted (0: none): what a
+    /// cursor taken now names. At or above `lastPosition`.
+    package private(set) var recordCount: UInt64 = 0
+    /// The LSN of the newest record counted (0: none).
+    package private(set) var countedThrough: UInt64 = 0
+    /// How far above a legacy feed's last position counting resumes: more
+    /// records than any pre-counting log held after that position, so that a
+    /// legacy cursor (an LSN) taken from the log's tail sorts below every
+    /// counted position and reads every later change (decision 0084).
+    package static let legacyGap: UInt64 = 1 << 32
     /// The most devices whose latest change is kept.
     package let retainedMax: Int
 
@@ -89,6 +106,16 @@ package struct ChangeFeed: Sendable, Equatable {
 
     /// Devices whose latest change is held (deleted ones included).
     package var retainedCount: Int { latest.count }
+
+    /// Counts the index's record at `lsn`: returns its position (the count
+    /// with it), or nil when it was counted already (`lsn` at or below
+    /// `countedThrough`: a replay over a snapshot that holds it). O(1).
+    package mutating func countRecord(lsn: UInt64) -> UInt64? {
+        guard lsn > countedThrough else { return nil }
+        countedThrough = lsn
+        recordCount += 1
+        return recordCount
+    }
 
     /// Records that device `sequence` changed (or was deleted) at `position`.
     /// Positions only grow: one at or below `lastPosition` is already held
@@ -102,6 +129,7 @@ package struct ChangeFeed: Sendable, Equatable {
         if latest.updateValue(position, forKey: sequence) != nil { supersededCount += 1 }
         entries.append(Entry(position: position, sequence: sequence, platform: platform, deleted: deleted, at: at))
         lastPosition = position
+        recordCount = max(recordCount, position)
         while latest.count > retainedMax { dropOldest() }
         compactIfWorthIt()
         return true
@@ -113,7 +141,7 @@ package struct ChangeFeed: Sendable, Equatable {
         precondition(limit >= 1, "change page limit \(limit)")
         if let cursor {
             if cursor < expiredThrough { return .failure(.expired(retainedFrom: expiredThrough)) }
-            if cursor > lastPosition { return .failure(.ahead(last: lastPosition)) }
+            if cursor > recordCount { return .failure(.ahead(last: recordCount)) }
         }
         var position = firstIndex(after: cursor ?? 0)
         var result: [Entry] = []
@@ -137,22 +165,31 @@ package struct ChangeFeed: Sendable, Equatable {
         for entry in entries[head...] where isLive(entry) {
             batch.append(entry)
             if batch.count == Self.entriesPerSnapshotRecordMax {
-                slices.append(
-                    ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: batch))
+                slices.append(slice(batch))
                 batch.removeAll(keepingCapacity: true)
             }
         }
-        if !batch.isEmpty || slices.isEmpty {
-            slices.append(ChangeFeedSlice(expiredThrough: expiredThrough, lastPosition: lastPosition, entries: batch))
-        }
+        if !batch.isEmpty || slices.isEmpty { slices.append(slice(batch)) }
         return slices
+    }
+
+    private func slice(_ entries: [Entry]) -> ChangeFeedSlice {
+        ChangeFeedSlice(
+            expiredThrough: expiredThrough, lastPosition: lastPosition, entries: entries,
+            counted: ChangeFeedSlice.Counted(recordCount: recordCount, countedThrough: countedThrough))
     }
 
     /// Applies one snapshot slice: entries past `lastPosition` are appended
     /// as `record` would (so a slice read twice changes nothing), and the
-    /// retention marks only move forward. Throws on entries out of order.
+    /// retention marks and the record count only move forward. A legacy
+    /// slice (no count) leaves its LSN positions as they are and counts on
+    /// from `legacyGap` above the last (the LSN of that change is where the
+    /// count resumes). Throws on entries out of order.
     package mutating func restore(_ slice: ChangeFeedSlice) throws(MutationApplyError) {
         guard slice.lastPosition >= slice.expiredThrough else { throw .invalidChangeFeed }
+        if let counted = slice.counted {
+            guard counted.recordCount >= slice.lastPosition else { throw .invalidChangeFeed }
+        }
         var previous: UInt64 = 0
         for entry in slice.entries {
             guard entry.position > previous, entry.position <= slice.lastPosition,
@@ -168,6 +205,12 @@ package struct ChangeFeed: Sendable, Equatable {
         // empty feed's slice carries it alone. Not taken from a slice with
         // entries: the slices after it still hold entries up to it.
         if slice.entries.isEmpty { lastPosition = max(lastPosition, slice.lastPosition) }
+        let counted =
+            slice.counted
+            ?? ChangeFeedSlice.Counted(
+                recordCount: slice.lastPosition + Self.legacyGap, countedThrough: slice.lastPosition)
+        recordCount = max(recordCount, counted.recordCount)
+        countedThrough = max(countedThrough, counted.countedThrough)
     }
 
     // MARK: Internals
@@ -220,19 +263,35 @@ package struct ChangeFeed: Sendable, Equatable {
 
     package static func == (lhs: ChangeFeed, rhs: ChangeFeed) -> Bool {
         lhs.expiredThrough == rhs.expiredThrough && lhs.lastPosition == rhs.lastPosition
+            && lhs.recordCount == rhs.recordCount && lhs.countedThrough == rhs.countedThrough
             && lhs.retainedMax == rhs.retainedMax && lhs.snapshotSlices() == rhs.snapshotSlices()
     }
 }
 
 /// One snapshot record's part of a change feed (`ChangeFeed.snapshotSlices`).
 package struct ChangeFeedSlice: Sendable, Hashable {
+    /// The feed's record count and the LSN it counts through.
+    package struct Counted: Sendable, Hashable {
+        package var recordCount: UInt64
+        package var countedThrough: UInt64
+
+        package init(recordCount: UInt64, countedThrough: UInt64) {
+            self.recordCount = recordCount
+            self.countedThrough = countedThrough
+        }
+    }
+
     package var expiredThrough: UInt64
     package var lastPosition: UInt64
     package var entries: [ChangeFeed.Entry]
+    /// Nil in a slice written before positions counted the index's records
+    /// (`MutationCodec`'s kind 21): its positions are LSNs.
+    package var counted: Counted?
 
-    package init(expiredThrough: UInt64, lastPosition: UInt64, entries: [ChangeFeed.Entry]) {
+    package init(expiredThrough: UInt64, lastPosition: UInt64, entries: [ChangeFeed.Entry], counted: Counted?) {
         self.expiredThrough = expiredThrough
         self.lastPosition = lastPosition
         self.entries = entries
+        self.counted = counted
     }
 }
