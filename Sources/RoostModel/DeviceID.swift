@@ -56,7 +56,7 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Writes the `dev_…` form into the first `renderedBytes` bytes of `buffer`.
-    private func render(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+    package func render(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         precondition(buffer.count >= Self.renderedBytes, "device id buffer of \(buffer.count) bytes")
         let high =
             UInt64(appID.rawValue) << 32 | UInt64(mode.rawValue) << 31 | UInt64(platform.rawValue) << 30 | Self.marker

@@ -58,7 +58,7 @@ package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertibl
     }
 
     /// Writes the RFC 3339 form into the first `rfc3339Bytes` bytes of `buffer`.
-    private func formatRFC3339(into buffer: UnsafeMutableBufferPointer<UInt8>) {
+    package func formatRFC3339(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         precondition(buffer.count >= Self.rfc3339Bytes, "RFC 3339 buffer of \(buffer.count) bytes")
         let days = millisecondsSinceEpoch / 86_400_000
         let millisecondsOfDay = millisecondsSinceEpoch % 86_400_000

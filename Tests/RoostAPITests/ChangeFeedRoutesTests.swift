@@ -199,7 +199,7 @@ struct ChangeFeedRoutesTests {
     func exportThenFollow() async throws {
         let app = try await DeviceApp.make()
         var registered: [String] = []
-        for n in 0..<(DeviceExport.sliceDevices * 2 + 50) { registered.append(try await app.registerID(n)) }
+        for n in 0..<2_050 { registered.append(try await app.registerID(n)) }
         let ids = registered
         let writers = Task {
             // Registrations, re-registrations, patches and deletes while the export streams.

@@ -182,21 +182,30 @@ struct NativeCommandTests {
         harness.record(harness.index.deleteDevice(devices[1].id).mutations)
         let begun = harness.execute(.beginExport)
         guard case .exportView(let view) = begun.outcome else { Issue.record("\(begun.outcome)"); return }
-        let first = view.devices(afterSequence: 0, limit: 2)
-        #expect(first.devices == [devices[0], devices[2]])
+        func take(_ view: IndexExportView, after: UInt64, limit: Int) -> (ids: [DeviceID], next: UInt64?) {
+            var ids: [DeviceID] = []
+            let next = view.forEachDevice(afterSequence: after) { fields in
+                guard ids.count < limit else { return false }
+                ids.append(fields.id)
+                return true
+            }
+            return (ids, next)
+        }
+        let first = take(view, after: 0, limit: 2)
+        #expect(first.ids == [devices[0].id, devices[2].id])
         #expect(begun.mutations.isEmpty)
         let after = try #require(first.next)
-        let second = view.devices(afterSequence: after, limit: 2)
+        let second = take(view, after: after, limit: 2)
         #expect(second.next == nil)
-        #expect(second.devices == [devices[3]])
+        #expect(second.ids == [devices[3].id])
         let empty = AppIndex(appID: testApp, mode: .live)
         var copy = empty
         guard case .exportView(let emptyView) = copy.execute(.beginExport).outcome else {
             Issue.record("an export answered another outcome")
             return
         }
-        let none = emptyView.devices(afterSequence: 0, limit: 5)
-        #expect(none.devices.isEmpty)
+        let none = take(emptyView, after: 0, limit: 5)
+        #expect(none.ids.isEmpty)
         #expect(none.next == nil)
         try harness.verify()
     }

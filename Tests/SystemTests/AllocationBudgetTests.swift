@@ -51,7 +51,7 @@ struct AllocationBudgetTests {
         Budget(operation: "get_device", target: nil, releaseCeiling: 45.01, debugCeiling: 989),
         Budget(operation: "get_person", target: nil, releaseCeiling: 59.01, debugCeiling: 827),
         Budget(operation: "batch_item", target: nil, releaseCeiling: 11.69, debugCeiling: 233),
-        Budget(operation: "export_device", target: nil, releaseCeiling: 5.04, debugCeiling: 100),
+        Budget(operation: "export_device", target: nil, releaseCeiling: 0.04, debugCeiling: 11.8),
     ]
     /// The release run: the figures of docs/performance.md (about 5 s).
     static let releaseArguments = ["--count", "10000", "--warmup", "500", "--deadline", "300"]

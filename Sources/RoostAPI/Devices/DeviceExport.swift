@@ -14,9 +14,9 @@ extension DeviceRoutes {
     /// (`IndexExportView`) and reads the feed's last position; the answer
     /// waits, as every read does, until the log has acknowledged everything
     /// appended before it, so the cursor is durable when the head goes out.
-    /// The loop then renders the view a slice of `DeviceExport.sliceDevices`
-    /// at a time, the next slice only once the stream has taken the last
-    /// (`whenWritable`): the server holds one slice and the connection's
+    /// The loop then renders the view a chunk of `DeviceExport.chunkBytes`
+    /// at a time, the next chunk only once the stream has taken the last
+    /// (`whenWritable`): the server holds one chunk and the connection's
     /// bounded output, plus the chunks writers copied since the view was
     /// taken (at most the index's size, per export: `concurrentMax` bounds
     /// the exports at once; past it 429). Export then
@@ -89,10 +89,12 @@ final class ExportSlots: Sendable {
     var inUse: Int { counts.withLock { $0.total } }
 }
 
-/// One export in progress: the frozen view, rendered a slice at a time.
+/// One export in progress: the frozen view, rendered a chunk at a time.
 struct DeviceExport: Sendable {
-    /// Devices per chunk (about 0.7 MB of NDJSON).
-    static let sliceDevices = 1_000
+    /// The bytes of one chunk: devices are rendered into it until the next
+    /// might not fit (~450 devices of 570 bytes). One chunk is rendered
+    /// between writes to the stream.
+    static let chunkBytes = 1 << 18
     /// Exports streaming at once, per server (docs/limits.md).
     static let concurrentMax = 8
     /// Of those, what one app may stream at once (docs/limits.md).
@@ -107,12 +109,11 @@ struct DeviceExport: Sendable {
     /// Whose slot this export holds.
     let app: AppID
 
-    /// Writes the slice after `sequence`, then (once the stream has taken
+    /// Writes the chunk after `sequence`, then (once the stream has taken
     /// it) the next; finishes the stream and gives the slot back at the end.
     func send(after sequence: UInt64, to stream: any HTTPBodyStream) {
-        let slice = view.devices(afterSequence: sequence, limit: DeviceExport.sliceDevices)
-        let chunk = DeviceExport.render(slice.devices)
-        guard let next = slice.next else {
+        let (chunk, next) = Self.render(view, after: sequence)
+        guard let next else {
             slots.give(for: app)
             if chunk.isEmpty {
                 stream.finish()
@@ -130,16 +131,20 @@ struct DeviceExport: Sendable {
         }
     }
 
-    /// Renders the devices of a slice as NDJSON lines, tokens included.
-    static func render(_ devices: [Device]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(devices.count * 720)
-        for device in devices {
-            var writer = JSONWriter(reservingCapacity: 720)
-            DeviceJSON.write(device, includeToken: true, into: &writer)
-            bytes.append(contentsOf: writer.bytes)
-            bytes.append(UInt8(ascii: "\n"))
+    /// Renders the devices of `view` created after `sequence` as NDJSON
+    /// lines, tokens included, until the next might not fit a chunk of
+    /// `bytes`; returns the chunk and the sequence to continue after (nil:
+    /// every device is in it).
+    static func render(
+        _ view: IndexExportView, after sequence: UInt64, bytes: Int = chunkBytes
+    ) -> (chunk: [UInt8], next: UInt64?) {
+        var next: UInt64? = nil
+        let chunk = [UInt8](unsafeUninitializedCapacity: bytes) { buffer, initialized in
+            var writer = DeviceLineWriter(buffer)
+            next = view.forEachDevice(afterSequence: sequence) { writer.write($0) }
+            initialized = writer.count
         }
-        return bytes
+        precondition(next == nil || !chunk.isEmpty, "a device line longer than an export chunk of \(bytes) bytes")
+        return (chunk, next)
     }
 }

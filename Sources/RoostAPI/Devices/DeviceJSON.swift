@@ -83,12 +83,16 @@ package enum DeviceJSON {
     /// Integral numbers within ±2^53 are written without a fraction (`30`, not
     /// `30.0`), so a tag reads back as the client sent it; others in shortest form.
     private static func writeNumber(_ number: Double, into writer: inout JSONWriter) {
+        if let integral = integral(number) { writer.int(integral) } else { writer.double(number) }
+    }
+
+    /// `number` as the integer a tag number is written as, or nil when it is
+    /// written in shortest form (`JSONWriter.double`).
+    static func integral(_ number: Double) -> Int? {
         let exactIntegerLimit = 9_007_199_254_740_992.0
-        if number == number.rounded(), abs(number) <= exactIntegerLimit, !(number == 0 && number.sign == .minus) {
-            writer.int(Int(number))
-        } else {
-            writer.double(number)
-        }
+        guard number == number.rounded(), abs(number) <= exactIntegerLimit, !(number == 0 && number.sign == .minus)
+        else { return nil }
+        return Int(number)
     }
 
     /// Returns a JSON response holding one device, with the device's version

@@ -113,16 +113,6 @@ package struct IndexExportView: Sendable {
     let store: DeviceStore
     package let cursor: UInt64
 
-    /// Up to `limit` devices created after `afterSequence`, in creation order,
-    /// and where the next slice starts (nil: done). O(limit + log devices).
-    package func devices(afterSequence: UInt64, limit: Int) -> (devices: [Device], next: UInt64?) {
-        let slice = store.snapshotDevices(afterSequence: afterSequence, limit: limit, includingHistory: false)
-        var devices: [Device] = []
-        devices.reserveCapacity(slice.mutations.count)
-        for case .deviceUpsert(let device) in slice.mutations { devices.append(device) }
-        return (devices, slice.next)
-    }
-
     /// The devices in the view.
     package var deviceCount: Int { store.deviceCount }
 

@@ -1,0 +1,133 @@
+/// One stored device's fields, as a pass over a store gives them
+/// (`IndexExportView.forEachDevice`): what an answer renders straight into
+/// its bytes without building a `Device` (issue 25: no `Tags` dictionary,
+/// token array or `String` per exported device). The byte buffers point
+/// into the pass's scratch memory and are valid only inside the call that
+/// gives them.
+package struct StoredDeviceFields {
+    package var id: DeviceID
+    package var environment: APNsEnvironment
+    /// The token's stored bytes (APNs: the raw bytes, written as lower-case
+    /// hex; FCM: the token's text), nil for a device that lost its token.
+    package var token: UnsafeRawBufferPointer?
+    package var bundleID: String?
+    /// UTF-8 bytes.
+    package var installationID: UnsafeRawBufferPointer?
+    /// UTF-8 bytes of the bound person's external id.
+    package var externalID: UnsafeRawBufferPointer?
+    package var createdAt: Timestamp
+    package var lastSeenAt: Timestamp
+    package var boundAt: Timestamp?
+    package var appVersion: String?
+    package var timezone: String?
+    package var locale: String?
+    package var pushPermission: Bool?
+    package var optedIn: Bool
+    /// The stored tags' encoding (`Tags`: a count, then each key and value,
+    /// keys in `TagKey` order); nil for no tags.
+    package var tags: UnsafeRawBufferPointer?
+    package var invalidatedAt: Timestamp?
+    package var invalidationReason: String?
+    package var strikes: UInt32
+    package var version: UInt32
+    package var clientSequence: UInt64?
+
+    /// The bytes of the variable fields (what escaping can grow, at most 6×
+    /// each): a renderer's bound is a constant plus 6 × this.
+    package var variableBytes: Int {
+        (token?.count ?? 0) * 2 + (bundleID?.utf8.count ?? 0) + (installationID?.count ?? 0)
+            + (externalID?.count ?? 0) + (appVersion?.utf8.count ?? 0) + (timezone?.utf8.count ?? 0)
+            + (locale?.utf8.count ?? 0) + (tags?.count ?? 0) + (invalidationReason?.utf8.count ?? 0)
+    }
+}
+
+extension IndexExportView {
+    /// Calls `body` with the fields of each device created after
+    /// `afterSequence`, in creation order, until `body` returns false (it
+    /// took no more) or every device was given. Returns the sequence to
+    /// continue after (the last device `body` took), nil when every device
+    /// was taken. O(devices taken + log devices).
+    package func forEachDevice(
+        afterSequence: UInt64, _ body: (borrowing StoredDeviceFields) -> Bool
+    ) -> UInt64? {
+        store.forEachStoredDevice(afterSequence: afterSequence, body)
+    }
+}
+
+extension DeviceStore {
+    /// Bytes of scratch memory per variable field a pass copies out of the
+    /// blobs (a blob's length is a `UInt16`): token, installation id,
+    /// external id, tags.
+    private static let scratchRegionBytes = Int(UInt16.max) + 1
+
+    func forEachStoredDevice(
+        afterSequence: UInt64, _ body: (borrowing StoredDeviceFields) -> Bool
+    ) -> UInt64? {
+        // The variable fields are copied into scratch memory, one region each,
+        // reused from device to device: no closure over the store per device
+        // (a closure that captured it copied the store's references each time).
+        let scratch = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: 4 * Self.scratchRegionBytes, alignment: 8)
+        defer { scratch.deallocate() }
+        var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
+        var lastTaken = afterSequence
+        while position < order.count {
+            let slot = orderSlots[position]
+            if slot != DeviceRecord.noSlot {
+                guard body(fields(at: slot, scratch: scratch)) else { return lastTaken }
+                lastTaken = order[position]
+            }
+            position += 1
+        }
+        return nil
+    }
+
+    /// The fields of the device at `slot`, its blobs copied into `scratch`
+    /// (valid until the next call with the same scratch). O(1).
+    private func fields(at slot: UInt32, scratch: UnsafeMutableRawBufferPointer) -> StoredDeviceFields {
+        let record = records[Int(slot)]
+        precondition(!record.isFree, "reading free device slot \(slot)")
+        var fields = StoredDeviceFields(
+            id: DeviceID(appID: appID, mode: mode, platform: record.platform, sequence: record.sequence),
+            environment: record.environment, token: nil,
+            bundleID: record.bundleID == 0 ? nil : strings.string(record.bundleID), installationID: nil,
+            externalID: nil, createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
+            lastSeenAt: Timestamp(millisecondsSinceEpoch: record.lastSeenAt),
+            boundAt: record.person == DeviceRecord.noSlot ? nil : Timestamp(millisecondsSinceEpoch: record.boundAt),
+            appVersion: strings.string(record.appVersion), timezone: strings.string(record.timezone),
+            locale: strings.string(record.locale), pushPermission: record.pushPermission, optedIn: record.optedIn,
+            tags: nil,
+            invalidatedAt: record.isInvalidated ? Timestamp(millisecondsSinceEpoch: record.invalidatedAt) : nil,
+            invalidationReason: record.isInvalidated ? strings.string(record.invalidationReason) : nil,
+            strikes: record.strikes, version: record.version,
+            clientSequence: record.hasClientSequence ? clientSequence(at: slot) : nil)
+        func region(_ number: Int) -> UnsafeMutableRawBufferPointer {
+            UnsafeMutableRawBufferPointer(
+                rebasing: scratch[number * Self.scratchRegionBytes..<(number + 1) * Self.scratchRegionBytes])
+        }
+        if record.tokenLength > 0 {
+            let target = region(0)
+            let count = withTokenBytes(of: record) { bytes in
+                target.copyMemory(from: bytes)
+                return bytes.count
+            }
+            fields.token = UnsafeRawBufferPointer(rebasing: target[..<count])
+        }
+        fields.installationID = copy(record.installation, into: region(1))
+        if record.person != DeviceRecord.noSlot {
+            fields.externalID = copy(people[Int(record.person)].name, into: region(2))
+        }
+        fields.tags = copy(record.tags, into: region(3))
+        return fields
+    }
+
+    /// The blob `ref` copied into `target`; nil for no blob.
+    private func copy(_ ref: BlobRef, into target: UnsafeMutableRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard !ref.isNone else { return nil }
+        let count = blobs.withBytes(ref) { bytes in
+            target.copyMemory(from: bytes)
+            return bytes.count
+        }
+        return UnsafeRawBufferPointer(rebasing: target[..<count])
+    }
+}
