@@ -26,6 +26,9 @@ public struct JSONWriter: Sendable {
 
     private var open: [Open] = []
     private var wroteTopLevelValue = false
+    /// What `rawValue` grows the buffer by before the caller writes into it
+    /// (copied, not built element by element: the same in a debug build).
+    private static let zeros = [UInt8](repeating: 0, count: 16_384)
 
     /// Creates an empty writer whose buffer has room for `reservingCapacity` bytes.
     public init(reservingCapacity: Int = 256) {
@@ -66,6 +69,32 @@ public struct JSONWriter: Sendable {
         precondition(!top.isObject, "JSONWriter.endArray() while an object is open")
         open.removeLast()
         bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes a value a caller renders itself, as bytes, into at most
+    /// `maxBytes` of the buffer (`render` returns how many it wrote): a
+    /// complete JSON value, or with `leavesObjectOpen` an object whose
+    /// members so far are written and whose `}` is not, so that `key(_:)`
+    /// and `endObject()` go on with it. The caller vouches for the bytes.
+    /// The buffer grows once by `maxBytes` (zeroed) and is cut back after.
+    public mutating func rawValue(
+        maxBytes: Int, leavesObjectOpen: Bool = false, _ render: (UnsafeMutableBufferPointer<UInt8>) -> Int
+    ) {
+        precondition(maxBytes >= 0, "JSONWriter.rawValue: negative size \(maxBytes)")
+        beforeValue()
+        let start = bytes.count
+        var remaining = maxBytes
+        while remaining > 0 {
+            let count = min(remaining, Self.zeros.count)
+            Self.zeros.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<count])) }
+            remaining -= count
+        }
+        let written = bytes.withUnsafeMutableBufferPointer { buffer in
+            render(UnsafeMutableBufferPointer(rebasing: buffer[start...]))
+        }
+        precondition((0...maxBytes).contains(written), "JSONWriter.rawValue wrote \(written) of \(maxBytes) bytes")
+        bytes.removeLast(maxBytes - written)
+        if leavesObjectOpen { open.append(Open(isObject: true, isEmpty: false)) }
     }
 
     /// Writes the key of the next member; the innermost open container must be an object

@@ -120,9 +120,13 @@ package final class EtcdProcess {
     }
 
     /// Stops the process with SIGSTOP: it keeps its sockets but answers nothing.
+    /// Stops the process (SIGSTOP) and returns once it is stopped: a signal
+    /// is asynchronous, and an etcd still running would answer what the
+    /// test sends next.
     package func pause() {
         precondition(!reaped, "etcd \(pid) already stopped")
         kill(pid, SIGSTOP)
+        precondition(StoppedProcess.waitUntilStopped(pid), "etcd \(pid) did not stop on SIGSTOP")
     }
 
     /// Lets a paused process run again.

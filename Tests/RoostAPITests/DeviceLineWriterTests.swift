@@ -5,6 +5,7 @@ import RoostTesting
 import Testing
 
 @testable import RoostAPI
+@testable import RoostModel
 
 /// The export's line writer (issue 25): its bytes are `DeviceJSON`'s, for
 /// every field a device can hold, and chunks of any size add up to the same.
@@ -77,6 +78,152 @@ struct DeviceLineWriterTests {
             }
             #expect(joined == whole.chunk, "chunks of \(bytes) bytes")
             #expect(chunks > 1)
+        }
+    }
+}
+
+/// The device JSON as `DeviceJSON.write` rendered it through `JSONWriter`
+/// before `DeviceLineWriter`: the reference the bytes are held to.
+enum ReferenceDeviceJSON {
+    static func render(_ device: Device, includeToken: Bool, closing: Bool = true) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("id")
+        writer.string(device.id.rendered)
+        writer.member("platform", device.platform.name)
+        writer.member("environment", device.environment.name)
+        if includeToken { writer.member("token", device.token?.text) }
+        writer.member("bundle_id", device.bundleID?.rawValue)
+        writer.member("installation_id", device.installationID?.rawValue)
+        writer.member("external_id", device.externalID?.rawValue)
+        writer.member("created_at", device.createdAt.rfc3339)
+        writer.member("last_seen_at", device.lastSeenAt.rfc3339)
+        writer.member("bound_at", device.boundAt?.rfc3339)
+        writer.member("app_version", device.appVersion)
+        writer.member("timezone", device.timezone)
+        writer.member("locale", device.locale)
+        writer.key("push_permission")
+        if let permission = device.pushPermission { writer.bool(permission) } else { writer.null() }
+        writer.member("opted_in", device.optedIn)
+        writer.key("tags")
+        writer.beginObject()
+        for (key, value) in device.tags.sortedEntries {
+            writer.key(key.rawValue)
+            switch value {
+            case .string(let text): writer.string(text)
+            case .bool(let flag): writer.bool(flag)
+            case .number(let number):
+                if number == number.rounded(), abs(number) <= 9_007_199_254_740_992.0,
+                    !(number == 0 && number.sign == .minus)
+                {
+                    writer.int(Int(number))
+                } else {
+                    writer.double(number)
+                }
+            }
+        }
+        writer.endObject()
+        writer.member("invalidated_at", device.invalidatedAt?.rfc3339)
+        writer.member("invalidation_reason", device.invalidationReason?.rawValue)
+        writer.member("strikes", Int(device.strikes))
+        writer.member("mode", device.mode.name)
+        writer.member("version", Int(device.version))
+        writer.key("client_sequence")
+        if let sequence = device.clientSequence { writer.int(Int(sequence)) } else { writer.null() }
+        if closing {
+            writer.endObject()
+        } else {
+            writer.key("more")
+            writer.int(1)
+            writer.endObject()
+        }
+        return writer.bytes
+    }
+
+    /// A device with each field drawn at random: set or not, ASCII or not,
+    /// needing escapes or not; tags of every value type.
+    static func randomDevice(_ random: inout SeededRandom) throws -> Device {
+        let pieces = ["a", "Z", "0", "é", "ü", "日本", "\"", "\\", "\n", "\u{01}", "\u{7F}", " ", "e\u{301}", "/"]
+        func text(_ maxPieces: Int) -> String {
+            (0..<Int.random(in: 1...maxPieces, using: &random)).map { _ in pieces.randomElement(using: &random)! }
+                .joined()
+        }
+        func maybe<T>(_ make: () throws -> T) rethrows -> T? { Bool.random(using: &random) ? try make() : nil }
+        let platform: Platform = Bool.random(using: &random) ? .ios : .android
+        let token =
+            platform == .ios
+            ? try PushToken(
+                parsing: String((0..<64).map { _ in "0123456789abcdef".randomElement(using: &random)! }), platform: .ios
+            )
+            : try PushToken(
+                parsing: "fcm:" + String(repeating: "x", count: Int.random(in: 40...160, using: &random)),
+                platform: .android)
+        let id = DeviceID(
+            appID: AppID(UInt32.random(in: 1...1_000, using: &random)),
+            mode: Bool.random(using: &random) ? .live : .test,
+            platform: platform, sequence: UInt64.random(in: 1...(1 << 40), using: &random))
+        func time() -> Timestamp {
+            Timestamp(millisecondsSinceEpoch: Int64.random(in: 0...4_102_444_800_000, using: &random))
+        }
+        var device = Device(
+            id: id, environment: Bool.random(using: &random) ? .production : .sandbox,
+            token: Int.random(in: 0..<8, using: &random) == 0 ? nil : token, createdAt: time())
+        device.lastSeenAt = time()
+        device.bundleID = maybe { BundleID(unchecked: text(4)) }
+        device.installationID = maybe { InstallationID(unchecked: text(6)) }
+        device.externalID = maybe { ExternalID(unchecked: text(8)) }
+        device.boundAt = device.externalID == nil ? nil : time()
+        device.appVersion = maybe { text(3) }
+        device.timezone = maybe { text(3) }
+        device.locale = maybe { text(2) }
+        device.pushPermission = maybe { Bool.random(using: &random) }
+        device.optedIn = Bool.random(using: &random)
+        var values: [TagKey: TagValue] = [:]
+        for _ in 0..<Int.random(in: 0...6, using: &random) {
+            let value: TagValue
+            switch Int.random(in: 0..<5, using: &random) {
+            case 0: value = .string(text(5))
+            case 1: value = .bool(Bool.random(using: &random))
+            case 2: value = .number(Double(Int.random(in: -1_000_000...1_000_000, using: &random)))
+            case 3: value = .number(Double.random(in: -1e300...1e300, using: &random))
+            default: value = .number([0.5, -0.0, 1e-7, 9_007_199_254_740_994, 123.456].randomElement(using: &random)!)
+            }
+            values[TagKey(text(3))] = value
+        }
+        device.tags = try Tags(values)
+        if Bool.random(using: &random) {
+            device.invalidatedAt = time()
+            device.invalidationReason = InvalidationReason(unchecked: text(3))
+        }
+        device.strikes = UInt32.random(in: 0...5, using: &random)
+        device.version = UInt32.random(in: 1...UInt32.max, using: &random)
+        device.clientSequence = maybe { UInt64.random(in: 0...Limits.clientSequenceMax, using: &random) }
+        return device
+    }
+}
+
+@Suite("Device JSON against its reference rendering")
+struct DeviceJSONReferenceTests {
+    @Test(
+        "2,000 random devices render byte for byte as the JSONWriter reference, with and without the token, closed or left open"
+    )
+    func randomDevices() throws {
+        var random = SeededRandom(seed: 20_261_206)
+        for _ in 0..<2_000 {
+            let device = try ReferenceDeviceJSON.randomDevice(&random)
+            for includeToken in [true, false] {
+                let expected = ReferenceDeviceJSON.render(device, includeToken: includeToken)
+                #expect(DeviceJSON.body(device, includeToken: includeToken) == expected)
+                var writer = JSONWriter()
+                writer.beginArray()
+                DeviceJSON.write(device, includeToken: includeToken, into: &writer, closing: false)
+                writer.key("more")
+                writer.int(1)
+                writer.endObject()
+                writer.endArray()
+                let open = ReferenceDeviceJSON.render(device, includeToken: includeToken, closing: false)
+                #expect(writer.bytes == [UInt8(ascii: "[")] + open + [UInt8(ascii: "]")], "\(device)")
+            }
         }
     }
 }

@@ -149,14 +149,6 @@ struct ClusterSystemTests {
         return try ServeTests.request(port, "POST", "/v1/devices", key: key, body: body)
     }
 
-    /// Whether process `pid` is stopped (state T in /proc/PID/stat).
-    static func isStopped(_ pid: pid_t) -> Bool {
-        guard let bytes = (try? DurableFile.readIfExists(path: "/proc/\(pid)/stat", limitBytes: 4096)) ?? nil,
-            let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count
-        else { return false }
-        return bytes[close + 2] == UInt8(ascii: "T")
-    }
-
     /// A GET with extra header lines (`Name: value` each).
     static func get(_ port: UInt16, _ path: String, key: String, headers: [String]) throws -> LoopbackResponse {
         let connection = try LoopbackConnection(port: port)
@@ -349,7 +341,8 @@ struct ClusterSystemTests {
         kill(paused.pid, SIGSTOP)
         // SIGSTOP is delivered asynchronously: wait until the process is stopped
         // (state T), or it may still take the write below before it stops.
-        #expect(HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) { Self.isStopped(paused.pid) })
+        #expect(
+            HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) { StoppedProcess.isStopped(paused.pid) })
         // Sent while it is stopped: the kernel queues it; the answer comes after the resume.
         let connection = try LoopbackConnection(port: cluster.port(first))
         let body = #"{"platform":"ios","token":"\#(CrashRecoveryTests.token(client: 3, slot: 1))"}"#
@@ -444,15 +437,23 @@ struct ClusterSystemTests {
         // meanwhile (a loaded machine can stretch the pause past it), it exits
         // 75 and another node takes writes.
         var exited: Int32?
+        var statuses: [String] = []
+        var slot = 1
         let resumed = HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) {
             if exited == nil, let code = cluster.process(leader).waitForExit(within: .zero) { exited = code }
             let port = exited == nil ? cluster.port(leader) : cluster.port(follower)
-            return
-                (try? Self.register(
-                    port, key: key, token: CrashRecoveryTests.token(client: 4, slot: 2), person: "user_2"))?.status
-                == 201
+            // A new token each try: retries of one token meet its registration rate (429).
+            slot += 1
+            let answer = try? Self.register(
+                port, key: key, token: CrashRecoveryTests.token(client: 4, slot: slot), person: "user_2")
+            statuses.append(answer.map { "\($0.status) \($0.bodyText.prefix(120))" } ?? "no answer")
+            return answer?.status == 201
         }
-        #expect(resumed, "\(cluster.logTail(leader))")
+        let status = (try? ServeTests.request(cluster.port(leader), "GET", "/v1/cluster", key: ServeTests.adminKey))?
+            .bodyText
+        #expect(
+            resumed,
+            "answers \(statuses.suffix(4)); leader's /v1/cluster \(status ?? "none"); \(cluster.logTail(leader))")
         #expect(exited == nil || exited == 75, "the leader exited \(exited ?? 0)")
         guard exited == nil else { return }
         let fresh = HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) {

@@ -14,37 +14,34 @@ package enum DeviceJSON {
     /// Writes `device` as one JSON object; with `includeToken`, a `token` member
     /// follows `environment` (null on a device that lost its token).
     /// Without `closing`, the object is left open for the caller's members.
+    /// Rendered as bytes by `DeviceLineWriter` (issue 25: no `JSONWriter`
+    /// call per member, no `Tags` decode).
     package static func write(
         _ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true
     ) {
-        writer.beginObject()
-        writer.key("id")
-        device.id.withRendered { writer.asciiString($0) }
-        writer.member("platform", device.platform.name)
-        writer.member("environment", device.environment.name)
-        if includeToken { writer.member("token", device.token?.text) }
-        writer.member("bundle_id", device.bundleID?.rawValue)
-        writer.member("installation_id", device.installationID?.rawValue)
-        writer.member("external_id", device.externalID?.rawValue)
-        writeTimestamp("created_at", device.createdAt, into: &writer)
-        writeTimestamp("last_seen_at", device.lastSeenAt, into: &writer)
-        writeTimestamp("bound_at", device.boundAt, into: &writer)
-        writer.member("app_version", device.appVersion)
-        writer.member("timezone", device.timezone)
-        writer.member("locale", device.locale)
-        writer.key("push_permission")
-        if let permission = device.pushPermission { writer.bool(permission) } else { writer.null() }
-        writer.member("opted_in", device.optedIn)
-        writer.key("tags")
-        writeTags(device.tags, into: &writer)
-        writeTimestamp("invalidated_at", device.invalidatedAt, into: &writer)
-        writer.member("invalidation_reason", device.invalidationReason?.rawValue)
-        writer.member("strikes", Int(device.strikes))
-        writer.member("mode", device.mode.name)
-        writer.member("version", Int(device.version))
-        writer.key("client_sequence")
-        if let sequence = device.clientSequence { writer.int(Int(sequence)) } else { writer.null() }
-        if closing { writer.endObject() }
+        device.withStoredFields { fields in
+            writer.rawValue(maxBytes: DeviceLineWriter.bytesMax(fields), leavesObjectOpen: !closing) { buffer in
+                var line = DeviceLineWriter(buffer)
+                let fitted = line.write(fields, includeToken: includeToken, closing: closing, newline: false)
+                precondition(fitted, "a device's JSON past its bound")
+                return line.count
+            }
+        }
+    }
+
+    /// The body of an answer holding one device: its JSON, rendered straight
+    /// into the body's bytes.
+    static func body(_ device: Device, includeToken: Bool) -> [UInt8] {
+        var body: [UInt8] = []
+        device.withStoredFields { fields in
+            body = [UInt8](unsafeUninitializedCapacity: DeviceLineWriter.bytesMax(fields)) { buffer, initialized in
+                var line = DeviceLineWriter(buffer)
+                let fitted = line.write(fields, includeToken: includeToken, newline: false)
+                precondition(fitted, "a device's JSON past its bound")
+                initialized = line.count
+            }
+        }
+        return body
     }
 
     /// Writes a member whose value is `timestamp` in RFC 3339 form, or `null`,
@@ -66,26 +63,6 @@ package enum DeviceJSON {
         760 + device.tags.byteCount + 6 * device.tags.count
     }
 
-    /// Writes tags as an object with keys in sorted order (a stable rendering).
-    static func writeTags(_ tags: Tags, into writer: inout JSONWriter) {
-        writer.beginObject()
-        for (key, value) in tags.sortedEntries {
-            writer.key(key.rawValue)
-            switch value {
-            case .string(let text): writer.string(text)
-            case .bool(let flag): writer.bool(flag)
-            case .number(let number): writeNumber(number, into: &writer)
-            }
-        }
-        writer.endObject()
-    }
-
-    /// Integral numbers within ±2^53 are written without a fraction (`30`, not
-    /// `30.0`), so a tag reads back as the client sent it; others in shortest form.
-    private static func writeNumber(_ number: Double, into writer: inout JSONWriter) {
-        if let integral = integral(number) { writer.int(integral) } else { writer.double(number) }
-    }
-
     /// `number` as the integer a tag number is written as, or nil when it is
     /// written in shortest form (`JSONWriter.double`).
     static func integral(_ number: Double) -> Int? {
@@ -98,10 +75,8 @@ package enum DeviceJSON {
     /// Returns a JSON response holding one device, with the device's version
     /// as its strong `ETag` (spec §7).
     static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
-        var writer = JSONWriter(reservingCapacity: 680)
-        write(device, includeToken: includeToken, into: &writer)
-        var response = jsonResponse(status, writer)
-        response.headers.append(("ETag", IfMatch.entityTag(device)))
-        return response
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "application/json"), ("ETag", IfMatch.entityTag(device))],
+            body: body(device, includeToken: includeToken))
     }
 }

@@ -1,15 +1,17 @@
 import RoostJSON
 import RoostModel
 
-/// Writes devices as the export's NDJSON lines straight from their stored
-/// fields (`StoredDeviceFields`) into a chunk's bytes: the constant parts
+/// Writes devices as spec §4's device JSON — the export's NDJSON lines, and
+/// through `DeviceJSON` every other answer that holds a device — straight
+/// from their fields (`StoredDeviceFields`, of a stored device or of a
+/// `Device` value) into bytes: the constant parts
 /// (every key with its punctuation) are prepared byte literals, strings take
 /// an ASCII fast path (copied whole unless a byte needs escaping), the id and
 /// timestamps are formatted in place, and tags are written from their
 /// stored encoding, whose keys are already in rendering order (issue 25:
 /// ≤ 1 µs of server CPU per exported device).
-/// The bytes are exactly `DeviceJSON.write(device, includeToken: true)`'s and
-/// a newline (`DeviceLineWriterTests` holds the two together).
+/// `DeviceLineWriterTests` holds the bytes to a reference rendering through
+/// `JSONWriter`, field by field.
 ///
 /// A value on the stack of one chunk's rendering, over memory it does not own.
 struct DeviceLineWriter {
@@ -33,9 +35,13 @@ struct DeviceLineWriter {
         constantBytesMax + 6 * device.variableBytes
     }
 
-    /// Writes `device`'s line if it surely fits; returns false, writing
-    /// nothing, when it might not.
-    mutating func write(_ device: borrowing StoredDeviceFields) -> Bool {
+    /// Writes `device` if it surely fits; returns false, writing nothing,
+    /// when it might not. With `includeToken`, a `token` member follows
+    /// `environment`; without `closing` the object is left open (no `}`) for
+    /// the caller's members; with `newline`, a line feed ends it (NDJSON).
+    mutating func write(
+        _ device: borrowing StoredDeviceFields, includeToken: Bool = true, closing: Bool = true, newline: Bool = true
+    ) -> Bool {
         guard capacity - count >= Self.bytesMax(device) else { return false }
         let start = count
         literal("{\"id\":\"")
@@ -45,11 +51,14 @@ struct DeviceLineWriter {
         ascii(device.id.platform.name)
         literal("\",\"environment\":\"")
         ascii(device.environment.name)
-        literal("\",\"token\":")
-        if let token = device.token {
-            if device.id.platform == .ios { hexString(token) } else { quoted(token) }
-        } else {
-            literal("null")
+        literal("\"")
+        if includeToken {
+            literal(",\"token\":")
+            if let token = device.token {
+                if device.id.platform == .ios { hexString(token) } else { quoted(token) }
+            } else {
+                literal("null")
+            }
         }
         literal(",\"bundle_id\":")
         quoted(device.bundleID)
@@ -87,7 +96,8 @@ struct DeviceLineWriter {
         decimal(UInt64(device.version))
         literal(",\"client_sequence\":")
         if let sequence = device.clientSequence { decimal(sequence) } else { literal("null") }
-        literal("}\n")
+        if closing { literal("}") }
+        if newline { literal("\n") }
         precondition(count - start <= Self.bytesMax(device), "a device line past its bound")
         return true
     }
@@ -195,7 +205,7 @@ struct DeviceLineWriter {
         count += digits
     }
 
-    /// Tags as `DeviceJSON.writeTags` writes them, read off their stored
+    /// Tags as an object with keys in `sortedEntries` order, read off their stored
     /// encoding (`Tags`: count, then each key with its value, keys in
     /// `TagKey` order, which is `sortedEntries`' order). O(bytes).
     private mutating func tagSet(_ encoding: UnsafeRawBufferPointer) {
@@ -230,7 +240,7 @@ struct DeviceLineWriter {
         count += 1
     }
 
-    /// A tag number as `DeviceJSON` writes it: an integer, or the shortest form.
+    /// A tag number as the client sent it: an integer (`DeviceJSON.integral`), or the shortest form.
     private mutating func number(_ value: Double) {
         guard let integral = DeviceJSON.integral(value) else {
             var text = value.description

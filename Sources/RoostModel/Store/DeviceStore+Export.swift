@@ -41,6 +41,47 @@ package struct StoredDeviceFields {
     }
 }
 
+extension Device {
+    /// Calls `body` with this device's fields as `StoredDeviceFields`, its
+    /// bytes borrowed from the value for the call: one renderer of the
+    /// device JSON serves values and stored devices alike. No allocation.
+    package func withStoredFields(_ body: (borrowing StoredDeviceFields) -> Void) {
+        var fields = StoredDeviceFields(
+            id: id, environment: environment, token: nil, bundleID: bundleID?.rawValue, installationID: nil,
+            externalID: nil, createdAt: createdAt, lastSeenAt: lastSeenAt, boundAt: boundAt, appVersion: appVersion,
+            timezone: timezone, locale: locale, pushPermission: pushPermission, optedIn: optedIn, tags: nil,
+            invalidatedAt: invalidatedAt, invalidationReason: invalidationReason?.rawValue, strikes: strikes,
+            version: version, clientSequence: clientSequence)
+        let tokenBytes = token?.bytes
+        let installation = installationID?.rawValue
+        let external = externalID?.rawValue
+        let encodedTags = tags.encoded
+        Self.withOptionalBytes(tokenBytes) { token in
+            fields.token = token
+            Self.withOptionalUTF8(installation) { installation in
+                fields.installationID = installation
+                Self.withOptionalUTF8(external) { external in
+                    fields.externalID = external
+                    Self.withOptionalBytes(encodedTags.isEmpty ? nil : encodedTags) { tags in
+                        fields.tags = tags
+                        body(fields)
+                    }
+                }
+            }
+        }
+    }
+
+    private static func withOptionalBytes(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
+        guard let bytes else { return body(nil) }
+        bytes.withUnsafeBytes { body($0) }
+    }
+
+    private static func withOptionalUTF8(_ text: String?, _ body: (UnsafeRawBufferPointer?) -> Void) {
+        guard var text else { return body(nil) }
+        text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+    }
+}
+
 extension IndexExportView {
     /// Calls `body` with the fields of each device created after
     /// `afterSequence`, in creation order, until `body` returns false (it
