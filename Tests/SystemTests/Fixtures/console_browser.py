@@ -158,6 +158,13 @@ class Console:
             assert secret not in found["fields"], "a key is left in a form field"
 
 
+def search_for(console, text):
+    search = console.driver.find_element(By.ID, "search")
+    search.clear()
+    search.send_keys(text)
+    search.submit()
+
+
 def register(server, key, token, person, platform="ios", expect=(200, 201)):
     body = {"platform": platform, "token": token, "external_id": person, "app_version": "2.4.0"}
     return server.call("POST", "/v1/devices", key, body, expect)
@@ -270,8 +277,54 @@ def main():
         console.go("Inactivity")
         console.has_text("have not registered for more than 90 days", "the inactivity preview")
         console.accessible("inactivity")
+
+        # The registration seen under Changes, changed and then deleted from its page, each with If-Match.
+        search_for(console, "user_99")
+        console.has_text("Person user_99", "the person registered under Changes")
+        console.driver.find_element(By.LINK_TEXT, fresh).click()
+        tags = console.wait(EC.element_to_be_clickable((By.ID, "device-tags")), "the tags field")
+        tags.clear()
+        tags.send_keys('{"plan": "pro"}')
+        console.driver.find_element(By.XPATH, "//button[text()='Save changes']").click()
+        console.has_text("Saved: version 2.", "the saved change")
+        assert server.call("GET", f"/v1/devices/{fresh}", full)["tags"] == {"plan": "pro"}, "the tags were not saved"
+        console.driver.find_element(By.XPATH, "//button[text()='Delete device…']").click()
+        console.has_text(f"Delete device {fresh}?", "the confirmation's question")
+        console.accessible("device-delete-confirm")
+        console.wait(EC.element_to_be_clickable((By.XPATH, "//dialog//button[text()='Delete device'] | "
+                                                           "//*[@role='dialog']//button[text()='Delete device']")),
+                     "the confirmation's button").click()
+        console.has_text(f"Device {fresh} was deleted.", "the deletion")
+        server.call("GET", f"/v1/devices/{fresh}", full, expect=(404,))
+
+        # Nobody by that id: said in words.
+        search_for(console, "nobody_here")
+        console.has_text('Nobody with external id "nobody_here"', "the 404 in words")
+        console.accessible("not-found")
+
+        # The browser offline: a network failure, said in words; back online, the view loads.
+        console.driver.execute_cdp_cmd("Network.enable", {})
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        console.driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
+        console.driver.find_element(By.LINK_TEXT, "Overview").click()
+        console.has_text("The server could not be reached (network failure)", "the network failure in words")
+        console.accessible("network-failure")
+        console.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {**offline, "offline": False})
+        console.go("Inactivity")
+        console.has_text("have not registered for more than 90 days", "the view once back online")
         console.sign_out()
         console.no_trace_of([full])
+
+        # A key over its rate limit: 429 with the wait, said in words.
+        limited = server.call("POST", f"/v1/apps/{app}/keys", admin,
+                              {"kind": "secret", "mode": "live", "capabilities": ["devices:read"], "label": "slow",
+                               "rate_limit_per_second": 1})["key"]
+        console.sign_in(limited)
+        console.has_text("Too many requests (429): this key is over its rate limit. Wait", "the 429 with its wait")
+        console.accessible("rate-limited")
+        if console.driver.find_element(By.ID, "signout").is_displayed():
+            console.sign_out()
+        console.no_trace_of([limited])
 
         # A key revoked while signed in: the console says 401.
         console.sign_in(doomed["key"])
@@ -288,7 +341,7 @@ def main():
         console.has_text("devices:read", "the missing capability named")
         console.accessible("forbidden")
         console.sign_out()
-        console.no_trace_of([admin, full, no_read, doomed["key"], created])
+        console.no_trace_of([admin, full, no_read, doomed["key"], created, limited])
     finally:
         console.driver.quit()
     print(json.dumps({"views_checked_by_axe": console.checked, "seconds": round(time.monotonic() - started, 1)}))
