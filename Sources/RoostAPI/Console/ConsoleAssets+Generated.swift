@@ -1381,7 +1381,7 @@ async function inactivity(context) {
         parts.push(table(`The oldest ${json.devices.length} of them`, ['Device', 'Person', 'Platform', 'Last registered'],
           json.devices.map((d) => [deviceLink(d), d.external_id || 'none', d.platform, when(d.last_seen_at)])));
         parts.push(h('button', {
-          type: 'button', class: 'danger', text: `Invalidate ${count(json.count)} devices…`,
+          type: 'button', class: 'danger', text: `Invalidate ${count(json.count)} device${json.count === 1 ? '' : 's'}…`,
           onclick: async () => {
             const sure = await confirmDialog(`Invalidate ${count(json.count)} device${json.count === 1 ? '' : 's'} `
               + `not registered for more than ${n} days? They get no pushes until they register again.`,
@@ -1390,7 +1390,7 @@ async function inactivity(context) {
             try {
               const done = await api.request('POST', '/v1/devices/inactive/invalidate', { body: { older_than_days: n } });
               result.replaceChildren(h('p', { class: 'info', role: 'status',
-                text: `${count(done.json.invalidated)} devices invalidated.` }));
+                text: `${count(done.json.invalidated)} device${done.json.invalidated === 1 ? '' : 's'} invalidated.` }));
             } catch (error) {
               result.append(alert(error));
             }
@@ -1630,32 +1630,32 @@ ykXcuCKHL/drSafq2/z2sYVNphbL2ZCishnmop7QfTld8dmXmPNtXniqjvA9O2zsfW5eVuOPqG6r8Xrp
 9QM4b2gmIU7Pu9xiy70Od529OMECFiCwCoaibanA3QWoehtf0+JFmaey6mPxGV2oCLapWH/C9u2Lw/scZbPFAhVt11xunYi/
 CFSQs5G0HeiyZa4Oxa+mclmVUNJDUlpP9BGHoA7WXGRpTucabPUpXTFwTNqnOFAbNJAnAjhNriXAbBGtWVlJLtZDUhF/U+Ko
 58ZTDuiv3CsLBJOJj6yrItELrp6SVLreUsi65nJwOaMrz5xKUXOJqFsz2ty37Lln0e5bE+pvEnM5tdqN1HHGlv1Q71SAM9dt
-99XcMznjFCeJHRxSg3B49wLeeW3hfZKu9xv7Du4cNK6fAQ68H3O9QG27oltrmwVYFClrCLoCy7/f5y7km3cN7rwtsf2SH6Xn
-cYf6zouYm+rnwJok737mhlbqiqJxN/POK3LumRHeuE6ooYIoTc43QTnn2O05Cudp8xzm3ZczGuTvup3Rv7nI2YxxBtzwp3zJ
-uyNZwxfTg+dmJ+Tvga33dpI7jmMaL/oor/PBhtd5/wuPdubWN9Ln3m3kTvpcm/ztGfQNH8WQbLvgksFXSXX8aoDfnc9+ywip
-e7Ire0O2OvbFr5s+6mu5qLKRf1W+W7GtioHnOR9ESKgOT8LTZc0JDyzXrjN0arvi8pYvjCZK1MrFWvday7ppU/nUdA6bPrAe
-VF9N03LukE20PcboHQ2nRmB88NM7s/87bOgfTNTFeMh4eB9CeJns//V4/1/63Z76drj/DH48jsL3t2H8OHq/jl68rz8N359/
-Gh3Q/WHuAUYan6C1D8Tkwc3fte1A7S8/60XuTOdJhgdzhX4Z05fjPA8PDI4uioDh0cMwfNG9/MvD9+97P79/H0ePo4cHE5gy
-j3qJIC+f9HoUDsPXp8r1UPTW9+HwHfc87pNeY0m72j3l95/3IqVe184fcmB4G3+cYrScLbHG6lqK4XJ0Jc2FQMOVGOQSz4ss
-ZzMsh8W78PgGHD5wwBcpen+xgiHUoRqsA6HZLMtXLh8NV19TUTbnhV4nKkHtEJkYW0FwWai2qga0OkNe93nIQfvKDtVQNd/P
-i04YB8ifnhVjzDbCR1bgqQxDQqepPofLGGPCPySAHRHqZxP9jHbBwTf8VLjxgUN/1WOD/ijQyzner8PIsnuo10JfAfTTMkEn
-QYqfsEHIVdW//Ou/QyAIlMPcOCb4lnljPXQ37tBRrTviJ29FcNxaHbGlhlzYEPXiGjNwYQId+d4rsQ/f3P2YBdWlMngihiao
-pse+CEMeFVM3/M1vqFrqw18M8w+UzlGk05lIh0cMrRh5/6Q2+q/ovRik1AptxYXfO4joW9IAzldHQPPHPFWD0ZCX0ltgPaHG
-8cjlzEoD8q//11WUkOt7RGsic20zOdQDjGi6HElaiFothOGzDqHsDgnSLIvRSs/6VhFWyYLK7Jqp8EkC8u7oLrXg+UZ7u6a6
-D+kCzjlXdACc2TVwLoLl7n8gx3nwy7/9FzisCuRjgbnWKF6U32QfZBrqlofx4SG2fgrC+AQ8s1mNyVTVlxqtRT1oO/I5Y6N5
-z9vzVMR7vxSOsscBb+Z7uRtMF/LZkj+eXogDhQSdqaolwNOHH8CSY6JKpeNZgwbq6G/whWpbqxw75XrIkcGLSKFnLF7ReuJN
-iAm5Ja36ggpGJlUy05qDE0qgPljFPHu2mNpRoftIkmZoZnjUjbrNbIua3D6+3rqNhy/d1A3gbf0FSoOrQzcbG7t0K9quvzHA
-ezktt4MpxJzLwbQD5qX9VSKHdv1g8ug94uH0GJ74uR7r5rQ6RN71fSpdfGRraHB/tLzpGIHq+vIfVGUJ8fV0sZj3dZM+aZbA
-ljvAy+6mIW3p2k+XvAXbVyxkgYyRkNuh3CR5n5psBbG2NYkVlwDY7SDKIquVtAGBahaGiiyxUSr7Zt3Ns0grAXEgTAfgV6dp
-srBVe8hI7AjhV2+vm9+Z/bov0WrQo3qajU0ez631Q1blZQtIeFE6cA9Cr6dKUNMVI83oRZPXrfHn+ul3erYomUxMjFGJKLYs
-W4/dpTdGAz6NnMTOZTB/9sz82QSlzDtcjC7MPp9GtmOF6oXR/Mbsa9Ii29iW6udh/OxZhJurCqu7cFAokO8edO4ajMtxeYwN
-yH8+fsU8+hvNj2A5E1S/75zhBh73naMaYOskDTv48DgV0ZQQ27VnJNj8kb5wB2uRRKu3B7pESLhqVg3V2Jzmw6V6t5Vvrokp
-zg91nO9nyncF+iQo2/Ie68j9Iwj6hhxUK1g2gHuA4FXjCYlyCY6mMyyhqMXXaXsGFrsCxyekBh2Bu7I8Uoc1Cp3uvWuD2DMx
-uUwqjQKNpLU8vjDj2Tfrlq1lr3gsX1IKL6znciT+93+efNahv3/Af2aRfAXc2VWt+KhajfVkm38VTzX6TevJGORH/G08hcTf
-cf+mvVTixMDgfCX/5PMxUzqxT8dHdB6/oL8tGKpfmOmjM0jqrMrpvBxNG9dJSHymDvtQlaoeKufLo14Y2PxADZGYNL16vKxy
-XTDjHqN6q7wADVV7BTTgCZU3Ye3PvNFspN/0vQ6vkokz2TyZ9Gc1+bvq1kx1D+triRFpTXetvlGXrP7w7hV+vCtz3jawAwYn
-WNY5LzPciFFbBxjB6EkwnWYME0Ody566zXLG2wYzoklHzJAI+IF0x0+NO34fmUHMlLTKgvnMYto7mNX9ZFLijECOy0FP34Sp
-ck7qbxPgH2+linu8Qblj7sDuqMsr9S1FHVvWbndpO9rn72gZQf32f+y7w3EXdgAA
+99XcMznjFCeJv5tDQHK8SwPvvNPwPhnZ3wIxjzUVe96P816gKl7RlbbN6iwKozUEXZ7lX/5zF/LNiwh3XqXYfgOQMgK4fX3n
+Lc1N3XRg7ZV3eXNDZXVF0bi4eef9OfdMF2/cNdTQT5RD52uinEPudr1b37csvfO2eZjz7hsezSTvuuLRv/7I2dFxBtxwynzx
+vSPjw7fbg/tnJ+RvpK33di5LHMc0XvRRruuDDdf1/rcm7UzQb+TgvSvNnRy89hu2p+E3HB1Dsu0CTl6DyszjVwP87qT4W0ZI
+XbZd2Wu21dkxft10dF/LRZWN/Pv23bJvVVE8z/k0Q0LFfBKeLmvOmmDNd52hZ9wVl7d86zRRolZ+2rrXWhtOO9OnpnPYdKT1
+oPp+m5bDi2zn7VlI73w5NQILhp/ewf/fYUP/dKOu6EPGw0sVwstk/6/H+//S7/bUt8P9Z/DjcRS+vw3jx9H7dfTiff1p+P78
+0+iALiFzT0HS+AStfSAmD+4gr20Han/5WS9yZzpPMjzdK/TLmL4c53l4YHB0UQQMjx6G4Yvu5V8evn/f+/n9+zh6HD08mMCU
+edRLBHn5pNejmBq+PlX+i6K3vlSHL8rncZ/0Gkva1T4uv/+8Fyk1vHb+GgTD2/gLF6PlbImFWtdSDJejK2luFRquxCCXeOhk
+OZthTS1eqMfX6PCpBb6N0fuzFwyhDtVgHYjvZlm+cvlouPqaKrs5ufQ6UVluh8jE2AqCy0K1VTWg/Rnyus9DDtpXdqiGqvmS
+X/TkOMr+9KwYY8oSPrICj3YYEjpN9WFexhh3DUIC2BGhfjbRz2grHRzMT4UbZDj0Vz026I8CvZzjJT2MLPuYei30PUI/LRN0
+JqT4CRuEXJr9y7/+O0STQDlMsGOWcJk31kN34w4d1bojfvJWBMet1TldasjVEVEvrjGNFybQkS/PEvvwzd3UWVBxK4MnYmiC
+anrsizDkUTH/w9/8hqqlPkHGMP9AOSFFOp3OdHjE0IqR9497oxOMXo5BSq3QVlz4vYOIvmoN4Hx1BDR/zFM1GA15Kb0F1hNq
+nLFczqw0IP/6f6JFCbm+jLQmMtc2HUQ9wIimy5GkhajVQhg+6xDK7pAgzbIYrfSsbxVhlSyo9LCZCh9HIC+QLmQLnm+0t2uq
++5Au4MR1RafImV0D5zZZ7v4H8rIGv/zbf4Fjq0A+FpiwjeJF+U32QaahbnkYHx5i66cgjE/Ag5vVmJFVfanRWtSDtnOjMzaa
+97yCT4XN98sDKXsccEWAlwDCnCMfUPnj6YU4UEjQwaxaAjx9ggIsOWa7VE6fNWigzg8HX6i2tUrUU8KIHBm8zRR6xuIVrSde
+p5iQW9KqL6jqZFIlM605OCsF6oNVzLNni6kdFbqPJGmGZppIXcvbTNmoye3j6617gfjSzf8A3tZfoFy6OrmzsTtMV6vt+kMF
+vCHUcsWYQsy5YUw7YN7egcoG0dYhTB69RzzhHsMTP2Fk3ZxWh8i7A1DlnI9sIQ5uspY3HSNQXV/+g6osIUifLhbzvm7SJ80S
+2JoJeNndNKQtXfvpkvdx+4qFLJAxEnI7lJsk71OTrSDWtrCx4joCu6dEqWi1kjYgUM3CUJElNkpl36y7eRZpJSAOhOkA/Oo0
+TRa29A8ZiR0h/OptmPM7s+n3JVoNelRPs7FJBroFg8iqvGwBCS9KB25k6PVUWW66p6QZvWjyugcFuAj7nZ4tSiYTE2NZIoqt
+7dZjd+mN0YBPIyc7dBnMnz0zf3tBKfMOV7QLs1moke1YoXphNL8x+5q0yDa2pfp5GD97FuEOrcLqLhwUCuS7B527BuOaXh5j
+A/Kfj18xj/5G8yNYzgTV7ztnuIHHfeeoBtg6ScMOPjxOWTQlxHbtGQk2f+kv3MFaJNHq7YGuMxKumlVDNXa4+YSq3rLl629i
+ivNDHef76fZdgT4Jyra8xzpy/5KCvmYH1QrWHuBGInjVeMyiXIKj6QxLKGrxddqegcWuwPEJqUFH4NYuj9RhjUJHhO/aZfZM
+TC6TSqNAI2ktjy/MePbNumV/2qtAy5eU6gvruRyJ//2fJ5916I8o8N9qJF8Bt4dVKz7vVmNR2uaf1lONftOiNAb5EX9gTyHx
+d1ziaW+mODEwOK/JP/mQzZSO/dMZFL0ZUNAfKAzVL8wI0kEmdeDldF6Opo07KSQ+UyeGqNRVD5XzDVQvDGx+oIZITK5fPV5W
+ua66cc9ivVVegIaqvQIa8IRqpDCtOG80G+k3fa/Dq2TiTDZPJv1ZTf6uunpTXeb6WmJEWtOFrW/UTa0/vHuFH+/KnPce7IDB
+CdaGzssMd3PU/gNGMHoSTKcZw8RQ57KnrsSc8d7DjGjSETMkAn4g3fFT447fR2YQMyWtsmA+s5g2IGZ1P5mUOCOQ43LQ09dp
+qpyT+gMH+BdgqWwfr2HumIu0O+oGTH3VUcfWxtut3o72+TtaRlC//R+k9PgAXHYAAA==
 """),
     ]
 }

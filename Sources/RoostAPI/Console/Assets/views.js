@@ -496,7 +496,7 @@ async function inactivity(context) {
         parts.push(table(`The oldest ${json.devices.length} of them`, ['Device', 'Person', 'Platform', 'Last registered'],
           json.devices.map((d) => [deviceLink(d), d.external_id || 'none', d.platform, when(d.last_seen_at)])));
         parts.push(h('button', {
-          type: 'button', class: 'danger', text: `Invalidate ${count(json.count)} devices…`,
+          type: 'button', class: 'danger', text: `Invalidate ${count(json.count)} device${json.count === 1 ? '' : 's'}…`,
           onclick: async () => {
             const sure = await confirmDialog(`Invalidate ${count(json.count)} device${json.count === 1 ? '' : 's'} `
               + `not registered for more than ${n} days? They get no pushes until they register again.`,
@@ -505,7 +505,7 @@ async function inactivity(context) {
             try {
               const done = await api.request('POST', '/v1/devices/inactive/invalidate', { body: { older_than_days: n } });
               result.replaceChildren(h('p', { class: 'info', role: 'status',
-                text: `${count(done.json.invalidated)} devices invalidated.` }));
+                text: `${count(done.json.invalidated)} device${done.json.invalidated === 1 ? '' : 's'} invalidated.` }));
             } catch (error) {
               result.append(alert(error));
             }
