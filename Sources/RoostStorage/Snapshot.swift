@@ -396,7 +396,7 @@ package final class SnapshotReader {
                 plainEnd = unread
             }
             let room = max(Self.plainBufferBytes, count + ZSTD_DStreamOutSize())
-            if plain.count < room { plain.append(contentsOf: repeatElement(0, count: room - plain.count)) }
+            if plain.count < room { plain += [UInt8](repeating: 0, count: room - plain.count) }
             var produced = 0
             let start = plainEnd
             let code: Int = compressed.withUnsafeBytes { source in

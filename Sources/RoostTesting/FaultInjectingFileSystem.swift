@@ -59,14 +59,14 @@ package final class FaultInjectingFileSystem: StorageFileSystem {
             switch self {
             case .write(let offset, let data):
                 if bytes.count < offset + data.count {
-                    bytes.append(contentsOf: repeatElement(0, count: offset + data.count - bytes.count))
+                    bytes += [UInt8](repeating: 0, count: offset + data.count - bytes.count)
                 }
                 bytes.replaceSubrange(offset..<(offset + data.count), with: data)
             case .resize(let size):
                 if size < bytes.count {
                     bytes.removeLast(bytes.count - size)
                 } else {
-                    bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
+                    bytes += [UInt8](repeating: 0, count: size - bytes.count)
                 }
             }
         }
