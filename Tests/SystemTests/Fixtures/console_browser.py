@@ -26,7 +26,9 @@ from axe_core_python.base import AXE_SCRIPT
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -124,6 +126,32 @@ class Console:
         assert field.get_attribute("type") == "password", "the key field is not a password field"
         field.send_keys(key)
         field.submit()
+        self.wait(lambda d: d.find_element(By.ID, "signout").is_displayed()
+                  or d.find_elements(By.CSS_SELECTOR, "#notice .error"), "signed in or refused")
+
+    def press(self, key):
+        ActionChains(self.driver).send_keys(key).perform()
+
+    def tab_to(self, matches, what, presses_max=80):
+        """Presses Tab until the focused element `matches` (it may have the focus already); it must
+        show a focus ring (a computed outline)."""
+        for _ in range(presses_max + 1):
+            element = self.driver.switch_to.active_element
+            if matches(element):
+                style, width = self.driver.execute_script(
+                    "const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth];")
+                assert style != "none" and width not in ("", "0px"), f"{what} has no visible focus: {style} {width}"
+                return element
+            self.press(Keys.TAB)
+        raise AssertionError(f"{what} is not reachable with Tab in {presses_max} presses")
+
+    def keyboard_sign_in(self, key):
+        """Signs in with the keyboard alone: Tab to the API key field, type, Enter."""
+        self.wait(EC.element_to_be_clickable((By.ID, "api-key")), "the API key field")
+        self.driver.execute_script("document.activeElement && document.activeElement.blur()")
+        self.tab_to(lambda e: e.get_attribute("id") == "api-key", "the API key field")
+        self.press(key)
+        self.press(Keys.ENTER)
         self.wait(lambda d: d.find_element(By.ID, "signout").is_displayed()
                   or d.find_elements(By.CSS_SELECTOR, "#notice .error"), "signed in or refused")
 
@@ -230,6 +258,17 @@ def main():
         console.wait(EC.element_to_be_clickable((By.XPATH, "//button[text()='Copy key']")), "the copy button")
         console.accessible("apps-key-created")
         created = value.get_attribute("value")
+        # The new key revoked from the console by keyboard alone: Tab to its Revoke button, Enter,
+        # then the confirmation's button; the API then refuses the key (401).
+        console.tab_to(lambda e: e.get_attribute("aria-label") == "Revoke key made in the console",
+                       "the new key's Revoke button")
+        console.press(Keys.ENTER)
+        console.has_text("Revoke key made in the console? Every request with it will be refused (401).",
+                         "the revocation's confirmation")
+        console.tab_to(lambda e: e.text == "Revoke key", "the confirmation's Revoke key button")
+        console.press(Keys.ENTER)
+        console.has_text("Key made in the console revoked.", "the revocation said")
+        server.call("GET", "/v1/stats", created, expect=(401,))
         console.go("Overview")
         console.has_text("Devices per app and mode", "the operator's overview chart")
         console.accessible("overview-operator")
@@ -335,8 +374,8 @@ def main():
         console.accessible("revoked")
         console.sign_out()
 
-        # A key without devices:read: the capability is named.
-        console.sign_in(no_read)
+        # A key without devices:read, signed in with the keyboard alone: the capability is named.
+        console.keyboard_sign_in(no_read)
         console.has_text("403", "the 403")
         console.has_text("devices:read", "the missing capability named")
         console.accessible("forbidden")
