@@ -113,9 +113,14 @@ package struct ReplicationMachine {
     /// The first LSN etcd holds of the group log, as the last read found (nil: none read yet, or empty).
     package var groupLogFirstLSN: LogSequenceNumber? { groupLogStart }
     /// The encoded bytes of the group-log batches this node read, received
-    /// or appended since it started (from its position at start on).
+    /// or appended since it started (from its position at start on), less
+    /// those a purge deleted (`noteGroupLogStart`).
     package private(set) var groupLogBytes = 0
     private var groupLogBytesCountedThrough = LogSequenceNumber(0)
+    /// The batches counted in `groupLogBytes`, oldest first: their last LSN
+    /// and bytes (16 bytes each; a purge drops the deleted ones).
+    private var countedBatches: [(lastLSN: LogSequenceNumber, bytes: Int)] = []
+    private var countedBatchesHead = 0
 
     private var now: Int64 = 0
     private var started = false
@@ -415,8 +420,12 @@ package struct ReplicationMachine {
         var batches: [ReplicationBatch] = []
         for keyValue in holding + page {
             guard let batch = decodeBatch(keyValue, &actions) else { break }  // a hole: stop before it
-            if batch.lastLSN < from { continue }  // the batch before the node's position: nothing to take
+            if batch.lastLSN < from {  // the batch before the node's position: nothing to take
+                countBytes(of: batch, keyValue.value.count)
+                continue
+            }
             if let last = batches.last, batch.firstLSN != last.nextLSN { break }
+            countBytes(of: batch, keyValue.value.count)
             batches.append(batch)
         }
         let more = page.count >= Self.readBatchesMax
@@ -425,10 +434,6 @@ package struct ReplicationMachine {
         if !more { groupEndLearnedAt = max(groupEndLearnedAt, sentAt) }
         if let last = batches.last {
             groupEnd = max(groupEnd, last.lastLSN)
-            if last.lastLSN > groupLogBytesCountedThrough {
-                groupLogBytes += (holding + page).reduce(0) { $0 + $1.value.count }
-                groupLogBytesCountedThrough = last.lastLSN
-            }
         }
         guard reconciled else { return reconcile(revision, leaderKeys.first, batches, more: more, &actions) }
         took(revision, leaderKeys.first, batches, &actions)
@@ -607,10 +612,7 @@ package struct ReplicationMachine {
                 }
             } else if keys.firstLSN(ofLogKey: key) != nil, event.kind == .put {
                 guard let batch = decodeBatch(event.keyValue, &actions) else { continue }
-                if batch.lastLSN > groupLogBytesCountedThrough {
-                    groupLogBytes += event.keyValue.value.count
-                    groupLogBytesCountedThrough = batch.lastLSN
-                }
+                countBytes(of: batch, event.keyValue.value.count)
                 received(batch, key: key, &actions)
             }
             guard role != .deposed, role != .seeding else { return }
@@ -819,10 +821,7 @@ package struct ReplicationMachine {
         guard role == .leader, let append = inFlight, let ownEpoch else { return }
         switch response {
         case .transaction(true, _, _):
-            if append.batch.lastLSN > groupLogBytesCountedThrough {  // else the watch counted it
-                groupLogBytes += append.encoded.count
-                groupLogBytesCountedThrough = append.batch.lastLSN
-            }
+            countBytes(of: append.batch, append.encoded.count)  // unless the watch counted it
             appendCommitted(append.batch, &actions)
         case .transaction(false, _, let results):
             guard case .range(let leaderKeys)? = results.first, let holder = leaderKeys.first,
@@ -839,6 +838,29 @@ package struct ReplicationMachine {
         case .failed, .lease, .keptAlive, .revoked, .compacted:
             inFlight?.retryAt = now + configuration.retryMilliseconds
         }
+    }
+
+    /// Counts a batch's bytes in `groupLogBytes` once (a read, the watch and
+    /// the append may each see it).
+    private mutating func countBytes(of batch: ReplicationBatch, _ bytes: Int) {
+        guard batch.lastLSN > groupLogBytesCountedThrough else { return }
+        groupLogBytes += bytes
+        groupLogBytesCountedThrough = batch.lastLSN
+        countedBatches.append((batch.lastLSN, bytes))
+    }
+
+    /// A purge left the group log starting at `first`: the batches before it
+    /// leave `groupLogBytes`. O(batches dropped), amortised.
+    package mutating func noteGroupLogStart(_ first: LogSequenceNumber) {
+        while countedBatchesHead < countedBatches.count, countedBatches[countedBatchesHead].lastLSN < first {
+            groupLogBytes -= countedBatches[countedBatchesHead].bytes
+            countedBatchesHead += 1
+        }
+        if countedBatchesHead > 4_096, countedBatchesHead * 2 > countedBatches.count {
+            countedBatches.removeFirst(countedBatchesHead)
+            countedBatchesHead = 0
+        }
+        precondition(groupLogBytes >= 0, "group log bytes below zero after a purge at \(first)")
     }
 
     private mutating func appendCommitted(_ batch: ReplicationBatch, _ actions: inout [ReplicationAction]) {

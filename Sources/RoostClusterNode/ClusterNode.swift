@@ -26,6 +26,10 @@ package struct ClusterNodeConfiguration: Sendable {
     package var replication: ReplicationConfiguration
     package var endpoints: [EtcdEndpoint]
     package var readLagMilliseconds: Int64 = readLagMillisecondsDefault
+    /// `--log-retain-bytes` default (spec §13.6): the most group-log bytes a
+    /// leader keeps beyond what every live member checkpointed.
+    package static let logRetainBytesDefault = 512 * 1024 * 1024
+    package var logRetainBytes = logRetainBytesDefault
 
     package init(replication: ReplicationConfiguration, endpoints: [EtcdEndpoint]) {
         precondition(!endpoints.isEmpty, "a cluster node needs an etcd endpoint")
@@ -127,7 +131,8 @@ package final class ClusterNode: ClusterControl, Sendable {
             mailbox: mailbox)
         watches = WatchRunner(endpoints: configuration.endpoints, options: options, mailbox: mailbox)
         observer = try ClusterObserver(
-            endpoints: configuration.endpoints, options: options, keys: configuration.replication.keys, logger: logger)
+            endpoints: configuration.endpoints, options: options, keys: configuration.replication.keys,
+            retainBytes: configuration.logRetainBytes, logger: logger)
         published = Mutex(
             ClusterNodeStatus(
                 cluster: configuration.replication.keys.cluster.rawValue,
@@ -254,9 +259,12 @@ package final class ClusterNode: ClusterControl, Sendable {
 
     // MARK: - Used by the replication thread
 
+    /// Where this node's last purge left the group log starting (0: none).
+    fileprivate var groupLogKeptFrom: LogSequenceNumber { observer.firstKeptLSN }
+
     fileprivate func publish(_ status: ClusterNodeStatus) {
         published.withLock { $0 = status }
-        observer.noteLeading(epoch: status.takesWrites ? status.epoch : nil)
+        observer.noteLeading(epoch: status.takesWrites ? status.epoch : nil, groupLogBytes: status.groupLog.bytes)
         positionWaiters.reached(status.appliedLSN)
     }
 
@@ -617,6 +625,7 @@ private struct ReplicationDriver {
         status.caughtUp =
             status.takesWrites
             || (machine.isReconciled && status.lagMilliseconds <= node.configuration.readLagMilliseconds)
+        machine.noteGroupLogStart(node.groupLogKeptFrom)
         status.groupLog = ClusterNodeStatus.GroupLog(
             firstLSN: machine.groupLogFirstLSN ?? LogSequenceNumber(0), lastLSN: machine.groupEnd,
             bytes: machine.groupLogBytes)

@@ -15,7 +15,10 @@ import Synchronization
 /// `purgeIntervalMilliseconds`, the batches that every live member's
 /// checkpointed snapshot holds are deleted — in one transaction fenced on
 /// the leader key, so a deposed leader deletes nothing — and etcd's history
-/// is compacted at that revision, so that etcd's size stays bounded.
+/// is compacted at that revision, so that etcd's size stays bounded. While
+/// the group log holds more than `--log-retain-bytes`, the purge goes as far
+/// as the furthest live member's checkpoint (`GroupLogRetention`): a member
+/// behind it re-seeds from that member's snapshot.
 final class ClusterObserver: Sendable {
     /// How often the members and etcd's status are read.
     static let intervalMilliseconds = 1_000
@@ -40,12 +43,20 @@ final class ClusterObserver: Sendable {
     private let state = Mutex(Observation())
     /// The epoch this node leads in and takes writes (0: it does not).
     private let leadingEpoch = Atomic<Int64>(0)
+    /// The group log's bytes as this node's machine counts them.
+    private let groupLogBytes = Atomic<Int>(0)
+    /// The first LSN the group log kept at this node's last purge (0: none).
+    private let keptFrom = Atomic<UInt64>(0)
+    /// `--log-retain-bytes`.
+    let retainBytes: Int
     private let stopping = Atomic<Bool>(false)
     private let stopped = DispatchSemaphore(value: 0)
 
-    init(endpoints: [EtcdEndpoint], options: EtcdClientOptions, keys: ClusterKeys, logger: Logger)
-        throws(SystemCallError)
-    {
+    init(
+        endpoints: [EtcdEndpoint], options: EtcdClientOptions, keys: ClusterKeys, retainBytes: Int, logger: Logger
+    ) throws(SystemCallError) {
+        precondition(retainBytes > 0, "--log-retain-bytes \(retainBytes)")
+        self.retainBytes = retainBytes
         let thread = try PlatformThread.spawn(name: "roost-observe") { [self] in
             let client = EtcdClient(endpoints: endpoints, options: options)
             var nextPurgeAt = ContinuousClock.now + .milliseconds(Self.purgeIntervalMilliseconds)
@@ -54,8 +65,14 @@ final class ClusterObserver: Sendable {
                 let epoch = self.leadingEpoch.load(ordering: .acquiring)
                 if epoch > 0, ContinuousClock.now >= nextPurgeAt {
                     nextPurgeAt = ContinuousClock.now + .milliseconds(Self.purgeIntervalMilliseconds)
-                    if let purge = Self.purge(client, keys, epoch: epoch, members: self.observation.members) {
+                    let through = GroupLogRetention.purgeThrough(
+                        checkpoints: self.observation.members.map(\.record.checkpointLSN),
+                        groupLogBytes: self.groupLogBytes.load(ordering: .acquiring), retainBytes: retainBytes)
+                    if let through, let purge = Self.purge(client, keys, epoch: epoch, through: through) {
                         self.state.withLock { $0.firstKeptLSN = max($0.firstKeptLSN, purge.firstKeptLSN) }
+                        self.keptFrom.store(
+                            max(self.keptFrom.load(ordering: .acquiring), purge.firstKeptLSN.rawValue),
+                            ordering: .releasing)
                         logger.info("cluster.purged") { line in
                             line.field("batches", purge.batchesDeleted)
                             line.field("first_kept_lsn", purge.firstKeptLSN.rawValue)
@@ -70,20 +87,21 @@ final class ClusterObserver: Sendable {
         thread.detach()
     }
 
-    /// This node leads in `epoch` and takes writes (nil: it does not): it purges while so.
-    func noteLeading(epoch: Int64?) {
+    /// This node leads in `epoch` and takes writes (nil: it does not): it
+    /// purges while so; its machine counts `groupLogBytes` in the group log.
+    func noteLeading(epoch: Int64?, groupLogBytes bytes: Int) {
         leadingEpoch.store(epoch ?? 0, ordering: .releasing)
+        groupLogBytes.store(bytes, ordering: .releasing)
     }
 
-    /// Deletes the batches before the one holding the LSN after every live
-    /// member's checkpoint, fenced on `epoch`'s leader key, then compacts
-    /// etcd at the deletion's revision. Nil when there was nothing to delete
-    /// or etcd refused (the next round tries again).
-    static func purge(
-        _ client: EtcdClient, _ keys: ClusterKeys, epoch: Int64,
-        members: [(node: String, record: MemberRecord, seenAt: ContinuousClock.Instant)]
-    ) -> Purge? {
-        guard let through = members.map(\.record.checkpointLSN).min(), through.rawValue > 0 else { return nil }
+    /// The first LSN the group log kept at this node's last purge (0: none).
+    var firstKeptLSN: LogSequenceNumber { LogSequenceNumber(keptFrom.load(ordering: .acquiring)) }
+
+    /// Deletes the batches before the one holding the LSN after `through`,
+    /// fenced on `epoch`'s leader key, then compacts etcd at the deletion's
+    /// revision. Nil when there was nothing to delete or etcd refused (the
+    /// next round tries again).
+    static func purge(_ client: EtcdClient, _ keys: ClusterKeys, epoch: Int64, through: LogSequenceNumber) -> Purge? {
         let keep = through.advanced(by: 1)
         let holding = client.perform(
             .transaction(

@@ -1,5 +1,6 @@
 import Glibc
 import RoostCluster
+import RoostClusterNode
 import RoostPlatform
 import RoostTelemetry
 
@@ -13,6 +14,7 @@ struct ClusterOptions {
     var leaseTTLSeconds: Int64 = 2
     var readLagMilliseconds: Int64 = 2_000
     var etcdTimeoutMilliseconds: Int64 = 1_000
+    var logRetainBytes = ClusterNodeConfiguration.logRetainBytesDefault
 }
 
 /// What a data directory records of its cluster (spec §13.8): the cluster's

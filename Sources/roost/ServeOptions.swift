@@ -124,6 +124,7 @@ struct ServeOptions {
         var leaseTTL: Int64?
         var readLag: Int64?
         var etcdTimeout: Int64?
+        var logRetain: Int?
         while index < arguments.count {
             let flag = arguments[index]
             switch flag {
@@ -154,6 +155,8 @@ struct ServeOptions {
                 readLag = Int64(try positive(flag, max: 3_600_000))
             case "--etcd-timeout-ms":
                 etcdTimeout = Int64(try positive(flag, max: 3_600_000))
+            case "--log-retain-bytes":
+                logRetain = try positive(flag, max: Int(Int64.max / 2))
             case "--listen":
                 (options.host, options.port) = try parseListen(try value(flag))
             case "--data":
@@ -208,13 +211,14 @@ struct ServeOptions {
             if let leaseTTL { cluster.leaseTTLSeconds = leaseTTL }
             if let readLag { cluster.readLagMilliseconds = readLag }
             if let etcdTimeout { cluster.etcdTimeoutMilliseconds = etcdTimeout }
+            if let logRetain { cluster.logRetainBytes = logRetain }
             options.cluster = cluster
         } else if nodeID != nil || endpoints != nil || advertise != nil || leaseTTL != nil || readLag != nil
-            || etcdTimeout != nil
+            || etcdTimeout != nil || logRetain != nil
         {
             throw ParseError(
-                description: "--node-id, --etcd, --advertise, --lease-ttl-s, --read-lag-ms and --etcd-timeout-ms "
-                    + "need --cluster")
+                description: "--node-id, --etcd, --advertise, --lease-ttl-s, --read-lag-ms, --log-retain-bytes and "
+                    + "--etcd-timeout-ms need --cluster")
         }
         return .serve(options)
     }

@@ -160,6 +160,7 @@ struct ServeState {
             replication.etcdTimeoutMilliseconds = cluster.etcdTimeoutMilliseconds
             var configuration = ClusterNodeConfiguration(replication: replication, endpoints: cluster.endpoints)
             configuration.readLagMilliseconds = cluster.readLagMilliseconds
+            configuration.logRetainBytes = cluster.logRetainBytes
             node = try ClusterNode(
                 configuration: configuration, engine: engine, logger: logger, endSignal: ServeSignals.clusterEnded)
         }

@@ -30,7 +30,8 @@ enum Usage {
                                     of the mobile routes (repeatable, at most 16; default none)
           The operator key is ROOST_ADMIN_KEY, else DIR/admin.key (created on first start).
         cluster mode (docs/cluster.md): roost serve --cluster NAME --node-id ID --etcd URL[,URL...]
-                           [--advertise URL] [--lease-ttl-s N] [--read-lag-ms N] [--etcd-timeout-ms N]
+                           [--advertise URL] [--lease-ttl-s N] [--read-lag-ms N] [--log-retain-bytes N]
+                           [--etcd-timeout-ms N]
           --cluster NAME            the cluster (created once with roost cluster init); needs ROOST_ADMIN_KEY,
                                     the same on every node
           --node-id ID              1 to 32 of a-z 0-9 -, unique in the cluster, recorded in DIR at first start
@@ -40,6 +41,8 @@ enum Usage {
           --read-lag-ms N           a node that does not lead answers reads only within N ms of the group log
                                     (default 2000; a request may ask for more with Roost-Max-Staleness-Ms)
           --etcd-timeout-ms N       an etcd request not answered by then has failed (default 1000)
+          --log-retain-bytes N      the leader keeps at most N bytes of group log in etcd beyond what every
+                                    live node checkpointed; a node further behind re-seeds (default 536870912)
         """
 
     static let cluster = """

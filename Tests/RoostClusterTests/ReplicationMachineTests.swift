@@ -133,6 +133,37 @@ struct ReplicationMachineTests {
         #expect(member.lease != nil && member.lease != harness.machine.lease)
     }
 
+    @Test("the group log's bytes count each batch once and lose the batches a purge deleted")
+    func groupLogBytesFollowPurges() throws {
+        var harness = Harness()
+        try harness.becomeLeader()
+        for text in ["a", "bb", "ccc"] {
+            harness.handle(.submit([Array(text.utf8)]))
+            harness.durable()
+        }
+        let batches = harness.etcd.values(in: .prefix(harness.keys.logPrefix))
+        #expect(batches.count == 4, "the epoch record and three appends")
+        let total = batches.reduce(0) { $0 + $1.value.count }
+        #expect(harness.machine.groupLogBytes == total)
+        // A purge that kept the group log from LSN 3 (the "bb" batch) on.
+        harness.machine.noteGroupLogStart(LogSequenceNumber(3))
+        #expect(harness.machine.groupLogBytes == total - batches[0].value.count - batches[1].value.count)
+        harness.machine.noteGroupLogStart(LogSequenceNumber(3))
+        #expect(harness.machine.groupLogBytes == total - batches[0].value.count - batches[1].value.count, "once")
+        harness.machine.noteGroupLogStart(LogSequenceNumber(5))
+        #expect(harness.machine.groupLogBytes == 0)
+    }
+
+    @Test("retention: the purge follows every live checkpoint, and past --log-retain-bytes the furthest one")
+    func retentionPurgePoint() {
+        let checkpoints = [LogSequenceNumber(40), LogSequenceNumber(7), LogSequenceNumber(90)]
+        #expect(GroupLogRetention.purgeThrough(checkpoints: checkpoints, groupLogBytes: 100, retainBytes: 100) == 7)
+        #expect(GroupLogRetention.purgeThrough(checkpoints: checkpoints, groupLogBytes: 101, retainBytes: 100) == 90)
+        #expect(GroupLogRetention.purgeThrough(checkpoints: [0, 12], groupLogBytes: 1, retainBytes: 100) == nil)
+        #expect(GroupLogRetention.purgeThrough(checkpoints: [0, 12], groupLogBytes: 200, retainBytes: 100) == 12)
+        #expect(GroupLogRetention.purgeThrough(checkpoints: [], groupLogBytes: 200, retainBytes: 100) == nil)
+    }
+
     @Test("a leader whose lease is gone is deposed at its next keep-alive, and acknowledges nothing after")
     func deposedWhenTheLeaseIsGone() throws {
         var harness = Harness()

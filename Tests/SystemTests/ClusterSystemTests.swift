@@ -508,4 +508,42 @@ struct ClusterSystemTests {
         #expect(reference.split(separator: "\n").count == slot)
         #expect(try cluster.export(4, key: key) == reference)
     }
+
+    @Test(
+        "past --log-retain-bytes the leader purges through the furthest live checkpoint, beyond a live member that never checkpointed; that member, at the group log's end, goes on"
+    )
+    func retentionPastAMemberBehind() throws {
+        let cluster = try ClusterHarness()
+        // n1 checkpoints every second while writes come; n2 keeps the default
+        // --snapshot-log-bytes (256 MiB), so its checkpoint stays behind.
+        cluster.extraArguments = ["--snapshot-log-bytes", "1", "--log-retain-bytes", "4096"]
+        try cluster.start(1)
+        let leader = try cluster.leader()
+        cluster.extraArguments = ["--log-retain-bytes", "4096"]
+        try cluster.start(2)
+        let key = try CrashRecoveryTests.setUp(port: cluster.port(leader))
+        func number(_ position: String?) -> UInt64 { position.flatMap { UInt64($0.dropFirst(), radix: 16) } ?? 0 }
+        var slot = 0
+        var behind: UInt64 = 0
+        var firstKept: UInt64 = 0
+        let purged = HTTPAbuseSystemTests.eventually(within: ClusterHarness.waitLimit) {
+            for _ in 0..<5 {
+                _ = try? Self.register(
+                    cluster.port(leader), key: key, token: CrashRecoveryTests.token(client: 6, slot: slot),
+                    person: "user_\(slot % 3)")
+                slot += 1
+            }
+            guard let status = try? cluster.status(leader) else { return false }
+            behind = number(
+                status["members"]?.arrayValue?.first { $0["node"]?.stringValue == "n2" }?["checkpoint_position"]?
+                    .stringValue)
+            firstKept = number(status["log"]?["first_position"]?.stringValue)
+            // Without retention the purge stops at the batch holding n2's checkpoint + 1.
+            return firstKept > behind + 1
+        }
+        #expect(purged, "first kept \(firstKept), n2's checkpoint \(behind): \(cluster.logTail(leader))")
+        try cluster.waitForConvergence(leader: leader)
+        #expect(try cluster.export(2, key: key) == cluster.export(leader, key: key))
+        #expect(!cluster.logTail(2).contains("cluster.reseeded"), "n2 was at the group log's end: no re-seed")
+    }
 }
