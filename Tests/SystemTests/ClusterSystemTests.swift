@@ -213,6 +213,10 @@ struct ClusterSystemTests {
         let quietFollower = try Self.get(
             cluster.port(follower), "/v1/stats", key: otherKey, headers: ["Roost-Min-Position: \(otherPosition)"])
         #expect(quietFollower.status == 200 && quietFollower.header("Roost-Position") == otherPosition)
+        // A streamed answer (the export) carries the cluster's headers too, with the app's position.
+        let streamed = try Self.get(cluster.port(follower), "/v1/devices/export", key: otherKey, headers: [])
+        #expect(streamed.status == 200 && streamed.header("Roost-Node") == "n\(follower)")
+        #expect(streamed.header("Roost-Position") == otherPosition && streamed.header("Roost-Lag-Ms") != nil)
         let operatorPosition = try ServeTests.request(
             cluster.port(leader), "GET", "/v1/cluster", key: ServeTests.adminKey)
         #expect(

@@ -199,18 +199,22 @@ enum ClusterReadGate {
 /// operator key the node's raw LSN (committed on the leader, applied
 /// elsewhere); and on a node that does not lead, `Roost-Lag-Ms`.
 enum ClusterHeaders {
-    static func stamp(_ response: inout HTTPResponse, _ cluster: any ClusterControl, index: IndexKey?) {
+    /// Adds the headers an answer does not carry already (the snapshot's own
+    /// `Roost-Position` and `Roost-Epoch` name the file, and stay).
+    static func stamp(
+        _ headers: inout [(name: String, value: String)], _ cluster: any ClusterControl, index: IndexKey?
+    ) {
         let status = cluster.localStatus
-        response.headers.append(("Roost-Node", status.node))
-        response.headers.append(("Roost-Epoch", String(status.epoch)))
-        let position =
-            if let index { ChangeCursor.encode(cluster.positions.position(of: index)) } else {
-                ClusterRoutes.position(status.takesWrites ? status.committedLSN : status.appliedLSN)
-            }
-        response.headers.append(("Roost-Position", position))
-        if !status.takesWrites {
-            response.headers.append(("Roost-Lag-Ms", String(min(status.lagMilliseconds, Int64(Int32.max)))))
+        func add(_ name: String, _ value: @autoclosure () -> String) {
+            if !headers.contains(where: { $0.name == name }) { headers.append((name, value())) }
         }
+        add("Roost-Node", status.node)
+        add("Roost-Epoch", String(status.epoch))
+        add(
+            "Roost-Position",
+            index.map { ChangeCursor.encode(cluster.positions.position(of: $0)) }
+                ?? ClusterRoutes.position(status.takesWrites ? status.committedLSN : status.appliedLSN))
+        if !status.takesWrites { add("Roost-Lag-Ms", String(min(status.lagMilliseconds, Int64(Int32.max)))) }
     }
 }
 

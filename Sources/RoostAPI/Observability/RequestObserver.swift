@@ -83,6 +83,17 @@ package final class RequestObserver: Sendable {
         answered(exchange, status: response.status)
         var stamped = response
         stamped.headers.append((Self.requestIDHeader, exchange.requestID))
+        if let cluster { ClusterHeaders.stamp(&stamped.headers, cluster, index: exchange.index) }
+        return stamped
+    }
+
+    /// The head of a streamed answer to `exchange` (an export): counted, with
+    /// `X-Request-Id` and, in cluster mode, the cluster headers.
+    func streamHeaders(_ exchange: Exchange, status: Int, _ headers: [(name: String, value: String)]) -> [(
+        name: String, value: String
+    )] {
+        answered(exchange, status: status)
+        var stamped = headers + [(Self.requestIDHeader, exchange.requestID)]
         if let cluster { ClusterHeaders.stamp(&stamped, cluster, index: exchange.index) }
         return stamped
     }
@@ -135,9 +146,7 @@ struct ObservedSink: HTTPReplySink {
     var loopIndex: Int { inner.loopIndex }
 
     func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream {
-        observer.answered(exchange, status: status)
-        return inner.startStream(
-            status: status, headers: headers + [(RequestObserver.requestIDHeader, exchange.requestID)])
+        inner.startStream(status: status, headers: observer.streamHeaders(exchange, status: status, headers))
     }
 }
 
