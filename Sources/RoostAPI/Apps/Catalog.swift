@@ -178,12 +178,12 @@ package final class Catalog: Sendable {
     /// digests; the key never appears in an error.
     package func key(presented: Substring) throws(APIError) -> KeyRecord? {
         guard !presented.isEmpty, presented.utf8.count <= Authenticator.presentedKeyBytesMax else { return nil }
-        return try key(digest: Crypto.sha256(utf8: presented))
+        return try key(digest: KeyDigest(words: Crypto.sha256Words(utf8: presented)))
     }
 
     /// Returns the key with this SHA-256 digest, after its rate limit.
-    package func key(digest: [UInt8]) throws(APIError) -> KeyRecord? {
-        guard let keyDigest = KeyDigest(bytes: digest), let key = key(withDigest: keyDigest) else { return nil }
+    package func key(digest keyDigest: KeyDigest) throws(APIError) -> KeyRecord? {
+        guard let key = key(withDigest: keyDigest) else { return nil }
         RequestAttribution.note(key.appID, mode: key.mode)
         if let retryAfter = admit(key) {
             rateLimitHits.withLock { $0[key.appID, default: 0] += 1 }

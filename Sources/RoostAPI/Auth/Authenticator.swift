@@ -15,7 +15,7 @@ package struct Authenticator: Sendable {
     /// The longest key considered; anything longer is not a key of ours.
     package static let presentedKeyBytesMax = 512
 
-    private let adminDigest: [UInt8]
+    private let adminDigest: KeyDigest
     let catalog: Catalog
     /// The signing keys of identity tokens (`RouteAccess.identityToken`).
     let identityKeys: IdentityKeyStore
@@ -26,7 +26,7 @@ package struct Authenticator: Sendable {
         adminKey: String, catalog: Catalog, identityKeys: IdentityKeyStore, clientLimiter: ClientAddressLimiter
     ) {
         precondition(!adminKey.isEmpty, "the admin key must not be empty")
-        self.adminDigest = Crypto.sha256(adminKey.utf8)
+        self.adminDigest = KeyDigest(words: Crypto.sha256Words(utf8: adminKey[...]))
         self.catalog = catalog
         self.identityKeys = identityKeys
         self.clientLimiter = clientLimiter
@@ -39,8 +39,8 @@ package struct Authenticator: Sendable {
         guard let presented = Authenticator.bearerToken(head.headers["Authorization"]) else {
             throw APIError.unauthorized
         }
-        let digest = Crypto.sha256(utf8: presented)
-        if Crypto.constantTimeEqual(digest, adminDigest) { return .operator }
+        let digest = KeyDigest(words: Crypto.sha256Words(utf8: presented))
+        if digest.constantTimeEquals(adminDigest) { return .operator }
         guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
         if key.kind == .mobile { try clientLimiter.admit(app: key.appID, head) }
         return .appKey(key)

@@ -45,6 +45,16 @@ package struct AppRecord: Sendable, Equatable {
 package struct KeyDigest: Hashable, Sendable {
     package let words: (UInt64, UInt64, UInt64, UInt64)
 
+    package init(words: (UInt64, UInt64, UInt64, UInt64)) {
+        self.words = words
+    }
+
+    /// Compares without early exit (a presented key's digest against a stored one).
+    package func constantTimeEquals(_ other: KeyDigest) -> Bool {
+        (words.0 ^ other.words.0) | (words.1 ^ other.words.1) | (words.2 ^ other.words.2)
+            | (words.3 ^ other.words.3) == 0
+    }
+
     package init?(bytes: [UInt8]) {
         guard bytes.count == 32 else { return nil }
         func word(_ at: Int) -> UInt64 {
