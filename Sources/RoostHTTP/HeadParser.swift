@@ -31,6 +31,35 @@ enum HeadParser {
         }
     }
 
+    /// The field lines after the request line end at `requestLineEnd`, at
+    /// most (each ends with a line feed): what the headers reserve. O(bytes).
+    private static func fieldLinesAtMost(_ bytes: UnsafeBufferPointer<UInt8>, after requestLineEnd: Int) -> Int {
+        var count = 0
+        var index = requestLineEnd + 1
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "\n") { count += 1 }
+            index += 1
+        }
+        return count
+    }
+
+    /// Values sent with nearly every request, as one shared `String` each
+    /// (longer than a small string: built from the bytes, each would be an
+    /// allocation per request).
+    private static let commonValues: [(bytes: [UInt8], value: String)] = [
+        "application/json", "application/x-ndjson", "application/json; charset=utf-8",
+    ].map { (Array($0.utf8), $0) }
+
+    /// The field's value as a `String`, shared when it is a common one.
+    private static func fieldValue(_ value: UnsafeBufferPointer<UInt8>) -> String {
+        if value.count > 15 {
+            for common in commonValues where common.bytes.count == value.count {
+                if common.bytes.withUnsafeBufferPointer({ $0.elementsEqual(value) }) { return common.value }
+            }
+        }
+        return String(decoding: value, as: UTF8.self)
+    }
+
     private static func parseHead(
         _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits
     ) throws(HTTPRequestFailure) -> ParsedHead {
@@ -38,6 +67,7 @@ enum HeadParser {
         var lineEnd = lineEndIndex(bytes, from: lineStart)
         let (method, target, version) = try parseRequestLine(UnsafeBufferPointer(rebasing: bytes[lineStart..<lineEnd]))
         var headers = HTTPHeaders()
+        headers.reserveCapacity(min(fieldLinesAtMost(bytes, after: lineEnd), limits.headerFieldsMax))
         var fieldCount = 0
         var hostCount = 0
         var contentLength: Int?
@@ -55,7 +85,7 @@ enum HeadParser {
             let (name, value) = try splitField(line).get()
             fieldCount += 1
             if fieldCount > limits.headerFieldsMax { throw .headersTooLarge(limitBytes: limits.headBytesMax) }
-            headers.append(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+            headers.append(name: String(decoding: name, as: UTF8.self), value: fieldValue(value))
             if equalsLowercase(name, "host") {
                 hostCount += 1
             } else if equalsLowercase(name, "content-length") {
