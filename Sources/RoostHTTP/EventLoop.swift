@@ -60,6 +60,11 @@ final class EventLoop {
     private let mailbox: LoopMailbox
     private let shared: ServerShared
     private let responder: any HTTPResponder
+    /// `responder.bodyLimitBytes(for:)`, made once: a method reference made
+    /// at each call allocated its context every time (issue 25).
+    private let bodyLimit: @Sendable (HTTPRequestHead) -> Int
+    /// The events that mean a socket has something to read (or is gone).
+    private static let readEvents: EpollEvents = [.readable, .error, .hangUp]
     private let limits: HTTPServerLimits
     private let clock = ContinuousClock()
     private let sweepInterval: Duration
@@ -121,6 +126,7 @@ final class EventLoop {
         self.mailbox = mailbox
         self.shared = shared
         self.responder = responder
+        bodyLimit = { [responder] head in responder.bodyLimitBytes(for: head) }
         self.limits = limits
         readBuffer = .allocate(byteCount: limits.readBufferBytes, alignment: 16)
         sweepInterval = min(max(limits.shortestTimeout / 4, .milliseconds(5)), .seconds(1))
@@ -595,7 +601,7 @@ final class EventLoop {
 
     private func handleSocket(fd: Int32, events: EpollEvents, now: ContinuousClock.Instant) {
         guard Int(fd) < connections.count, let connection = connections[Int(fd)] else { return }
-        if !events.isDisjoint(with: [.readable, .error, .hangUp]) {
+        if !events.isDisjoint(with: Self.readEvents) {
             do {
                 switch try connection.socket.read(into: readBuffer) {
                 case .wouldBlock:
@@ -621,7 +627,7 @@ final class EventLoop {
             if let stream = connection.machine.activeStream, !pump(stream, into: connection, now: now) {
                 return
             }
-            switch connection.machine.nextAction(now: now, bodyLimit: responder.bodyLimitBytes(for:)) {
+            switch connection.machine.nextAction(now: now, bodyLimit: bodyLimit) {
             case .dispatch(var request, let sequence):
                 request.head.peerAddress = connection.peerAddress
                 if let tenant = tenantToWaitFor(request.head, now: now) {

@@ -172,8 +172,9 @@ enum HeadParser {
     }
 
     private static func parseVersion(_ bytes: UnsafeBufferPointer<UInt8>) throws(HTTPRequestFailure) -> HTTPVersion {
-        let prefix: [UInt8] = Array("HTTP/".utf8)
-        guard bytes.count == 8, bytes.starts(with: prefix), bytes[6] == UInt8(ascii: "."),
+        guard bytes.count == 8, bytes[0] == UInt8(ascii: "H"), bytes[1] == UInt8(ascii: "T"),
+            bytes[2] == UInt8(ascii: "T"), bytes[3] == UInt8(ascii: "P"), bytes[4] == UInt8(ascii: "/"),
+            bytes[6] == UInt8(ascii: "."),
             let major = decimalValue(bytes[5]), let minor = decimalValue(bytes[7])
         else {
             throw .badRequest(reason: "malformed HTTP version")

@@ -118,16 +118,21 @@ package final class RequestObserver: Sendable {
         }
     }
 
+    private static let requestIDDigits = Array("0123456789abcdefghijklmnopqrstuv".utf8)
+
     /// 75 bits in 15 base-32 digits (`0-9a-v`): 21 random bits of this
     /// process, 9 bits of lane, 45 bits of the lane's sequence.
     private func requestID(lane: Int, sequence: UInt64) -> String {
         let high = processBits << 9 | UInt64(lane & 0x1FF)
         let low = sequence & 0x1FFF_FFFF_FFFF
-        let digits = Array("0123456789abcdefghijklmnopqrstuv".utf8)
-        return String(unsafeUninitializedCapacity: 15) { buffer in
-            for index in 0..<6 { buffer[index] = digits[Int(high >> UInt64(5 * (5 - index)) & 31)] }
-            for index in 0..<9 { buffer[6 + index] = digits[Int(low >> UInt64(5 * (8 - index)) & 31)] }
-            return 15
+        // Formatted on the stack and decoded: 15 ASCII bytes make a small
+        // string (no allocation; `String(unsafeUninitializedCapacity:)` made one).
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 15) { buffer in
+            Self.requestIDDigits.withUnsafeBufferPointer { digits in
+                for index in 0..<6 { buffer[index] = digits[Int(high >> UInt64(5 * (5 - index)) & 31)] }
+                for index in 0..<9 { buffer[6 + index] = digits[Int(low >> UInt64(5 * (8 - index)) & 31)] }
+            }
+            return String(decoding: UnsafeBufferPointer(buffer), as: UTF8.self)
         }
     }
 }
