@@ -1,5 +1,4 @@
 import CCrypto
-import Glibc
 
 /// The libcrypto primitives Roost needs: SHA-256, HMAC-SHA-256, random bytes
 /// and a comparison without early exit. Every secret is stored only as its
@@ -27,27 +26,20 @@ package enum Crypto {
     }
 
     /// The SHA-256 digest of the UTF-8 bytes of `text` as four big-endian
-    /// words, with no heap allocation: the digest on the stack, and this
-    /// thread's digest context reused (`EVP_Digest` makes and frees one each
-    /// call). What authentication hashes every presented key with (issue 25).
+    /// words, with no heap allocation: the digest and the hash's state on the
+    /// stack (`roost_sha256` in CCrypto's shim; `EVP_Digest` makes and frees a
+    /// context each call, and `EVP_DigestInit_ex` allocates the provider's
+    /// state at every init).
+    /// What authentication hashes every presented key with (issue 25).
     package static func sha256Words(utf8 text: Substring) -> (UInt64, UInt64, UInt64, UInt64) {
         var copy = text
         return copy.withUTF8 { bytes in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: sha256DigestBytes) { digest in
-                let context = ThreadDigestContext.current
-                var length: UInt32 = 0
-                let status =
-                    EVP_DigestInit_ex(context, sha256Algorithm.pointer, nil) == 1
-                    && EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1
-                    && EVP_DigestFinal_ex(context, digest.baseAddress, &length) == 1
-                precondition(status && length == UInt32(sha256DigestBytes), "SHA-256 failed")
-                func word(_ at: Int) -> UInt64 {
-                    var value: UInt64 = 0
-                    for index in at..<(at + 8) { value = value << 8 | UInt64(digest[index]) }
-                    return value
-                }
-                return (word(0), word(8), word(16), word(24))
+            var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            let status = withUnsafeMutableBytes(of: &digest) { out in
+                roost_sha256(bytes.baseAddress, bytes.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
+            precondition(status != 0, "SHA-256 failed")
+            return (digest.0.bigEndian, digest.1.bigEndian, digest.2.bigEndian, digest.3.bigEndian)
         }
     }
 
@@ -110,23 +102,5 @@ private final class FetchedDigest: Sendable {
             preconditionFailure("libcrypto has no \(name)")
         }
         pointer = fetched
-    }
-}
-
-/// One reusable digest context per thread (freed with the thread), so that
-/// hashing a key allocates nothing.
-private enum ThreadDigestContext {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let result = pthread_key_create(&key) { context in EVP_MD_CTX_free(OpaquePointer(context)) }
-        precondition(result == 0, "pthread_key_create failed with \(result)")
-        return key
-    }()
-
-    static var current: OpaquePointer {
-        if let context = pthread_getspecific(key) { return OpaquePointer(context) }
-        guard let context = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed") }
-        pthread_setspecific(key, UnsafeRawPointer(context))
-        return context
     }
 }
