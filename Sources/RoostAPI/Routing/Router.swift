@@ -195,40 +195,55 @@ package struct Router: Sendable {
         let found = path.withUTF8 { bytes -> Result<(Route, [String]), APIError> in
             // Segment boundaries: segment k is bytes[starts[k]..<ends[k]].
             guard bytes.first == UInt8(ascii: "/") else { return .failure(APIError.notFound()) }
-            var starts: [Int] = []
-            var ends: [Int] = []
-            starts.reserveCapacity(8)
-            ends.reserveCapacity(8)
-            var start = 1
-            for index in 1...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
-                starts.append(start)
-                ends.append(index)
-                start = index + 1
-                if starts.count > Router.pathSegmentsMax { return .failure(APIError.notFound()) }
-            }
-            var allowed: [String] = []
-            for route in routesBySegmentCount[starts.count] {
-                guard Router.matches(route.pattern, bytes, starts, ends) else { continue }
-                let methodMatches = route.method == method || (method == .head && route.method == .get)
-                guard methodMatches else {
-                    allowed.append(route.method.name)
-                    continue
+            // The boundaries on the stack: no array per request (issue 25).
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: 2 * (Router.pathSegmentsMax + 1)) { bounds in
+                let starts = UnsafeMutableBufferPointer(rebasing: bounds[0...Router.pathSegmentsMax])
+                let ends = UnsafeMutableBufferPointer(rebasing: bounds[(Router.pathSegmentsMax + 1)...])
+                var count = 0
+                var start = 1
+                for index in 1...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: "/") {
+                    starts[count] = start
+                    ends[count] = index
+                    count += 1
+                    start = index + 1
+                    if count > Router.pathSegmentsMax { return .failure(APIError.notFound()) }
                 }
-                var parameters: [String] = []
-                for (index, pattern) in route.pattern.enumerated() where pattern == .parameter {
-                    let segment = UnsafeBufferPointer(rebasing: bytes[starts[index]..<ends[index]])
-                    guard let decoded = percentDecoded(segment) else { return .failure(APIError.notFound()) }
-                    parameters.append(decoded)
-                }
-                return .success((route, parameters))
+                return route(
+                    method, bytes, starts: UnsafeBufferPointer(rebasing: starts[..<count]),
+                    ends: UnsafeBufferPointer(rebasing: ends[..<count]))
             }
-            return .failure(allowed.isEmpty ? APIError.notFound() : APIError.methodNotAllowed(allowed))
         }
         return try found.get()
     }
 
+    /// The route whose pattern matches the path's segments (`starts` and
+    /// `ends`, one pair a segment) and its decoded parameters.
+    private func route(
+        _ method: HTTPMethod, _ bytes: UnsafeBufferPointer<UInt8>, starts: UnsafeBufferPointer<Int>,
+        ends: UnsafeBufferPointer<Int>
+    ) -> Result<(Route, [String]), APIError> {
+        var allowed: [String] = []
+        for route in routesBySegmentCount[starts.count] {
+            guard Router.matches(route.pattern, bytes, starts, ends) else { continue }
+            let methodMatches = route.method == method || (method == .head && route.method == .get)
+            guard methodMatches else {
+                allowed.append(route.method.name)
+                continue
+            }
+            var parameters: [String] = []
+            for (index, pattern) in route.pattern.enumerated() where pattern == .parameter {
+                let segment = UnsafeBufferPointer(rebasing: bytes[starts[index]..<ends[index]])
+                guard let decoded = percentDecoded(segment) else { return .failure(APIError.notFound()) }
+                parameters.append(decoded)
+            }
+            return .success((route, parameters))
+        }
+        return .failure(allowed.isEmpty ? APIError.notFound() : APIError.methodNotAllowed(allowed))
+    }
+
     private static func matches(
-        _ pattern: [PathPattern], _ bytes: UnsafeBufferPointer<UInt8>, _ starts: [Int], _ ends: [Int]
+        _ pattern: [PathPattern], _ bytes: UnsafeBufferPointer<UInt8>, _ starts: UnsafeBufferPointer<Int>,
+        _ ends: UnsafeBufferPointer<Int>
     ) -> Bool {
         for (index, piece) in pattern.enumerated() {
             let length = ends[index] - starts[index]
