@@ -10,28 +10,12 @@ round by round on its own data directory. Stops what it started, by PID.
 
   Benchmarks/export/export_bench.py --roost .build/release/roost --devices 200000 --rounds 5
 """
-import argparse, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from cluster_lib import free_port, request  # noqa: E402  (loopback helpers the benchmarks share)
 
 ADMIN = "export-bench-admin-key-0123456789"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def request(port, method, path, key=None, body=None, timeout=30.0):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        headers = {"Authorization": "Bearer " + key} if key else {}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        conn.request(method, path, body=body, headers=headers)
-        answer = conn.getresponse()
-        return answer.status, answer.read()
-    finally:
-        conn.close()
 
 
 def cpu_seconds(pid):
@@ -74,7 +58,7 @@ class Server:
                 if n % 5 == 0:
                     item["external_id"] = f"user-{n // 5}"
                 items.append(item)
-            status, body = request(self.port, "POST", "/v1/devices/batch", self.key, json.dumps({"devices": items}))
+            status, body = request(self.port, "POST", "/v1/devices/batch", self.key, json.dumps({"devices": items}), timeout=30)
             if status != 200:
                 raise SystemExit(f"batch answered {status}: {body[:200]!r}")
 

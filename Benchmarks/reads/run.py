@@ -27,7 +27,7 @@ def load_people(server, people):
                           "external_id": f"user-{n // 5}", "app_version": "4.2.0", "locale": "en-GB",
                           "timezone": "Europe/London", "tags": {"plan": "pro", "n": str(n % 97)}})
         status, body = common.request(server.port, "POST", "/v1/devices/batch", server.key,
-                                      json.dumps({"devices": items}))
+                                      json.dumps({"devices": items}), timeout=30)
         if status != 200:
             raise SystemExit(f"batch answered {status}: {body[:200]!r}")
 

@@ -275,7 +275,7 @@ public struct JSONWriter: Sendable {
             var runStart = 0
             for index in 0..<utf8.count {
                 let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard Self.needsEscape(byte) else { continue }
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 appendEscape(byte)
                 runStart = index + 1
@@ -286,6 +286,27 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func appendEscape(_ byte: UInt8) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.escapeBytesMax) { buffer in
+            let count = Self.escape(byte, into: buffer.baseAddress!)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    /// The most bytes `escape` writes (`\u00XX`).
+    public static let escapeBytesMax = 6
+
+    /// Whether `byte` of a string's UTF-8 needs an escape in JSON: `"`, `\`
+    /// and control characters below 0x20 (everything else is copied as is).
+    @inline(__always)
+    public static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    /// Writes the escape of `byte` (one `needsEscape` accepts) at `out`: the
+    /// short escapes (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`) or `\u00XX`;
+    /// returns how many bytes it wrote (2 or 6). Every string writer of the
+    /// project escapes through it.
+    public static func escape(_ byte: UInt8, into out: UnsafeMutablePointer<UInt8>) -> Int {
         let short: UInt8
         switch byte {
         case UInt8(ascii: "\""): short = UInt8(ascii: "\"")
@@ -297,13 +318,17 @@ public struct JSONWriter: Sendable {
         case 0x09: short = UInt8(ascii: "t")
         default:
             let hexDigits: StaticString = "0123456789abcdef"
-            appendASCII("\\u00")
-            bytes.append(hexDigits.utf8Start[Int(byte >> 4)])
-            bytes.append(hexDigits.utf8Start[Int(byte & 0x0F)])
-            return
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "u")
+            out[2] = UInt8(ascii: "0")
+            out[3] = UInt8(ascii: "0")
+            out[4] = hexDigits.utf8Start[Int(byte >> 4)]
+            out[5] = hexDigits.utf8Start[Int(byte & 0x0F)]
+            return 6
         }
-        bytes.append(UInt8(ascii: "\\"))
-        bytes.append(short)
+        out[0] = UInt8(ascii: "\\")
+        out[1] = short
+        return 2
     }
 
     /// Appends a literal without allocating.

@@ -133,37 +133,14 @@ struct DeviceLineWriter {
         var runStart = 0
         for index in 0..<bytes.count {
             let byte = bytes[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            guard JSONWriter.needsEscape(byte) else { continue }
             raw(UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
-            escape(byte)
+            count += JSONWriter.escape(byte, into: base + count)
             runStart = index + 1
         }
         raw(UnsafeRawBufferPointer(rebasing: bytes[runStart..<bytes.count]))
         base[count] = UInt8(ascii: "\"")
         count += 1
-    }
-
-    /// `JSONWriter`'s escapes, byte for byte.
-    private mutating func escape(_ byte: UInt8) {
-        let short: UInt8
-        switch byte {
-        case UInt8(ascii: "\""): short = UInt8(ascii: "\"")
-        case UInt8(ascii: "\\"): short = UInt8(ascii: "\\")
-        case 0x08: short = UInt8(ascii: "b")
-        case 0x0C: short = UInt8(ascii: "f")
-        case 0x0A: short = UInt8(ascii: "n")
-        case 0x0D: short = UInt8(ascii: "r")
-        case 0x09: short = UInt8(ascii: "t")
-        default:
-            literal("\\u00")
-            base[count] = Self.hexDigits[Int(byte >> 4)]
-            base[count + 1] = Self.hexDigits[Int(byte & 0x0F)]
-            count += 2
-            return
-        }
-        base[count] = UInt8(ascii: "\\")
-        base[count + 1] = short
-        count += 2
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
