@@ -4,10 +4,9 @@ extension DeviceStore {
     /// to continue from (nil when done). With `snapshotHeader()` written first and
     /// the floor last, slices taken between requests form a fuzzy snapshot that
     /// replay from its starting LSN makes exact. Each device's upsert is
-    /// followed by its history's records, if it has one (`historyMutations`),
-    /// unless `includingHistory` is false (the device export); `limit` counts
-    /// devices. O(limit + log devices + their events).
-    func snapshotDevices(afterSequence: UInt64, limit: Int, includingHistory: Bool = true) -> (
+    /// followed by its history's records, if it has one (`historyMutations`);
+    /// `limit` counts devices. O(limit + log devices + their events).
+    func snapshotDevices(afterSequence: UInt64, limit: Int) -> (
         mutations: [Mutation], next: UInt64?
     ) {
         precondition(limit >= 1, "snapshot slice limit must be positive, got \(limit)")
@@ -20,7 +19,7 @@ extension DeviceStore {
             if slot != DeviceRecord.noSlot {
                 let device = device(at: slot)
                 result.append(.deviceUpsert(device))
-                if includingHistory { result += historyMutations(device.id) }
+                result += historyMutations(device.id)
                 devices += 1
             }
         }
