@@ -495,7 +495,7 @@ extension ShardWork {
     var isValue: Bool {
         switch self {
         case .index(_, _, let command): !command.isCustom
-        case .removeApp, .awaitLog, .wakeChangeWaiters, .replicate: true
+        case .removeApp, .awaitLog, .replicate: true
         }
     }
 }

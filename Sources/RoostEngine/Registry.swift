@@ -58,11 +58,3 @@ package final class Registry: Sendable {
         return devices
     }
 }
-
-extension Registry {
-    /// Makes the shard of `app` turn, so that the `GET /v1/changes` waiters
-    /// whose time is up are answered (a route's timer calls it).
-    package func wakeChangeWaiters(_ app: AppID) async {
-        _ = await shardSet.perform(.wakeChangeWaiters(app))
-    }
-}

@@ -35,7 +35,8 @@ package actor Shard {
         var origin: CommandOrigin
         var after: UInt64?
         var limit: Int
-        var deadline: ContinuousClock.Instant
+        /// When its time is up, in the shard clock's nanoseconds.
+        var deadline: UInt64
     }
 
     package let number: Int
@@ -62,6 +63,11 @@ package actor Shard {
     private let catalog: CatalogLink
     /// Waiting `GET /v1/changes` requests, by index.
     private var changeWaiters: [IndexKey: [ChangeWaiter]] = [:]
+    /// The earliest deadline among `changeWaiters` (shard clock's
+    /// nanoseconds), nil without waiters: the loop that runs this shard
+    /// wakes for it (`ShardLoop`, a timer of the loop), and the turn it then
+    /// runs answers the waiters whose time is up.
+    package private(set) var earliestWaiterDeadline: UInt64?
     /// In cluster mode, where the shard publishes its indexes' positions
     /// (`Roost-Position`, `Roost-Min-Position`); nil on a single node.
     private let positionBoard: PositionBoard?
@@ -102,6 +108,7 @@ package actor Shard {
             var outcomes = executeWithoutLog(commands)
             for waiter in changeWaiters.values.joined() { outcomes.append(.unavailable(waiter.origin)) }
             changeWaiters = [:]
+            earliestWaiterDeadline = nil
             return outcomes
         }
         var turn = ShardTurn()
@@ -119,10 +126,6 @@ package actor Shard {
                 } else {
                     turn.refuse(origin, on: IndexKey(app: app, mode: .live))
                 }
-                position += 1
-            case .wakeChangeWaiters(let app):
-                // The expired waiters were released above; this command only made the shard turn.
-                turn.answer(origin, .logAcknowledged, on: IndexKey(app: app, mode: .live), changed: false)
                 position += 1
             case .replicate(let app, let records):
                 applyReplicated(records, of: app, origin: origin, into: &turn)
@@ -170,13 +173,12 @@ package actor Shard {
                 }
                 switch traits.feed {
                 case .none: break
-                case .changes(let after, let limit, let waitUntil):
+                case .changes(let after, let limit, let wait):
                     if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                        waitUntil > .now, mayHoldChangeWaiter(of: key.app)
+                        mayHoldChangeWaiter(of: key.app)
                     {
-                        // Nothing after the cursor yet: held back until a change or `waitUntil`.
-                        changeWaiters[key, default: []].append(
-                            ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                        // Nothing after the cursor yet: held back until a change or its time is up.
+                        hold(ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: 0), wait, key)
                         continue
                     }
                 case .export:
@@ -213,12 +215,11 @@ package actor Shard {
                 trial = pristine()
                 continue
             }
-            if case .changes(let after, let limit, let waitUntil) = traits.feed,
+            if case .changes(let after, let limit, let wait) = traits.feed,
                 case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                waitUntil > .now, mayHoldChangeWaiter(of: key.app)
+                mayHoldChangeWaiter(of: key.app)
             {
-                changeWaiters[key, default: []].append(
-                    ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: waitUntil))
+                hold(ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: 0), wait, key)
                 continue
             }
             turn.answer(command.origin, outcome, on: key, changed: false)
@@ -393,7 +394,8 @@ package actor Shard {
     private struct CommandTraits {
         enum Feed {
             case none
-            case changes(after: UInt64?, limit: Int, waitUntil: ContinuousClock.Instant)
+            /// A long poll: `wait` is above zero.
+            case changes(after: UInt64?, limit: Int, wait: Duration)
             case export
         }
 
@@ -409,8 +411,8 @@ package actor Shard {
             // A keyed registration counts as one; so does a retry that will be
             // answered from memory (the budget's burst absorbs retries).
             return traits(of: inner)
-        case .changes(let after, let limit, let waitUntil?):
-            return CommandTraits(token: nil, feed: .changes(after: after, limit: limit, waitUntil: waitUntil))
+        case .changes(let after, let limit, let wait) where wait > .zero:
+            return CommandTraits(token: nil, feed: .changes(after: after, limit: limit, wait: wait))
         case .beginExport:
             return CommandTraits(token: nil, feed: .export)
         case .getDevice, .patchDevice, .deviceHistory, .exportPerson, .deleteDevice, .listDevices, .listPeople,
@@ -427,22 +429,35 @@ package actor Shard {
 
     /// Answers the waiters of `keys` whose page is no longer empty.
     private func releaseWaiters(of keys: [IndexKey], into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
+        var any = false
         for key in keys where changeWaiters[key] != nil {
+            any = true
             release(key, into: &released) { waiter in
                 changesOutcome(key, waiter).flatMap { Self.isEmptyPage($0) ? nil : $0 }
             }
         }
+        if any { recomputeEarliestWaiterDeadline() }
+    }
+
+    /// Holds `waiter` back for `wait` from now on the shard's clock.
+    private func hold(_ waiter: ChangeWaiter, _ wait: Duration, _ key: IndexKey) {
+        var waiter = waiter
+        waiter.deadline = clock.monotonicNanoseconds() &+ UInt64(wait.wholeNanoseconds)
+        changeWaiters[key, default: []].append(waiter)
+        earliestWaiterDeadline = min(earliestWaiterDeadline ?? .max, waiter.deadline)
     }
 
     /// Answers every waiter whose time is up, with its page as it is now.
     private func releaseExpiredWaiters(into released: inout [(key: IndexKey, outcome: ShardOutcome)]) {
-        let now = ContinuousClock.now
+        let now = clock.monotonicNanoseconds()
+        guard let earliest = earliestWaiterDeadline, earliest <= now else { return }
         for key in Array(changeWaiters.keys) {
             release(key, into: &released) { waiter in
                 guard waiter.deadline <= now else { return nil }
                 return changesOutcome(key, waiter) ?? Self.emptyPage(for: waiter)
             }
         }
+        recomputeEarliestWaiterDeadline()
     }
 
     /// Answers the waiters of `key` for which `answer` gives an outcome
@@ -466,6 +481,11 @@ package actor Shard {
                 ))
         }
         changeWaiters[key] = still.isEmpty ? nil : still
+    }
+
+    /// Finds the earliest deadline again after waiters left. O(waiters).
+    private func recomputeEarliestWaiterDeadline() {
+        earliestWaiterDeadline = changeWaiters.values.joined().lazy.map(\.deadline).min()
     }
 
     /// The page a waiter would get now (nil when its index is gone).
@@ -548,10 +568,6 @@ package actor Shard {
                     dependsOn: loggedThrough[key] ?? LogSequenceNumber(0))
             case .removeApp, .replicate:
                 return .unavailable(command.origin)
-            case .wakeChangeWaiters:
-                return ShardOutcome(
-                    origin: command.origin, outcome: .logAcknowledged, waitsFor: LogSequenceNumber(0),
-                    dependsOn: LogSequenceNumber(0))
             case .awaitLog:
                 preconditionFailure("awaitLog reached shard \(number): loops answer it themselves")
             }

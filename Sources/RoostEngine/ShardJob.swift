@@ -11,10 +11,6 @@ package enum ShardWork: Sendable {
     case index(IndexKey, settings: AppSettings, Command)
     /// Drops both modes of an app (`Outcome.appRemoved`).
     case removeApp(AppID)
-    /// Answers the change-feed waiters of the app's shard whose time is up
-    /// (`Outcome.logAcknowledged`): sent by the route's timer once a
-    /// `GET /v1/changes` wait should end, so that the shard turns then.
-    case wakeChangeWaiters(AppID)
     /// No shard work: answers `Outcome.logAcknowledged` once the log has
     /// acknowledged this LSN (a catalog change appended by the route itself).
     /// Handled by the loop it is submitted to.
@@ -31,7 +27,7 @@ package enum ShardWork: Sendable {
     package var app: AppID? {
         switch self {
         case .index(let key, _, _): key.app
-        case .removeApp(let app), .wakeChangeWaiters(let app), .replicate(let app, _): app
+        case .removeApp(let app), .replicate(let app, _): app
         case .awaitLog: nil
         }
     }

@@ -56,11 +56,27 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
     private var receiver: (any OutcomeReceiver)?
+    /// The shards' clock: the deadlines of their change-feed waiters are its readings.
+    private let clock: any MonotonicClock
+    /// The timers of this loop: the earliest change-waiter deadline of each
+    /// shard it runs that holds waiters (`Shard.earliestWaiterDeadline`, by
+    /// shard number, read after each of the shard's turns). When one is due,
+    /// the round runs the shard's turn, which answers the waiters whose time
+    /// is up; the loop thread sleeps no longer than the earliest
+    /// (`timeUntilNextDeadline`). No task, no sleep. `UInt64.max`: none.
+    private var waiterDeadlines: [UInt64]
+    /// The entries of `waiterDeadlines` that are set.
+    private var timersSet = 0
 
-    init(index: Int, executor: LoopExecutor, shardCount: Int, loopCount: Int, log: any MutationLog) {
+    init(
+        index: Int, executor: LoopExecutor, shardCount: Int, loopCount: Int, log: any MutationLog,
+        clock: any MonotonicClock
+    ) {
         self.index = index
         self.executor = executor
         self.log = log
+        self.clock = clock
+        waiterDeadlines = Array(repeating: .max, count: shardCount)
         outgoing = Buckets(count: shardCount)
         pending = Array(repeating: FairQueue(), count: shardCount)
         remote = Buckets(count: loopCount)
@@ -161,6 +177,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         }
         remote.drain { owner, commands in set.loops[owner].post(commands: commands) }
         runTurns(set)
+        if timersSet > 0 { runDueTimers(set) }
         elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: outcomes) }
         release()
     }
@@ -187,6 +204,23 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         if !pendingShards.isEmpty { executor.wake() }
     }
 
+    /// Runs a turn (with no commands) on each shard whose earliest change
+    /// waiter's time is up and that had no turn this round: it answers them.
+    private func runDueTimers(_ set: ShardSet) {
+        let now = clock.monotonicNanoseconds()
+        for (shard, deadline) in waiterDeadlines.enumerated() where deadline <= now && pending[shard].isEmpty {
+            run([], on: set.shards[shard])
+        }
+    }
+
+    /// How long the loop thread may sleep before a timer of this loop is
+    /// due (zero: due now), nil without timers. Loop thread only.
+    package func timeUntilNextDeadline() -> Duration? {
+        guard timersSet > 0, let earliest = waiterDeadlines.min() else { return nil }
+        let now = clock.monotonicNanoseconds()
+        return earliest <= now ? .zero : .nanoseconds(earliest - now)
+    }
+
     /// Waits, on this loop, for the LSN of an `awaitLog` command.
     private func awaitLog(_ command: ShardCommand) {
         guard case .awaitLog(let lsn) = command.work else { preconditionFailure("\(command.work) needs a shard") }
@@ -197,7 +231,13 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private func run(_ turn: [ShardCommand], on shard: Shard) {
         precondition(shard.executor === executor, "shard \(shard.number) is not run by loop \(index)")
         precondition(turn.count <= ShardLoop.commandsPerTurnMax, "a turn of \(turn.count) commands")
-        let outcomes = shard.assumeIsolated { shard in shard.execute(turn) }
+        let (outcomes, deadline) = shard.assumeIsolated { shard in
+            (shard.execute(turn), shard.earliestWaiterDeadline)
+        }
+        let previous = waiterDeadlines[shard.number]
+        let next = deadline ?? .max
+        if (previous == .max) != (next == .max) { timersSet += next == .max ? -1 : 1 }
+        waiterDeadlines[shard.number] = next
         for outcome in outcomes {
             switch outcome.origin {
             case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)

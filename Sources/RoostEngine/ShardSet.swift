@@ -37,7 +37,8 @@ package final class ShardSet: Sendable {
             }
         }
         loops = executors.map {
-            ShardLoop(index: $0.index, executor: $0, shardCount: shardCount, loopCount: loopCount, log: log)
+            ShardLoop(
+                index: $0.index, executor: $0, shardCount: shardCount, loopCount: loopCount, log: log, clock: clock)
         }
         shards = (0..<shardCount).map { number in
             Shard(

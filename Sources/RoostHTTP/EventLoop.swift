@@ -243,10 +243,10 @@ final class EventLoop {
         var until = nextSweep
         if let pausedUntil = acceptPausedUntil { until = min(until, pausedUntil) }
         if let deadline = drainDeadline { until = min(until, deadline) }
-        let remaining = until - now
-        if remaining <= .zero { return 0 }
-        let (seconds, attoseconds) = remaining.components
-        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+        let ownTimers = LoopExecutor.wholeMillisecondsRoundedUp(until - now)
+        // The engine's timers on this loop (change-feed long polls), by its own clock.
+        let engineTimers = mailbox.executor.timerWaitMilliseconds()
+        return engineTimers < 0 ? ownTimers : min(ownTimers, engineTimers)
     }
 
     // MARK: - Accepting

@@ -24,10 +24,11 @@ package enum Command: Sendable {
     /// the change-feed cursor it holds (`Outcome.exportView`).
     case beginExport
     /// `GET /v1/changes`: up to `limit` changes after `cursor` (nil: from the
-    /// oldest retained) (`Outcome.changes`). With `waitUntil`, the shard that
-    /// runs it holds an empty answer back until a change of the index is
-    /// recorded or that time passes (the model itself never waits).
-    case changes(after: UInt64?, limit: Int, waitUntil: ContinuousClock.Instant?)
+    /// oldest retained) (`Outcome.changes`). With a `wait` above zero, the
+    /// shard that runs it holds an empty answer back until a change of the
+    /// index is recorded or that much time passed on the shard's clock (a
+    /// timer of the loop that runs the shard; the model itself never waits).
+    case changes(after: UInt64?, limit: Int, wait: Duration)
     /// `POST /v1/devices/import`: one batch of CSV rows, registered in order
     /// as `register` would (`Outcome.imported`).
     case importRows([ImportRow], at: Timestamp)

@@ -7,6 +7,17 @@ import Synchronization
 package protocol LoopRoundHandler: AnyObject, Sendable {
     /// Runs one round's work; must not block.
     func endOfRound()
+
+    /// How long the loop thread may wait for events before a timer of the
+    /// handler is due (zero: due now), by the handler's own clock; nil when
+    /// it has none. Asked after each round; the round the loop runs when the
+    /// time is up fires the timer (in `endOfRound`).
+    func timeUntilNextDeadline() -> Duration?
+}
+
+extension LoopRoundHandler {
+    /// No timers.
+    package func timeUntilNextDeadline() -> Duration? { nil }
 }
 
 /// A serial executor whose jobs run on one loop thread, in rounds: the thread
@@ -116,6 +127,26 @@ package final class LoopExecutor: SerialExecutor, Sendable {
         for job in taken { job.runSynchronously(on: asUnownedSerialExecutor()) }
         if let roundHandler = handler.withLock({ $0.handler }) { roundHandler.endOfRound() }
     }
+
+    /// How long the loop thread may wait before its round handler's next
+    /// timer (`LoopRoundHandler.timeUntilNextDeadline`), in whole
+    /// milliseconds rounded up, for `poll`/`epoll_wait`: -1 without a timer.
+    /// Loop thread only.
+    package func timerWaitMilliseconds() -> Int32 {
+        preconditionOnLoop("timerWaitMilliseconds")
+        guard let roundHandler = handler.withLock({ $0.handler }),
+            let remaining = roundHandler.timeUntilNextDeadline()
+        else { return -1 }
+        return Self.wholeMillisecondsRoundedUp(remaining)
+    }
+
+    /// `duration` in milliseconds, rounded up (a wait never ends before its
+    /// time), at least 0.
+    package static func wholeMillisecondsRoundedUp(_ duration: Duration) -> Int32 {
+        guard duration > .zero else { return 0 }
+        let nanoseconds = duration.wholeNanoseconds
+        return Int32(clamping: (nanoseconds + 999_999) / 1_000_000)
+    }
 }
 
 /// Threads that run loop executors when no HTTP server does (tools, tests,
@@ -140,7 +171,8 @@ package final class LoopExecutorThreads: Sendable {
                 executor.adoptCurrentThread()
                 var poll = pollfd(fd: executor.wakeup.descriptor.rawValue, events: Int16(POLLIN), revents: 0)
                 while !stopping.raised.load(ordering: .acquiring) {
-                    _ = Glibc.poll(&poll, 1, -1)  // `stop` wakes it: no periodic wake-up
+                    // `stop` wakes it; no periodic wake-up, only the handler's timers.
+                    _ = Glibc.poll(&poll, 1, executor.timerWaitMilliseconds())
                     executor.wakeup.drain()
                     executor.runRound()
                 }

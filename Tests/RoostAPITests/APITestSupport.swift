@@ -109,6 +109,22 @@ struct Harness {
 }
 
 extension Harness {
+    /// The change-feed long polls the shards hold now, over every app.
+    func changeWaitersHeld() async -> Int {
+        var held = 0
+        for shard in service.registry.shardSet.shards { held += await shard.changeWaiterCounts().values.reduce(0, +) }
+        return held
+    }
+
+    /// Moves the manual clock and wakes the engine's loops, so that their
+    /// timers (long polls) see the new time.
+    func advanceAndWake(milliseconds: Int64) {
+        clock.advance(milliseconds: milliseconds)
+        for executor in service.registry.shardSet.executors { executor.wake() }
+    }
+}
+
+extension Harness {
     /// Small segments, preallocated: what the durable harness opens with.
     static var storageOptions: StorageOptions {
         var options = StorageOptions()

@@ -3,6 +3,7 @@ import RoostHTTP
 import RoostJSON
 import RoostModel
 import RoostTesting
+import Synchronization
 import Testing
 
 @testable import RoostAPI
@@ -139,35 +140,34 @@ struct ChangeFeedRoutesTests {
         let app = try await DeviceApp.make()
         _ = try await app.registerID(1)
         let cursor = try #require(await feed(app).json?["next_cursor"]?.stringValue)
-        let clock = ContinuousClock()
-        let started = clock.now
         async let waited = feed(app, "after=\(cursor)&wait_ms=10000")
-        try await Task.sleep(for: .milliseconds(150))
+        #expect(await ConditionWait.until { await app.harness.changeWaitersHeld() == 1 }, "the call is held")
         let id = try await app.registerID(2)
         let answer = await waited
-        let elapsed = clock.now - started
         #expect(answer.status == 200)
+        // The manual clock did not move: the change answered it, not the timeout.
         #expect(Self.changes(answer).compactMap { $0["device"]?["id"]?.stringValue } == [id])
-        #expect(elapsed >= .milliseconds(150) && elapsed < .seconds(8), "answered by the change, not the timeout")
     }
 
-    @Test("with no change within wait_ms the call answers an empty list after about wait_ms")
+    @Test("with no change within wait_ms the call answers an empty list once wait_ms passed (a manual clock)")
     func longPollTimesOut() async throws {
         let app = try await DeviceApp.make()
         _ = try await app.registerID(1)
         let cursor = try #require(await feed(app).json?["next_cursor"]?.stringValue)
         // Another app's change wakes nobody here.
         let other = try await DeviceApp.make(app.harness)
-        let clock = ContinuousClock()
-        let started = clock.now
         async let waited = feed(app, "after=\(cursor)&wait_ms=400")
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await ConditionWait.until { await app.harness.changeWaitersHeld() == 1 }, "the call is held")
         _ = try await other.registerID(9)
+        // A millisecond short of wait_ms, a turn of every shard (the stats call) keeps it.
+        app.harness.advanceAndWake(milliseconds: 399)
+        #expect(await app.call(.get, "/v1/stats").status == 200)
+        #expect(await other.call(.get, "/v1/stats").status == 200)
+        #expect(await app.harness.changeWaitersHeld() == 1, "held until its time is up")
+        app.harness.advanceAndWake(milliseconds: 1)
         let answer = await waited
-        let elapsed = clock.now - started
         #expect(answer.status == 200 && Self.changes(answer).isEmpty)
         #expect(answer.json?["next_cursor"]?.stringValue == cursor)
-        #expect(elapsed >= .milliseconds(400) && elapsed < .seconds(5), "\(elapsed)")
     }
 
     @Test("a cursor older than the retention is 410 cursor_expired; no cursor starts at the oldest retained change")
@@ -201,9 +201,11 @@ struct ChangeFeedRoutesTests {
         var registered: [String] = []
         for n in 0..<2_050 { registered.append(try await app.registerID(n)) }
         let ids = registered
+        let roundsDone = Mutex(0)
         let writers = Task {
             // Registrations, re-registrations, patches and deletes while the export streams.
             for round in 0..<300 {
+                defer { roundsDone.withLock { $0 += 1 } }
                 switch round % 4 {
                 case 0: _ = await app.registerIOS(10_000 + round)
                 case 1: _ = await app.call(.patch, "/v1/devices/\(ids[round])", body: #"{"tags":{"r":\#(round)}}"#)
@@ -212,7 +214,7 @@ struct ChangeFeedRoutesTests {
                 }
             }
         }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(ConditionWait.until { roundsDone.withLock { $0 } >= 1 }, "the writers started")
         let export = await app.call(.get, "/v1/devices/export")
         await writers.value
         #expect(export.status == 200)

@@ -22,7 +22,7 @@ struct ChangeFeedShardTests {
         _ = await registry.shardSet.perform(batch: [try Self.registration(1), try Self.registration(2)])
         // One batch: the change time, then one upsert each (no history for a new device).
         let page = try #require(
-            await registry.execute(liveKey, .changes(after: nil, limit: 10, waitUntil: nil)))
+            await registry.execute(liveKey, .changes(after: nil, limit: 10, wait: .zero)))
         guard case .changes(.success(let changes)) = page else { Issue.record("\(page)"); return }
         let positions = changes.changes.map(\.position)
         #expect(positions.count == 2)
@@ -41,7 +41,7 @@ struct ChangeFeedShardTests {
         guard case .exportView(let view)? = outcomes[1] else { Issue.record("\(outcomes[1] as Any)"); return }
         #expect(view.deviceCount == 2, "the write before the freeze is in the view, the one after is not")
         let after = try #require(
-            await registry.execute(liveKey, .changes(after: view.cursor, limit: 10, waitUntil: nil)))
+            await registry.execute(liveKey, .changes(after: view.cursor, limit: 10, wait: .zero)))
         guard case .changes(.success(let page)) = after else { Issue.record("\(after)"); return }
         #expect(page.changes.count == 1, "following from the cursor gives exactly the write after the freeze")
         guard case .upsert(_, _, let device)? = page.changes.first else { Issue.record("\(page)"); return }
@@ -53,9 +53,8 @@ struct ChangeFeedShardTests {
         let registry = Registry(shardCount: 1, log: VolatileLog())
         let flooding = IndexKey(app: AppID(1), mode: .live)
         let quiet = IndexKey(app: AppID(2), mode: .live)
-        let later = ContinuousClock.now + .seconds(3_600)
         func waiter(_ key: IndexKey) -> ShardWork {
-            .index(key, settings: .defaults, .changes(after: nil, limit: 10, waitUntil: later))
+            .index(key, settings: .defaults, .changes(after: nil, limit: 10, wait: .seconds(3_600)))
         }
         let shardSet = registry.shardSet
         let shard = shardSet.shards[0]
@@ -92,6 +91,36 @@ struct ChangeFeedShardTests {
         ])
         #expect(await flood.value.count == Shard.changeWaitersMax)
         #expect(await poll.value.count == 1)
+        #expect(await shard.changeWaiterCounts().isEmpty)
+    }
+
+    @Test("a long poll is answered when its time is up on the shard's clock: a timer of its loop, no task, no sleep")
+    func longPollTimerOnTheLoop() async throws {
+        let clock = ManualMonotonicClock()
+        let registry = Registry(shardCount: 2, loopCount: 1, log: VolatileLog(), clock: clock)
+        let shardSet = registry.shardSet
+        let key = IndexKey(app: AppID(1), mode: .live)
+        let shard = shardSet.shards[shardSet.shardNumber(for: key.app)]
+        let answered = Mutex(false)
+        let poll = Task {
+            let outcomes = await shardSet.perform(batch: [
+                .index(key, settings: .defaults, .changes(after: nil, limit: 10, wait: .seconds(30)))
+            ])
+            answered.withLock { $0 = true }
+            return outcomes
+        }
+        #expect(await ConditionWait.until { await shard.changeWaiterCounts()[key.app] == 1 })
+        // A second short of its time: a round of the loop (woken by hand) keeps it.
+        clock.advance(by: .seconds(29))
+        for executor in shardSet.executors { executor.wake() }
+        _ = await registry.execute(IndexKey(app: AppID(2), mode: .live), .stats)  // a round passed
+        #expect(await shard.changeWaiterCounts()[key.app] == 1 && !answered.withLock { $0 })
+        // Its time is up: the loop's next round answers it, an empty page at its own cursor.
+        clock.advance(by: .seconds(1))
+        for executor in shardSet.executors { executor.wake() }
+        let outcomes = await poll.value
+        guard case .changes(.success(let page))?? = outcomes.first else { Issue.record("\(outcomes)"); return }
+        #expect(page.changes.isEmpty && page.next == 0)
         #expect(await shard.changeWaiterCounts().isEmpty)
     }
 }

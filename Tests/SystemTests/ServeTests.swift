@@ -305,6 +305,28 @@ struct ServeTests {
     }
 
     @Test(
+        "a long poll with nothing to show answers its empty page once wait_ms passed: a timer of the loop, both loops")
+    func longPollTimesOutOnTheLoop() throws {
+        let (process, directory) = try ServeTests.start(extra: ["--event-loops", "2"])
+        defer { TemporaryDirectory.remove(directory) }
+        let key = try CrashRecoveryTests.setUp(port: process.port)
+        let feed = try ServeTests.request(process.port, "GET", "/v1/changes", key: key)
+        let cursor = try #require(try JSONReader.parse(feed.body)["next_cursor"]?.stringValue)
+        // Two connections: whichever loop takes a request, the shard's loop times the wait.
+        for _ in 0..<2 {
+            let clock = ContinuousClock()
+            let started = clock.now
+            let answer = try ServeTests.request(
+                process.port, "GET", "/v1/changes?after=\(cursor)&wait_ms=150", key: key)
+            let elapsed = clock.now - started
+            #expect(answer.status == 200)
+            #expect(try JSONReader.parse(answer.body)["next_cursor"]?.stringValue == cursor)
+            #expect(elapsed >= .milliseconds(150) && elapsed < .seconds(5), "\(elapsed)")
+        }
+        #expect(process.stop(signal: SIGTERM) == 0)
+    }
+
+    @Test(
         "after SIGTERM a kept-alive /readyz poller gets 503 shutting_down while a long poll drains; a write on another idle connection ends it; exit 0"
     )
     func readinessPollerSeesTheDrain() throws {

@@ -61,18 +61,7 @@ struct ChangeFeedRoutes: Sendable {
                 throw APIError.invalidField(String(name.prefix(64)), "unknown query parameter")
             }
         }
-        var waitUntil: ContinuousClock.Instant? = nil
-        if waitMilliseconds > 0 {
-            let deadline = ContinuousClock.now + .milliseconds(waitMilliseconds)
-            waitUntil = deadline
-            let registry = self.registry
-            let app = scope.indexKey.app
-            Task {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                await registry.wakeChangeWaiters(app)
-            }
-        }
-        return scope.command(.changes(after: after, limit: limit, waitUntil: waitUntil)) { outcome in
+        return scope.command(.changes(after: after, limit: limit, wait: .milliseconds(waitMilliseconds))) { outcome in
             guard case .changes(let result) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
             switch result {
             case .failure(.expired): return Self.expired.response
