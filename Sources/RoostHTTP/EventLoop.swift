@@ -66,7 +66,8 @@ final class EventLoop {
     /// The events that mean a socket has something to read (or is gone).
     private static let readEvents: EpollEvents = [.readable, .error, .hangUp]
     private let limits: HTTPServerLimits
-    private let clock = ContinuousClock()
+    /// The server's clock (injected: `HTTPServerConfiguration.clock`).
+    private let clock: LoopClock
     private let sweepInterval: Duration
 
     private var connections: [LoopConnection?] = []
@@ -116,8 +117,9 @@ final class EventLoop {
 
     init(
         epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
-        responder: any HTTPResponder, limits: HTTPServerLimits
+        responder: any HTTPResponder, limits: HTTPServerLimits, clock: LoopClock
     ) throws(SystemCallError) {
+        self.clock = clock
         precondition(siblings.indices.contains(mailbox.loopIndex), "loop \(mailbox.loopIndex) not among its siblings")
         precondition(siblings[mailbox.loopIndex] === mailbox, "loop \(mailbox.loopIndex)'s mailbox out of place")
         self.epoll = epoll

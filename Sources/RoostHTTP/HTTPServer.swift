@@ -13,6 +13,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var limits: HTTPServerLimits
     /// Where the loops log refusals.
     package var logger: Logger = .standard
+    /// The time the loops keep (timeouts, sweeps, the tenant share's
+    /// windows): the machine's monotonic clock, or a test's manual one.
+    package var clock: any MonotonicClock = SystemMonotonicClock()
 
     public init(
         host: String = "127.0.0.1", port: UInt16 = 8080, eventLoopCount: Int = onlineProcessorCount(),
@@ -74,7 +77,8 @@ public final class HTTPServer: Sendable {
         shared = ServerShared(
             connectionsMax: configuration.limits.connectionsMax, reservedMax: configuration.limits.reservedConnections,
             loopCount: configuration.eventLoopCount,
-            tenantContentionWindow: configuration.limits.tenantContentionWindow, logger: configuration.logger)
+            tenantContentionWindow: configuration.limits.tenantContentionWindow, logger: configuration.logger,
+            clock: LoopClock(configuration.clock))
         self.executors =
             executors.isEmpty
             ? try (0..<configuration.eventLoopCount).map { index throws(SystemCallError) in
@@ -85,6 +89,12 @@ public final class HTTPServer: Sendable {
     /// A server whose loops run executors of their own.
     public convenience init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) throws {
         try self.init(configuration: configuration, responder: responder, executors: [])
+    }
+
+    /// Wakes every loop for a round (tests: after moving the injected
+    /// manual clock, so that the loops see the new time at once).
+    package func wakeLoops() {
+        for executor in executors { executor.wake() }
     }
 
     /// Open connections across all loops (for tests and metrics).
@@ -162,7 +172,8 @@ public final class HTTPServer: Sendable {
                         do {
                             let loop = try EventLoop(
                                 epoll: Epoll(adopting: epoll), listener: listener, siblings: mailboxes,
-                                mailbox: mailbox, shared: shared, responder: responder, limits: limits)
+                                mailbox: mailbox, shared: shared, responder: responder, limits: limits,
+                                clock: shared.clock)
                             loop.run()
                         } catch {
                             preconditionFailure("event loop could not start: \(error)")

@@ -67,8 +67,9 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// `unansweredRequestsMax` 1 (the default): a waiting request must be
     /// its connection's only one, so that none after it starts first.
     public var tenantRequestsInProgressMax: Int = 32
-    /// A loop idle (in `epoll_wait`) less than this fraction of a 50 ms
-    /// window holds contending tenants to `tenantRequestsInProgressMax`.
+    /// A loop idle (in `epoll_wait`) for at most this fraction of a 50 ms
+    /// window holds contending tenants to `tenantRequestsInProgressMax`
+    /// (1: every window counts as busy).
     public var tenantShareBusyBelowIdleFraction: Double = 0.1
     /// A holding loop stops after a window idle more than this fraction.
     public var tenantShareIdleAboveIdleFraction: Double = 0.5

@@ -21,8 +21,10 @@ final class ServerShared: Sendable {
     private let acceptTurn = Atomic<Int>(0)
     /// `HTTPServerLimits.tenantContentionWindow`, in nanoseconds.
     private let tenantContentionNanoseconds: Int64
+    /// The server's clock, which every loop reads.
+    let clock: LoopClock
     /// The instant `tenantsContendUntil` counts from.
-    private let origin = ContinuousClock.now
+    private let origin: ContinuousClock.Instant
     /// Nanoseconds after `origin` until which tenants contend (`TenantShare`).
     private let tenantsContendUntil = Atomic<Int64>(0)
 
@@ -35,8 +37,11 @@ final class ServerShared: Sendable {
 
     init(
         connectionsMax: Int, reservedMax: Int = 0, loopCount: Int = 1,
-        tenantContentionWindow: Duration = HTTPServerLimits().tenantContentionWindow, logger: Logger = .standard
+        tenantContentionWindow: Duration = HTTPServerLimits().tenantContentionWindow, logger: Logger = .standard,
+        clock: LoopClock = LoopClock(SystemMonotonicClock())
     ) {
+        self.clock = clock
+        origin = clock.now
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
         precondition(reservedMax >= 0, "reservedMax \(reservedMax) < 0")
         precondition(loopCount >= 1, "loopCount \(loopCount) < 1")

@@ -35,7 +35,7 @@ public struct HTTPTenant: Hashable, Sendable, CustomStringConvertible {
 /// - *Contend*: on some loop, a request of one tenant started after one of
 ///   another tenant within `HTTPServerLimits.tenantContentionWindow`
 ///   (`ServerShared.tenantsContend`).
-/// - *Busy*: some loop spent less than `tenantShareBusyBelowIdleFraction` of
+/// - *Busy*: some loop spent at most `tenantShareBusyBelowIdleFraction` of
 ///   a `loadWindow` waiting in `epoll_wait`, and has not had a window idle
 ///   more than `tenantShareIdleAboveIdleFraction` since
 ///   (`ServerShared.holdsTenantsBack`). The loop asks before it holds a
@@ -190,7 +190,7 @@ struct TenantShare {
         guard span >= Self.loadWindow else { return false }
         let idleFraction = idleInWindow / span
         let wasBusy = loopIsBusy
-        if idleFraction < busyBelowIdleFraction {
+        if idleFraction <= busyBelowIdleFraction {
             loopIsBusy = true
         } else if idleFraction > idleAboveIdleFraction {
             loopIsBusy = false

@@ -192,18 +192,22 @@ extension HTTPServerTests {
             return limits
         }
 
+        /// A one-loop server on a manual clock: time passes only when the
+        /// test says (`ServerTime.advance`).
         static func withOneLoopServer(
-            limits: HTTPServerLimits, _ body: (UInt16, TenantResponder, HTTPServer) throws -> Void
+            limits: HTTPServerLimits, _ body: (UInt16, TenantResponder, ServerTime) throws -> Void
         ) throws {
             let responder = TenantResponder()
-            let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 1, limits: limits)
+            var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 1, limits: limits)
+            let clock = ManualMonotonicClock()
+            configuration.clock = clock
             let server = try HTTPServer(configuration: configuration, responder: responder)
             let port = try server.start()
             defer {
                 server.beginShutdown()
                 server.waitUntilStopped()
             }
-            try body(port, responder, server)
+            try body(port, responder, ServerTime(server: server, clock: clock))
         }
 
         /// `count` connections of tenant `tenant`, each past one answered request.
@@ -218,20 +222,19 @@ extension HTTPServerTests {
 
         @Test("while tenants contend on a busy loop, a tenant's requests past its share wait, in turn")
         func floodWaitsForItsTurn() throws {
-            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, server in
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, time in
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]  // a switch: tenants contend
-                usleep(120_000)  // past a load window: the loop counts as busy
+                time.advance(by: .milliseconds(120))  // past a load window: the loop counts as busy
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 2 })
-                usleep(100_000)
+                #expect(eventually { time.server.statistics.tenantWaits == 3 }, "three were read and wait")
                 #expect(responder.holdsReceived == 2, "only the share starts; the rest wait")
                 // The other tenant is not held back by the flood's queue.
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
-                #expect(server.statistics.tenantWaits >= 3)
                 // Each answer lets one more start; every request is served.
                 for answered in 1...5 {
                     #expect(responder.releaseOldest(of: 1))
@@ -247,10 +250,10 @@ extension HTTPServerTests {
             var limits = Self.holdingLimits
             limits.keepAliveIdleTimeout = .milliseconds(300)
             limits.headerReadTimeout = .milliseconds(300)
-            try Self.withOneLoopServer(limits: limits) { port, responder, _ in
+            try Self.withOneLoopServer(limits: limits) { port, responder, time in
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
-                usleep(120_000)
+                time.advance(by: .milliseconds(120))
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 // 0 and 1 start (the share), then 2 and 3 wait in that order.
@@ -260,16 +263,19 @@ extension HTTPServerTests {
                 }
                 try flood[2].send(tenantRequest(1, "/hold"))
                 try flood[3].send(tenantRequest(1, "/hold"))
-                // Three times the timeouts: the idle fifth is closed, the two
-                // waiting connections stay (an answer is owed), their requests waiting.
-                usleep(900_000)
-                #expect(flood[4].isClosedByPeer(timeout: .milliseconds(500)))
-                #expect(!flood[2].isClosedByPeer(timeout: .milliseconds(50)))
-                #expect(!flood[3].isClosedByPeer(timeout: .milliseconds(50)))
+                #expect(eventually { time.server.statistics.tenantWaits == 2 }, "2 and 3 were read and wait")
+                // Three times the timeouts: the sweep closes the idle fifth; the
+                // two waiting connections stay (an answer is owed), their requests waiting.
+                time.advance(by: .milliseconds(900))
+                #expect(flood[4].isClosedByPeer(timeout: .seconds(5)))
+                #expect(!flood[2].isClosedByPeer(timeout: .zero))
+                #expect(!flood[3].isClosedByPeer(timeout: .zero))
                 #expect(responder.holdsReceived == 2)
+                // The sweep also closed the idle quiet connection: the four of the flood are left.
+                #expect(eventually { time.server.openConnections == 4 })
                 // 3 resets while it waits; the first answer lets 2 start.
                 flood[3].reset()
-                usleep(50_000)
+                #expect(eventually { time.server.openConnections == 3 }, "the reset was seen")
                 #expect(responder.releaseOldest(of: 1))
                 #expect(try flood[0].readResponse().bodyText == "released")
                 #expect(eventually { responder.holdsReceived == 3 })
@@ -284,12 +290,12 @@ extension HTTPServerTests {
             "a request is counted by its credential, not its connection: another tenant's on a pooled connection starts"
         )
         func pooledConnection() throws {
-            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, time in
                 let flood = try Self.connections(3, of: 1, port: port)
                 // One connection a proxy would pool: tenant 1 last, then tenant 2.
                 let pooled = try Self.connections(1, of: 1, port: port)[0]
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
-                usleep(120_000)
+                time.advance(by: .milliseconds(120))
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
@@ -299,8 +305,9 @@ extension HTTPServerTests {
                 // And tenant 1's on the connection tenant 2 used last waits.
                 #expect(responder.releaseOldest(of: 2))
                 #expect(try pooled.readResponse().bodyText == "released")
+                let waitsBefore = time.server.statistics.tenantWaits
                 try pooled.send(tenantRequest(1, "/hold"))
-                usleep(100_000)
+                #expect(eventually { time.server.statistics.tenantWaits == waitsBefore + 1 }, "it was read and waits")
                 #expect(responder.holdsReceived == 3, "two of tenant 1 and one of tenant 2 started")
                 while responder.releaseOldest(of: 1) {}
                 #expect(eventually { responder.holdsReceived == 5 })
@@ -311,10 +318,10 @@ extension HTTPServerTests {
 
         @Test("a request without a credential is never held back")
         func noCredential() throws {
-            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, time in
                 let flood = try Self.connections(4, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
-                usleep(120_000)
+                time.advance(by: .milliseconds(120))
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(get("/t/1/hold")) }
@@ -326,9 +333,9 @@ extension HTTPServerTests {
 
         @Test("a tenant alone is never held back, however busy the loop")
         func loneTenantKeepsEveryRequest() throws {
-            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, _ in
+            try Self.withOneLoopServer(limits: Self.holdingLimits) { port, responder, time in
                 let flood = try Self.connections(5, of: 1, port: port)
-                usleep(120_000)
+                time.advance(by: .milliseconds(120))
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 5 })
                 while responder.releaseOldest(of: 1) {}
@@ -336,23 +343,36 @@ extension HTTPServerTests {
             }
         }
 
-        @Test("contending tenants on an idle loop are not held back (defaults)")
+        @Test("contending tenants on a loop that is not busy are not held back (defaults)")
         func idleLoopHoldsNobody() throws {
             var limits = HTTPServerLimits()
             limits.tenantRequestsInProgressMax = 2
-            try Self.withOneLoopServer(limits: limits) { port, responder, server in
+            // The manual clock stands: the loop never completes a busy window (the
+            // window's arithmetic is `busyHysteresis`'s), though tenants contend.
+            try Self.withOneLoopServer(limits: limits) { port, responder, time in
                 let flood = try Self.connections(5, of: 1, port: port)
                 let quiet = try Self.connections(1, of: 2, port: port)[0]
-                usleep(120_000)
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
                 #expect(eventually { responder.heldCount(of: 1) == 5 })
-                #expect(server.statistics.tenantWaits == 0)
+                #expect(time.server.statistics.tenantWaits == 0)
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
             }
         }
+    }
+}
+
+/// A server on a manual clock, and the clock.
+struct ServerTime {
+    let server: HTTPServer
+    let clock: ManualMonotonicClock
+
+    /// Moves the clock and wakes the loops so that they see the new time at once.
+    func advance(by duration: Duration) {
+        clock.advance(by: duration)
+        server.wakeLoops()
     }
 }
 
