@@ -67,6 +67,9 @@ enum Subcommands {
         Subcommand(name: "selftest-crash", summary: "check that the crash harness's comparison finds every damage") {
             LegacyCommands.selftestCrash($0)
         },
+        Subcommand(name: "selftest-cluster", summary: "check that the cluster history checker finds every violation") {
+            ClusterSelfTest.command($0)
+        },
         Subcommand(name: "selftest-load", summary: "check the response reader, the requests and the expectations") {
             LegacyCommands.selftestLoad($0)
         },
