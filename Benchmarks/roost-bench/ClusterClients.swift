@@ -104,8 +104,10 @@ final class ClusterProgress: Sendable {
 
     func noteSending(writer: Int, person: String) { state.withLock { $0.people[writer] = person } }
 
-    func noteAcknowledged(_ device: Acknowledged) {
-        acknowledged.add(1, ordering: .relaxed)
+    /// Adds an acknowledged device for the readers; `replayed` ones (an
+    /// answer given again) are not counted a second time.
+    func noteAcknowledged(_ device: Acknowledged, replayed: Bool) {
+        if !replayed { acknowledged.add(1, ordering: .relaxed) }
         state.withLock { state in
             if state.recent.count == Self.recentMax { state.recent.removeFirst() }
             state.recent.append(device)
@@ -227,7 +229,8 @@ enum ClusterWriter {
                     if kept.count == keptMax { kept.removeFirst() }
                     kept.append(Kept(write: write, deviceID: id))
                 }
-                progress.noteAcknowledged(.init(deviceID: id, position: acknowledged.position))
+                progress.noteAcknowledged(
+                    .init(deviceID: id, position: acknowledged.position), replayed: acknowledged.replayed)
             case .delete:
                 if let keptIndex { kept.remove(at: keptIndex) }
             case .readDevice, .readPerson, .readFeed:
