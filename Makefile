@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 
-.PHONY: serve cluster cluster-soak test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
+.PHONY: serve cluster cluster-soak cluster-history test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
   bench-spine bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
@@ -99,6 +99,20 @@ cluster-soak: release
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="etcd-server"
 	python3 Benchmarks/cluster/soak.py "$$($(SWIFT) build -c release --show-bin-path)/roost" \
 	  --faults $(CLUSTER_SOAK_FAULTS) --seed $(CLUSTER_SOAK_SEED)
+
+## The cluster history checker (issue 22, docs/crash-testing.md): `roost-bench
+## cluster` on CLUSTER_HISTORY_ETCD etcd members and three nodes, writers,
+## readers and a feed follower recorded operation by operation,
+## CLUSTER_HISTORY_FAULTS faults; fails on a lost, duplicated or invented
+## write, two writers in an epoch, a reused position, a dirty read, nodes that
+## differ or a gap in the change feed. About two seconds per fault.
+CLUSTER_HISTORY_FAULTS ?= 20
+CLUSTER_HISTORY_SEED   ?= 1
+CLUSTER_HISTORY_ETCD   ?= 3
+cluster-history: release-harness
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="etcd-server"
+	$(RELEASE_DIR)/roost-bench cluster --roost $(RELEASE_DIR)/roost --faults $(CLUSTER_HISTORY_FAULTS) \
+	  --seed $(CLUSTER_HISTORY_SEED) --etcd-members $(CLUSTER_HISTORY_ETCD)
 
 ## The test-only Python environment whose prometheus_client parses GET /metrics
 ## (Tests/SystemTests/MetricsSystemTests.swift), whose openapi-spec-validator

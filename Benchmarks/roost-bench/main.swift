@@ -42,6 +42,9 @@ enum Subcommands {
         Subcommand(name: "crash", summary: "kill -9 a roost binary under a mixed workload and check every write") {
             CrashCommand.run($0)
         },
+        Subcommand(name: "cluster", summary: "faults on a real etcd + roost cluster, every operation checked") {
+            ClusterCommand.run($0)
+        },
         Subcommand(name: "compare", summary: "a table of ratios between `load --out` result files, and plots") {
             CompareCommand.run($0)
         },
@@ -66,6 +69,9 @@ enum Subcommands {
         },
         Subcommand(name: "selftest-crash", summary: "check that the crash harness's comparison finds every damage") {
             LegacyCommands.selftestCrash($0)
+        },
+        Subcommand(name: "selftest-cluster", summary: "check that the cluster history checker finds every violation") {
+            ClusterSelfTest.command($0)
         },
         Subcommand(name: "selftest-load", summary: "check the response reader, the requests and the expectations") {
             LegacyCommands.selftestLoad($0)

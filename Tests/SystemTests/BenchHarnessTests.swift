@@ -74,7 +74,7 @@ struct BenchHarnessTests {
         #expect(bare.errors.contains("usage: roost-bench COMMAND"))
         let help = try Self.run(["--help"])
         #expect(help.status == 0)
-        for command in ["load", "crash", "compare", "registry", "selftest-crash"] {
+        for command in ["load", "crash", "cluster", "compare", "registry", "selftest-crash", "selftest-cluster"] {
             #expect(help.output.contains("  \(command) "), "--help does not list \(command)")
         }
         #expect(try Self.run(["no-such-command"]).status == 2)
@@ -82,7 +82,10 @@ struct BenchHarnessTests {
 
     @Test(
         "every subcommand answers --help with exit 0",
-        arguments: ["load", "crash", "compare", "registry", "api-micro", "snapshot", "recover", "http-serve"])
+        arguments: [
+            "load", "crash", "cluster", "compare", "registry", "api-micro", "snapshot", "recover", "http-serve",
+            "selftest-cluster",
+        ])
     func subcommandHelp(_ command: String) throws {
         let help = try Self.run([command, "--help"])
         #expect(help.status == 0)
@@ -152,6 +155,10 @@ struct BenchHarnessTests {
             (["registry", "--devices", "10", "20"], "both by name and by position"),
             (["crash"], "--bin PATH is required"),
             (["crash", "--bin", "/no/such/roost"], "not an executable"),
+            (["cluster"], "--roost PATH is required"),
+            (["cluster", "--roost", "/no/such/roost"], "not an executable"),
+            (["cluster", "--roost", "/bin/true", "--etcd-members", "2"], "--etcd-members 2"),
+            (["selftest-cluster", "extra"], "unexpected argument"),
             (["compare"], "at least one result file"),
             (["selftest-load", "extra"], "unexpected argument"),
         ])
@@ -178,7 +185,9 @@ struct BenchHarnessTests {
         #expect(refused.status == 2, "\(refused.errors)")
     }
 
-    @Test("the self-checks pass", arguments: ["selftest-histogram", "selftest-load", "selftest-crash"])
+    @Test(
+        "the self-checks pass",
+        arguments: ["selftest-histogram", "selftest-load", "selftest-crash", "selftest-cluster"])
     func selfChecks(_ command: String) throws {
         let finished = try Self.run([command])
         #expect(finished.status == 0, "\(finished.output)\(finished.errors)")
