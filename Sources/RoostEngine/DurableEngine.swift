@@ -232,7 +232,7 @@ package final class DurableEngine: Sendable {
         func push(_ records: [[UInt8]]) async throws {
             while !background.offer(records) {
                 if let failure = background.failure { throw failure }
-                try? await Task.sleep(for: .microseconds(200))
+                await background.wait(for: .room)
             }
         }
         do {
@@ -246,12 +246,12 @@ package final class DurableEngine: Sendable {
             }
         } catch {
             background.close()
-            while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
+            await background.wait(for: .done)
             background.abandon()
             throw error
         }
         background.close()
-        while !background.isDone { try? await Task.sleep(for: .milliseconds(1)) }
+        await background.wait(for: .done)
         let summary = try background.finish()
         // The frozen views may hold any record appended so far: the snapshot
         // counts only once the log acknowledged all of them (in cluster mode,
@@ -289,7 +289,7 @@ package final class DurableEngine: Sendable {
             // 0056): no copy of the view or of the source stays here, so it is made in the offer itself.
             while !background.hasRoom {
                 if let failure = background.failure { throw failure }
-                try? await Task.sleep(for: .microseconds(200))
+                await background.wait(for: .room)
             }
             let offered = background.offer(
                 source: IndexSnapshotSource(key: key, view: consume view, pin: pin, pinnedBytesMax: pinnedBytesMax))
@@ -316,7 +316,7 @@ package final class DurableEngine: Sendable {
                     break
                 }
                 if let failure = background.failure { throw failure }
-                try? await Task.sleep(for: .microseconds(500))
+                await background.wait(for: .returnedSource)
             }
         } catch {
             await shard.endSnapshotSharing(key)

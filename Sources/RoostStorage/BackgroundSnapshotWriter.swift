@@ -33,6 +33,18 @@ package final class BackgroundSnapshotWriter: Sendable {
         var failure: StorageError?
         /// Sources the thread has drained (or stopped), in order, until taken.
         var returned: [any SnapshotRecordSource] = []
+        /// The engine's task suspended in `wait(for:)`, and what it waits for.
+        var waiter: (event: Event, continuation: CheckedContinuation<Void, Never>)?
+    }
+
+    /// What the engine's snapshot task waits for (`wait(for:)`).
+    package enum Event: Sendable {
+        /// The queue has room for one more offer (or a write failed).
+        case room
+        /// A source came back (or a write failed, or the thread stopped).
+        case returnedSource
+        /// The thread has written everything and stopped.
+        case done
     }
 
     /// The writer is touched only by the background thread until it has
@@ -55,13 +67,17 @@ package final class BackgroundSnapshotWriter: Sendable {
             // Linux keeps the nice value per thread: this lowers only this one.
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             while true {
-                var queued = state.waitFor { state -> (result: [Item]?, deadline: UInt64?) in
+                let (taken, roomMade) = state.waitFor {
+                    state -> (result: ([Item], CheckedContinuation<Void, Never>?)?, deadline: UInt64?) in
                     if !state.items.isEmpty {
-                        defer { state.items.removeAll(keepingCapacity: true) }
-                        return (state.items, nil)
+                        let items = state.items
+                        state.items.removeAll(keepingCapacity: true)
+                        return ((items, Self.readyWaiter(&state)), nil)
                     }
-                    return (state.closed ? [] : nil, nil)
+                    return (state.closed ? ([], nil) : nil, nil)
                 }
+                roomMade?.resume()
+                var queued = taken
                 if queued.isEmpty { break }
                 while !queued.isEmpty {
                     // Taken out of the queue, so that a source is held once (it may let go of memory as it goes).
@@ -73,11 +89,52 @@ package final class BackgroundSnapshotWriter: Sendable {
                         while state.withLock({ $0.failure == nil }), let batch = source.nextBatch() {
                             Self.write(batch, box.writer, state)
                         }
-                        state.withLockSignalling { $0.returned.append(source) }
+                        Self.change(state) { $0.returned.append(source) }
                     }
                 }
             }
-            state.withLockSignalling { $0.done = true }
+            Self.change(state) { $0.done = true }
+        }
+    }
+
+    /// Changes the state on the snapshot thread, then resumes the engine's
+    /// task if what it waits for now holds.
+    private static func change(_ state: ConditionLock<State>, _ body: (inout State) -> Void) {
+        let ready = state.withLock { state in
+            body(&state)
+            return readyWaiter(&state)
+        }
+        ready?.resume()
+    }
+
+    private static func holds(_ event: Event, in state: State) -> Bool {
+        switch event {
+        case .room: state.failure != nil || state.items.count < queuedBatchesMax
+        case .returnedSource: !state.returned.isEmpty || state.failure != nil || state.done
+        case .done: state.done
+        }
+    }
+
+    /// Takes the waiting task's continuation when its event holds (lock
+    /// held; the caller resumes it after letting go of the lock).
+    private static func readyWaiter(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+        guard let waiter = state.waiter, holds(waiter.event, in: state) else { return nil }
+        state.waiter = nil
+        return waiter.continuation
+    }
+
+    /// Suspends the calling task until `event` holds: the snapshot thread
+    /// resumes it when it makes it so (no thread blocked, no polling). One
+    /// waiting task at a time: the engine's snapshot.
+    package func wait(for event: Event) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if Self.holds(event, in: state) { return true }
+                precondition(state.waiter == nil, "two tasks wait on one snapshot writer")
+                state.waiter = (event, continuation)
+                return false
+            }
+            if ready { continuation.resume() }
         }
     }
 
@@ -87,7 +144,7 @@ package final class BackgroundSnapshotWriter: Sendable {
         do throws(StorageError) {
             for record in batch { try writer.append(record) }
         } catch {
-            state.withLockSignalling { $0.failure = $0.failure ?? error }
+            change(state) { $0.failure = $0.failure ?? error }
         }
     }
 

@@ -7,8 +7,9 @@ import Testing
 
 @Suite("Background snapshot writer")
 struct BackgroundSnapshotWriterTests {
-    /// Offers every batch, waiting while the queue is full, then seals.
-    static func write(_ writer: BackgroundSnapshotWriter, _ batches: [[[UInt8]]]) throws(StorageError)
+    /// Offers every batch, waiting while the queue is full (the thread
+    /// resumes the wait), then seals.
+    static func write(_ writer: BackgroundSnapshotWriter, _ batches: [[[UInt8]]]) async throws(StorageError)
         -> SnapshotSummary
     {
         for batch in batches {
@@ -16,15 +17,16 @@ struct BackgroundSnapshotWriterTests {
                 if let failure = writer.failure {
                     // As DurableEngine does: stop the thread, remove the temporary file.
                     writer.close()
-                    while !writer.isDone { usleep(100) }
+                    await writer.wait(for: .done)
                     writer.abandon()
                     throw failure
                 }
-                usleep(100)
+                await writer.wait(for: .room)
             }
         }
         writer.close()
-        while !writer.isDone { usleep(100) }
+        await writer.wait(for: .done)
+        #expect(writer.isDone)
         return try writer.finish()
     }
 
@@ -41,7 +43,7 @@ struct BackgroundSnapshotWriterTests {
         }
         let writer = BackgroundSnapshotWriter(
             try log.beginSnapshot(counts: SnapshotCounts(records: UInt64(records.count), groups: 1)))
-        let summary = try Self.write(writer, batches)
+        let summary = try await Self.write(writer, batches)
         #expect(summary.recordCount == UInt64(records.count))
         try log.checkpoint(summary)
         log.close()
@@ -74,17 +76,13 @@ struct BackgroundSnapshotWriterTests {
         let after = Array(records[800...])
         let writer = BackgroundSnapshotWriter(
             try log.beginSnapshot(counts: SnapshotCounts(records: UInt64(records.count), groups: 1)))
-        while !writer.offer(before) { usleep(100) }
-        while !writer.offer(source: CountingSource(batches: fromSource)) { usleep(100) }
-        var returned: (any SnapshotRecordSource)?
-        while returned == nil {
-            returned = writer.takeReturnedSource()
-            usleep(100)
-        }
-        let drained = try #require(returned as? CountingSource)
+        #expect(writer.offer(before), "an empty queue has room")
+        #expect(writer.offer(source: CountingSource(batches: fromSource)), "and room for a second item")
+        await writer.wait(for: .returnedSource)
+        let drained = try #require(writer.takeReturnedSource() as? CountingSource)
         #expect(drained.produced == fromSource.count)
         #expect(writer.takeReturnedSource() == nil)
-        let summary = try Self.write(writer, [after])
+        let summary = try await Self.write(writer, [after])
         #expect(summary.recordCount == UInt64(records.count))
         try log.checkpoint(summary)
         log.close()
@@ -103,7 +101,7 @@ struct BackgroundSnapshotWriterTests {
         let writer = BackgroundSnapshotWriter(try log.beginSnapshot(counts: SnapshotCounts(records: 1, groups: 1)))
         fileSystem.inject(.init(operation: .write, nth: 1, errno: ENOSPC, pathContains: "snap", sticky: true))
         let big = [[UInt8]](repeating: [UInt8](repeating: 7, count: 60_000), count: 64)
-        #expect(throws: StorageError.self) { _ = try Self.write(writer, [big, big, big, big]) }
+        await #expect(throws: StorageError.self) { _ = try await Self.write(writer, [big, big, big, big]) }
         let snapshots = (try? fileSystem.list(dataDirectory + "/snapshots")) ?? []
         #expect(snapshots.isEmpty, "left behind: \(snapshots)")
     }
