@@ -371,6 +371,10 @@ private struct ReplicationDriver {
     static let lagSampleMilliseconds: Int64 = 1_000
     /// Events the node tells the machine before the next input (answers to its own actions).
     var ownEvents: [ReplicationEvent] = []
+    /// Compares the local log with the group log's pages at start
+    /// (`verifyLocalLog`); nil once the machine has reconciled the two (it
+    /// holds a segment's records).
+    var localLog: LocalLogComparison?
 
     init(node: ClusterNode, localEnd: LogSequenceNumber, checkpoint: LogSequenceNumber) {
         self.node = node
@@ -378,6 +382,7 @@ private struct ReplicationDriver {
         self.checkpoint = checkpoint
         appliedThrough = localEnd
         ownEvents = [.start(localLogEnd: localEnd, checkpoint: checkpoint)]
+        localLog = LocalLogComparison(directory: node.dataDirectory)
     }
 
     var now: Int64 { ClusterNode.milliseconds(ContinuousClock.now - origin) }
@@ -497,9 +502,10 @@ private struct ReplicationDriver {
             node.watchRunner.cancel(token)
         case .verifyLocalLog(let batches):
             do {
-                let difference = try LocalLogComparison.firstDifference(
-                    directory: node.dataDirectory, after: checkpoint, through: node.log.appendedThrough,
-                    batches: batches)
+                var comparison = localLog ?? LocalLogComparison(directory: node.dataDirectory)
+                let difference = try comparison.firstDifference(
+                    after: checkpoint, through: node.log.appendedThrough, batches: batches)
+                localLog = comparison
                 ownEvents.append(.localLogVerified(firstDifference: difference))
             } catch {
                 logger.error("cluster.verify_failed") { $0.field("error", "\(error)") }
@@ -645,6 +651,8 @@ private struct ReplicationDriver {
             let lag = UInt64(max(0, status.lagMilliseconds))
             node.record { $0.lag.observe(lag * 1_000_000) }
         }
+        // Reconciled: no page will be compared again; the kept segment goes.
+        if localLog != nil, machine.isReconciled { localLog = nil }
         if status.caughtUp, !servingReported, !ended {
             servingReported = true
             node.markServing()

@@ -135,7 +135,31 @@ package enum LogRead {
     package static func records(
         in range: ClosedRange<LogSequenceNumber>, directory: String, options: StorageOptions = StorageOptions()
     ) throws(StorageError) -> [LogRecord] {
-        let layout = StorageLayout(directory: directory, fileSystem: options.fileSystem)
+        var reader = LogRangeReader(directory: directory, options: options)
+        return try reader.records(in: range)
+    }
+}
+
+/// Reads ranges of a log's records one after another, keeping the segment
+/// it read last: ranges that move forward through a segment (a node
+/// comparing its log with the group log page by page) read each segment
+/// once, not once per range. The kept segment is read again when a range
+/// reaches past its last record and it is the log's newest (it may have
+/// grown). Holds at most one segment's records.
+package struct LogRangeReader {
+    private let layout: StorageLayout
+    private let options: StorageOptions
+    /// The segment read last and its records, in LSN order.
+    private var kept: (name: String, records: [LogRecord])?
+
+    package init(directory: String, options: StorageOptions = StorageOptions()) {
+        layout = StorageLayout(directory: directory, fileSystem: options.fileSystem)
+        self.options = options
+    }
+
+    /// Returns the records with LSNs in `range`, in LSN order (fewer when
+    /// the log ends sooner). Throws when a segment cannot be read.
+    package mutating func records(in range: ClosedRange<LogSequenceNumber>) throws(StorageError) -> [LogRecord] {
         let names = try layout.segmentNames()
         let firsts = names.map { SegmentFormat.firstLSN(fileName: $0) }
         var records: [LogRecord] = []
@@ -143,10 +167,39 @@ package enum LogRead {
             guard let first = firsts[index], first <= range.upperBound else { continue }
             // A segment that ends before the range (the next one starts at or before its start) is skipped.
             if index + 1 < names.count, let next = firsts[index + 1], next <= range.lowerBound { continue }
-            _ = try layout.scanSegment(name, options: options) { record in
-                if range.contains(record.lsn) { records.append(record) }
+            let segment = try segmentRecords(name, isNewest: index + 1 == names.count, reaching: range.upperBound)
+            var position = Self.firstIndex(in: segment, notBefore: range.lowerBound)
+            while position < segment.count, segment[position].lsn <= range.upperBound {
+                records.append(segment[position])
+                position += 1
             }
         }
         return records
+    }
+
+    /// The records of segment `name`, from the one kept when it still holds
+    /// what a range reaching `upper` needs.
+    private mutating func segmentRecords(
+        _ name: String, isNewest: Bool, reaching upper: LogSequenceNumber
+    ) throws(StorageError) -> [LogRecord] {
+        if let kept, kept.name == name, !isNewest || (kept.records.last.map { $0.lsn >= upper } ?? false) {
+            return kept.records
+        }
+        kept = nil  // one segment's records at a time
+        var records: [LogRecord] = []
+        _ = try layout.scanSegment(name, options: options) { records.append($0) }
+        kept = (name, records)
+        return records
+    }
+
+    /// The position of the first record at or after `lsn` (records in LSN order).
+    private static func firstIndex(in records: [LogRecord], notBefore lsn: LogSequenceNumber) -> Int {
+        var low = 0
+        var high = records.count
+        while low < high {
+            let middle = (low + high) / 2
+            if records[middle].lsn < lsn { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }

@@ -20,6 +20,8 @@ package final class FaultInjectingFileSystem: StorageFileSystem {
     /// The calls that can be counted and failed.
     package enum Operation: String, Sendable, Hashable, CaseIterable {
         case open, write, syncData, syncDirectory, rename, remove, preallocate, truncate
+        /// `readWhole`: a whole file read at once (segments, snapshots, small files).
+        case readWhole
     }
 
     /// What survives of the writes that were not synced when the power went.
@@ -195,6 +197,7 @@ package final class FaultInjectingFileSystem: StorageFileSystem {
 
     package func readWhole(_ path: String, limitBytes: Int) throws(SystemCallError) -> [UInt8]? {
         try state.withLock { state throws(SystemCallError) -> [UInt8]? in
+            try Self.check(&state, .readWhole, path)
             guard let node = state.files[path] else { return nil }
             if node.current.count > limitBytes { throw SystemCallError(call: "read", subject: path, errno: EFBIG) }
             return node.current

@@ -80,4 +80,28 @@ struct LogCutTests {
             #expect(read.map(\.lsn.rawValue) == Array(UInt64(low)..<UInt64(low + expected.count)), "\(low)...\(high)")
         }
     }
+
+    @Test("ranges read one after another, moving forward, read each segment once; the newest again only when it grew")
+    func rangeReaderKeepsItsSegment() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 256)
+        let payloads = try await Self.writeLog(options, count: 60)
+        let layout = StorageLayout(directory: dataDirectory, fileSystem: fileSystem)
+        let segments = try layout.segmentNames().count
+        #expect(segments >= 3, "the log spans several segments")
+        var reader = LogRangeReader(directory: dataDirectory, options: options)
+        let readsBefore = fileSystem.count(.readWhole)
+        var read: [[UInt8]] = []
+        for low in stride(from: 1, through: 60, by: 3) {
+            let page = try reader.records(
+                in: LogSequenceNumber(UInt64(low))...LogSequenceNumber(UInt64(min(low + 2, 60))))
+            read += page.map(\.payload)
+        }
+        #expect(read == payloads, "the pages, in order, are the log")
+        // Each segment once (before: once per page that touched it).
+        #expect(fileSystem.count(.readWhole) - readsBefore == segments)
+        // A range past the newest segment's end reads it again (it may have grown).
+        _ = try reader.records(in: LogSequenceNumber(60)...LogSequenceNumber(61))
+        #expect(fileSystem.count(.readWhole) - readsBefore == segments + 1)
+    }
 }
