@@ -236,11 +236,11 @@ public final class RoostService: HTTPResponder {
 
     /// Renders, within the round's budget, the engine answers loop `loop`
     /// left for this round (`LoopRequests.renderingPerRoundMax`).
-    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {
+    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {
         // A server on loops of its own (tests) has more loops than the engine:
         // those never hand it work.
         guard loop < loopRequests.count else { return }
-        loopRequests[loop].beginRound(at: start)
+        loopRequests[loop].beginRound(at: start, clock: clock)
     }
 
     public func response(for failure: HTTPRequestFailure) -> HTTPResponse {
@@ -388,7 +388,9 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
     /// The loop was asked for another round for what `complete` still holds.
     private var wakeAsked = false
-    private let clock = ContinuousClock()
+    /// The clock of the server whose loop runs this (`beginRound`): the
+    /// round's budget is spent by the clock that started it.
+    private var clock = LoopClock(SystemMonotonicClock())
 
     init(loop: ShardLoop) {
         self.loop = loop
@@ -397,8 +399,9 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// A round of the loop began at `start` (its HTTP server's loop says so,
     /// `HTTPResponder.willFinishRound`): renders what earlier rounds left, as
     /// far as this round's budget goes.
-    func beginRound(at start: ContinuousClock.Instant) {
+    func beginRound(at start: ContinuousClock.Instant, clock: LoopClock) {
         loop.executor.preconditionOnLoop("LoopRequests.beginRound")
+        self.clock = clock
         complete.beginRound(at: start)
         wakeAsked = false
         renderComplete()

@@ -440,7 +440,7 @@ final class EventLoop {
     /// one; its work is taken in another pass, a few at most, then the loop
     /// wakes itself for the next round.
     private func finishRound(now: ContinuousClock.Instant) {
-        responder.willFinishRound(loop: mailbox.loopIndex, startedAt: now)
+        responder.willFinishRound(loop: mailbox.loopIndex, startedAt: now, clock: clock)
         for _ in 0..<Self.deliveryPassesMax {
             dispatchedSinceRound = false
             mailbox.executor.runRound()

@@ -242,14 +242,15 @@ public protocol HTTPResponder: Sendable {
 
     /// Called on loop `loop`'s thread once per round of that loop, after the
     /// round's accepts and reads and before its executor's round, with the
-    /// instant the round began (its `epoll_wait` returned). A responder that
+    /// instant the round began (its `epoll_wait` returned) and the server's
+    /// clock that read it (injected: a test's manual clock). A responder that
     /// renders answers over several rounds (RoostService: the engine's
-    /// answers, `LoopRequests`) spends its per-round budget from `start` and
-    /// goes on with what it left for this round. Must not block. The default
-    /// does nothing.
-    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant)
+    /// answers, `LoopRequests`) spends its per-round budget from `start`,
+    /// by that clock, and goes on with what it left for this round. Must
+    /// not block. The default does nothing.
+    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock)
 }
 
 extension HTTPResponder {
-    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {}
+    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {}
 }

@@ -41,8 +41,8 @@ final class OneAnswerPerRoundResponder: HTTPResponder {
         return .deferred(nil)
     }
 
-    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant) {
-        let now = ContinuousClock.now
+    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {
+        let now = clock.now
         let onLoop = executors[loop].isCurrent
         let next = loops.withLock { all -> (target: String, sink: any HTTPReplySink)? in
             var state = all[loop]
