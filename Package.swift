@@ -146,7 +146,9 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "RoostClusterTests",
-            dependencies: ["RoostCluster", "RoostJSON", "RoostPlatform", "RoostStorage", "RoostTesting"],
+            dependencies: [
+                "RoostCluster", "RoostClusterNode", "RoostJSON", "RoostPlatform", "RoostStorage", "RoostTesting",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "SystemLibraryTests", dependencies: ["CZstd", "CCrypto", "CSystemShims"],

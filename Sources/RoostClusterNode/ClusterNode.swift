@@ -268,6 +268,11 @@ package final class ClusterNode: ClusterControl, Sendable {
         positionWaiters.reached(status.appliedLSN)
     }
 
+    /// The replication thread's timer for `Roost-Min-Position` waits.
+    fileprivate func expirePositionWaits() {
+        positionWaiters.expire()
+    }
+
     fileprivate func record(_ change: (inout ClusterMetrics) -> Void) {
         figures.withLock { change(&$0) }
     }
@@ -371,6 +376,10 @@ private struct ReplicationDriver {
     static let lagSampleMilliseconds: Int64 = 1_000
     /// Events the node tells the machine before the next input (answers to its own actions).
     var ownEvents: [ReplicationEvent] = []
+    /// etcd's answers since the last start-up progress line: none means
+    /// etcd is out of reach (`cluster.etcd_waiting`), some that the node is
+    /// reconciling its log with the group log (`cluster.reconciling`).
+    var etcdAnswersSinceWaitLog = 0
     /// Compares the local log with the group log's pages at start
     /// (`verifyLocalLog`); nil once the machine has reconciled the two (it
     /// holds a segment's records).
@@ -410,12 +419,23 @@ private struct ReplicationDriver {
                 runOwnEvents()
             }
             publish()
+            node.expirePositionWaits()
             if !machine.isReconciled, now - lastUnreachableLog >= 5_000, now >= 2_000 {
                 lastUnreachableLog = now
-                logger.warning("cluster.etcd_waiting") { line in
-                    line.field("etcd", node.configuration.endpoints.map(\.description).joined(separator: ","))
-                    line.field("message", "cannot read the group log from etcd yet; retrying")
+                if etcdAnswersSinceWaitLog > 0 {
+                    // etcd answers: the node is comparing its log with the group log, page by page.
+                    logger.info("cluster.reconciling") { line in
+                        line.field("local_end_lsn", machine.localEnd.rawValue)
+                        line.field("group_end_lsn", machine.groupEnd.rawValue)
+                        line.field("etcd_answers", etcdAnswersSinceWaitLog)
+                    }
+                } else {
+                    logger.warning("cluster.etcd_waiting") { line in
+                        line.field("etcd", node.configuration.endpoints.map(\.description).joined(separator: ","))
+                        line.field("message", "cannot read the group log from etcd yet; retrying")
+                    }
                 }
+                etcdAnswersSinceWaitLog = 0
             }
             if ended { break }
             node.nodeMailbox.wait(milliseconds: max(1, nextTickAt - now))
@@ -425,7 +445,9 @@ private struct ReplicationDriver {
 
     private mutating func take(_ input: NodeInput) {
         switch input {
-        case .etcdAnswered(let id, let response): handle(.etcdAnswered(id, response))
+        case .etcdAnswered(let id, let response):
+            etcdAnswersSinceWaitLog += 1
+            handle(.etcdAnswered(id, response))
         case .watchDelivered(let token, let events): handle(.watchDelivered(token, events))
         case .watchFailed(let token, let failure): handle(.watchFailed(token, failure))
         case .applied(let through):
