@@ -7,7 +7,7 @@ default `--log-retain-bytes` and `--snapshot-log-bytes` unless given); wrk
 registers devices on the leader for SECONDS at its peak
 (Benchmarks/spine/register.lua, 2 threads x 64 connections) while this
 script samples `GET /v1/cluster` on the leader every INTERVAL seconds: the
-group log's first and last position, the bytes of batches the leader appended since it started, and
+group log's first and last position, the bytes of batches the group log holds as the leader counts them, and
 etcd's `db_bytes`. Prints one line per sample and the largest db size.
 
 usage: etcd_size.py ROOST_BINARY [--seconds S] [--interval I] [--node-flag FLAG=VALUE ...]
@@ -49,7 +49,7 @@ def main():
                 row = (time.monotonic() - started, status["log"]["first_position"], status["log"]["last_position"],
                        status["log"]["bytes"], status["etcd"]["db_bytes"])
                 samples.append(row)
-                print(f"{row[0]:6.0f} s  group log {row[1]}..{row[2]}  {row[3] / 2**20:7.1f} MiB of batches since start  "
+                print(f"{row[0]:6.0f} s  group log {row[1]}..{row[2]}  {row[3] / 2**20:7.1f} MiB of batches held  "
                       f"etcd db {row[4] / 2**20:7.1f} MiB", flush=True)
 
         sampler = threading.Thread(target=sample, daemon=True)
