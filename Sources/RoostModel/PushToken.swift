@@ -15,7 +15,16 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     /// anything that does not fit the platform's shape (including a token of the
     /// other platform: an FCM token is not hex).
     package init(parsing text: String, platform: Platform) throws(RegistryRejection) {
-        let utf8 = Array(text.utf8)
+        var text = text
+        let parsed = text.withUTF8 { utf8 in
+            Result { () throws(RegistryRejection) -> PushToken in try PushToken(parsingUTF8: utf8, platform: platform) }
+        }
+        self = try parsed.get()
+    }
+
+    /// `init(parsing:platform:)` over the token's UTF-8 bytes as they came
+    /// (a request body's span): no `String` is made.
+    package init(parsingUTF8 utf8: UnsafeBufferPointer<UInt8>, platform: Platform) throws(RegistryRejection) {
         if Self.isExpoToken(utf8) { throw .unsupportedTokenType }
         switch platform {
         case .ios:
@@ -37,7 +46,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
             guard utf8.count >= Limits.fcmTokenCharactersMin, utf8.count <= Limits.fcmTokenCharactersMax,
                 utf8.allSatisfy(Self.isFCMByte)
             else { throw .invalidTokenFormat }
-            self.bytes = utf8
+            self.bytes = Array(utf8)
         }
         self.platform = platform
     }
@@ -81,11 +90,8 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
 
     package var description: String { "PushToken(\(platform), \(bytes.count) bytes)" }
 
-    private static func isExpoToken(_ utf8: [UInt8]) -> Bool {
-        for prefix in ["ExponentPushToken[", "ExpoPushToken["] where utf8.starts(with: prefix.utf8) {
-            return true
-        }
-        return false
+    private static func isExpoToken(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        utf8.starts(with: "ExponentPushToken[".utf8) || utf8.starts(with: "ExpoPushToken[".utf8)
     }
 
     static func isFCMByte(_ c: UInt8) -> Bool {

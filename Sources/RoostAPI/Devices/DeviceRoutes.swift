@@ -42,7 +42,13 @@ struct DeviceRoutes: Sendable {
     /// 201 for a new device, 200 for an existing one; never the token.
     func register(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        let request = try RegisterBody.parse(JSONBody(context.request).value)
+        // The body's bytes scanned in place when they are a plain body; else the general reader.
+        let request =
+            if let scanned = RegisterBodyScan(context.request.body) {
+                try RegisterBody.parse(members: scanned)
+            } else {
+                try RegisterBody.parse(JSONBody(context.request).value)
+            }
         let now = requestTime(context)
         return scope.command(.register(request, at: now)) { outcome in
             switch outcome {

@@ -28,17 +28,15 @@ enum RegisterBody {
 
     /// Returns the request a body object spells, or the 400 of the first member at fault.
     static func parse(_ body: JSONValue) throws(APIError) -> RegisterRequest {
-        let platform = try parsePlatform(body["platform"])
-        let token: PushToken
-        switch body["token"] {
-        case nil, .null?: throw APIError.missingField("token")
-        case .string(let text)?:
-            token = try model { () throws(RegistryRejection) in
-                try PushToken(parsing: text, platform: platform)
-            }
-        case _?: throw APIError(RegistryRejection.invalidTokenFormat)
-        }
-        var request = RegisterRequest(token: token, environment: try parseEnvironment(body["environment"]))
+        try parse(members: body)
+    }
+
+    /// `parse` over a body's members wherever they are read from: a parsed
+    /// object, or the request bytes scanned in place (`RegisterBodyScan`).
+    static func parse(members body: some RegisterMembers) throws(APIError) -> RegisterRequest {
+        let platform = try parsePlatform(body[member: "platform"])
+        let token = try body.token(for: platform)
+        var request = RegisterRequest(token: token, environment: try parseEnvironment(body[member: "environment"]))
         if let environment = request.environment, !environment.isAllowed(for: platform) {
             throw APIError(RegistryRejection.invalidEnvironment)
         }
@@ -60,20 +58,30 @@ enum RegisterBody {
         request.appVersion = try textChange(body, "app_version")
         request.timezone = try textChange(body, "timezone")
         request.locale = try textChange(body, "locale")
-        switch body["push_permission"] {
+        switch body[member: "push_permission"] {
         case nil: break
         case .null?: request.pushPermission = .clear
         case .bool(let flag)?: request.pushPermission = .set(flag)
         case _?: throw APIError.invalidField("push_permission", "push_permission must be a boolean or null")
         }
-        switch body["opted_in"] {
+        switch body[member: "opted_in"] {
         case nil, .null?: break
         case .bool(let flag)?: request.optedIn = flag
         case _?: throw APIError.invalidField("opted_in", "opted_in must be a boolean")
         }
-        request.tags = try tagsChange(body["tags"])
-        if let member = body["client_sequence"] { request.clientSequence = try clientSequence(member) }
+        request.tags = try tagsChange(body[member: "tags"])
+        if let member = body[member: "client_sequence"] { request.clientSequence = try clientSequence(member) }
         return request
+    }
+
+    /// The `token` member of a parsed object, parsed for `platform`.
+    static func token(_ value: JSONValue?, for platform: Platform) throws(APIError) -> PushToken {
+        switch value {
+        case nil, .null?: throw APIError.missingField("token")
+        case .string(let text)?:
+            return try model { () throws(RegistryRejection) in try PushToken(parsing: text, platform: platform) }
+        case _?: throw APIError(RegistryRejection.invalidTokenFormat)
+        }
     }
 
     /// `client_sequence` (spec §7): an integer literal (no sign, fraction or
@@ -151,8 +159,8 @@ enum RegisterBody {
     }
 
     /// Returns a string member, nil when absent or null; 400 when of another type.
-    private static func string(_ body: JSONValue, _ name: String) throws(APIError) -> String? {
-        switch body[name] {
+    private static func string(_ body: some RegisterMembers, _ name: String) throws(APIError) -> String? {
+        switch body[member: name] {
         case nil, .null?: return nil
         case .string(let text)?: return text
         case _?: throw APIError.invalidField(name, "\(name) must be a string")
@@ -161,9 +169,9 @@ enum RegisterBody {
 
     /// Returns the change a nullable string member asks for, validated by `make`.
     private static func change<Value>(
-        _ body: JSONValue, _ name: String, _ make: (String) throws(RegistryRejection) -> Value
+        _ body: some RegisterMembers, _ name: String, _ make: (String) throws(RegistryRejection) -> Value
     ) throws(APIError) -> FieldChange<Value> {
-        switch body[name] {
+        switch body[member: name] {
         case nil: return .keep
         case .null?: return .clear
         case .string(let text)?:
@@ -177,18 +185,39 @@ enum RegisterBody {
     }
 
     /// A free-text metadata member: `""` clears like `null` (the model bounds the length).
-    private static func textChange(_ body: JSONValue, _ name: String) throws(APIError) -> FieldChange<String> {
+    private static func textChange(_ body: some RegisterMembers, _ name: String) throws(APIError) -> FieldChange<String>
+    {
         let parsed = try change(body, name) { (text) throws(RegistryRejection) in text }
         if case .set(let text) = parsed, text.isEmpty { return .clear }
         return parsed
     }
 
     /// Runs a validating initializer, turning its rejection into the API envelope.
-    private static func model<Value>(_ make: () throws(RegistryRejection) -> Value) throws(APIError) -> Value {
+    static func model<Value>(_ make: () throws(RegistryRejection) -> Value) throws(APIError) -> Value {
         do throws(RegistryRejection) {
             return try make()
         } catch {
             throw APIError(error)
         }
+    }
+}
+
+/// Where `RegisterBody.parse` reads a register body's members: a parsed
+/// JSON object, or the request's bytes scanned in place (`RegisterBodyScan`,
+/// the fast path of `POST /v1/devices`). Names are compared as bytes (RFC
+/// 7493), as `JSONValue`'s subscript compares them.
+protocol RegisterMembers {
+    /// The value of the member named `name`, nil when absent.
+    subscript(member name: String) -> JSONValue? { get }
+    /// The `token` member parsed for `platform` (missing or null: 400
+    /// `missing_field`; not a string: `invalid_token_format`).
+    func token(for platform: Platform) throws(APIError) -> PushToken
+}
+
+extension JSONValue: RegisterMembers {
+    subscript(member name: String) -> JSONValue? { self[name] }
+
+    func token(for platform: Platform) throws(APIError) -> PushToken {
+        try RegisterBody.token(self["token"], for: platform)
     }
 }

@@ -1,0 +1,275 @@
+import Glibc
+import RoostJSON
+import RoostModel
+
+/// The fast path of `POST /v1/devices` (issue 25): a register body's
+/// top-level members found in the request bytes, with no JSON tree, no
+/// member array and no `String` for the token (`PushToken(parsingUTF8:)`).
+///
+/// It takes only bodies it reads exactly as `JSONReader` under
+/// `JSONBody.limits` does: one object of at most `membersMax` members whose
+/// names are distinct and whose names and strings are printable ASCII with
+/// no escape; values are strings, numbers, `true`, `false`, `null`, and for
+/// `tags` a flat object of those (again distinct, at most `membersMax`).
+/// Anything else — an escape, a byte above 0x7E, an array, deeper nesting,
+/// a repeated name, a syntax error — is nil, and the route parses the body
+/// the general way, which gives every error its code. For a body it takes,
+/// each member's value is the `JSONValue` the reader gives, so
+/// `RegisterBody.parse(members:)` answers exactly as it does for the tree
+/// (`RegisterBodyScanTests` compares the two over generated and mutated bodies).
+struct RegisterBodyScan: RegisterMembers {
+    /// Members of the body, and of its `tags` object, the scan takes; a
+    /// body with more goes the general way.
+    static let membersMax = 32  // the places of `InlineArray<32, Member>` below
+
+    private enum Kind: UInt8 {
+        case string, number, `true`, `false`, null, object
+    }
+
+    /// One member: its name's bytes, its value's (a string's without its
+    /// quotes, an object's with its braces), and the value's kind.
+    private struct Member {
+        var nameStart: Int32 = 0
+        var nameEnd: Int32 = 0
+        var valueStart: Int32 = 0
+        var valueEnd: Int32 = 0
+        var kind: Kind = .null
+    }
+
+    private let body: [UInt8]
+    /// The top-level members, `count` of them (`membersMax` places).
+    private let members: InlineArray<32, Member>
+    private let count: Int
+
+    /// Scans `body`; nil when it is not a body this path takes (see the type).
+    init?(_ body: [UInt8]) {
+        guard body.count <= JSONBody.limits.maxInputBytes, body.count < Int(Int32.max) else { return nil }
+        var members = InlineArray<32, Member>(repeating: Member())
+        var count = 0
+        var scanner = Scanner()
+        let scanned = body.withUnsafeBufferPointer { bytes -> Bool in
+            guard let end = scanner.object(bytes, from: 0, topLevel: true, into: &members, count: &count)
+            else { return false }
+            return Scanner.skipWhitespace(bytes, from: end) == bytes.count
+        }
+        guard scanned else { return nil }
+        self.body = body
+        self.members = members
+        self.count = count
+    }
+
+    subscript(member name: String) -> JSONValue? {
+        guard let found = position(of: name) else { return nil }
+        let member = members[found]
+        return body.withUnsafeBufferPointer { bytes in
+            Self.value(bytes, Int(member.valueStart), Int(member.valueEnd), member.kind)
+        }
+    }
+
+    func token(for platform: Platform) throws(APIError) -> PushToken {
+        guard let found = position(of: "token") else { return try RegisterBody.token(nil, for: platform) }
+        let member = members[found]
+        guard member.kind == .string else { return try RegisterBody.token(self[member: "token"], for: platform) }
+        let result = body.withUnsafeBufferPointer { bytes in
+            Result { () throws(RegistryRejection) -> PushToken in
+                try PushToken(
+                    parsingUTF8: UnsafeBufferPointer(rebasing: bytes[Int(member.valueStart)..<Int(member.valueEnd)]),
+                    platform: platform)
+            }
+        }
+        return try RegisterBody.model { () throws(RegistryRejection) in try result.get() }
+    }
+
+    /// Where the member named `name` is in `members`, nil when absent.
+    private func position(of name: String) -> Int? {
+        var name = name
+        return name.withUTF8 { wanted in
+            body.withUnsafeBufferPointer { bytes in
+                for index in 0..<count {
+                    let member = members[index]
+                    let length = Int(member.nameEnd - member.nameStart)
+                    guard length == wanted.count else { continue }
+                    if memcmp(bytes.baseAddress! + Int(member.nameStart), wanted.baseAddress!, length) == 0 {
+                        return index
+                    }
+                }
+                return nil
+            }
+        }
+    }
+
+    /// The value as `JSONReader` gives it.
+    private static func value(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ kind: Kind) -> JSONValue
+    {
+        func text() -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self) }
+        switch kind {
+        case .string: return .string(text())
+        case .number: return .number(text())
+        case .true: return .bool(true)
+        case .false: return .bool(false)
+        case .null: return .null
+        case .object:
+            // Scanned once already (flat, distinct names): read again into the tree's shape.
+            var inner = InlineArray<32, Member>(repeating: Member())
+            var innerCount = 0
+            var scanner = Scanner()
+            guard scanner.object(bytes, from: start, topLevel: false, into: &inner, count: &innerCount) == end else {
+                preconditionFailure("a tags object scanned twice read differently")
+            }
+            var members: [(key: String, value: JSONValue)] = []
+            members.reserveCapacity(innerCount)
+            for index in 0..<innerCount {
+                let member = inner[index]
+                let name = String(
+                    decoding: UnsafeBufferPointer(rebasing: bytes[Int(member.nameStart)..<Int(member.nameEnd)]),
+                    as: UTF8.self)
+                members.append(
+                    (name, value(bytes, Int(member.valueStart), Int(member.valueEnd), member.kind)))
+            }
+            return .object(members)
+        }
+    }
+
+    /// The scan itself: every method returns where it stopped, nil when the
+    /// input is not one the fast path takes.
+    private struct Scanner {
+        static func skipWhitespace(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+            var index = start
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x0A, 0x0D, 0x09: index += 1
+                default: return index
+                }
+            }
+            return index
+        }
+
+        /// An object at `start` (its `{`): its members into `members`.
+        /// Nested objects only at the top level, and only as `tags`.
+        mutating func object(
+            _ bytes: UnsafeBufferPointer<UInt8>, from start: Int, topLevel: Bool,
+            into members: inout InlineArray<32, Member>, count: inout Int
+        ) -> Int? {
+            var index = Self.skipWhitespace(bytes, from: start)
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
+            index = Self.skipWhitespace(bytes, from: index + 1)
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "}") { return index + 1 }
+            while true {
+                guard count < RegisterBodyScan.membersMax, index < bytes.count, bytes[index] == UInt8(ascii: "\"")
+                else { return nil }
+                guard let nameEnd = Self.plainString(bytes, from: index + 1) else { return nil }
+                var member = Member()
+                member.nameStart = Int32(index + 1)
+                member.nameEnd = Int32(nameEnd)
+                index = Self.skipWhitespace(bytes, from: nameEnd + 1)
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                index = Self.skipWhitespace(bytes, from: index + 1)
+                guard index < bytes.count else { return nil }
+                switch bytes[index] {
+                case UInt8(ascii: "\""):
+                    guard let end = Self.plainString(bytes, from: index + 1) else { return nil }
+                    (member.kind, member.valueStart, member.valueEnd) = (.string, Int32(index + 1), Int32(end))
+                    index = end + 1
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    guard let end = Self.number(bytes, from: index) else { return nil }
+                    (member.kind, member.valueStart, member.valueEnd) = (.number, Int32(index), Int32(end))
+                    index = end
+                case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+                    guard let (kind, end) = Self.literal(bytes, from: index) else { return nil }
+                    (member.kind, member.valueStart, member.valueEnd) = (kind, Int32(index), Int32(end))
+                    index = end
+                case UInt8(ascii: "{"):
+                    guard topLevel, Self.equal(bytes, member, "tags") else { return nil }
+                    var inner = InlineArray<32, Member>(repeating: Member())
+                    var innerCount = 0
+                    guard let end = object(bytes, from: index, topLevel: false, into: &inner, count: &innerCount)
+                    else { return nil }
+                    (member.kind, member.valueStart, member.valueEnd) = (.object, Int32(index), Int32(end))
+                    index = end
+                default:
+                    return nil  // an array, or not JSON
+                }
+                // A name given twice: the general path refuses it (malformed_json).
+                for earlier in 0..<count where Self.sameName(bytes, members[earlier], member) { return nil }
+                members[count] = member
+                count += 1
+                index = Self.skipWhitespace(bytes, from: index)
+                guard index < bytes.count else { return nil }
+                if bytes[index] == UInt8(ascii: "}") { return index + 1 }
+                guard bytes[index] == UInt8(ascii: ",") else { return nil }
+                index = Self.skipWhitespace(bytes, from: index + 1)
+            }
+        }
+
+        /// The end (its closing quote) of a string of printable ASCII with
+        /// no escape that starts at `start`, within the string limit.
+        static func plainString(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+            var index = start
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    return index - start <= JSONBody.limits.maxStringBytes ? index : nil
+                }
+                guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+                index += 1
+            }
+            return nil
+        }
+
+        /// The end of a number `JSONReader` takes:
+        /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, within the string limit.
+        static func number(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+            func isDigit(_ index: Int) -> Bool {
+                index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9")
+            }
+            var index = start
+            if bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard isDigit(index) else { return nil }
+            if bytes[index] == UInt8(ascii: "0") {
+                index += 1
+                if isDigit(index) { return nil }
+            } else {
+                while isDigit(index) { index += 1 }
+            }
+            if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                guard isDigit(index) else { return nil }
+                while isDigit(index) { index += 1 }
+            }
+            if index < bytes.count && bytes[index] | 0x20 == UInt8(ascii: "e") {
+                index += 1
+                if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) {
+                    index += 1
+                }
+                guard isDigit(index) else { return nil }
+                while isDigit(index) { index += 1 }
+            }
+            return index - start <= JSONBody.limits.maxStringBytes ? index : nil
+        }
+
+        /// `true`, `false` or `null` at `start`, and where it ends.
+        static func literal(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> (Kind, Int)? {
+            func matches(_ text: StaticString) -> Bool {
+                bytes.count - start >= text.utf8CodeUnitCount
+                    && memcmp(bytes.baseAddress! + start, text.utf8Start, text.utf8CodeUnitCount) == 0
+            }
+            if matches("true") { return (.true, start + 4) }
+            if matches("false") { return (.false, start + 5) }
+            if matches("null") { return (.null, start + 4) }
+            return nil
+        }
+
+        static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ member: Member, _ name: StaticString) -> Bool {
+            let length = Int(member.nameEnd - member.nameStart)
+            return length == name.utf8CodeUnitCount
+                && memcmp(bytes.baseAddress! + Int(member.nameStart), name.utf8Start, length) == 0
+        }
+
+        static func sameName(_ bytes: UnsafeBufferPointer<UInt8>, _ a: Member, _ b: Member) -> Bool {
+            let length = Int(a.nameEnd - a.nameStart)
+            return length == Int(b.nameEnd - b.nameStart)
+                && memcmp(bytes.baseAddress! + Int(a.nameStart), bytes.baseAddress! + Int(b.nameStart), length) == 0
+        }
+    }
+}
