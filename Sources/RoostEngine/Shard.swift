@@ -68,6 +68,10 @@ package actor Shard {
     /// wakes for it (`ShardLoop`, a timer of the loop), and the turn it then
     /// runs answers the waiters whose time is up.
     package private(set) var earliestWaiterDeadline: UInt64?
+    /// The buffers of the last turn, emptied, for the next one: a turn
+    /// allocates none of its per-turn arrays once the shard is warm
+    /// (issue 25's allocation budget).
+    private var turnBuffers = ShardTurn()
     /// In cluster mode, where the shard publishes its indexes' positions
     /// (`Roost-Position`, `Roost-Min-Position`); nil on a single node.
     private let positionBoard: PositionBoard?
@@ -111,7 +115,13 @@ package actor Shard {
             earliestWaiterDeadline = nil
             return outcomes
         }
-        var turn = ShardTurn()
+        // The last turn's buffers, taken (so that they are not shared) and given back emptied.
+        var turn = turnBuffers
+        turnBuffers = ShardTurn()
+        defer {
+            turn.empty()
+            turnBuffers = turn
+        }
         turn.answers.reserveCapacity(commands.count)
         if !changeWaiters.isEmpty { releaseExpiredWaiters(into: &turn.released) }
         var position = commands.startIndex
@@ -707,5 +717,18 @@ private struct ShardTurn {
 
     mutating func refuse(_ origin: CommandOrigin, on key: IndexKey) {
         answers.append(Answer(origin: origin, outcome: .logAcknowledged, key: key, changed: false, refused: true))
+    }
+
+    /// Empties the turn for the next one, keeping the buffers' capacity.
+    mutating func empty() {
+        records.removeAll(keepingCapacity: true)
+        answers.removeAll(keepingCapacity: true)
+        written.removeAll(keepingCapacity: true)
+        now = nil
+        feedChanges.removeAll(keepingCapacity: true)
+        timedKeys.removeAll(keepingCapacity: true)
+        changeTime = nil
+        released.removeAll(keepingCapacity: true)
+        exports.removeAll(keepingCapacity: true)
     }
 }

@@ -55,6 +55,8 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private var remote: Buckets<ShardCommand>
     private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
+    /// The commands of the turn being run, kept from turn to turn (no allocation per turn).
+    private var turnCommands: [ShardCommand] = []
     private var receiver: (any OutcomeReceiver)?
     /// The shards' clock: the deadlines of their change-feed waiters are its readings.
     private let clock: any MonotonicClock
@@ -195,9 +197,10 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         guard !pendingShards.isEmpty else { return }
         var stillPending: [Int] = []
         for shard in pendingShards {
-            let turn = pending[shard].takeTurn(
-                max: ShardLoop.commandsPerTurnMax, perApp: ShardLoop.commandsPerAppPerPass)
-            run(turn, on: set.shards[shard])
+            pending[shard].takeTurn(
+                max: ShardLoop.commandsPerTurnMax, perApp: ShardLoop.commandsPerAppPerPass, into: &turnCommands)
+            run(turnCommands, on: set.shards[shard])
+            turnCommands.removeAll(keepingCapacity: true)
             if !pending[shard].isEmpty { stillPending.append(shard) }
         }
         pendingShards = stillPending
@@ -306,24 +309,29 @@ struct FairQueue {
     /// Apps with commands waiting; the next turn starts with the first.
     private var order: [AppID] = []
     private(set) var count = 0
+    /// Emptied queues' storage, for the next app that gets commands (no
+    /// allocation per app per turn once warm); at most `spareQueuesMax`.
+    private var spareQueues: [[ShardCommand]] = []
+    static let spareQueuesMax = 8
 
     var isEmpty: Bool { count == 0 }
 
     mutating func append(_ command: ShardCommand, app: AppID) {
         if queues[app] == nil {
-            queues[app] = AppQueue()
+            queues[app] = AppQueue(commands: spareQueues.popLast() ?? [])
             order.append(app)
         }
         queues[app]!.commands.append(command)
         count += 1
     }
 
-    /// Takes up to `budget` commands: up to `quantum` of each app in turn,
-    /// pass after pass, each app's in its own order. The app after the last
-    /// one served comes first next time. O(taken + apps).
-    mutating func takeTurn(max budget: Int, perApp quantum: Int) -> [ShardCommand] {
+    /// Takes up to `budget` commands into `turn` (emptied first): up to
+    /// `quantum` of each app in turn, pass after pass, each app's in its own
+    /// order. The app after the last one served comes first next time.
+    /// O(taken + apps).
+    mutating func takeTurn(max budget: Int, perApp quantum: Int, into turn: inout [ShardCommand]) {
         precondition(budget >= 1 && quantum >= 1, "a turn of \(budget), \(quantum) per app")
-        var turn: [ShardCommand] = []
+        turn.removeAll(keepingCapacity: true)
         turn.reserveCapacity(min(budget, count))
         var position = 0
         while turn.count < budget && !order.isEmpty {
@@ -335,6 +343,10 @@ struct FairQueue {
             queue.head = end
             if queue.head == queue.commands.count {
                 order.remove(at: position)
+                if spareQueues.count < Self.spareQueuesMax {
+                    queue.commands.removeAll(keepingCapacity: true)
+                    spareQueues.append(queue.commands)
+                }
             } else {
                 if queue.head > 64 && queue.head * 2 > queue.commands.count {
                     queue.commands.removeFirst(queue.head)
@@ -347,8 +359,8 @@ struct FairQueue {
         if position > 0 && position < order.count { order = Array(order[position...] + order[..<position]) }
         count -= turn.count
         precondition(count >= 0 && (count == 0) == order.isEmpty, "fair queue count \(count), \(order.count) apps")
-        return turn
     }
+
 }
 
 /// Arrays by number (shard or loop) and which of them hold something, kept
