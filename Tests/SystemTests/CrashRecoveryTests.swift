@@ -15,6 +15,9 @@ struct CrashRecoveryTests {
         getenv("ROOST_CRASH_CYCLES").flatMap { Int(String(cString: $0)) } ?? 20
     }
     static let clients = 6
+    /// A cycle kills the server after 1 to this many acknowledged operations
+    /// (seeded): a moment under load, whatever the machine's speed.
+    static let acknowledgedBeforeKillMax: UInt64 = 60
     static let tokensPerClient = 12
 
     /// What a client knows about one token: the state after its last
@@ -58,8 +61,11 @@ struct CrashRecoveryTests {
         for cycle in 0..<Self.cycles {
             let load = Load(port: process.port, key: key, histories: histories, seed: random.next())
             load.start()
-            let delayMilliseconds = 30 + Int(random.next() % 250)
-            usleep(UInt32(delayMilliseconds) * 1000)
+            // The moment: after a seeded random number of acknowledged operations.
+            let acknowledgedBeforeKill = 1 + Int(random.next() % Self.acknowledgedBeforeKillMax)
+            #expect(
+                ConditionWait.until { load.acknowledgedCount >= acknowledgedBeforeKill },
+                "cycle \(cycle): the load stalled at \(load.acknowledgedCount)")
             #expect(process.stop(signal: SIGKILL) == 128 + SIGKILL)
             histories = load.join()
             totalAcknowledged += load.acknowledgedCount

@@ -139,12 +139,14 @@ struct OperatorCLITests {
 
     /// Waits until a checkpoint exists in `data` (a snapshot was written), at most 20 s.
     static func waitForCheckpoint(_ data: String) -> Bool {
-        for _ in 0..<200 {
-            if DurableFile.exists(data + "/checkpoint.0") || DurableFile.exists(data + "/checkpoint.1") { return true }
-            usleep(100_000)
+        ConditionWait.until(within: .seconds(20)) {
+            DurableFile.exists(data + "/checkpoint.0") || DurableFile.exists(data + "/checkpoint.1")
         }
-        return false
     }
+
+    /// Registrations acknowledged between two backups: the load goes on
+    /// while each backup is taken, and the later backups have more to keep.
+    static let acknowledgedBetweenBackups = 50
 
     @Test(
         "backups taken under concurrent registrations restore every write acknowledged before each began, and nothing never sent"
@@ -161,9 +163,14 @@ struct OperatorCLITests {
         load.start()
         #expect(Self.waitForCheckpoint(data), "no snapshot was written under load")
         var backups: [(path: String, acknowledged: Set<String>)] = []
+        var acknowledgedAtLastBackup = load.acknowledged.count
         for round in 0..<3 {
-            usleep(200_000)
+            #expect(
+                ConditionWait.until(within: .seconds(20)) {
+                    load.acknowledged.count >= acknowledgedAtLastBackup + Self.acknowledgedBetweenBackups
+                }, "round \(round): the load stalled")
             let before = load.acknowledged
+            acknowledgedAtLastBackup = before.count
             let out = directory + "/backup-\(round)"
             let result = Self.run(["backup", data, out], in: directory)
             #expect(result.code == 0, "round \(round): \(result.err)")
