@@ -53,7 +53,8 @@ package final class Logger: Sendable {
 
     private struct Budget {
         var tokens: Double
-        var refilledAt: ContinuousClock.Instant
+        /// `clock`'s reading at the last refill, in nanoseconds.
+        var refilledAt: UInt64
         var suppressed: UInt64 = 0
     }
 
@@ -67,10 +68,13 @@ package final class Logger: Sendable {
     private let writerState = Atomic<Int>(0)  // 0 not started, 1 running, 2 could not start
     private let droppedLines = Atomic<UInt64>(0)
     private let suppressedLines = Atomic<UInt64>(0)
-    private let clock = ContinuousClock()
+    /// The time the rate limit refills by: the machine's monotonic clock, or
+    /// a test's manual one (so that a test of the limit need not wait for it).
+    private let clock: any MonotonicClock
 
-    package init(output: Output) {
+    package init(output: Output, clock: any MonotonicClock = SystemMonotonicClock()) {
         self.output = output
+        self.clock = clock
         queued = (0..<Self.lanes).map { _ in LaneBox() }
     }
 
@@ -118,14 +122,14 @@ package final class Logger: Sendable {
     /// Returns nil when the line must not be written, else the lines of this
     /// event suppressed since the last one written.
     private func admit(_ event: String) -> UInt64? {
-        let now = clock.now
+        let now = clock.monotonicNanoseconds()
         let burst = Double(Self.errorLinesBurstMax)
         let verdict: UInt64? = budgets.withLock { budgets in
             let name = budgets[event] != nil || budgets.count < Self.rateLimitedEventsMax ? event : "log.other"
             var budget = budgets[name] ?? Budget(tokens: burst, refilledAt: now)
-            let elapsed = now - budget.refilledAt
-            let (seconds, attoseconds) = elapsed.components
-            let elapsedSeconds = Double(seconds) + Double(attoseconds) / 1e18
+            // Signed: another thread may have refilled with a later reading
+            // between this one and the lock (a slightly negative time).
+            let elapsedSeconds = Double(Int64(bitPattern: now &- budget.refilledAt)) / 1e9
             budget.tokens = min(burst, budget.tokens + elapsedSeconds * Double(Self.errorLinesPerSecond))
             budget.refilledAt = now
             defer { budgets[name] = budget }

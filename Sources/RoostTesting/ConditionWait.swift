@@ -34,7 +34,9 @@ package enum ConditionWait {
         while true {
             if try await condition() { return true }
             if clock.now >= end { return false }
-            pause()
+            // Suspends instead of blocking: the tasks being waited for may
+            // need this thread of the cooperative pool (two on two cores).
+            try? await Task.sleep(for: checkInterval)
         }
     }
 

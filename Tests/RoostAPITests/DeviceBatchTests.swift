@@ -178,9 +178,8 @@ struct DeviceBatchTests {
         // The key's first use is logged once (`last_used_at`, decision 0053):
         // use it, and let that record be synced, before counting.
         #expect(await app.call(.get, "/v1/stats").status == 200)
-        let settled = ContinuousClock.now + .seconds(5)
-        while engine.log.wal.acknowledgedLSN != engine.log.wal.appendedLSN && ContinuousClock.now < settled {
-            try await Task.sleep(for: .milliseconds(5))
+        _ = await ConditionWait.until(within: .seconds(5)) { () async -> Bool in
+            engine.log.wal.acknowledgedLSN == engine.log.wal.appendedLSN
         }
         let before = engine.log.wal.ioStatistics
         let items = (0..<DeviceBatch.itemsMax).map { DeviceBatchTests.ios($0) }

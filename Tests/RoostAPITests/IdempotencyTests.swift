@@ -223,10 +223,7 @@ struct IdempotencyTests {
         let first = Task {
             await harness.call(.post, "/v1/devices", key: app.secret, body: body, idempotencyKey: "slow")
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while harness.service.idempotencyInFlight.count == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        _ = await ConditionWait.until { () async -> Bool in harness.service.idempotencyInFlight.count > 0 }
         #expect(harness.service.idempotencyInFlight.count == 1)
         let busy = await harness.call(.post, "/v1/devices", key: app.secret, body: body, idempotencyKey: "slow")
         #expect(busy.status == 409)

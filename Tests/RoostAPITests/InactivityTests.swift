@@ -236,10 +236,9 @@ struct InactivityTests {
         let sweeper = app.harness.service.inactivity
         sweeper.start(interval: .milliseconds(20))
         var reason: String?
-        for _ in 0..<500 {
+        _ = await ConditionWait.until {
             reason = await app.device(id).json?["invalidation_reason"]?.stringValue
-            if reason != nil { break }
-            try await Task.sleep(for: .milliseconds(10))
+            return reason != nil
         }
         await sweeper.stop()
         #expect(reason == "Inactive")

@@ -1,6 +1,7 @@
 import Glibc
 import RoostCluster
 import RoostPlatform
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -9,15 +10,29 @@ import Testing
 /// connection, send garbage, dribble a chunked answer).
 final class ScriptedServer: Sendable {
     enum Step: Sendable {
-        /// Writes these bytes, in pieces of `pieceBytes` (0: at once), after `delayMilliseconds`.
-        case answer(String, delayMilliseconds: Int = 0, pieceBytes: Int = 0)
+        /// Writes these bytes, in pieces of `pieceBytes` (0: at once); each
+        /// piece once the client has read the one before, so that it reads
+        /// them one at a time.
+        case answer(String, pieceBytes: Int = 0)
+        /// Writes these bytes once the test calls `releaseLateAnswer()`: an
+        /// answer that comes after the client stopped waiting for it.
+        case lateAnswer(String)
         /// Writes these bytes, then closes the connection.
         case answerThenClose(String)
     }
 
-    /// For each request served, the number of the connection it came on (1, 2, …).
+    /// What the script did so far, for the test to wait on.
     final class Served: Sendable {
+        /// For each request served, the number of the connection it came on (1, 2, …).
         let connections = Mutex<[Int]>([])
+        /// Answers written whole.
+        let answersWritten = Atomic<Int>(0)
+        /// Connections the server closed.
+        let closes = Atomic<Int>(0)
+        /// Opened by the test: a `lateAnswer` step writes its answer.
+        let lateAnswerReleased = Latch()
+        /// Opened by `finish()`: the script's last connection may close.
+        let finishing = Latch()
     }
 
     let port: UInt16
@@ -34,8 +49,22 @@ final class ScriptedServer: Sendable {
         }
     }
 
-    /// Waits for the script to end; returns each request's connection number.
+    /// Answers written whole so far (on loopback, they are in the client's socket).
+    var answersWritten: Int { served.answersWritten.load(ordering: .acquiring) }
+
+    /// Connections the server closed so far (on loopback, the client's socket has the FIN).
+    var connectionsClosed: Int { served.closes.load(ordering: .acquiring) }
+
+    /// Lets a `lateAnswer` step write its answer.
+    func releaseLateAnswer() {
+        served.lateAnswerReleased.open()
+    }
+
+    /// Ends the script (the last connection is closed), waits for it, and
+    /// returns each request's connection number.
     func finish() -> [Int] {
+        served.finishing.open()
+        served.lateAnswerReleased.open()
         thread.join()
         return served.connections.withLock { $0 }
     }
@@ -62,22 +91,75 @@ final class ScriptedServer: Sendable {
             guard let connection = client else { return }
             served.connections.withLock { $0.append(opened) }
             switch step {
-            case .answer(let text, let delay, let pieceBytes):
-                if delay > 0 { usleep(UInt32(delay * 1000)) }
+            case .answer(let text, let pieceBytes):
                 let bytes = Array(text.utf8)
                 let size = pieceBytes > 0 ? pieceBytes : bytes.count
                 for start in stride(from: 0, to: bytes.count, by: size) {
+                    if start > 0 { _ = ConditionWait.until { peerHasReadEverything(connection) } }
                     write(connection, Array(bytes[start..<min(bytes.count, start + size)]))
-                    if pieceBytes > 0 { usleep(1000) }
                 }
+            case .lateAnswer(let text):
+                served.lateAnswerReleased.wait()
+                write(connection, Array(text.utf8))
             case .answerThenClose(let text):
                 write(connection, Array(text.utf8))
                 connection.close()
                 client = nil
+                served.closes.add(1, ordering: .releasing)
+            }
+            served.answersWritten.add(1, ordering: .releasing)
+        }
+        // The client may still read the last answer on a connection kept alive.
+        served.finishing.wait()
+        client?.close()
+    }
+
+    /// Whether the client has read every byte sent on `connection`: the
+    /// receive queue of its socket (`rx_queue` in /proc/net/tcp, on the line
+    /// whose local address is this connection's peer and whose remote
+    /// address is this connection) is empty. Searched with memmem: the table
+    /// holds every socket of the machine.
+    private static func peerHasReadEverything(_ connection: FileDescriptor) -> Bool {
+        func port(_ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> String?
+        {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(connection.rawValue, $0, &length) }
+            }
+            guard named == 0 else { return nil }
+            let hex = String(UInt16(bigEndian: address.sin_port), radix: 16, uppercase: true)
+            return String(repeating: "0", count: 4 - hex.count) + hex
+        }
+        guard let client = port({ getpeername($0, $1, $2) }), let server = port({ getsockname($0, $1, $2) }),
+            let table = try? DurableFile.readIfExists(path: "/proc/net/tcp", limitBytes: 1 << 26)
+        else { return true }
+        // A line: "SL: 0100007F:CLIENT 0100007F:SERVER ST TX_QUEUE:RX_QUEUE …",
+        // RX_QUEUE 8 hex digits.
+        let wanted = Array("0100007F:\(client) 0100007F:\(server) ".utf8)
+        let rxQueueOffset = wanted.count + 3 + 9
+        return table.withUnsafeBytes { haystack in
+            wanted.withUnsafeBytes { pattern in
+                guard let base = haystack.baseAddress else { return true }
+                var lineStart = 0
+                while lineStart < haystack.count {
+                    let remaining = haystack.count - lineStart
+                    let lineEnd =
+                        memchr(base + lineStart, 10, remaining).map { base.distance(to: $0) } ?? haystack.count
+                    if let colon = memchr(base + lineStart, 58, lineEnd - lineStart) {  // after SL
+                        let address = base.distance(to: colon) + 2
+                        if address + rxQueueOffset + 8 <= lineEnd,
+                            memcmp(base + address, pattern.baseAddress!, pattern.count) == 0
+                        {
+                            let queue = address + rxQueueOffset
+                            return Int(String(decoding: haystack[queue..<(queue + 8)], as: UTF8.self), radix: 16) == 0
+                        }
+                    }
+                    lineStart = lineEnd + 1
+                }
+                return true
             }
         }
-        usleep(50_000)
-        client?.close()
     }
 
     /// Reads one request (head and Content-Length body). Returns false at end of stream or after 5 s.
@@ -144,7 +226,8 @@ struct EtcdClientConnectionTests {
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(2)))
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(3)))
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(4)))
-        usleep(100_000)  // the server's FIN arrives: the idle connection is seen closed
+        // The server closed: the FIN is in the client's socket, the idle connection is seen closed.
+        #expect(ConditionWait.until { server.connectionsClosed == 1 })
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(5)))
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(6)))
         #expect(server.finish() == [1, 1, 1, 2, 3])
@@ -154,14 +237,15 @@ struct EtcdClientConnectionTests {
     @Test("a late answer fails the request within its timeout and is never read as the next one's")
     func lateAnswer() throws {
         let server = try ScriptedServer([
-            .answer(Self.revoked(2), delayMilliseconds: 400), .answer(Self.revoked(3)),
+            .lateAnswer(Self.revoked(2)), .answer(Self.revoked(3)),
         ])
         let client = try Self.client(server, timeout: .milliseconds(200))
         let started = ContinuousClock.now
         #expect(client.perform(Self.revoke) == .failed(.unavailable))
         #expect(ContinuousClock.now - started < .milliseconds(390))
         #expect(client.lastError?.reason == .http(.answerTimedOut))
-        usleep(300_000)  // the late answer has been written to the first connection
+        server.releaseLateAnswer()
+        #expect(ConditionWait.until { server.answersWritten == 1 }, "the late answer is in the first connection")
         #expect(client.perform(Self.revoke) == .revoked(revision: EtcdRevision(3)))
         #expect(server.finish() == [1, 2])
     }

@@ -2,6 +2,7 @@ import Glibc
 import RoostModel
 import RoostPlatform
 import RoostStorage
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -77,15 +78,23 @@ actor OnLoop {
         loop.submit(work, ticket: ticket)
         return pthread_self()
     }
+
+    private func step() {}
+
+    /// Returns once a whole round of this loop, begun after the call, has
+    /// ended: whatever was submitted or posted to the loop before the call
+    /// has been through a round's end (`ShardLoop.endOfRound`). A round runs
+    /// the jobs queued when it began, then its end; the second step is
+    /// queued after the first ran, so it waits for that round's end.
+    nonisolated func roundEnded() async {
+        await step()
+        await step()
+    }
 }
 
-/// Polls `condition` every millisecond for up to two seconds.
+/// Waits for `condition`, up to two seconds.
 func soon(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2000 {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return condition()
+    await ConditionWait.until(within: .seconds(2)) { () async -> Bool in condition() }
 }
 
 let threadProbe = CustomWork { _ in (Int(bitPattern: UInt(pthread_self())), []) }
@@ -152,7 +161,7 @@ struct SpineTests {
             set.loops[0],
             .index(liveKey, settings: .defaults, .custom(CustomWork { index in (index.stats().devices, []) })),
             ticket: 2)
-        try await Task.sleep(for: .milliseconds(50))
+        await probe.roundEnded()  // both ran, and the round that held them ended
         #expect(receiver.count == 0, "released before the log acknowledged")
         #expect(log.state.withLock { $0.appended } >= 1)
         log.acknowledgeAll()
@@ -170,12 +179,17 @@ struct SpineTests {
         let set = ShardSet(shardCount: 2, loopCount: 2, log: log)
         let receivers = [ProbeReceiver(), ProbeReceiver()]
         for (loop, receiver) in zip(set.loops, receivers) { loop.setReceiver(receiver) }
-        let other = 1 - set.loopNumber(forShard: set.shardNumber(for: liveKey.app))
+        let owner = set.loopNumber(forShard: set.shardNumber(for: liveKey.app))
+        let other = 1 - owner
         let probe = OnLoop(set.loops[other].executor)
         for number in 0..<3 {
             _ = await probe.submit(set.loops[other], register(try apnsToken(10 + number)), ticket: UInt64(number))
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // The owner appended all three and posted their outcomes back; then
+        // the submitting loop took them in a round and held them.
+        #expect(await soon { log.state.withLock { $0.appended } >= 3 })
+        await OnLoop(set.loops[owner].executor).roundEnded()
+        await probe.roundEnded()
         #expect(receivers[other].count == 0, "released before the log acknowledged")
         #expect(log.state.withLock { $0.appended } >= 3)
         log.acknowledgeAll()
@@ -191,12 +205,12 @@ struct SpineTests {
         let probe = OnLoop(set.loops[0].executor)
         let token = try apnsToken(2)
         _ = await probe.submit(set.loops[0], register(token), ticket: 1)
-        try await Task.sleep(for: .milliseconds(20))
+        await probe.roundEnded()  // the write ran in a round of its own
         _ = await probe.submit(
             set.loops[0],
             .index(liveKey, settings: .defaults, .custom(CustomWork { index in (index.stats().devices, []) })),
             ticket: 2)
-        try await Task.sleep(for: .milliseconds(20))
+        await probe.roundEnded()
         #expect(receiver.count == 0)
         log.fail()
         #expect(await soon { receiver.count == 2 })

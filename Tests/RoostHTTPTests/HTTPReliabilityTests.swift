@@ -122,7 +122,7 @@ extension HTTPServerTests {
                         _ = nanosleep(&pause, nil)
                     }
                 }
-                #expect(eventually { connected.load(ordering: .acquiring) > 0 })
+                #expect(ConditionWait.until { connected.load(ordering: .acquiring) > 0 })
                 #expect(connected.load(ordering: .acquiring) == connectionCount)
                 let start = ContinuousClock.now
                 let client = try LoopbackConnection(port: port)
@@ -140,7 +140,8 @@ extension HTTPServerTests {
                     _ = nanosleep(&pause, nil)
                 }
                 #expect(
-                    eventually(timeout: .seconds(1)) { server.openConnections <= 1 }, "\(server.openConnections) open")
+                    ConditionWait.until(within: .seconds(1)) { server.openConnections <= 1 },
+                    "\(server.openConnections) open")
                 if let allClosedAfter {
                     #expect(allClosedAfter >= .milliseconds(250), "closed before the header timeout: \(allClosedAfter)")
                 }

@@ -9,6 +9,10 @@ import Testing
 /// Counts the requests dispatched between two engine rounds of a loop.
 final class RoundProbe: HTTPResponder, LoopRoundHandler {
     private let counts = Mutex((sinceRound: 0, most: 0, answered: 0))
+    /// Opened by `/block` once it holds the loop.
+    let blocking = Latch()
+    /// Opened by the test once the other requests are sent: `/block` lets the loop go.
+    let unblock = Latch()
 
     /// The most requests one round dispatched.
     var mostPerRound: Int { counts.withLock { $0.most } }
@@ -20,7 +24,8 @@ final class RoundProbe: HTTPResponder, LoopRoundHandler {
         if request.head.target == "/block" {
             // Holds the loop while the other requests arrive: they are all
             // ready together at its next epoll_wait.
-            usleep(300_000)
+            blocking.open()
+            unblock.wait()
         }
         counts.withLock { counts in
             counts.sinceRound += 1
@@ -54,11 +59,14 @@ struct HTTPRoundTests {
             server.beginShutdown()
             server.waitUntilStopped()
         }
+        defer { probe.unblock.open() }  // a test that failed early lets the loop go too
         let blocker = try LoopbackConnection(port: port)
         try blocker.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
-        usleep(50_000)
+        #expect(probe.blocking.wait(), "the loop took /block")
         let clients = try (0..<64).map { _ in try LoopbackConnection(port: port) }
         for client in clients { try client.send("GET /next HTTP/1.1\r\nHost: x\r\n\r\n") }
+        // On loopback a send is in the server's socket when it returns.
+        probe.unblock.open()
         #expect(try blocker.readResponse(timeout: .seconds(5)).status == 200)
         for client in clients { #expect(try client.readResponse(timeout: .seconds(5)).status == 200) }
         #expect(probe.answered == 65)

@@ -86,7 +86,7 @@ extension HTTPServerTests {
                 #expect(halfHead.isClosedByPeer(timeout: .seconds(2)))
                 #expect(halfBody.isClosedByPeer(timeout: .seconds(2)))
                 #expect(fourth.isClosedByPeer(timeout: .seconds(2)))
-                #expect(eventually { server.statistics.openConnections == 0 })
+                #expect(ConditionWait.until { server.statistics.openConnections == 0 })
                 let statistics = server.statistics
                 #expect(statistics.refusals[.evictedAtCap] == 1)
                 #expect(statistics.refusals[.connectionsMax] == 0)

@@ -7,12 +7,14 @@ import Testing
 @testable import RoostTesting
 
 /// A responder for tests. Targets:
-/// `/defer/<ms>` answers from another thread after <ms> milliseconds;
-/// `/hold` keeps the sink until `releaseHeld` is called; anything else
-/// answers at once with `<method> <target> <body bytes>`.
+/// `/hold` keeps the sink until `releaseHeld` is called; `/defer/<name>`
+/// keeps it until `answerDeferred("/defer/<name>")` answers it from the
+/// test's thread, in the order the test chooses; anything else answers at
+/// once with `<method> <target> <body bytes>`.
 final class TestResponder: HTTPResponder {
     private let seen = Mutex<[String]>([])
     private let held = Mutex<[any HTTPReplySink]>([])
+    private let deferred = Mutex<[String: any HTTPReplySink]>([:])
 
     /// Targets that reached `respond`, in order.
     var seenTargets: [String] { seen.withLock { $0 } }
@@ -28,6 +30,15 @@ final class TestResponder: HTTPResponder {
         for sink in sinks { sink.send(HTTPResponse(status: 200, body: Array("held".utf8))) }
     }
 
+    /// Answers the deferred request for `target` (`deferred <target>`);
+    /// returns whether it had arrived.
+    @discardableResult
+    func answerDeferred(_ target: String) -> Bool {
+        guard let sink = deferred.withLock({ $0.removeValue(forKey: target) }) else { return false }
+        sink.send(HTTPResponse(status: 200, body: Array("deferred \(target)".utf8)))
+        return true
+    }
+
     func bodyLimitBytes(for head: HTTPRequestHead) -> Int {
         head.path == "/big" ? 1_000_000 : 1024
     }
@@ -39,15 +50,8 @@ final class TestResponder: HTTPResponder {
             held.withLock { $0.append(sink) }
             return .deferred(nil)
         }
-        if target.hasPrefix("/defer/"), let milliseconds = Int(target.dropFirst(7)) {
-            // A thread of its own, not a Task: blocking tests can occupy every
-            // thread of the cooperative pool on a 2-core machine.
-            let thread = try? PlatformThread.spawn {
-                usleep(UInt32(milliseconds) * 1000)
-                sink.send(HTTPResponse(status: 200, body: Array("deferred \(target)".utf8)))
-            }
-            precondition(thread != nil, "cannot start a thread for a deferred answer")
-            thread?.detach()
+        if target.hasPrefix("/defer/") {
+            deferred.withLock { $0[target] = sink }
             return .deferred(nil)
         }
         let text = "\(request.head.method.name) \(target) \(request.body.count)"
@@ -154,12 +158,16 @@ struct HTTPServerTests {
     @Test("pipelined answers go out in request order even when a later one is ready first")
     func pipelineOrder() throws {
         // Every request dispatched at once, so that a later answer can be ready first.
-        try withServer(limits: HTTPConnectionMachineTests.dispatchingAhead()) { port, _, _ in
+        try withServer(limits: HTTPConnectionMachineTests.dispatchingAhead()) { port, responder, _ in
             let client = try LoopbackConnection(port: port)
-            try client.send(get("/defer/80") + get("/now") + get("/defer/10") + get("/last"))
-            #expect(try client.readResponse().bodyText == "deferred /defer/80")
+            try client.send(get("/defer/slow") + get("/now") + get("/defer/quick") + get("/last"))
+            #expect(ConditionWait.until { responder.seenTargets.count == 4 }, "all four dispatched")
+            // /now and /last are answered; the later deferred answer is ready before the first.
+            #expect(responder.answerDeferred("/defer/quick"))
+            #expect(responder.answerDeferred("/defer/slow"))
+            #expect(try client.readResponse().bodyText == "deferred /defer/slow")
             #expect(try client.readResponse().bodyText == "GET /now 0")
-            #expect(try client.readResponse().bodyText == "deferred /defer/10")
+            #expect(try client.readResponse().bodyText == "deferred /defer/quick")
             #expect(try client.readResponse().bodyText == "GET /last 0")
         }
     }
@@ -174,7 +182,7 @@ struct HTTPServerTests {
         try withServer(limits: limits) { port, responder, _ in
             let client = try LoopbackConnection(port: port)
             try client.send(get("/hold") + get("/hold") + get("/third"))
-            #expect(eventually { responder.heldCount == 2 })
+            #expect(ConditionWait.until { responder.heldCount == 2 })
             #expect(!responder.seenTargets.contains("/third"))
             responder.releaseHeld()
             #expect(try client.readResponse().bodyText == "held")
@@ -243,11 +251,11 @@ struct HTTPServerTests {
             // ...then two that never send a byte: they go first although younger.
             var silent: [LoopbackConnection] = []
             for _ in 0..<2 { silent.append(try LoopbackConnection(port: port)) }
-            #expect(eventually { server.openConnections == 4 })
+            #expect(ConditionWait.until { server.openConnections == 4 })
             // Counted at the accept, but silent for eviction only once the loop
             // it was handed to has taken it (until then a newcomer evicts the
             // idlest connection that spoke: docs/http.md, "Abusive clients").
-            #expect(eventually { server.silentConnections == 2 })
+            #expect(ConditionWait.until { server.silentConnections == 2 })
             var newcomers: [LoopbackConnection] = []
             for index in 0..<2 {
                 let newcomer = try LoopbackConnection(port: port)
@@ -268,7 +276,7 @@ struct HTTPServerTests {
             let last = try LoopbackConnection(port: port)
             try last.send(get("/last"))
             #expect(try last.readResponse().bodyText == "GET /last 0")
-            #expect(eventually { server.openConnections == 4 })
+            #expect(ConditionWait.until { server.openConnections == 4 })
         }
     }
 
@@ -285,7 +293,7 @@ struct HTTPServerTests {
                 try client.send(get("/hold"))
                 busy.append(client)
             }
-            #expect(eventually { responder.heldCount == 2 })
+            #expect(ConditionWait.until { responder.heldCount == 2 })
             let other = try LoopbackConnection(port: port)
             try other.send(get("/work"))
             #expect(other.isClosedByPeer(timeout: .seconds(2)), "a non-probe was served beyond the cap")
@@ -299,11 +307,11 @@ struct HTTPServerTests {
                 #expect(probe.isClosedByPeer())
                 // The client may see the close before the loop gives the
                 // reserved place back: wait for it before the next probe.
-                #expect(eventually { server.openConnections == 2 })
+                #expect(ConditionWait.until { server.openConnections == 2 })
             }
             // The reserve holds one: while a reserved connection waits, another probe is refused.
             let waiting = try LoopbackConnection(port: port)
-            #expect(eventually { server.openConnections == 3 })
+            #expect(ConditionWait.until { server.openConnections == 3 })
             let refused = try LoopbackConnection(port: port)
             try refused.send(get("/healthz"))
             #expect(refused.isClosedByPeer(timeout: .seconds(2)))
@@ -311,7 +319,7 @@ struct HTTPServerTests {
             #expect(try waiting.readResponse().bodyText == "GET /readyz 0")
             responder.releaseHeld()
             for client in busy { #expect(try client.readResponse().bodyText == "held") }
-            #expect(eventually { server.openConnections == 2 })
+            #expect(ConditionWait.until { server.openConnections == 2 })
         }
     }
 
@@ -367,10 +375,4 @@ struct HTTPServerTests {
             _ = try HTTPServer(configuration: configuration, responder: TestResponder())
         }
     }
-}
-
-/// Sleeps 10 ms (a poll interval for conditions the server reaches asynchronously).
-func sleepBriefly() {
-    var request = timespec(tv_sec: 0, tv_nsec: 10_000_000)
-    _ = nanosleep(&request, nil)
 }

@@ -93,9 +93,9 @@ func firstMisplacedChunk(_ body: [UInt8], total: Int) -> Int? {
 }
 
 /// Streams bodies. Targets: `/stream/<bytes>` streams that many pattern bytes
-/// in 64 KiB chunks; `/lines/<n>` streams n lines from another thread with
-/// pauses; `/forever` streams until aborted; `/cut` writes a chunk then aborts.
-/// Anything else answers at once.
+/// in 64 KiB chunks; `/lines/<n>` streams n lines from a task, one write per
+/// line, each once the loop took the one before; `/forever` streams until
+/// aborted; `/cut` writes a chunk then aborts. Anything else answers at once.
 final class StreamingResponder: HTTPResponder {
     static let chunkBytes = 64 * 1024
     private let aborts = Atomic<Int>(0)
@@ -121,7 +121,6 @@ final class StreamingResponder: HTTPResponder {
             started.add(1, ordering: .relaxed)
             Task.detached {
                 for line in 0..<count {
-                    try? await Task.sleep(for: .milliseconds(5))
                     let signal = await withCheckedContinuation { continuation in
                         stream.write(Array("{\"line\":\(line)}\n".utf8)) { continuation.resume(returning: $0) }
                     }
@@ -190,16 +189,6 @@ func withResponderServer<Responder: HTTPResponder>(
     try body(port, server)
 }
 
-/// Polls `condition` every 10 ms for up to `timeout`; returns its last value.
-func eventually(timeout: Duration = .seconds(3), _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        sleepBriefly()
-    }
-    return true
-}
-
 extension HTTPServerTests {
     @Suite("HTTP batching hook and streamed responses")
     struct HTTPStreamingTests {
@@ -264,16 +253,18 @@ extension HTTPServerTests {
             try withResponderServer(responder) { port, server in
                 let client = try LoopbackConnection(port: port)
                 try client.send(get("/stream/\(total)"))
-                // Not reading for a while fills the socket buffers: the producer must wait.
-                var pause = timespec(tv_sec: 0, tv_nsec: 200_000_000)
-                _ = nanosleep(&pause, nil)
+                // Not reading fills the socket buffers, then the stream's queue
+                // up to its bound: the producer must wait. Read only then.
+                let limit = HTTPServerLimits().streamBufferBytesMax
+                #expect(
+                    ConditionWait.until { server.streamQueuedBytesHighWater >= limit },
+                    "the queue never reached its bound: \(server.streamQueuedBytesHighWater) bytes")
                 let response = try client.readResponse(timeout: .seconds(60))
                 #expect(response.status == 200)
                 #expect(response.header("Transfer-Encoding") == "chunked")
                 #expect(response.body.count == total)
                 let misplaced = firstMisplacedChunk(response.body, total: total)
                 #expect(misplaced == nil, "chunk at \(misplaced ?? 0) out of place")
-                let limit = HTTPServerLimits().streamBufferBytesMax
                 let highWater = server.streamQueuedBytesHighWater
                 #expect(highWater > 0)
                 #expect(
@@ -302,11 +293,11 @@ extension HTTPServerTests {
             try withResponderServer(responder) { port, server in
                 let client = try LoopbackConnection(port: port)
                 try client.send(get("/forever"))
-                #expect(eventually { responder.streamsStarted == 1 })
+                #expect(ConditionWait.until { responder.streamsStarted == 1 })
                 _ = try? client.readResponse(timeout: .milliseconds(200))  // head and some chunks
                 client.close()
-                #expect(eventually { responder.abortsSeen == 1 }, "producer not told of the abort")
-                #expect(eventually { server.openConnections == 0 })
+                #expect(ConditionWait.until { responder.abortsSeen == 1 }, "producer not told of the abort")
+                #expect(ConditionWait.until { server.openConnections == 0 })
             }
         }
 
@@ -319,9 +310,9 @@ extension HTTPServerTests {
                 let client = try LoopbackConnection(port: port)
                 try client.send(get("/forever"))
                 let start = ContinuousClock.now
-                #expect(eventually { responder.abortsSeen == 1 }, "producer not told of the stall")
+                #expect(ConditionWait.until { responder.abortsSeen == 1 }, "producer not told of the stall")
                 #expect(ContinuousClock.now - start >= .milliseconds(250))
-                #expect(eventually { server.openConnections == 0 })
+                #expect(ConditionWait.until { server.openConnections == 0 })
                 #expect(
                     server.streamQueuedBytesHighWater <= limits.streamBufferBytesMax + StreamingResponder.chunkBytes
                         + 1024)
@@ -337,7 +328,7 @@ extension HTTPServerTests {
                 let head = try client.readResponse(forHead: true)
                 #expect(head.status == 200)
                 #expect(head.header("Transfer-Encoding") == "chunked")
-                #expect(eventually { responder.abortsSeen == 1 })
+                #expect(ConditionWait.until { responder.abortsSeen == 1 })
                 try client.send(get("/next"))
                 #expect(try client.readResponse().bodyText == "GET /next")
             }

@@ -229,8 +229,8 @@ extension HTTPServerTests {
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
-                #expect(eventually { responder.heldCount(of: 1) == 2 })
-                #expect(eventually { time.server.statistics.tenantWaits == 3 }, "three were read and wait")
+                #expect(ConditionWait.until { responder.heldCount(of: 1) == 2 })
+                #expect(ConditionWait.until { time.server.statistics.tenantWaits == 3 }, "three were read and wait")
                 #expect(responder.holdsReceived == 2, "only the share starts; the rest wait")
                 // The other tenant is not held back by the flood's queue.
                 try quiet.send(tenantRequest(2))
@@ -238,7 +238,7 @@ extension HTTPServerTests {
                 // Each answer lets one more start; every request is served.
                 for answered in 1...5 {
                     #expect(responder.releaseOldest(of: 1))
-                    #expect(eventually { responder.heldCount(of: 1) == min(2, 5 - answered) })
+                    #expect(ConditionWait.until { responder.heldCount(of: 1) == min(2, 5 - answered) })
                 }
                 #expect(responder.holdsReceived == 5)
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
@@ -259,11 +259,11 @@ extension HTTPServerTests {
                 // 0 and 1 start (the share), then 2 and 3 wait in that order.
                 for (index, client) in flood.prefix(2).enumerated() {
                     try client.send(tenantRequest(1, "/hold"))
-                    #expect(eventually { responder.heldCount(of: 1) == index + 1 })
+                    #expect(ConditionWait.until { responder.heldCount(of: 1) == index + 1 })
                 }
                 try flood[2].send(tenantRequest(1, "/hold"))
                 try flood[3].send(tenantRequest(1, "/hold"))
-                #expect(eventually { time.server.statistics.tenantWaits == 2 }, "2 and 3 were read and wait")
+                #expect(ConditionWait.until { time.server.statistics.tenantWaits == 2 }, "2 and 3 were read and wait")
                 // Three times the timeouts: the sweep closes the idle fifth; the
                 // two waiting connections stay (an answer is owed), their requests waiting.
                 time.advance(by: .milliseconds(900))
@@ -272,13 +272,13 @@ extension HTTPServerTests {
                 #expect(!flood[3].isClosedByPeer(timeout: .zero))
                 #expect(responder.holdsReceived == 2)
                 // The sweep also closed the idle quiet connection: the four of the flood are left.
-                #expect(eventually { time.server.openConnections == 4 })
+                #expect(ConditionWait.until { time.server.openConnections == 4 })
                 // 3 resets while it waits; the first answer lets 2 start.
                 flood[3].reset()
-                #expect(eventually { time.server.openConnections == 3 }, "the reset was seen")
+                #expect(ConditionWait.until { time.server.openConnections == 3 }, "the reset was seen")
                 #expect(responder.releaseOldest(of: 1))
                 #expect(try flood[0].readResponse().bodyText == "released")
-                #expect(eventually { responder.holdsReceived == 3 })
+                #expect(ConditionWait.until { responder.holdsReceived == 3 })
                 while responder.releaseOldest(of: 1) {}
                 #expect(try flood[1].readResponse().bodyText == "released")
                 #expect(try flood[2].readResponse().bodyText == "released")
@@ -299,18 +299,20 @@ extension HTTPServerTests {
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
-                #expect(eventually { responder.heldCount(of: 1) == 2 })
+                #expect(ConditionWait.until { responder.heldCount(of: 1) == 2 })
                 try pooled.send(tenantRequest(2, "/hold"))
-                #expect(eventually { responder.heldCount(of: 2) == 1 }, "tenant 2's request starts")
+                #expect(ConditionWait.until { responder.heldCount(of: 2) == 1 }, "tenant 2's request starts")
                 // And tenant 1's on the connection tenant 2 used last waits.
                 #expect(responder.releaseOldest(of: 2))
                 #expect(try pooled.readResponse().bodyText == "released")
                 let waitsBefore = time.server.statistics.tenantWaits
                 try pooled.send(tenantRequest(1, "/hold"))
-                #expect(eventually { time.server.statistics.tenantWaits == waitsBefore + 1 }, "it was read and waits")
+                #expect(
+                    ConditionWait.until { time.server.statistics.tenantWaits == waitsBefore + 1 },
+                    "it was read and waits")
                 #expect(responder.holdsReceived == 3, "two of tenant 1 and one of tenant 2 started")
                 while responder.releaseOldest(of: 1) {}
-                #expect(eventually { responder.holdsReceived == 5 })
+                #expect(ConditionWait.until { responder.holdsReceived == 5 })
                 while responder.releaseOldest(of: 1) {}
                 for client in flood + [pooled] { #expect(try client.readResponse().bodyText == "released") }
             }
@@ -325,7 +327,7 @@ extension HTTPServerTests {
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(get("/t/1/hold")) }
-                #expect(eventually { responder.heldCount(of: 1) == 4 })
+                #expect(ConditionWait.until { responder.heldCount(of: 1) == 4 })
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
             }
@@ -337,7 +339,7 @@ extension HTTPServerTests {
                 let flood = try Self.connections(5, of: 1, port: port)
                 time.advance(by: .milliseconds(120))
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
-                #expect(eventually { responder.heldCount(of: 1) == 5 })
+                #expect(ConditionWait.until { responder.heldCount(of: 1) == 5 })
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }
             }
@@ -355,7 +357,7 @@ extension HTTPServerTests {
                 try quiet.send(tenantRequest(2))
                 #expect(try quiet.readResponse().bodyText == "tenant 2")
                 for client in flood { try client.send(tenantRequest(1, "/hold")) }
-                #expect(eventually { responder.heldCount(of: 1) == 5 })
+                #expect(ConditionWait.until { responder.heldCount(of: 1) == 5 })
                 #expect(time.server.statistics.tenantWaits == 0)
                 while responder.releaseOldest(of: 1) {}
                 for client in flood { #expect(try client.readResponse().bodyText == "released") }

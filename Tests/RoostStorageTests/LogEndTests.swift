@@ -37,10 +37,8 @@ struct LogEndTests {
         let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
         for index in 0..<10 { _ = try await appendAndWait(log, [Self.payload(index)]).get() }
         // The I/O thread records the end within about a millisecond of the last sync.
-        var waited = 0
-        while (Self.logEnd(fileSystem)?.endLSN ?? 0) < 10 && waited < 2000 {
-            try await Task.sleep(for: .milliseconds(1))
-            waited += 1
+        _ = await ConditionWait.until(within: .seconds(2)) { () async -> Bool in
+            (Self.logEnd(fileSystem)?.endLSN ?? 0) >= 10
         }
         #expect(Self.logEnd(fileSystem)?.endLSN == 10)
         #expect(Self.logEnd(fileSystem)?.cleanShutdown == false)

@@ -181,10 +181,7 @@ struct WriteAheadLogTests {
                     }
                 }
                 // Crash in the middle of the load, once some appends have completed.
-                let deadline = monotonicNanoseconds() + 10_000_000_000
-                while completed.value.count < 200 && monotonicNanoseconds() < deadline {
-                    try await Task.sleep(for: .milliseconds(5))
-                }
+                _ = await ConditionWait.until { () async -> Bool in completed.value.count >= 200 }
                 fileSystem.simulateCrash(.keepUnsyncedPrefix(seed: seed))
                 stop.update { $0 = true }
                 try await group.waitForAll()
@@ -294,10 +291,7 @@ struct WriteAheadLogTests {
                 _ = try await appendAndWait(log, [payload]).get()
             }
             // The preparer was asked at half; wait until its file is ready.
-            let deadline = monotonicNanoseconds() + 10_000_000_000
-            while preparer.state.withLock({ $0.ready == nil }) && monotonicNanoseconds() < deadline {
-                try await Task.sleep(for: .milliseconds(1))
-            }
+            _ = await ConditionWait.until { () async -> Bool in preparer.state.withLock { $0.ready != nil } }
             #expect(preparer.state.withLock { $0.ready != nil }, "\(lines.all)")
             #expect(try fileSystem.list(wal).contains(SegmentPreparer.fileName))
             // The next record does not fit: the roll takes the prepared file.

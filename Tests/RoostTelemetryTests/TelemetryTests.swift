@@ -1,5 +1,6 @@
 import Glibc
 import RoostPlatform
+import RoostTesting
 import Synchronization
 import Testing
 
@@ -138,8 +139,9 @@ struct LogLineTests {
 @Suite("Logger", .serialized)
 struct LoggerTests {
     @Test("warnings are rate-limited per event; the next line written says how many were held back")
-    func rateLimit() async throws {
-        let logger = Logger(output: .memory)
+    func rateLimit() throws {
+        let clock = ManualMonotonicClock()
+        let logger = Logger(output: .memory, clock: clock)
         let extra = 10
         for index in 0..<(Logger.errorLinesBurstMax + extra) {
             logger.warning("test.flood") { $0.field("n", index) }
@@ -153,7 +155,7 @@ struct LoggerTests {
         logger.warning("test.flood") { _ in built = true }
         #expect(!built)
         // Two lines a second come back: after 0.6 s one is allowed and counts those held back.
-        try await Task.sleep(for: .milliseconds(600))
+        clock.advance(by: .milliseconds(600))
         logger.warning("test.flood")
         let last = try #require(logger.lines.last)
         #expect(last.contains(#""log.suppressed":\#(extra + 1)"#), "\(last)")

@@ -36,17 +36,14 @@ struct BenchHarnessTests {
         let spawned = posix_spawn(&child, binary, &actions, nil, argv, environ)
         #expect(spawned == 0, "cannot start \(binary)")
         var status: Int32 = 0
-        var waited = 0
-        while waitpid(child, &status, WNOHANG) == 0 {
-            if waited >= timeoutSeconds * 100
-                || (stopAfterFirstLine && (read(outPath).contains("\n") || !read(errPath).isEmpty))
-            {
-                kill(child, SIGKILL)
-                waitpid(child, &status, 0)
-                break
-            }
-            usleep(10_000)
-            waited += 1
+        var exited = false
+        _ = ConditionWait.until(within: .seconds(timeoutSeconds)) {
+            exited = waitpid(child, &status, WNOHANG) != 0
+            return exited || (stopAfterFirstLine && (read(outPath).contains("\n") || !read(errPath).isEmpty))
+        }
+        if !exited {
+            kill(child, SIGKILL)
+            waitpid(child, &status, 0)
         }
         let signal = status & 0x7F
         return Finished(

@@ -15,6 +15,11 @@ struct CrashRecoveryTests {
         getenv("ROOST_CRASH_CYCLES").flatMap { Int(String(cString: $0)) } ?? 20
     }
     static let clients = 6
+    /// A cycle kills the server once a seeded number of operations in this
+    /// range were acknowledged: a moment under load, whatever the machine's
+    /// speed. (It replaced a seeded 30–280 ms wait, in which a debug build on
+    /// two cores acknowledged about 75 to 600.)
+    static let acknowledgedBeforeKill: Range<UInt64> = 50..<600
     static let tokensPerClient = 12
 
     /// What a client knows about one token: the state after its last
@@ -58,8 +63,12 @@ struct CrashRecoveryTests {
         for cycle in 0..<Self.cycles {
             let load = Load(port: process.port, key: key, histories: histories, seed: random.next())
             load.start()
-            let delayMilliseconds = 30 + Int(random.next() % 250)
-            usleep(UInt32(delayMilliseconds) * 1000)
+            // The moment: after a seeded random number of acknowledged operations.
+            let range = Self.acknowledgedBeforeKill
+            let acknowledgedBeforeKill = Int(range.lowerBound + random.next() % UInt64(range.count))
+            #expect(
+                ConditionWait.until { load.acknowledgedCount >= acknowledgedBeforeKill },
+                "cycle \(cycle): the load stalled at \(load.acknowledgedCount)")
             #expect(process.stop(signal: SIGKILL) == 128 + SIGKILL)
             histories = load.join()
             totalAcknowledged += load.acknowledgedCount

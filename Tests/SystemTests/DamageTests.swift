@@ -125,7 +125,7 @@ struct DamageTests {
         let last = try #require(records.last)
         // A crash, not a clean stop: the end is known only as far as the log-end
         // file recorded it, about a second after the last sync at the latest.
-        for _ in 0..<500 where Self.logEndLSN(data) < last.lsn { usleep(10_000) }
+        _ = ConditionWait.until(within: .seconds(5)) { Self.logEndLSN(data) >= last.lsn }
         _ = process.stop(signal: SIGKILL)
         let clean = Self.verify(data)
         #expect(clean.code == 0, "\(clean.output)")
@@ -207,7 +207,7 @@ struct DamageTests {
             }
             return all
         }
-        for _ in 0..<500 where !attached() { usleep(10_000) }
+        _ = ConditionWait.until(within: .seconds(5)) { attached() }
         #expect(attached())
         let refused = try register(1)
         #expect(refused == 503)

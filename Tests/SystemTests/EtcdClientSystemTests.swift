@@ -64,6 +64,30 @@ struct EtcdClientSystemTests {
 
     // MARK: - Key-value
 
+    /// The system calls a thread blocked in poll(2) can be in (Linux numbers).
+    #if arch(x86_64)
+        static let pollSystemCalls: Set<Int> = [7, 271]  // poll, ppoll
+    #elseif arch(arm64)
+        static let pollSystemCalls: Set<Int> = [73]  // ppoll
+    #endif
+
+    /// The calling thread's path under /proc (`/proc/PID/task/TID`).
+    static func currentThreadPath() -> String {
+        var target = [CChar](repeating: 0, count: 64)
+        let length = readlink("/proc/thread-self", &target, target.count - 1)
+        precondition(length > 0, "cannot read /proc/thread-self: errno \(errno)")
+        return "/proc/" + String(decoding: target.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether the thread at `threadPath` (`currentThreadPath()`) is inside
+    /// poll(2): its `syscall` file names the system call it is blocked in.
+    static func isBlockedInPoll(_ threadPath: String) -> Bool {
+        guard let bytes = try? DurableFile.readIfExists(path: threadPath + "/syscall", limitBytes: 4096),
+            let number = String(decoding: bytes, as: UTF8.self).split(separator: " ").first.flatMap({ Int($0) })
+        else { return false }
+        return pollSystemCalls.contains(number)
+    }
+
     @Test("put, range of one key, of a prefix in key order with a limit, an empty range, status; one connection")
     func putAndRange() throws {
         let etcd = try EtcdProcess.start()
@@ -281,8 +305,10 @@ struct EtcdClientSystemTests {
         #expect(events[1].keyValue.version == 2 && events[1].keyValue.createRevision == first)
         #expect(try watch.next(timeout: .milliseconds(100)).isEmpty, "nothing more: a timeout, not an error")
         let canceller = watch.canceller
+        let reader = Self.currentThreadPath()
         let thread = try PlatformThread.spawn {
-            usleep(100_000)
+            // Cancels once the reading thread is blocked in poll(2) on the stream.
+            _ = ConditionWait.until { Self.isBlockedInPoll(reader) }
             canceller.cancel()
         }
         let waited = ContinuousClock.now

@@ -169,11 +169,9 @@ struct HTTPAbuseSystemTests {
         abusive.removeAll()  // closes them
         var after = try Self.residentBytes(process.pid)
         let returned = baseline + Self.rssReturnedSlackBytes
-        let clock = ContinuousClock()
-        let waitReturn = clock.now + .seconds(3)
-        while after > returned && clock.now < waitReturn {
-            usleep(50_000)
+        _ = try ConditionWait.until(within: .seconds(3)) {
             after = try Self.residentBytes(process.pid)
+            return after <= returned
         }
         #expect(
             after <= returned,
@@ -267,9 +265,12 @@ struct HTTPAbuseSystemTests {
             process.stop()
             TemporaryDirectory.remove(directory)
         }
+        let registeredBefore = Self.epollRegistrations(process.pid)
         var silent: [SilentSocket] = []
         for _ in 0..<cap { silent.append(try SilentSocket(port: process.port)) }
-        usleep(200_000)  // every silent connection is registered before the newcomers
+        #expect(
+            ConditionWait.until { Self.epollRegistrations(process.pid) >= registeredBefore + cap },
+            "every silent connection is registered on its loop before the newcomers")
         let clock = ContinuousClock()
         let started = clock.now
         let apps = try ServeTests.request(process.port, "GET", "/v1/apps", key: ServeTests.adminKey)
@@ -399,6 +400,30 @@ struct HTTPAbuseSystemTests {
             cpu = now
         }
         return (peak, quietSamples == 3)
+    }
+
+    /// Descriptors watched by the epoll instances of process `pid`, summed
+    /// (the `tfd:` lines of their /proc fdinfo): an accepted connection
+    /// counts once its loop has registered it.
+    static func epollRegistrations(_ pid: pid_t) -> Int {
+        guard let directory = opendir("/proc/\(pid)/fd") else { return 0 }
+        defer { closedir(directory) }
+        var total = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard Int(name) != nil else { continue }
+            var target = [CChar](repeating: 0, count: 64)
+            let length = readlink("/proc/\(pid)/fd/\(name)", &target, target.count - 1)
+            guard length > 0,
+                String(decoding: target.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                    == "anon_inode:[eventpoll]"
+            else { continue }
+            let info = try? DurableFile.readIfExists(path: "/proc/\(pid)/fdinfo/\(name)", limitBytes: 1 << 20)
+            total += String(decoding: info ?? [], as: UTF8.self).split(separator: "\n").count { $0.hasPrefix("tfd:") }
+        }
+        return total
     }
 
     /// Returns whether `condition` held within `timeout`, checking it again

@@ -139,12 +139,16 @@ struct OperatorCLITests {
 
     /// Waits until a checkpoint exists in `data` (a snapshot was written), at most 20 s.
     static func waitForCheckpoint(_ data: String) -> Bool {
-        for _ in 0..<200 {
-            if DurableFile.exists(data + "/checkpoint.0") || DurableFile.exists(data + "/checkpoint.1") { return true }
-            usleep(100_000)
+        ConditionWait.until(within: .seconds(20)) {
+            DurableFile.exists(data + "/checkpoint.0") || DurableFile.exists(data + "/checkpoint.1")
         }
-        return false
     }
+
+    /// Registrations acknowledged after one backup ends and before the next
+    /// begins (the load also goes on while each backup is taken), so that
+    /// each backup has more to keep. It replaced a 200 ms pause, in which a
+    /// debug build on two cores acknowledged 300 to 500.
+    static let acknowledgedBetweenBackups = 300
 
     @Test(
         "backups taken under concurrent registrations restore every write acknowledged before each began, and nothing never sent"
@@ -162,7 +166,11 @@ struct OperatorCLITests {
         #expect(Self.waitForCheckpoint(data), "no snapshot was written under load")
         var backups: [(path: String, acknowledged: Set<String>)] = []
         for round in 0..<3 {
-            usleep(200_000)
+            let acknowledgedAfterLastBackup = load.acknowledged.count
+            #expect(
+                ConditionWait.until(within: .seconds(20)) {
+                    load.acknowledged.count >= acknowledgedAfterLastBackup + Self.acknowledgedBetweenBackups
+                }, "round \(round): the load stalled")
             let before = load.acknowledged
             let out = directory + "/backup-\(round)"
             let result = Self.run(["backup", data, out], in: directory)

@@ -28,7 +28,9 @@ struct OperatorListingSystemTests {
         #expect(try lastUsed(first.port) == nil)
         #expect(try ServeTests.request(first.port, "GET", "/v1/apps/1", key: key).status == 200)  // logged at once
         let firstUse = try #require(try lastUsed(first.port))
-        usleep(30_000)
+        // The next use is stamped later: the wall clock (milliseconds) moves on first.
+        let firstUseSeenAt = SystemWallClock().wallMilliseconds()
+        #expect(ConditionWait.until { SystemWallClock().wallMilliseconds() > firstUseSeenAt })
         #expect(try ServeTests.request(first.port, "GET", "/v1/apps/1", key: key).status == 200)  // memory only
         let lastUse = try #require(try lastUsed(first.port))
         #expect(lastUse != firstUse)
