@@ -363,10 +363,39 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// so under the burst of docs/http.md a round renders one or two.
     static let renderingPerRoundMax: Duration = .milliseconds(5)
 
+    /// A request's parts' outcomes as they come in: the first part's
+    /// inline, the others' in an array that a request of one part (nearly
+    /// all of them) never allocates.
+    private struct Parts {
+        var first: Outcome?
+        var rest: [Outcome?]
+
+        init(count: Int) {
+            first = nil
+            rest = count > 1 ? Array(repeating: nil, count: count - 1) : []
+        }
+
+        subscript(part: Int) -> Outcome? {
+            get { part == 0 ? first : rest[part - 1] }
+            set {
+                if part == 0 { first = newValue } else { rest[part - 1] = newValue }
+            }
+        }
+
+        var isComplete: Bool { first != nil && rest.allSatisfy { $0 != nil } }
+
+        /// The outcomes in part order into `outcomes` (emptied first).
+        func write(into outcomes: inout [Outcome]) {
+            outcomes.removeAll(keepingCapacity: true)
+            if let first { outcomes.append(first) }
+            for outcome in rest { if let outcome { outcomes.append(outcome) } }
+        }
+    }
+
     private struct Waiting {
         var answer: EngineAnswer
         var sink: any HTTPReplySink
-        var outcomes: [Outcome?]
+        var parts: Parts
         var missing: Int
         var failed = false
     }
@@ -375,8 +404,9 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     private struct Complete {
         var answer: EngineAnswer
         var sink: any HTTPReplySink
-        /// Nil when the log could not take a write among them.
-        var outcomes: [Outcome]?
+        var parts: Parts
+        /// The log could not take a write among them.
+        var failed: Bool
     }
 
     let loop: ShardLoop
@@ -386,6 +416,8 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     private var slots: [Waiting?] = []
     private var freeSlots: [Int] = []
     private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
+    /// The outcomes of the request being rendered, kept from request to request.
+    private var rendering: [Outcome] = []
     /// The loop was asked for another round for what `complete` still holds.
     private var wakeAsked = false
     /// The clock of the server whose loop runs this (`beginRound`): the
@@ -415,8 +447,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
         precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
-        let entry = Waiting(
-            answer: answer, sink: sink, outcomes: Array(repeating: nil, count: work.count), missing: work.count)
+        let entry = Waiting(answer: answer, sink: sink, parts: Parts(count: work.count), missing: work.count)
         let slot: Int
         if let free = freeSlots.popLast() {
             slot = free
@@ -437,15 +468,13 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             let slot = Int(ticket >> 4)
             let part = Int(ticket & 15)
             precondition(slot < slots.count && slots[slot] != nil, "outcome for an empty request slot \(slot)")
-            if let outcome { slots[slot]!.outcomes[part] = outcome } else { slots[slot]!.failed = true }
+            if let outcome { slots[slot]!.parts[part] = outcome } else { slots[slot]!.failed = true }
             slots[slot]!.missing -= 1
             guard slots[slot]!.missing == 0 else { continue }
             guard let entry = slots[slot].take() else { continue }
             freeSlots.append(slot)
-            let acknowledged = entry.outcomes.compactMap { $0 }
-            precondition(entry.failed || acknowledged.count == entry.outcomes.count, "request \(slot) incomplete")
-            complete.append(
-                Complete(answer: entry.answer, sink: entry.sink, outcomes: entry.failed ? nil : acknowledged))
+            precondition(entry.failed || entry.parts.isComplete, "request \(slot) incomplete")
+            complete.append(Complete(answer: entry.answer, sink: entry.sink, parts: entry.parts, failed: entry.failed))
         }
         renderComplete()
     }
@@ -454,7 +483,12 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// lasts; asks the loop for another round when some are left.
     private func renderComplete() {
         while !complete.isEmpty, let entry = complete.next(now: clock.now) {
-            entry.answer.finish(entry.outcomes, LoopReply(requests: self, sink: entry.sink))
+            if entry.failed {
+                entry.answer.finish(nil, LoopReply(requests: self, sink: entry.sink))
+            } else {
+                entry.parts.write(into: &rendering)
+                entry.answer.finish(rendering, LoopReply(requests: self, sink: entry.sink))
+            }
         }
         if !complete.isEmpty && !wakeAsked {
             wakeAsked = true

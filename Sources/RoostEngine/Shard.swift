@@ -99,21 +99,42 @@ package actor Shard {
         executor.asUnownedSerialExecutor()
     }
 
+    /// Runs a turn from the loop thread that owns this shard (asserted, the
+    /// assertion stays on) and returns its earliest change-waiter deadline:
+    /// `execute` entered as `assumeIsolated` enters it — the isolated
+    /// function called as a plain one, which it is at run time — without
+    /// the runtime's generic isolation check, which allocated twice per turn
+    /// (issue 25's allocation budget). The loop's own check is the
+    /// executor's thread, which is what isolation to this actor means here.
+    package nonisolated func executeOnOwnLoop(
+        _ commands: [ShardCommand], into outcomes: inout [ShardOutcome]
+    ) -> UInt64? {
+        executor.preconditionOnLoop("Shard.executeOnOwnLoop")
+        typealias Isolated = (isolated Shard, [ShardCommand], inout [ShardOutcome]) -> UInt64?
+        typealias Plain = (Shard, [ShardCommand], inout [ShardOutcome]) -> UInt64?
+        let turn: Isolated = { shard, commands, outcomes in
+            shard.execute(commands, into: &outcomes)
+            return shard.earliestWaiterDeadline
+        }
+        return unsafeBitCast(turn, to: Plain.self)(self, commands, &outcomes)
+    }
+
     /// Runs commands in order and appends their records to the log in one
     /// append, so one fsync covers the whole batch; returns each outcome with
     /// the LSN it waits for. Mutations are applied in memory before their
     /// records are appended, within this turn (what a fuzzy snapshot needs).
     /// Once the log has failed, nothing changes in memory any more
     /// (`executeWithoutLog`). Runs on the owning loop's thread, called there
-    /// with `assumeIsolated`.
-    package func execute(_ commands: [ShardCommand]) -> [ShardOutcome] {
+    /// with `assumeIsolated`. The outcomes are appended to `outcomes` (the
+    /// loop's buffer, kept from turn to turn).
+    package func execute(_ commands: [ShardCommand], into outcomes: inout [ShardOutcome]) {
         if !log.acceptsWrites {
             // No change will be recorded any more: waiting requests are answered 503 now.
-            var outcomes = executeWithoutLog(commands)
+            outcomes.append(contentsOf: executeWithoutLog(commands))
             for waiter in changeWaiters.values.joined() { outcomes.append(.unavailable(waiter.origin)) }
             changeWaiters = [:]
             earliestWaiterDeadline = nil
-            return outcomes
+            return
         }
         // The last turn's buffers, taken (so that they are not shared) and given back emptied.
         var turn = turnBuffers
@@ -145,7 +166,7 @@ package actor Shard {
             }
         }
         let appended = appendRecords(of: &turn)
-        return outcomes(of: turn, appended: appended)
+        appendOutcomes(of: turn, appended: appended, to: &outcomes)
     }
 
     /// Runs the run of consecutive commands on `key`'s index that starts at
@@ -370,10 +391,11 @@ package actor Shard {
     /// The turn's outcomes with what each waits for: a write its own
     /// append, a read every append so far (of any shard), and nothing (503
     /// now) for an index that may hold a change the log never acknowledged.
-    private func outcomes(of turn: ShardTurn, appended: LogSequenceNumber?) -> [ShardOutcome] {
+    private func appendOutcomes(
+        of turn: ShardTurn, appended: LogSequenceNumber?, to outcomes: inout [ShardOutcome]
+    ) {
         let readsWaitFor = appended ?? log.appendedThrough
-        var outcomes: [ShardOutcome] = []
-        outcomes.reserveCapacity(turn.answers.count + turn.released.count)
+        outcomes.reserveCapacity(outcomes.count + turn.answers.count + turn.released.count)
         for answer in turn.answers {
             guard !answer.refused, !unacknowledged.contains(answer.key) else {
                 // A write the log refused, or a read that may show one: 503.
@@ -396,7 +418,6 @@ package actor Shard {
             waiter.dependsOn = loggedThrough[key] ?? LogSequenceNumber(0)
             outcomes.append(waiter)
         }
-        return outcomes
     }
 
     /// What the shard itself needs of a command, read with one switch: the

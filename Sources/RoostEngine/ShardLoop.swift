@@ -55,8 +55,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private var remote: Buckets<ShardCommand>
     private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
-    /// The commands of the turn being run, kept from turn to turn (no allocation per turn).
+    /// The commands of the turn being run, its outcomes, and the answers a
+    /// release hands over, kept from turn to turn (no allocation per turn).
     private var turnCommands: [ShardCommand] = []
+    private var turnOutcomes: [ShardOutcome] = []
+    private var delivered: [(ticket: UInt64, outcome: Acknowledged)] = []
     private var receiver: (any OutcomeReceiver)?
     /// The shards' clock: the deadlines of their change-feed waiters are its readings.
     private let clock: any MonotonicClock
@@ -234,14 +237,13 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private func run(_ turn: [ShardCommand], on shard: Shard) {
         precondition(shard.executor === executor, "shard \(shard.number) is not run by loop \(index)")
         precondition(turn.count <= ShardLoop.commandsPerTurnMax, "a turn of \(turn.count) commands")
-        let (outcomes, deadline) = shard.assumeIsolated { shard in
-            (shard.execute(turn), shard.earliestWaiterDeadline)
-        }
+        turnOutcomes.removeAll(keepingCapacity: true)
+        let deadline = shard.executeOnOwnLoop(turn, into: &turnOutcomes)
         let previous = waiterDeadlines[shard.number]
         let next = deadline ?? .max
         if (previous == .max) != (next == .max) { timersSet += next == .max ? -1 : 1 }
         waiterDeadlines[shard.number] = next
-        for outcome in outcomes {
+        for outcome in turnOutcomes {
             switch outcome.origin {
             case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)
             case .loop, .caller: waiting.append(outcome)
@@ -256,7 +258,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         let acknowledged = log.acknowledgedThrough
         let failed = !log.acceptsWrites
         let unconfirmed = log.unconfirmedThrough
-        var delivered: [(ticket: UInt64, outcome: Acknowledged)] = []
+        delivered.removeAll(keepingCapacity: true)
         var earliest = LogSequenceNumber(UInt64.max)
         var kept = 0
         for position in waiting.indices {
@@ -290,6 +292,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         if !delivered.isEmpty {
             guard let receiver else { preconditionFailure("loop \(index) has outcomes but no receiver") }
             receiver.receive(delivered)
+            delivered.removeAll(keepingCapacity: true)
         }
     }
 }

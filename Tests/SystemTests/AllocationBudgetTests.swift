@@ -46,11 +46,11 @@ struct AllocationBudgetTests {
     /// figures over `debugArguments`: a figure is only comparable with a
     /// ceiling measured with the same arguments.
     static let budgets: [Budget] = [
-        Budget(operation: "register_new", target: 2, releaseCeiling: 27.82, debugCeiling: 362),
-        Budget(operation: "register_known", target: 2, releaseCeiling: 31.01, debugCeiling: 397),
-        Budget(operation: "get_device", target: nil, releaseCeiling: 22.01, debugCeiling: 881),
-        Budget(operation: "get_person", target: nil, releaseCeiling: 30.01, debugCeiling: 389),
-        Budget(operation: "batch_item", target: nil, releaseCeiling: 10.30, debugCeiling: 178),
+        Budget(operation: "register_new", target: 2, releaseCeiling: 21.82, debugCeiling: 356),
+        Budget(operation: "register_known", target: 2, releaseCeiling: 25.01, debugCeiling: 391),
+        Budget(operation: "get_device", target: nil, releaseCeiling: 16.01, debugCeiling: 875),
+        Budget(operation: "get_person", target: nil, releaseCeiling: 24.01, debugCeiling: 383),
+        Budget(operation: "batch_item", target: nil, releaseCeiling: 10.24, debugCeiling: 178),
         Budget(operation: "export_device", target: nil, releaseCeiling: 0.04, debugCeiling: 11.7),
     ]
     /// The release run: the figures of docs/performance.md (about 5 s).
