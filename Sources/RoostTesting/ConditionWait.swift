@@ -12,7 +12,11 @@ package enum ConditionWait {
     static let checkInterval: Duration = .milliseconds(1)
 
     /// Returns whether `condition` held within `deadline`, checked again
-    /// and again (the first check at once).
+    /// and again (the first check at once). It blocks its thread between
+    /// checks: in an async test, write the condition as an async closure
+    /// (`{ () async in … }`) to get the suspending form below, or the
+    /// thread of the cooperative pool that the awaited tasks need is held.
+    /// (A sync closure picks this form even in async code.)
     package static func until(
         within deadline: Duration = defaultDeadline, _ condition: () throws -> Bool
     ) rethrows -> Bool {

@@ -214,7 +214,8 @@ struct ChangeFeedRoutesTests {
                 }
             }
         }
-        #expect(ConditionWait.until { roundsDone.withLock { $0 } >= 1 }, "the writers started")
+        // The suspending wait: the writers' task needs a thread of the cooperative pool.
+        #expect(await ConditionWait.until { () async in roundsDone.withLock { $0 } >= 1 }, "the writers started")
         let export = await app.call(.get, "/v1/devices/export")
         await writers.value
         #expect(export.status == 200)

@@ -26,7 +26,8 @@ struct PositionWaitersTests {
         let timingOut = Task {
             await waiters.wait(for: LogSequenceNumber(20), timeout: .seconds(1)) { applied.current }
         }
-        #expect(ConditionWait.until { waiters.count == 2 })
+        // The suspending wait: the two waits' tasks need a thread of the cooperative pool.
+        #expect(await ConditionWait.until { () async in waiters.count == 2 })
         // Short of their time, the timer ends nothing; a publish short of 10 resumes nobody.
         clock.advance(by: .milliseconds(999))
         waiters.expire()
