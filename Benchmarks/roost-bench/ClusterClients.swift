@@ -126,9 +126,10 @@ final class ClusterProgress: Sendable {
     }
 }
 
-/// What one writer is given: a value, handed to its thread.
-struct ClusterWriterPlan: Sendable {
-    var writer: Int
+/// What one client (a writer or a reader) is given: a value, handed to its thread.
+struct ClusterClientPlan: Sendable {
+    /// The client's number among its kind (`w0`, `r1`).
+    var number: Int
     var key: String
     var seed: UInt64
     var origin: ContinuousClock.Instant
@@ -178,7 +179,7 @@ enum ClusterWriter {
             + String(repeating: "0", count: 16 - serialHex.count) + serialHex
     }
 
-    static func run(_ plan: ClusterWriterPlan, stop: StopFlag, ports: ClusterPorts, progress: ClusterProgress)
+    static func run(_ plan: ClusterClientPlan, stop: StopFlag, ports: ClusterPorts, progress: ClusterProgress)
         -> [ClusterOperation]
     {
         var random = SeededRandom(seed: plan.seed)
@@ -186,7 +187,7 @@ enum ClusterWriter {
         var operations: [ClusterOperation] = []
         var kept: [Kept] = []
         var serial = 0
-        var target = plan.writer % max(1, ports.current.count)
+        var target = plan.number % max(1, ports.current.count)
         while !stop.isSet {
             let draw = random.next()
             var write: Write
@@ -195,7 +196,7 @@ enum ClusterWriter {
                 let index = Int(random.next() % UInt64(kept.count))
                 keptIndex = index
                 let id = kept[index].deviceID
-                let key = "cluster-w\(plan.writer)-delete-\(id)"
+                let key = "cluster-w\(plan.number)-delete-\(id)"
                 write = Write(
                     kind: .delete,
                     request: ClusterWire.request(
@@ -205,9 +206,9 @@ enum ClusterWriter {
                 write = kept[Int(random.next() % UInt64(kept.count))].write
             } else {
                 serial += 1
-                let token = token(writer: plan.writer, serial: serial)
-                let person = "w\(plan.writer)p\(serial / devicesPerPerson)"
-                let key = "cluster-w\(plan.writer)-\(serial)"
+                let token = token(writer: plan.number, serial: serial)
+                let person = "w\(plan.number)p\(serial / devicesPerPerson)"
+                let key = "cluster-w\(plan.number)-\(serial)"
                 write = Write(
                     kind: .register,
                     request: ClusterWire.request(
@@ -215,7 +216,7 @@ enum ClusterWriter {
                         body: #"{"platform":"ios","token":"\#(token)","external_id":"\#(person)"}"#,
                         headers: ["Idempotency-Key: \(key)"]),
                     idempotencyKey: key, token: token, person: person)
-                progress.noteSending(writer: plan.writer, person: person)
+                progress.noteSending(writer: plan.number, person: person)
             }
             guard
                 let acknowledged = send(
@@ -244,7 +245,7 @@ enum ClusterWriter {
     /// Sends `write` until it is acknowledged (returns that attempt), the
     /// run stops, the retry limit passes or an answer no retry can change comes (nil).
     static func send(
-        _ write: Write, plan: ClusterWriterPlan, target: inout Int, connections: inout ClusterConnections,
+        _ write: Write, plan: ClusterClientPlan, target: inout Int, connections: inout ClusterConnections,
         operations: inout [ClusterOperation], stop: StopFlag, ports: ClusterPorts
     ) -> ClusterOperation? {
         let started = ContinuousClock.now
@@ -258,7 +259,7 @@ enum ClusterWriter {
                 target = next
             }
             var operation = ClusterOperation(
-                client: "w\(plan.writer)", kind: write.kind, target: ClusterNodeName("n\(target + 1)"),
+                client: "w\(plan.number)", kind: write.kind, target: ClusterNodeName("n\(target + 1)"),
                 startMicroseconds: ClusterWire.microseconds(since: plan.origin), endMicroseconds: 0,
                 idempotencyKey: write.idempotencyKey, token: write.token, deviceID: write.deviceID)
             let answer = connections.exchange(
@@ -291,14 +292,6 @@ enum ClusterWriter {
     }
 }
 
-/// What one reader is given.
-struct ClusterReaderPlan: Sendable {
-    var reader: Int
-    var key: String
-    var seed: UInt64
-    var origin: ContinuousClock.Instant
-}
-
 /// A reader: on every node in turn, the devices of a person being written
 /// to (they may include a write in flight) or an acknowledged device with
 /// `Roost-Min-Position` at its write's position (read-your-writes, spec §13.3).
@@ -307,13 +300,13 @@ enum ClusterReader {
     /// Pause between reads: the readers leave the two cores to the writers and the nodes.
     static let pauseMicroseconds: UInt32 = 5_000
 
-    static func run(_ plan: ClusterReaderPlan, stop: StopFlag, ports: ClusterPorts, progress: ClusterProgress)
+    static func run(_ plan: ClusterClientPlan, stop: StopFlag, ports: ClusterPorts, progress: ClusterProgress)
         -> [ClusterOperation]
     {
         var random = SeededRandom(seed: plan.seed)
         var connections = ClusterConnections()
         var operations: [ClusterOperation] = []
-        var target = plan.reader
+        var target = plan.number
         while !stop.isSet {
             usleep(pauseMicroseconds)
             let current = ports.current
@@ -324,12 +317,12 @@ enum ClusterReader {
             let request: String
             if let person {
                 operation = ClusterOperation(
-                    client: "r\(plan.reader)", kind: .readPerson, target: ClusterNodeName("n\(node + 1)"),
+                    client: "r\(plan.number)", kind: .readPerson, target: ClusterNodeName("n\(node + 1)"),
                     startMicroseconds: 0, endMicroseconds: 0)
                 request = ClusterWire.request("GET", "/v1/people/\(person)", key: plan.key, body: nil, headers: [])
             } else if let device {
                 operation = ClusterOperation(
-                    client: "r\(plan.reader)", kind: .readDevice, target: ClusterNodeName("n\(node + 1)"),
+                    client: "r\(plan.number)", kind: .readDevice, target: ClusterNodeName("n\(node + 1)"),
                     startMicroseconds: 0, endMicroseconds: 0, deviceID: device.deviceID,
                     minPosition: device.position)
                 request = ClusterWire.request(

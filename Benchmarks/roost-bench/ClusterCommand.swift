@@ -333,7 +333,7 @@ final class ClusterRun {
         var threads: [PlatformThread] = []
         let ports = self.ports
         for writer in 0..<options.writers {
-            let plan = ClusterWriterPlan(writer: writer, key: key, seed: random.next(), origin: origin)
+            let plan = ClusterClientPlan(number: writer, key: key, seed: random.next(), origin: origin)
             threads.append(
                 try PlatformThread.spawn(name: "cluster-write") {
                     let operations = ClusterWriter.run(plan, stop: stop, ports: ports, progress: progress)
@@ -341,7 +341,7 @@ final class ClusterRun {
                 })
         }
         for reader in 0..<options.readers {
-            let plan = ClusterReaderPlan(reader: reader, key: key, seed: random.next(), origin: origin)
+            let plan = ClusterClientPlan(number: reader, key: key, seed: random.next(), origin: origin)
             threads.append(
                 try PlatformThread.spawn(name: "cluster-read") {
                     let operations = ClusterReader.run(plan, stop: stop, ports: ports, progress: progress)

@@ -85,15 +85,7 @@ struct RegisterBodyScan: RegisterMembers {
         var name = name
         return name.withUTF8 { wanted in
             body.withUnsafeBufferPointer { bytes in
-                for index in 0..<count {
-                    let member = members[index]
-                    let length = Int(member.nameEnd - member.nameStart)
-                    guard length == wanted.count else { continue }
-                    if memcmp(bytes.baseAddress! + Int(member.nameStart), wanted.baseAddress!, length) == 0 {
-                        return index
-                    }
-                }
-                return nil
+                (0..<count).first { Scanner.nameIs(bytes, members[$0], wanted) }
             }
         }
     }
@@ -129,6 +121,9 @@ struct RegisterBodyScan: RegisterMembers {
             return .object(members)
         }
     }
+
+    /// The one member that may hold an object.
+    private static let tagsName: StaticString = "tags"
 
     /// The scan itself: every method returns where it stopped, nil when the
     /// input is not one the fast path takes.
@@ -180,7 +175,10 @@ struct RegisterBodyScan: RegisterMembers {
                     (member.kind, member.valueStart, member.valueEnd) = (kind, Int32(index), Int32(end))
                     index = end
                 case UInt8(ascii: "{"):
-                    guard topLevel, Self.equal(bytes, member, "tags") else { return nil }
+                    guard topLevel,
+                        Self.nameIs(
+                            bytes, member, UnsafeBufferPointer(start: RegisterBodyScan.tagsName.utf8Start, count: 4))
+                    else { return nil }
                     var inner = InlineArray<32, Member>(repeating: Member())
                     var innerCount = 0
                     guard let end = object(bytes, from: index, topLevel: false, into: &inner, count: &innerCount)
@@ -260,16 +258,17 @@ struct RegisterBodyScan: RegisterMembers {
             return nil
         }
 
-        static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ member: Member, _ name: StaticString) -> Bool {
+        /// Whether `member`'s name is the bytes `name` (RFC 7493: bytes, not canonical equivalence).
+        static func nameIs(_ bytes: UnsafeBufferPointer<UInt8>, _ member: Member, _ name: UnsafeBufferPointer<UInt8>)
+            -> Bool
+        {
             let length = Int(member.nameEnd - member.nameStart)
-            return length == name.utf8CodeUnitCount
-                && memcmp(bytes.baseAddress! + Int(member.nameStart), name.utf8Start, length) == 0
+            return length == name.count
+                && (length == 0 || memcmp(bytes.baseAddress! + Int(member.nameStart), name.baseAddress!, length) == 0)
         }
 
         static func sameName(_ bytes: UnsafeBufferPointer<UInt8>, _ a: Member, _ b: Member) -> Bool {
-            let length = Int(a.nameEnd - a.nameStart)
-            return length == Int(b.nameEnd - b.nameStart)
-                && memcmp(bytes.baseAddress! + Int(a.nameStart), bytes.baseAddress! + Int(b.nameStart), length) == 0
+            nameIs(bytes, a, UnsafeBufferPointer(rebasing: bytes[Int(b.nameStart)..<Int(b.nameEnd)]))
         }
     }
 }
