@@ -85,7 +85,9 @@ struct RegisterBodyScan: RegisterMembers {
         var name = name
         return name.withUTF8 { wanted in
             body.withUnsafeBufferPointer { bytes in
-                (0..<count).first { Scanner.nameIs(bytes, members[$0], wanted) }
+                // A plain loop: a closure here allocates per call in a debug build.
+                for index in 0..<count where Scanner.nameIs(bytes, members[index], wanted) { return index }
+                return nil
             }
         }
     }
