@@ -29,6 +29,11 @@ package struct StorageOptions: Sendable {
     /// Where log lines go: by default the process's logger, one JSON object a
     /// line on stderr (a memory logger in tests and tools that keep them).
     package var logger: Logger = .standard
+    /// The time the log's I/O thread schedules by (the everysec sync, the
+    /// log-end mark, the error-log interval): the machine's monotonic clock,
+    /// or a test's manual one (moved with `WriteAheadLog.clockMoved()`).
+    /// Durations it measures for statistics (waits, fdatasync) stay real.
+    package var clock: any MonotonicClock = SystemMonotonicClock()
 
     package init() {}
 

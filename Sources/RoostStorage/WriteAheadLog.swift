@@ -138,7 +138,7 @@ package final class WriteAheadLog: Sendable {
             payloadBytesMax: options.recordPayloadBytesMax,
             syncIntervalNanoseconds: UInt64(options.syncIntervalMilliseconds) * 1_000_000,
             markIntervalNanoseconds: UInt64(options.logEndIntervalMilliseconds) * 1_000_000,
-            markedAtNanoseconds: monotonicNanoseconds())
+            markedAtNanoseconds: options.clock.monotonicNanoseconds())
         self.shared = ConditionLock(Shared(machine: machine))
         self.acknowledged = Atomic(nextLSN.rawValue - 1)
         self.catalog = Mutex(catalog)
@@ -324,6 +324,22 @@ package final class WriteAheadLog: Sendable {
         close()
     }
 
+    /// `deadline` of the injected clock, as an instant of CLOCK_MONOTONIC
+    /// (what the I/O thread's timed wait takes): as far ahead of the real
+    /// now as the deadline is of the clock's now. With the system clock it
+    /// is the deadline itself; a manual clock that stands makes the thread
+    /// wake and look again after that long, or at `clockMoved()`.
+    static func realDeadline(of deadline: UInt64, clockNow: UInt64) -> UInt64 {
+        monotonicNanoseconds() &+ (deadline > clockNow ? deadline - clockNow : 0)
+    }
+
+    /// Wakes the I/O thread to look at the time again (tests: after moving
+    /// the manual clock of `StorageOptions.clock`, so that a sync or a
+    /// log-end mark due at the new time happens at once).
+    package func clockMoved() {
+        shared.withLockSignalling { _ in }
+    }
+
     /// The I/O thread: take a plan, perform it without the lock, report,
     /// publish the acknowledged LSN, wake the loops waiting for it (once each
     /// per group), and call the completions of tool appends, in LSN order.
@@ -332,8 +348,9 @@ package final class WriteAheadLog: Sendable {
             let waitStart = monotonicNanoseconds()
             let next: GroupCommit<Completion?>.Plan? = shared.waitFor { state in
                 if state.machine.isDrained { return (.some(nil), nil) }
-                if let plan = state.machine.nextIO(nowNanoseconds: monotonicNanoseconds()) { return (plan, nil) }
-                return (nil, state.machine.wakeDeadline())
+                let now = options.clock.monotonicNanoseconds()
+                if let plan = state.machine.nextIO(nowNanoseconds: now) { return (plan, nil) }
+                return (nil, state.machine.wakeDeadline().map { Self.realDeadline(of: $0, clockNow: now) })
             }
             guard let plan = next else { return }
             let waited = monotonicNanoseconds() &- waitStart
@@ -352,7 +369,7 @@ package final class WriteAheadLog: Sendable {
                 case .success:
                     for case .write(let bytes, _) in plan.steps { state.statistics.bytesWritten += UInt64(bytes.count) }
                     let syncedBefore = state.machine.syncedLSN
-                    completions = state.machine.ioSucceeded(plan, nowNanoseconds: monotonicNanoseconds())
+                    completions = state.machine.ioSucceeded(plan, nowNanoseconds: options.clock.monotonicNanoseconds())
                     if syncNanoseconds > 0 {
                         state.statistics.recordsPerSync.observe(
                             state.machine.syncedLSN.rawValue - syncedBefore.rawValue)
@@ -405,7 +422,7 @@ package final class WriteAheadLog: Sendable {
     }
 
     func logFailure(_ state: inout Shared, cause: SystemCallError) {
-        state.lastErrorLogNanoseconds = monotonicNanoseconds()
+        state.lastErrorLogNanoseconds = options.clock.monotonicNanoseconds()
         options.logger.error("wal.error") { line in
             line.field("wal.error", cause.call)
             line.field("wal.errno", Int(cause.errno))
@@ -417,7 +434,7 @@ package final class WriteAheadLog: Sendable {
 
     func noteRejected(_ state: inout Shared, cause: SystemCallError) {
         state.rejectedSinceLog += 1
-        let now = monotonicNanoseconds()
+        let now = options.clock.monotonicNanoseconds()
         let interval = UInt64(options.errorLogIntervalMilliseconds) * 1_000_000
         guard now >= state.lastErrorLogNanoseconds &+ interval else { return }
         let rejected = state.rejectedSinceLog
