@@ -11,6 +11,10 @@ final class LoopConnection {
     let admission: HTTPAdmission
     var machine: HTTPConnectionMachine
     var interest: EpollEvents = .readable
+    /// Counted in `HTTPServerStatistics.writeBlockedConnections`: its socket
+    /// takes no more output, and it has no request in progress or waiting
+    /// for its turn (the loop has nothing to do for it until the peer reads).
+    var countedWriteBlocked = false
     /// The peer, read once at accept; every request of the connection carries it.
     let peerAddress: IPAddress?
     /// Counted in its loop's `LoopMailbox.silentConnections`: it has not sent a byte.
@@ -672,7 +676,15 @@ final class EventLoop {
                         connection.interest = wanted
                     } catch {
                         close(connection)
+                        return
                     }
+                }
+                // Nothing to do for it but wait for its peer to read.
+                let blocked =
+                    wanted.contains(.writable) && connection.inProgress.isEmpty && connection.waitingRequest == nil
+                if blocked != connection.countedWriteBlocked {
+                    connection.countedWriteBlocked = blocked
+                    shared.noteWriteBlocked(blocked)
                 }
                 return
             }
@@ -705,6 +717,7 @@ final class EventLoop {
         precondition(releasing || connection.admission == .counted, "evicting a reserved connection \(fd)")
         epoll.remove(connection.socket)
         connection.socket.close()
+        if connection.countedWriteBlocked { shared.noteWriteBlocked(false) }
         connections[fd] = nil
         openCount -= 1
         if releasing { shared.release(connection.admission) }

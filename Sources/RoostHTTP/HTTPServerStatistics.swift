@@ -79,6 +79,11 @@ public struct HTTPServerStatistics: Sendable, Equatable {
     public var tenantWaits: UInt64
     /// Refusals by reason; every reason is present.
     public var refusals: [HTTPRefusalReason: UInt64]
+    /// Connections open now whose answers wait for the peer to read: the
+    /// socket takes no more, and no request of theirs is in progress or
+    /// waiting for its turn. A client that never reads stays here until
+    /// `writeStallTimeout` (a stream's producer waits once its window is full).
+    public var writeBlockedConnections: Int
 }
 
 /// One loop's counters: written by that loop only (relaxed adds on cells no

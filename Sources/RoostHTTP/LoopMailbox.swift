@@ -14,6 +14,9 @@ final class ServerShared: Sendable {
     let logger: Logger
     private let connections = Atomic<Int>(0)
     private let reserved = Atomic<Int>(0)
+    /// Connections whose answers wait for their peer to read
+    /// (`HTTPServerStatistics.writeBlockedConnections`).
+    private let writeBlocked = Atomic<Int>(0)
     private let streamQueuedHighWater = Atomic<Int>(0)
     private let shuttingDown = Atomic<Bool>(false)
     /// Loops that have not settled since shutdown began (`loopSettled`).
@@ -80,7 +83,7 @@ final class ServerShared: Sendable {
         return HTTPServerStatistics(
             openConnections: openConnections, acceptedConnections: total[LoopCounters.accepted],
             idleClosedConnections: total[LoopCounters.idleClosed], tenantWaits: total[LoopCounters.tenantWaits],
-            refusals: refusals)
+            refusals: refusals, writeBlockedConnections: writeBlocked.load(ordering: .relaxed))
     }
 
     /// Counts one more open connection; returns false (and counts nothing) at the limit.
@@ -121,6 +124,17 @@ final class ServerShared: Sendable {
         switch admission {
         case .counted: releaseConnection()
         case .reserved: releaseProbeConnection()
+        }
+    }
+
+    /// A connection started (`blocked`) or stopped waiting for its peer to
+    /// read with nothing else to do (its loop, at the end of driving it or when closing it).
+    func noteWriteBlocked(_ blocked: Bool) {
+        if blocked {
+            writeBlocked.wrappingAdd(1, ordering: .relaxed)
+        } else {
+            let after = writeBlocked.wrappingSubtract(1, ordering: .relaxed).newValue
+            precondition(after >= 0, "write-blocked connection count went negative: \(after)")
         }
     }
 

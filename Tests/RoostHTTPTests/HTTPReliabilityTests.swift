@@ -88,6 +88,24 @@ extension HTTPServerTests {
             }
         }
 
+        @Test("a client that pipelines large answers and reads none is counted write-blocked until it reads or goes")
+        func writeBlockedConnectionsAreCounted() throws {
+            try withServer { port, _, server in
+                let pipeline = String(repeating: get("/large"), count: 64)  // 16 MiB of answers
+                let reader = try LoopbackConnection(port: port)
+                try reader.send(pipeline)
+                #expect(ConditionWait.until { server.statistics.writeBlockedConnections == 1 })
+                for _ in 0..<64 { #expect(try reader.readResponse().body.count == 256 << 10) }
+                #expect(ConditionWait.until { server.statistics.writeBlockedConnections == 0 })
+                let leaver = try LoopbackConnection(port: port)
+                try leaver.send(pipeline)
+                #expect(ConditionWait.until { server.statistics.writeBlockedConnections == 1 })
+                leaver.reset()
+                #expect(ConditionWait.until { server.statistics.writeBlockedConnections == 0 })
+                #expect(ConditionWait.until { server.openConnections == 1 })
+            }
+        }
+
         @Test(
             "1,000 connections trickling headers are closed past the header timeout of the server's clock; a normal client is answered throughout"
         )

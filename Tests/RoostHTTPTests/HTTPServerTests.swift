@@ -10,7 +10,7 @@ import Testing
 /// `/hold` keeps the sink until `releaseHeld` is called; `/defer/<name>`
 /// keeps it until `answerDeferred("/defer/<name>")` answers it from the
 /// test's thread, in the order the test chooses; anything else answers at
-/// once with `<method> <target> <body bytes>`.
+/// once with `<method> <target> <body bytes>`, except `/large`: 256 KiB of "a".
 final class TestResponder: HTTPResponder {
     private let seen = Mutex<[String]>([])
     private let held = Mutex<[any HTTPReplySink]>([])
@@ -49,6 +49,9 @@ final class TestResponder: HTTPResponder {
         if target == "/hold" {
             held.withLock { $0.append(sink) }
             return .deferred(nil)
+        }
+        if target == "/large" {
+            return .respond(HTTPResponse(status: 200, body: [UInt8](repeating: UInt8(ascii: "a"), count: 256 << 10)))
         }
         if target.hasPrefix("/defer/") {
             deferred.withLock { $0[target] = sink }

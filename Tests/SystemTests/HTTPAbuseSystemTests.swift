@@ -148,9 +148,10 @@ struct HTTPAbuseSystemTests {
         }
         // The server answers each connection until its budget is full and
         // the kernel's send queue (~3 MB on loopback) takes no more, then has
-        // nothing to do until the clients read: its CPU time stops growing.
+        // nothing to do until the clients read: each is counted write-blocked.
         // Without the budget it would render all 64 answers of every one.
-        let (peak, quiet) = try Self.peakResidentUntilQuiet(process.pid, from: baseline)
+        let (peak, quiet) = try Self.peakResidentUntilBlocked(
+            process, connections: Self.abusiveConnections, from: baseline)
         #expect(quiet, "the server was still busy after 20 s: it answers past the budgets")
         // Documented bound (docs/limits.md): per connection its budget plus
         // one answer beyond it, and that answer's copy while it is serialized.
@@ -194,16 +195,33 @@ struct HTTPAbuseSystemTests {
     /// before the round's budget, a round rendered an answer for each of the
     /// 20 connections, up to four times.
     static let healthDuringBurstMedianMax: Duration = .milliseconds(100)
-    /// The burst is over when no list answer was rendered for this long.
-    static let burstQuietTimeout: Duration = .milliseconds(500)
 
-    /// Returns how many `GET /v1/devices` the server answered 200 (`/metrics`).
-    static func listAnswers(_ port: UInt16) throws -> Int {
-        let scrape = try ServeTests.request(port, "GET", "/metrics", key: ServeTests.adminKey)
-        try #require(scrape.status == 200)
-        let prefix = #"roost_http_requests_total{method="GET",route="/v1/devices",code="200"} "#
-        guard let line = scrape.bodyText.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
-        return try #require(Int(line.dropFirst(prefix.utf8.count)), "\(line)")
+    /// The sample of `/metrics` counting `GET /v1/devices` answered 200.
+    static let listAnswersSample = #"roost_http_requests_total{method="GET",route="/v1/devices",code="200"}"#
+    /// The sample of `/metrics` counting connections that wait for their client to read.
+    static let writeBlockedSample = "roost_http_connections_write_blocked"
+
+    /// Reads samples of the server's `/metrics` over one kept-alive connection.
+    final class MetricsScraper {
+        let connection: LoopbackConnection
+
+        init(port: UInt16) throws {
+            connection = try LoopbackConnection(port: port)
+        }
+
+        /// The value of the sample named `sample` (its name and labels as
+        /// written), or 0 when the server shows none yet.
+        func value(of sample: String) throws -> Int {
+            try connection.send(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(ServeTests.adminKey)\r\n\r\n")
+            let scrape = try connection.readResponse(timeout: .seconds(5))
+            try #require(scrape.status == 200)
+            let prefix = sample + " "
+            guard let line = scrape.bodyText.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else {
+                return 0
+            }
+            return try #require(Int(line.dropFirst(prefix.utf8.count)), "\(line)")
+        }
     }
 
     @Test(
@@ -227,21 +245,20 @@ struct HTTPAbuseSystemTests {
             try client.send(pipeline)
             abusive.append(client)
         }
-        // Probe, one fresh connection at a time, until no list answer was
-        // rendered for a while; a probe counts if answers were rendered after
-        // it began (the burst was not over).
+        // Probe, one fresh connection at a time, until every abusive
+        // connection waits for its client to read (the burst is over); a
+        // probe counts if answers were rendered after it began.
+        let metrics = try MetricsScraper(port: process.port)
         let clock = ContinuousClock()
         let giveUp = clock.now + .seconds(30)
         var probes: [(took: Duration, answersBefore: Int)] = []
-        var answers = try Self.listAnswers(process.port)
-        var lastRendered = clock.now
-        while clock.now < giveUp && clock.now - lastRendered < Self.burstQuietTimeout {
+        var answers = try metrics.value(of: Self.listAnswersSample)
+        while clock.now < giveUp, try metrics.value(of: Self.writeBlockedSample) < Self.burstConnections {
             let before = answers
             probes.append((Self.timedHealth(process.port) ?? .seconds(60), before))
-            usleep(20_000)
-            answers = try Self.listAnswers(process.port)
-            if answers != before { lastRendered = clock.now }
+            answers = try metrics.value(of: Self.listAnswersSample)
         }
+        answers = try metrics.value(of: Self.listAnswersSample)
         let during = probes.filter { $0.answersBefore < answers }.map(\.took).sorted()
         let shown = during.map { Int($0 / .milliseconds(1)) }
         try #require(!during.isEmpty, "no probe while list answers were rendered")
@@ -383,23 +400,38 @@ struct HTTPAbuseSystemTests {
         Issue.record("no probe came from the reserve within 20 s (\(probes) probes)")
     }
 
-    /// Samples the resident size of `pid` every 100 ms until its CPU time
-    /// stops growing for three samples (it waits for its sockets) or 20 s
-    /// pass; returns the peak (at least `baseline`) and whether it went quiet.
-    static func peakResidentUntilQuiet(_ pid: pid_t, from baseline: Int) throws -> (peak: Int, quiet: Bool) {
+    /// Samples the resident size of `process` until `connections` connections
+    /// wait for their clients to read (`roost_http_connections_write_blocked`)
+    /// and its CPU time has not grown for `quietAfter` (a stream's producer
+    /// may still fill its window once the socket is full), or 20 s pass;
+    /// returns the peak (at least `baseline`) and whether that happened.
+    static func peakResidentUntilBlocked(
+        _ process: RoostProcess, connections: Int, from baseline: Int, quietAfter: Duration = .milliseconds(300)
+    ) throws -> (peak: Int, quiet: Bool) {
+        let metrics = try MetricsScraper(port: process.port)
         let clock = ContinuousClock()
         let giveUp = clock.now + .seconds(20)
         var peak = baseline
-        var cpu = try cpuTicks(pid)
-        var quietSamples = 0
-        while quietSamples < 3 && clock.now < giveUp {
-            usleep(100_000)
-            peak = max(peak, try residentBytes(pid))
-            let now = try cpuTicks(pid)
-            quietSamples = now == cpu ? quietSamples + 1 : 0
-            cpu = now
+        var blocked = 0
+        let allBlocked = try ConditionWait.until(within: .seconds(20)) {
+            peak = max(peak, try residentBytes(process.pid))
+            blocked = try metrics.value(of: writeBlockedSample)
+            return blocked >= connections
         }
-        return (peak, quietSamples == 3)
+        // No scrape from here on: it would cost the server CPU time.
+        var cpu = try cpuTicks(process.pid)
+        var cpuMovedAt = clock.now
+        let quiet = try ConditionWait.until(within: max(giveUp - clock.now, .zero)) {
+            peak = max(peak, try residentBytes(process.pid))
+            let now = try cpuTicks(process.pid)
+            if now != cpu {
+                cpu = now
+                cpuMovedAt = clock.now
+            }
+            return clock.now - cpuMovedAt >= quietAfter
+        }
+        if !allBlocked { print("peakResidentUntilBlocked: \(blocked) of \(connections) connections write-blocked") }
+        return (max(peak, try residentBytes(process.pid)), allBlocked && quiet)
     }
 
     /// Descriptors watched by the epoll instances of process `pid`, summed

@@ -151,6 +151,7 @@ struct MetricsSystemTests {
         for (family, type) in [
             ("roost_http_requests", "counter"), ("roost_http_request_duration_seconds", "histogram"),
             ("roost_http_connections_open", "gauge"), ("roost_http_refusals", "counter"),
+            ("roost_http_connections_write_blocked", "gauge"),
             ("roost_wal_appends", "counter"), ("roost_wal_records", "counter"), ("roost_wal_bytes_written", "counter"),
             ("roost_wal_fsync_duration_seconds", "histogram"), ("roost_wal_records_per_fsync", "histogram"),
             ("roost_snapshots", "counter"), ("roost_recovery_duration_seconds", "gauge"),

@@ -97,7 +97,8 @@ struct PersonExportAbuseSystemTests {
         }
         // The server renders until every stream waits for its socket; then
         // its CPU time stops growing.
-        let (peak, quiet) = try HTTPAbuseSystemTests.peakResidentUntilQuiet(process.pid, from: baseline)
+        let (peak, quiet) = try HTTPAbuseSystemTests.peakResidentUntilBlocked(
+            process, connections: Self.stalledConnections, from: baseline)
         #expect(quiet, "the server was still busy after 20 s")
         let perConnection = (peak - baseline) / Self.stalledConnections
         print(

@@ -134,6 +134,10 @@ package final class MetricsExporter: Sendable {
         guard let statistics = server.withLock({ $0 })?.statistics else { return }
         text.family("roost_http_connections_open", .gauge, help: "Connections open now.")
         text.sample("roost_http_connections_open", statistics.openConnections)
+        text.family(
+            "roost_http_connections_write_blocked", .gauge,
+            help: "Connections whose answers wait for the client to read.")
+        text.sample("roost_http_connections_write_blocked", statistics.writeBlockedConnections)
         text.family("roost_http_connections_accepted_total", .counter, help: "Connections accepted and served.")
         text.sample("roost_http_connections_accepted_total", statistics.acceptedConnections)
         text.family(

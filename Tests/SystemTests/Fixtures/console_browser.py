@@ -44,19 +44,25 @@ class Server:
     def __init__(self, port):
         self.base = f"http://127.0.0.1:{port}"
 
-    def call(self, method, path, key, body=None, expect=(200, 201)):
+    def call(self, method, path, key, body=None, expect=(200, 201), headers=None, answer_headers=None):
+        """The JSON answer; `headers` are sent, and the answer's headers are
+        stored into the dict `answer_headers` when one is given."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {key}")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                status, text = response.status, response.read()
+                status, text, received = response.status, response.read(), response.headers
         except urllib.error.HTTPError as error:
-            status, text = error.code, error.read()
+            status, text, received = error.code, error.read(), error.headers
         if status not in expect:
             raise AssertionError(f"{method} {path}: {status} {text[:300]!r}")
+        if answer_headers is not None:
+            answer_headers.update({name.lower(): value for name, value in received.items()})
         return json.loads(text) if text else None
 
 
@@ -394,7 +400,10 @@ def cluster_view(args, started):
     key = server.call("POST", f"/v1/apps/{app}/keys", args.admin, {
         "kind": "secret", "mode": "live", "capabilities": ["devices:write", "devices:read", "devices:delete"],
         "label": "cluster"})["key"]
-    device = register(server, key, TOKEN_LIVE, "user_c")["id"]
+    written = {}
+    device = server.call("POST", "/v1/devices", key, {
+        "platform": "ios", "token": TOKEN_LIVE, "external_id": "user_c", "app_version": "2.4.0"},
+        answer_headers=written)["id"]
     console = Console(args.port, args.screenshots)
     try:
         console.open()
@@ -411,12 +420,11 @@ def cluster_view(args, started):
         console.no_trace_of([args.admin])
         if args.follower_port:
             # On a follower, a device's change is refused, naming the leader (spec §13.4).
+            # The follower waits until it has applied the registration (spec §13.3).
             follower = Server(args.follower_port)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                if follower.call("GET", f"/v1/devices/{device}", key, expect=(200, 404, 503)).get("id") == device:
-                    break
-                time.sleep(0.1)
+            shown = follower.call("GET", f"/v1/devices/{device}", key,
+                                  headers={"Roost-Min-Position": written["roost-position"]})
+            assert shown["id"] == device, shown
             console.driver.get(f"http://127.0.0.1:{args.follower_port}/console")
             console.wait(EC.element_to_be_clickable((By.ID, "api-key")), "the follower's API key field")
             console.sign_in(key)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Measures Roost issue 9 findings 2 and 3 against a built `roost` binary.
 
-    python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY [CONNECTIONS] [PIPELINED] [DEVICES]
-    python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY --silent [CONNECTIONS]
-    python3 Tests/SystemTests/Fixtures/http_abuse_probe.py BINARY --partial-heads [CONNECTIONS] [--evict-after-ms=N]
+    python3 Benchmarks/http/abuse_probe.py BINARY [CONNECTIONS] [PIPELINED] [DEVICES]
+    python3 Benchmarks/http/abuse_probe.py BINARY --silent [CONNECTIONS]
+    python3 Benchmarks/http/abuse_probe.py BINARY --partial-heads [CONNECTIONS] [--evict-after-ms=N]
 
 Starts `BINARY serve` on 127.0.0.1:0 with a fresh data directory, imports
 DEVICES devices with one 3,800-byte tag each, then opens CONNECTIONS client
