@@ -9,7 +9,7 @@ import Synchronization
 package final class WALMutationLog: MutationLog {
     package let wal: WriteAheadLog
     /// Record bytes appended since the last snapshot began (its trigger).
-    private let bytesSinceSnapshot = Atomic<Int>(0)
+    package let growth = LogGrowthTrigger()
 
     package init(wal: WriteAheadLog) {
         self.wal = wal
@@ -19,7 +19,9 @@ package final class WALMutationLog: MutationLog {
         precondition(!records.isEmpty, "an append of no records")
         do {
             let lsns = try wal.append(records)
-            bytesSinceSnapshot.add(records.reduce(0) { $0 + $1.count }, ordering: .relaxed)
+            var bytes = 0
+            for record in records { bytes += record.count }
+            growth.appended(bytes)
             return lsns.upperBound
         } catch {
             // Failed or closed log: nothing of this append is acknowledged.
@@ -36,9 +38,9 @@ package final class WALMutationLog: MutationLog {
     }
 
     /// Bytes of records appended since `resetSnapshotTrigger` was last called.
-    package var bytesAppendedSinceSnapshot: Int { bytesSinceSnapshot.load(ordering: .relaxed) }
+    package var bytesAppendedSinceSnapshot: Int { growth.bytesSinceReset }
 
     package func resetSnapshotTrigger() {
-        bytesSinceSnapshot.store(0, ordering: .relaxed)
+        growth.reset()
     }
 }

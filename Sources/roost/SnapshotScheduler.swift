@@ -5,11 +5,9 @@ import RoostPlatform
 import RoostTelemetry
 
 /// Starts a snapshot whenever the log has grown by `logBytesTrigger` bytes of
-/// records since the last one, checking once a second, one snapshot at a time.
+/// records since the last one, one snapshot at a time: the log's
+/// `LogGrowthTrigger` wakes it when the appends cross the trigger (no polling).
 final class SnapshotScheduler: Sendable {
-    /// How often the trigger is checked.
-    static let checkInterval: Duration = .seconds(1)
-
     private let engine: DurableEngine
     private let logBytesTrigger: Int
     private let task: Task<Void, Never>
@@ -20,9 +18,8 @@ final class SnapshotScheduler: Sendable {
         self.logBytesTrigger = logBytesTrigger
         self.task = Task.detached {
             while !Task.isCancelled {
-                try? await Task.sleep(for: SnapshotScheduler.checkInterval)
+                await engine.log.growth.waitUntilGrown(by: logBytesTrigger)
                 if Task.isCancelled { return }
-                guard engine.log.bytesAppendedSinceSnapshot >= logBytesTrigger else { continue }
                 let clock = ContinuousClock()
                 let started = clock.now
                 do {
