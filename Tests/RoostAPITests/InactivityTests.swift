@@ -228,13 +228,19 @@ struct InactivityTests {
         #expect(InactivitySweeper.intervalDefault > .zero)
     }
 
-    @Test("the server's sweeper runs by itself on its interval, without a request asking for it")
+    @Test("the server's sweeper runs by itself on its interval, without a request asking for it (a stepped clock)")
     func sweeperRunsOnItsInterval() async throws {
         let app = try await DeviceApp.make(settings: #"{"inactive_after_days":2}"#)
         let id = try await app.registerID(1)
         app.harness.clock.advance(milliseconds: 3 * Self.day)
         let sweeper = app.harness.service.inactivity
-        sweeper.start(interval: .milliseconds(20))
+        let period = SteppedClock()
+        sweeper.start(interval: InactivitySweeper.intervalDefault, clock: period)
+        #expect(await ConditionWait.until { () async in period.sleeperCount == 1 })
+        period.advance(by: InactivitySweeper.intervalDefault - .seconds(1))
+        #expect(period.sleeperCount == 1)
+        #expect(sweeper.sweepTotals.sweeps == 0, "swept before its interval")
+        period.advance(by: .seconds(1))
         var reason: String?
         _ = await ConditionWait.until {
             reason = await app.device(id).json?["invalidation_reason"]?.stringValue

@@ -143,16 +143,18 @@ package final class InactivitySweeper: Sendable {
         return summary
     }
 
-    /// Sweeps every `interval` (at most `intervalMax`) on a task of its own
-    /// until `stop`. Once.
-    package func start(interval: Duration = InactivitySweeper.intervalDefault) {
+    /// Sweeps every `interval` (at most `intervalMax`) of `clock` on a task of
+    /// its own until `stop`. Once. (Tests give a clock they move by hand.)
+    package func start(
+        interval: Duration = InactivitySweeper.intervalDefault, clock: any Clock<Duration> = ContinuousClock()
+    ) {
         precondition(interval > .zero && interval <= Self.intervalMax, "sweep interval \(interval) out of range")
         logger.info("inactivity.started") { $0.field("inactivity.interval_s", Int(interval.components.seconds)) }
         task.withLock { task in
             precondition(task == nil, "the inactivity sweeper started twice")
             task = Task.detached { [self] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: interval)
+                    try? await clock.sleep(for: interval)
                     if Task.isCancelled { return }
                     await sweep()
                 }
