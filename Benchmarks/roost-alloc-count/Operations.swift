@@ -5,7 +5,10 @@ import CAllocationCounter
 /// other data first, so that what a first use of a route builds once (lazy
 /// tables, runtime metadata, grown buffers) is not counted.
 struct Operations {
-    static let names = ["register_new", "register_known", "get_device", "get_person", "batch_item", "export_device"]
+    static let names = [
+        "register_new", "register_known", "get_device", "get_person", "batch_item", "export_device", "patch_device",
+        "feedback",
+    ]
 
     let workload: Workload
     let options: Options
@@ -83,6 +86,25 @@ struct Operations {
             }
             measurement.units = countedLines
             results.append(measurement)
+        }
+        // PATCH /v1/devices/{id}: a tag and opted_in, each patch a change.
+        if selected("patch_device") {
+            try exchangeAll(warm.map { try workload.devicePatch($0, round: 0) }, expecting: 200)
+            let requests = try counted.map { try workload.devicePatch($0, round: $0) }
+            try results.append(
+                count("patch_device", unit: "request", units: requests.count) {
+                    try exchangeAll(requests, expecting: 200)
+                })
+        }
+
+        // POST /v1/feedback: each report invalidates a device (last: the devices stay invalid).
+        if selected("feedback") {
+            try exchangeAll(warm.map(workload.feedback), expecting: 200)
+            let requests = counted.map(workload.feedback)
+            try results.append(
+                count("feedback", unit: "request", units: requests.count) {
+                    try exchangeAll(requests, expecting: 200)
+                })
         }
         return results.filter { selected($0.name) }
     }

@@ -70,6 +70,20 @@ final class Workload {
         request("GET", "/v1/people/user_\(person)", key: key, body: nil)
     }
 
+    /// `PATCH /v1/devices/{id}`: a tag and `opted_in` (alternating, so that every patch changes the device).
+    func devicePatch(_ device: Int, round: Int) throws -> [UInt8] {
+        guard let id = deviceIDs[device] else { throw WorkloadError("device \(device) was never registered") }
+        let body = #"{"tags":{"plan":"pro","round":\#(round)},"opted_in":\#(round % 2 == 0)}"#
+        return request("PATCH", "/v1/devices/\(id)", key: key, body: body)
+    }
+
+    /// `POST /v1/feedback`: APNs reports device `device`'s token unregistered.
+    func feedback(_ device: Int) -> [UInt8] {
+        request(
+            "POST", "/v1/feedback", key: key,
+            body: #"{"provider":"apns","token":""# + TestTokens.apns(device + 1) + #"","reason":"Unregistered"}"#)
+    }
+
     /// `POST /v1/devices/batch` of `batchItems` new devices from `firstDevice` on.
     func batch(from firstDevice: Int) -> [UInt8] {
         let items = (firstDevice..<(firstDevice + Self.batchItems)).map(Self.deviceBody)

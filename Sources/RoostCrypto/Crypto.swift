@@ -33,14 +33,18 @@ package enum Crypto {
     /// What authentication hashes every presented key with (issue 25).
     package static func sha256Words(utf8 text: Substring) -> (UInt64, UInt64, UInt64, UInt64) {
         var copy = text
-        return copy.withUTF8 { bytes in
-            var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-            let status = withUnsafeMutableBytes(of: &digest) { out in
-                roost_sha256(bytes.baseAddress, bytes.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-            precondition(status != 0, "SHA-256 failed")
-            return (digest.0.bigEndian, digest.1.bigEndian, digest.2.bigEndian, digest.3.bigEndian)
+        return copy.withUTF8 { sha256Words(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `sha256Words(utf8:)` of the bytes in `buffer`, with no heap allocation
+    /// (token fingerprints hash a token's text from a stack buffer).
+    package static func sha256Words(_ buffer: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
+        var digest: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        let status = withUnsafeMutableBytes(of: &digest) { out in
+            roost_sha256(buffer.baseAddress, buffer.count, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
+        precondition(status != 0, "SHA-256 failed")
+        return (digest.0.bigEndian, digest.1.bigEndian, digest.2.bigEndian, digest.3.bigEndian)
     }
 
     /// Returns the SHA-256 digest of the bytes in `buffer`.

@@ -50,12 +50,10 @@ package struct TokenFingerprint: Hashable, Sendable {
 
     package init(rawValue: UInt64) { self.rawValue = rawValue }
 
-    /// The fingerprint of `token`. O(token bytes).
+    /// The fingerprint of `token`. O(token bytes), with no heap allocation:
+    /// the text is spelled into a stack buffer (`PushToken.withText`).
     package init(_ token: PushToken) {
-        let digest = Crypto.sha256(token.text.utf8)
-        var value: UInt64 = 0
-        for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
-        rawValue = value
+        rawValue = token.withText { Crypto.sha256Words($0).0 }
     }
 
     /// 16 lower-case hex digits.

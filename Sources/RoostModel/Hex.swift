@@ -15,6 +15,17 @@ package enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Writes the lower-case hex form of `bytes` into `out`, which holds exactly twice as many. O(bytes).
+    package static func spell(_ bytes: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(out.count == bytes.count * 2, "\(out.count) places for the hex of \(bytes.count) bytes")
+        digits.withUnsafeBufferPointer { digits in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = digits[Int(byte >> 4)]
+                out[2 * index + 1] = digits[Int(byte & 0x0F)]
+            }
+        }
+    }
+
     /// Returns the bytes of a hex string (either case), or nil when its length
     /// is odd or a character is not a hex digit. O(text).
     package static func decode(_ text: some StringProtocol) -> [UInt8]? {

@@ -78,6 +78,20 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
+    /// Calls `body` with the UTF-8 bytes of `text`, spelled into a temporary
+    /// buffer (on the stack for a token's sizes) instead of a `String`.
+    package func withText<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        switch platform {
+        case .ios:
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { text in
+                Hex.spell(bytes, into: text)
+                return body(UnsafeRawBufferPointer(text))
+            }
+        case .android:
+            return bytes.withUnsafeBytes(body)
+        }
+    }
+
     /// The token as the provider spells it: lower-case hex (APNs) or the FCM text.
     package var text: String {
         switch platform {

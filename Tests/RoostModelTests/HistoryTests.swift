@@ -25,7 +25,7 @@ struct HistoryTests {
     }
 
     @Test("a token fingerprint is the first 16 hex digits of SHA-256 of the token as shown, never the token")
-    func fingerprint() {
+    func fingerprint() throws {
         let token = apnsToken(1)
         let digest = Crypto.sha256(token.text.utf8)
         let expected = digest.prefix(8).map { String($0, radix: 16).leftPadded(2) }.joined()
@@ -33,6 +33,11 @@ struct HistoryTests {
         #expect(TokenFingerprint(token).rendered.count == 16)
         #expect(!token.text.contains(TokenFingerprint(token).rendered))
         #expect(TokenFingerprint(apnsToken(2)) != TokenFingerprint(token))
+        // An FCM token's text is its characters.
+        let fcm = try #require(try? PushToken(parsing: TestTokens.fcm(3), platform: .android))
+        let fcmDigest = Crypto.sha256(fcm.text.utf8)
+        #expect(
+            TokenFingerprint(fcm).rendered == fcmDigest.prefix(8).map { String($0, radix: 16).leftPadded(2) }.joined())
     }
 
     @Test("a device that never changed shows one created event and costs no history record or memory")

@@ -44,7 +44,7 @@ struct DeviceRoutes: Sendable {
         let scope = try context.scope(catalog)
         // The body's bytes scanned in place when they are a plain body; else the general reader.
         let request =
-            if let scanned = RegisterBodyScan(context.request.body) {
+            if let scanned = PlainBodyScan(context.request.body) {
                 try RegisterBody.parse(members: scanned)
             } else {
                 try RegisterBody.parse(JSONBody(context.request).value)
@@ -97,9 +97,13 @@ struct DeviceRoutes: Sendable {
     /// 400 and an unknown device 404 before the condition is looked at.
     func patchDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        let body = try JSONBody(context.request)
-        let tags = try RegisterBody.tagsChange(body.value["tags"])
-        let optedIn = try body.optionalBool("opted_in")
+        // The body's bytes scanned in place when they are a plain body; else the general reader.
+        let (tags, optedIn) =
+            if let scanned = PlainBodyScan(context.request.body) {
+                try Self.patchFields(scanned)
+            } else {
+                try Self.patchFields(JSONBody(context.request))
+            }
         let condition = try IfMatch.parse(context.request.head.headers)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
         let now = requestTime(context)
@@ -109,6 +113,11 @@ struct DeviceRoutes: Sendable {
             default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }
+    }
+
+    /// The changes a PATCH body asks for: `tags` (as on registration) and `opted_in`.
+    static func patchFields(_ body: some BodyMembers) throws(APIError) -> (tags: TagsChange, optedIn: Bool?) {
+        (try RegisterBody.tagsChange(body[member: "tags"]), try body.optionalBool("opted_in"))
     }
 
     /// `DELETE /v1/devices/{id}` (secret, `devices:delete`): `{"deleted":true}`,

@@ -21,7 +21,27 @@ struct FeedbackRoutes: Sendable {
     /// an unknown token or ignored feedback.
     func feedback(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
-        let body = try JSONBody(context.request)
+        let now = requestTime(context)
+        // The body's bytes scanned in place when they are a plain body; else the general reader.
+        let command =
+            if let scanned = PlainBodyScan(context.request.body) {
+                try Self.report(scanned, at: now)
+            } else {
+                try Self.report(JSONBody(context.request), at: now)
+            }
+        return scope.command(command) { outcome in
+            guard case .feedback(let result) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
+            let invalidated: Bool
+            switch result {
+            case .invalidated, .alreadyInvalidated: invalidated = true
+            case .stale, .unknownToken: invalidated = false
+            }
+            return DeviceRoutes.flag("invalidated", invalidated)
+        }
+    }
+
+    /// The feedback command a body asks for (see `feedback`).
+    static func report(_ body: some BodyMembers, at now: Timestamp) throws(APIError) -> Command {
         let platform: Platform
         switch try body.requiredString("provider") {
         case "apns": platform = .ios
@@ -44,16 +64,6 @@ struct FeedbackRoutes: Sendable {
             }
             return time
         }
-        let now = requestTime(context)
-        let command = Command.reportFeedback(token: token, reason: reason, reportedAt: reportedAt, at: now)
-        return scope.command(command) { outcome in
-            guard case .feedback(let result) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
-            let invalidated: Bool
-            switch result {
-            case .invalidated, .alreadyInvalidated: invalidated = true
-            case .stale, .unknownToken: invalidated = false
-            }
-            return DeviceRoutes.flag("invalidated", invalidated)
-        }
+        return .reportFeedback(token: token, reason: reason, reportedAt: reportedAt, at: now)
     }
 }

@@ -32,7 +32,7 @@ enum RegisterBody {
     }
 
     /// `parse` over a body's members wherever they are read from: a parsed
-    /// object, or the request bytes scanned in place (`RegisterBodyScan`).
+    /// object, or the request bytes scanned in place (`PlainBodyScan`).
     static func parse(members body: some RegisterMembers) throws(APIError) -> RegisterRequest {
         let platform = try parsePlatform(body[member: "platform"])
         let token = try body.token(for: platform)
@@ -203,19 +203,17 @@ enum RegisterBody {
 }
 
 /// Where `RegisterBody.parse` reads a register body's members: a parsed
-/// JSON object, or the request's bytes scanned in place (`RegisterBodyScan`,
+/// JSON object, or the request's bytes scanned in place (`PlainBodyScan`,
 /// the fast path of `POST /v1/devices`). Names are compared as bytes (RFC
 /// 7493), as `JSONValue`'s subscript compares them.
-protocol RegisterMembers {
-    /// The value of the member named `name`, nil when absent.
-    subscript(member name: String) -> JSONValue? { get }
+protocol RegisterMembers: BodyMembers {
     /// The `token` member parsed for `platform` (missing or null: 400
     /// `missing_field`; not a string: `invalid_token_format`).
     func token(for platform: Platform) throws(APIError) -> PushToken
 }
 
 extension JSONValue: RegisterMembers {
-    subscript(member name: String) -> JSONValue? { self[name] }
+    package subscript(member name: String) -> JSONValue? { self[name] }
 
     func token(for platform: Platform) throws(APIError) -> PushToken {
         try RegisterBody.token(self["token"], for: platform)

@@ -3,7 +3,7 @@ import RoostJSON
 
 /// A request body parsed as a JSON object, with typed accessors that throw the
 /// spec's 400 errors naming the field at fault.
-package struct JSONBody: Sendable {
+package struct JSONBody: BodyMembers, Sendable {
     /// Nesting allowed in request bodies: our deepest body (tags in a device)
     /// needs 3 levels.
     package static let limits = JSONLimits(maxDepth: 16, maxInputBytes: 64 * 1024 * 1024, maxStringBytes: 64 * 1024)
@@ -19,6 +19,8 @@ package struct JSONBody: Sendable {
         guard value.objectMembers != nil else { throw APIError.invalidJSON("the body must be a JSON object") }
     }
 
+    package subscript(member name: String) -> JSONValue? { value[name] }
+
     /// Returns the value of a JSON text under the body limits, or the 400 of
     /// spec §2 and §12 (`invalid_json`, `malformed_json` for a repeated name).
     package static func parse(_ bytes: [UInt8]) throws(APIError) -> JSONValue {
@@ -33,60 +35,5 @@ package struct JSONBody: Sendable {
                 throw APIError.invalidJSON(error.description)
             }
         }
-    }
-
-    /// Returns a member, treating JSON `null` as absent.
-    package func member(_ name: String) -> JSONValue? {
-        guard let found = value[name], !found.isNull else { return nil }
-        return found
-    }
-
-    /// Returns whether the member is present (null counts as present).
-    package func has(_ name: String) -> Bool { value[name] != nil }
-
-    package func requiredString(_ name: String) throws(APIError) -> String {
-        guard let found = member(name) else { throw APIError.missingField(name) }
-        guard let text = found.stringValue else { throw APIError.invalidField(name, "\(name) must be a string") }
-        return text
-    }
-
-    package func optionalString(_ name: String) throws(APIError) -> String? {
-        guard let found = member(name) else { return nil }
-        guard let text = found.stringValue else { throw APIError.invalidField(name, "\(name) must be a string") }
-        return text
-    }
-
-    package func optionalBool(_ name: String) throws(APIError) -> Bool? {
-        guard let found = member(name) else { return nil }
-        guard let flag = found.boolValue else { throw APIError.invalidField(name, "\(name) must be a boolean") }
-        return flag
-    }
-
-    package func optionalInt(_ name: String) throws(APIError) -> Int? {
-        guard let found = member(name) else { return nil }
-        guard let number = found.intValue else { throw APIError.invalidField(name, "\(name) must be an integer") }
-        return number
-    }
-
-    package func optionalObject(_ name: String) throws(APIError) -> [(key: String, value: JSONValue)]? {
-        guard let found = member(name) else { return nil }
-        guard let members = found.objectMembers else {
-            throw APIError.invalidField(name, "\(name) must be an object")
-        }
-        return members
-    }
-
-    package func optionalStringArray(_ name: String) throws(APIError) -> [String]? {
-        guard let found = member(name) else { return nil }
-        guard let items = found.arrayValue else { throw APIError.invalidField(name, "\(name) must be an array") }
-        var strings: [String] = []
-        strings.reserveCapacity(items.count)
-        for item in items {
-            guard let text = item.stringValue else {
-                throw APIError.invalidField(name, "\(name) must be an array of strings")
-            }
-            strings.append(text)
-        }
-        return strings
     }
 }

@@ -2,9 +2,11 @@ import Glibc
 import RoostJSON
 import RoostModel
 
-/// The fast path of `POST /v1/devices` (issue 25): a register body's
-/// top-level members found in the request bytes, with no JSON tree, no
-/// member array and no `String` for the token (`PushToken(parsingUTF8:)`).
+/// The fast path of the write routes whose bodies are flat objects
+/// (`POST /v1/devices`, `PATCH /v1/devices/{id}`, `POST /v1/feedback`;
+/// issue 25): the body's top-level members found in the request bytes, with
+/// no JSON tree, no member array and no `String` for a register body's token
+/// (`PushToken(parsingUTF8:)`).
 ///
 /// It takes only bodies it reads exactly as `JSONReader` under
 /// `JSONBody.limits` does: one object of at most `membersMax` members whose
@@ -14,10 +16,12 @@ import RoostModel
 /// Anything else — an escape, a byte above 0x7E, an array, deeper nesting,
 /// a repeated name, a syntax error — is nil, and the route parses the body
 /// the general way, which gives every error its code. For a body it takes,
-/// each member's value is the `JSONValue` the reader gives, so
-/// `RegisterBody.parse(members:)` answers exactly as it does for the tree
-/// (`RegisterBodyScanTests` compares the two over generated and mutated bodies).
-struct RegisterBodyScan: RegisterMembers {
+/// each member's value is the `JSONValue` the reader gives, so the routes'
+/// rules over `BodyMembers` (`RegisterBody.parse(members:)`,
+/// `DeviceRoutes.patchFields`, `FeedbackRoutes.report`) answer exactly as
+/// they do for the tree (`PlainBodyScanTests` compares the two over
+/// generated and mutated bodies).
+struct PlainBodyScan: RegisterMembers {
     /// Members of the body, and of its `tags` object, the scan takes; a
     /// body with more goes the general way.
     static let membersMax = 32  // the places of `InlineArray<32, Member>` below
@@ -153,7 +157,7 @@ struct RegisterBodyScan: RegisterMembers {
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: "}") { return index + 1 }
             while true {
-                guard count < RegisterBodyScan.membersMax, index < bytes.count, bytes[index] == UInt8(ascii: "\"")
+                guard count < PlainBodyScan.membersMax, index < bytes.count, bytes[index] == UInt8(ascii: "\"")
                 else { return nil }
                 guard let nameEnd = Self.plainString(bytes, from: index + 1) else { return nil }
                 var member = Member()
@@ -179,7 +183,7 @@ struct RegisterBodyScan: RegisterMembers {
                 case UInt8(ascii: "{"):
                     guard topLevel,
                         Self.nameIs(
-                            bytes, member, UnsafeBufferPointer(start: RegisterBodyScan.tagsName.utf8Start, count: 4))
+                            bytes, member, UnsafeBufferPointer(start: PlainBodyScan.tagsName.utf8Start, count: 4))
                     else { return nil }
                     var inner = InlineArray<32, Member>(repeating: Member())
                     var innerCount = 0
