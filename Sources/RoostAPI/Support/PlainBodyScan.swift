@@ -64,7 +64,7 @@ struct PlainBodyScan: RegisterMembers {
 
     subscript(member name: String) -> JSONValue? {
         guard let found = position(of: name) else { return nil }
-        let member = members[found]
+        let member = members.span[found]
         return body.withUnsafeBufferPointer { bytes in
             Self.value(bytes, Int(member.valueStart), Int(member.valueEnd), member.kind)
         }
@@ -72,7 +72,7 @@ struct PlainBodyScan: RegisterMembers {
 
     func token(for platform: Platform) throws(APIError) -> PushToken {
         guard let found = position(of: "token") else { return try RegisterBody.token(nil, for: platform) }
-        let member = members[found]
+        let member = members.span[found]
         guard member.kind == .string else { return try RegisterBody.token(self[member: "token"], for: platform) }
         let result = body.withUnsafeBufferPointer { bytes in
             Result { () throws(RegistryRejection) -> PushToken in
@@ -86,12 +86,19 @@ struct PlainBodyScan: RegisterMembers {
 
     /// Where the member named `name` is in `members`, nil when absent.
     private func position(of name: String) -> Int? {
+        // The closures capture locals, never `self`: capturing it, or reading
+        // `members[index]` inside them, copied the whole struct (656 bytes)
+        // per call or per step (`memcpy` in a release build, 2.5 % of a
+        // registration's CPU).
+        let (body, count) = (body, count)
         var name = name
-        return name.withUTF8 { wanted in
+        return members.span.withUnsafeBufferPointer { places in
             body.withUnsafeBufferPointer { bytes in
-                // A plain loop: a closure here allocates per call in a debug build.
-                for index in 0..<count where Scanner.nameIs(bytes, members[index], wanted) { return index }
-                return nil
+                name.withUTF8 { wanted in
+                    // A plain loop: a closure here allocates per call in a debug build.
+                    for index in 0..<count where Scanner.nameIs(bytes, places[index], wanted) { return index }
+                    return nil
+                }
             }
         }
     }
