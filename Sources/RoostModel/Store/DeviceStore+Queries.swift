@@ -119,9 +119,14 @@ extension DeviceStore {
     /// Returns a known person and their devices, or nil (404 `person_not_found`).
     func person(_ externalID: ExternalID) -> PersonDevices? {
         guard let personSlot = personSlot(of: externalID) else { return nil }
-        let devices = deviceSlots(ofPerson: personSlot).map { device(at: $0) }.sorted {
-            $0.id.sequence < $1.id.sequence
-        }
+        // The slots are put in creation order before any device is built:
+        // sorting the built values moved each (a `Device` is a few hundred
+        // bytes) several times, 1.4 % of a person read's CPU in `memmove`.
+        var slots = deviceSlots(ofPerson: personSlot)
+        slots.sort { records[Int($0)].sequence < records[Int($1)].sequence }
+        var devices: [Device] = []
+        devices.reserveCapacity(slots.count)
+        for slot in slots { devices.append(device(at: slot)) }
         return PersonDevices(person: person(at: personSlot), devices: devices)
     }
 
