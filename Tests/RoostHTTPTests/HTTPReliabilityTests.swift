@@ -113,16 +113,15 @@ extension HTTPServerTests {
             let connectionCount = 1000
             var limits = HTTPServerLimits()
             limits.headerReadTimeout = .milliseconds(300)
-            var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2, limits: limits)
             let clock = ManualMonotonicClock()
-            configuration.clock = clock
-            let server = try HTTPServer(configuration: configuration, responder: TestResponder())
-            let port = try server.start()
-            defer {
-                server.beginShutdown()
-                server.waitUntilStopped()
+            try withResponderServer(TestResponder(), limits: limits, clock: clock) { port, server in
+                try Self.runTrickling(connectionCount, port: port, time: ServerTime(server: server, clock: clock))
             }
-            let time = ServerTime(server: server, clock: clock)
+        }
+
+        /// The trickling test's body, on a server on a manual clock.
+        static func runTrickling(_ connectionCount: Int, port: UInt16, time: ServerTime) throws {
+            let server = time.server
             let client = try LoopbackConnection(port: port)
             var latencies: [Duration] = []
             func askFast() throws {

@@ -177,9 +177,10 @@ final class StreamingResponder: HTTPResponder {
 /// Starts a two-loop server with `responder` on a free port and stops it after `body`.
 func withResponderServer<Responder: HTTPResponder>(
     _ responder: Responder, limits: HTTPServerLimits = HTTPServerLimits(), executors: [LoopExecutor] = [],
-    _ body: (UInt16, HTTPServer) throws -> Void
+    loops: Int = 2, clock: (any MonotonicClock)? = nil, _ body: (UInt16, HTTPServer) throws -> Void
 ) throws {
-    let configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 2, limits: limits)
+    var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: loops, limits: limits)
+    if let clock { configuration.clock = clock }
     let server = try HTTPServer(configuration: configuration, responder: responder, executors: executors)
     let port = try server.start()
     defer {

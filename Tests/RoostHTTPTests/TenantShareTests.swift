@@ -198,16 +198,10 @@ extension HTTPServerTests {
             limits: HTTPServerLimits, _ body: (UInt16, TenantResponder, ServerTime) throws -> Void
         ) throws {
             let responder = TenantResponder()
-            var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0, eventLoopCount: 1, limits: limits)
             let clock = ManualMonotonicClock()
-            configuration.clock = clock
-            let server = try HTTPServer(configuration: configuration, responder: responder)
-            let port = try server.start()
-            defer {
-                server.beginShutdown()
-                server.waitUntilStopped()
+            try withResponderServer(responder, limits: limits, loops: 1, clock: clock) { port, server in
+                try body(port, responder, ServerTime(server: server, clock: clock))
             }
-            try body(port, responder, ServerTime(server: server, clock: clock))
         }
 
         /// `count` connections of tenant `tenant`, each past one answered request.
