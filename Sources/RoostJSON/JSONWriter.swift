@@ -26,10 +26,6 @@ public struct JSONWriter: Sendable {
 
     private var open: [Open] = []
     private var wroteTopLevelValue = false
-    /// What `rawValue` grows the buffer by before the caller writes into it
-    /// (copied, not built element by element: the same in a debug build).
-    private static let zeros = [UInt8](repeating: 0, count: 16_384)
-
     /// Creates an empty writer whose buffer has room for `reservingCapacity` bytes.
     public init(reservingCapacity: Int = 256) {
         precondition(reservingCapacity >= 0, "JSONWriter: negative capacity \(reservingCapacity)")
@@ -76,24 +72,24 @@ public struct JSONWriter: Sendable {
     /// complete JSON value, or with `leavesObjectOpen` an object whose
     /// members so far are written and whose `}` is not, so that `key(_:)`
     /// and `endObject()` go on with it. The caller vouches for the bytes.
-    /// The buffer grows once by `maxBytes` (zeroed) and is cut back after.
+    /// The buffer gets room for `maxBytes` more and keeps the bytes written:
+    /// `render` writes into uninitialized capacity (an `OutputSpan`), so no
+    /// byte is written twice (a zero fill of the bound first was 1.1 % of a
+    /// person read's CPU).
     public mutating func rawValue(
         maxBytes: Int, leavesObjectOpen: Bool = false, _ render: (UnsafeMutableBufferPointer<UInt8>) -> Int
     ) {
         precondition(maxBytes >= 0, "JSONWriter.rawValue: negative size \(maxBytes)")
         beforeValue()
-        let start = bytes.count
-        var remaining = maxBytes
-        while remaining > 0 {
-            let count = min(remaining, Self.zeros.count)
-            Self.zeros.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<count])) }
-            remaining -= count
+        bytes.append(addingCapacity: maxBytes) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                precondition(initialized == 0 && buffer.count >= maxBytes, "JSONWriter.rawValue: no room")
+                let written = render(UnsafeMutableBufferPointer(rebasing: buffer[0..<maxBytes]))
+                precondition(
+                    (0...maxBytes).contains(written), "JSONWriter.rawValue wrote \(written) of \(maxBytes) bytes")
+                initialized = written
+            }
         }
-        let written = bytes.withUnsafeMutableBufferPointer { buffer in
-            render(UnsafeMutableBufferPointer(rebasing: buffer[start...]))
-        }
-        precondition((0...maxBytes).contains(written), "JSONWriter.rawValue wrote \(written) of \(maxBytes) bytes")
-        bytes.removeLast(maxBytes - written)
         if leavesObjectOpen { open.append(Open(isObject: true, isEmpty: false)) }
     }
 

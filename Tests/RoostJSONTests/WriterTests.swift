@@ -59,6 +59,28 @@ struct WriterTests {
                 + #""2026-09-20T14:02:11.000Z"]}"#)
     }
 
+    @Test("rawValue keeps exactly the bytes written within its bound, as a value or an open object")
+    func rawValue() {
+        func write(_ text: String) -> (UnsafeMutableBufferPointer<UInt8>) -> Int {
+            { buffer in
+                for (index, byte) in text.utf8.enumerated() { buffer[index] = byte }
+                return text.utf8.count
+            }
+        }
+        var writer = JSONWriter(reservingCapacity: 4)  // grows while the values are written
+        writer.beginArray()
+        writer.rawValue(maxBytes: 64, write(#"{"a":1}"#))
+        writer.rawValue(maxBytes: 5, write("12345"))  // exactly the bound
+        writer.rawValue(maxBytes: 4096, leavesObjectOpen: true, write(#"{"b":2"#))
+        writer.member("c", 3)
+        writer.endObject()
+        writer.endArray()
+        #expect(text(writer) == #"[{"a":1},12345,{"b":2,"c":3}]"#)
+        var empty = JSONWriter()
+        empty.rawValue(maxBytes: 0, write(""))
+        #expect(empty.bytes.isEmpty)
+    }
+
     @Test("a top-level scalar is a whole document")
     func topLevelScalar() {
         var writer = JSONWriter()
