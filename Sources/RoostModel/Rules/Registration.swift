@@ -459,7 +459,8 @@ extension DeviceStore {
             personSlot = insertPerson(person)
             mutations.append(.personUpsert(person))
         }
-        var members = deviceSlots(ofPerson: personSlot).filter { $0 != target }
+        var members = deviceSlots(ofPerson: personSlot)
+        if let target { members.removeAll { $0 == target } }  // in place: no second array
         var evicted: [DeviceID] = []
         while members.count >= limit, let victim = evictionVictim(among: members) {
             let id = device(at: victim).id

@@ -258,6 +258,8 @@ struct DeviceStore: Sendable {
     /// Returns the slots of a person's devices (at most `deviceCount` of them). O(devices of the person).
     func deviceSlots(ofPerson personSlot: UInt32) -> [UInt32] {
         var result: [UInt32] = []
+        // One allocation: the person's record counts its devices.
+        result.reserveCapacity(Int(people[Int(personSlot)].deviceCount))
         var slot = people[Int(personSlot)].firstDevice
         while slot != DeviceRecord.noSlot {
             result.append(slot)
