@@ -216,7 +216,7 @@ package final class DurableEngine: Sendable {
     private func writeSnapshot(pinnedBytesMax: Int) async throws -> (SnapshotSummary, pinned: Int)? {
         var devices = 0
         for shard in registry.shardSet.shards { devices += await shard.deviceCount() }
-        log.resetSnapshotTrigger()
+        log.growth.reset()
         let writer: SnapshotWriter
         do {
             writer = try log.wal.beginSnapshot(

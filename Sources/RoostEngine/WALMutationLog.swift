@@ -36,11 +36,4 @@ package final class WALMutationLog: MutationLog {
     package func wakeWhenAcknowledged(_ lsn: LogSequenceNumber, _ executor: LoopExecutor) {
         wal.wakeWhenAcknowledged(lsn, executor)
     }
-
-    /// Bytes of records appended since `resetSnapshotTrigger` was last called.
-    package var bytesAppendedSinceSnapshot: Int { growth.bytesSinceReset }
-
-    package func resetSnapshotTrigger() {
-        growth.reset()
-    }
 }

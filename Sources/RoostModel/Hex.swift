@@ -5,23 +5,23 @@ package enum Hex {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Returns the lower-case hex form of `bytes`. O(bytes).
-    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.underestimatedCount * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+    package static func encode(_ bytes: [UInt8]) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            bytes.withUnsafeBytes { spell($0, into: out) }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
-    /// Writes the lower-case hex form of `bytes` into `out`, which holds exactly twice as many. O(bytes).
-    package static func spell(_ bytes: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>) {
+    /// Writes the lower-case hex form of `bytes` into `out`, which holds
+    /// exactly twice as many: the one loop behind `encode`, a token's text
+    /// (`PushToken.withText`) and a device's JSON (`DeviceLineWriter`). O(bytes).
+    package static func spell(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<UInt8>) {
         precondition(out.count == bytes.count * 2, "\(out.count) places for the hex of \(bytes.count) bytes")
         digits.withUnsafeBufferPointer { digits in
-            for (index, byte) in bytes.enumerated() {
-                out[2 * index] = digits[Int(byte >> 4)]
-                out[2 * index + 1] = digits[Int(byte & 0x0F)]
+            // Index loops: an iterator here allocates in a debug build.
+            for index in 0..<bytes.count {
+                out[2 * index] = digits[Int(bytes[index] >> 4)]
+                out[2 * index + 1] = digits[Int(bytes[index] & 0x0F)]
             }
         }
     }

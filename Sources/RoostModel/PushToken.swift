@@ -84,7 +84,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
         switch platform {
         case .ios:
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { text in
-                Hex.spell(bytes, into: text)
+                bytes.withUnsafeBytes { Hex.spell($0, into: text) }
                 return body(UnsafeRawBufferPointer(text))
             }
         case .android:

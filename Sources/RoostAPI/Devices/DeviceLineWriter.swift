@@ -143,18 +143,11 @@ struct DeviceLineWriter {
         count += 1
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     private mutating func hexString(_ bytes: UnsafeRawBufferPointer) {
         base[count] = UInt8(ascii: "\"")
         count += 1
-        Self.hexDigits.withUnsafeBufferPointer { digits in
-            for byte in bytes {
-                base[count] = digits[Int(byte >> 4)]
-                base[count + 1] = digits[Int(byte & 0x0F)]
-                count += 2
-            }
-        }
+        Hex.spell(bytes, into: UnsafeMutableBufferPointer(start: base + count, count: bytes.count * 2))
+        count += bytes.count * 2
         base[count] = UInt8(ascii: "\"")
         count += 1
     }

@@ -21,8 +21,7 @@ extension BodyMembers {
     package func has(_ name: String) -> Bool { self[member: name] != nil }
 
     package func requiredString(_ name: String) throws(APIError) -> String {
-        guard let found = member(name) else { throw APIError.missingField(name) }
-        guard let text = found.stringValue else { throw APIError.invalidField(name, "\(name) must be a string") }
+        guard let text = try optionalString(name) else { throw APIError.missingField(name) }
         return text
     }
 

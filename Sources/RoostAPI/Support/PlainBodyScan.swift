@@ -190,7 +190,10 @@ struct PlainBodyScan: RegisterMembers {
                 case UInt8(ascii: "{"):
                     guard topLevel,
                         Self.nameIs(
-                            bytes, member, UnsafeBufferPointer(start: PlainBodyScan.tagsName.utf8Start, count: 4))
+                            bytes, member,
+                            UnsafeBufferPointer(
+                                start: PlainBodyScan.tagsName.utf8Start, count: PlainBodyScan.tagsName.utf8CodeUnitCount
+                            ))
                     else { return nil }
                     var inner = InlineArray<32, Member>(repeating: Member())
                     var innerCount = 0
