@@ -14,7 +14,7 @@ FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 
 .PHONY: serve cluster cluster-soak cluster-history test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
-  bench-spine bench-fairness bench-registry \
+  bench-spine bench-attribute bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
@@ -201,6 +201,17 @@ bench-spine: deps
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
 	Benchmarks/spine/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
+
+## Attribution (issue 25 item 1): server CPU per registration at older commits
+## against this checkout and nginx, alternated in one sitting (docs/performance.md).
+## ATTRIBUTE_COMMITS lists the commits oldest first; each is built once into
+## .build/attribute/bin. Needs wrk and nginx. SPINE_POLICY (default never).
+ATTRIBUTE_COMMITS ?= c1174b5 441236a
+bench-attribute: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	Benchmarks/spine/attribute.sh $(BENCH_SECONDS) $(BENCH_ROUNDS) \
+	  $$(Benchmarks/spine/build-commits.sh $(ATTRIBUTE_COMMITS)) \
+	  HEAD=$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)/roost
 
 ## Fairness (issue 9): one app's p50 while another floods (docs/performance.md). Needs wrk.
 ## ROOST_BIN_BASELINE=/path/to/roost alternates a second binary; FAIR_NICE, FAIR_FSYNC_DELAY_US.

@@ -10,7 +10,7 @@
 #   start_roost BINARY POLICY [ARGS…] roost serve on a fresh data dir -> server_pid, port
 #   roost_app_key [MAX_DEVICES] [CAPABILITIES]  an app and a live secret key -> ROOST_APP, ROOST_KEY
 #   stop_server / stop_pid PID        SIGTERM, up to 10 s, then SIGKILL
-#   free_port, median, ratio, ctx_switches PID, cpu_ticks PID
+#   free_port, median, ratio, ctx_switches PID, cpu_ticks PID, system_ticks PID
 #
 # Everything listens on 127.0.0.1; every process started is stopped by its PID
 # when the script ends (never by name).
@@ -63,6 +63,8 @@ ctx_switches() {
 }
 # User + system CPU ticks of process $1 (every thread, exited ones included).
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
+# System (kernel) CPU ticks of process $1 alone.
+system_ticks() { awk '{print $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
 
 stop_pid() { # PID: SIGTERM, up to 10 s, then SIGKILL
   local p=$1
