@@ -236,7 +236,7 @@ public final class RoostService: HTTPResponder {
 
     /// Renders, within the round's budget, the engine answers loop `loop`
     /// left for this round (`LoopRequests.renderingPerRoundMax`).
-    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {
+    public func willFinishRound(loop: Int, startedAt start: LoopInstant, clock: LoopClock) {
         // A server on loops of its own (tests) has more loops than the engine:
         // those never hand it work.
         guard loop < loopRequests.count else { return }
@@ -431,7 +431,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// A round of the loop began at `start` (its HTTP server's loop says so,
     /// `HTTPResponder.willFinishRound`): renders what earlier rounds left, as
     /// far as this round's budget goes.
-    func beginRound(at start: ContinuousClock.Instant, clock: LoopClock) {
+    func beginRound(at start: LoopInstant, clock: LoopClock) {
         loop.executor.preconditionOnLoop("LoopRequests.beginRound")
         self.clock = clock
         complete.beginRound(at: start)

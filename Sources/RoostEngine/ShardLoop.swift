@@ -100,7 +100,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
 
     /// Queues `work` for the end of this round; its outcome reaches the
     /// receiver with `ticket`. Loop thread only.
-    package func submit(_ work: ShardWork, ticket: UInt64) {
+    package func submit(_ work: consuming ShardWork, ticket: UInt64) {
         executor.preconditionOnLoop("ShardLoop.submit")
         guard let set else { return }
         guard let app = work.app else {
@@ -188,7 +188,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     }
 
     /// Queues a command for a shard this loop runs.
-    private func queue(_ command: ShardCommand, app: AppID, shard: Int) {
+    private func queue(_ command: consuming ShardCommand, app: AppID, shard: Int) {
         if pending[shard].isEmpty { pendingShards.append(shard) }
         pending[shard].append(command, app: app)
     }
@@ -319,7 +319,7 @@ struct FairQueue {
 
     var isEmpty: Bool { count == 0 }
 
-    mutating func append(_ command: ShardCommand, app: AppID) {
+    mutating func append(_ command: consuming ShardCommand, app: AppID) {
         if queues[app] == nil {
             queues[app] = AppQueue(commands: spareQueues.popLast() ?? [])
             order.append(app)
@@ -376,7 +376,7 @@ private struct Buckets<Element> {
         items = Array(repeating: [], count: count)
     }
 
-    mutating func append(_ element: Element, to bucket: Int) {
+    mutating func append(_ element: consuming Element, to bucket: Int) {
         if items[bucket].isEmpty { used.append(bucket) }
         items[bucket].append(element)
     }

@@ -78,9 +78,9 @@ final class EventLoop {
     private var openCount = 0
     private var nextConnectionID: UInt64 = 1
     private let readBuffer: UnsafeMutableRawBufferPointer
-    private var nextSweep: ContinuousClock.Instant
-    private var acceptPausedUntil: ContinuousClock.Instant?
-    private var drainDeadline: ContinuousClock.Instant?
+    private var nextSweep: LoopInstant
+    private var acceptPausedUntil: LoopInstant?
+    private var drainDeadline: LoopInstant?
     /// This loop counted itself settled in `ServerShared` (`loopSettled`).
     private var settled = false
     /// Mailbox passes per round before the loop defers the rest to the next
@@ -218,7 +218,7 @@ final class EventLoop {
     /// Once `requestsPerRoundMax` requests were dispatched and more of the
     /// batch is to come, runs the engine's round and the answers first: what
     /// stands between a request and its shard stays bounded.
-    private func finishRoundIfFull(moreToCome: Bool, now: inout ContinuousClock.Instant) {
+    private func finishRoundIfFull(moreToCome: Bool, now: inout LoopInstant) {
         guard dispatchedInRound >= Self.requestsPerRoundMax && moreToCome else { return }
         finishRound(now: now)
         dispatchedInRound = 0
@@ -231,7 +231,7 @@ final class EventLoop {
     /// that a request on one, such as a `/readyz` poll, is answered while
     /// the server drains). The first time it owes nothing it counts itself
     /// settled; the last loop to do so wakes the others. O(open connections).
-    private func hasDrained(now: ContinuousClock.Instant, deadline: ContinuousClock.Instant) -> Bool {
+    private func hasDrained(now: LoopInstant, deadline: LoopInstant) -> Bool {
         if now >= deadline { return true }
         guard wokenToStart.isEmpty else { return false }
         for case let connection? in connections where !connection.machine.isSettled { return false }
@@ -244,7 +244,7 @@ final class EventLoop {
         return openCount == 0 || shared.allLoopsSettled
     }
 
-    private func waitTimeoutMs(now: ContinuousClock.Instant) -> Int32 {
+    private func waitTimeoutMs(now: LoopInstant) -> Int32 {
         if !wokenToStart.isEmpty { return 0 }
         var until = nextSweep
         if let pausedUntil = acceptPausedUntil { until = min(until, pausedUntil) }
@@ -257,7 +257,7 @@ final class EventLoop {
 
     // MARK: - Accepting
 
-    private func acceptConnections(now: ContinuousClock.Instant) {
+    private func acceptConnections(now: LoopInstant) {
         guard let listener else { return }
         evictionCandidates.removeAll()
         defer { evictionCandidates.removeAll() }
@@ -309,7 +309,7 @@ final class EventLoop {
     /// `HTTPServerLimits.reservedConnections`) or closes it. At most two
     /// hand-overs per loop.
     private func admitAtCap(
-        _ socket: FileDescriptor, search: HandedOverConnection.AtCapSearch, now: ContinuousClock.Instant
+        _ socket: FileDescriptor, search: HandedOverConnection.AtCapSearch, now: LoopInstant
     ) {
         var search = search
         let loopCount = siblings.count
@@ -355,7 +355,7 @@ final class EventLoop {
     }
 
     /// Closes `victim` and gives its counted place to the newcomer `socket`.
-    private func evict(_ victim: LoopConnection, for socket: FileDescriptor, now: ContinuousClock.Instant) {
+    private func evict(_ victim: LoopConnection, for socket: FileDescriptor, now: LoopInstant) {
         shared.noteSaturated(false)
         close(victim, releasing: false)
         shared.refused(.evictedAtCap, loop: mailbox.loopIndex)
@@ -365,7 +365,7 @@ final class EventLoop {
     /// Returns this loop's most evictable connection at `now`, or nil. Scans
     /// the connections (O(open connections)) only when the candidates of the
     /// last scan in this batch are used up.
-    private func nextEvictionVictim(now: ContinuousClock.Instant) -> LoopConnection? {
+    private func nextEvictionVictim(now: LoopInstant) -> LoopConnection? {
         if evictionCandidates.isEmpty { scanEvictionCandidates(now: now) }
         while let (rank, connection) = evictionCandidates.popMostEvictable() {
             let fd = Int(connection.socket.rawValue)
@@ -378,7 +378,7 @@ final class EventLoop {
 
     /// Keeps the `evictionCandidatesPerScan` most evictable counted
     /// connections at `now`. O(open connections × log of the candidates kept).
-    private func scanEvictionCandidates(now: ContinuousClock.Instant) {
+    private func scanEvictionCandidates(now: LoopInstant) {
         evictionCandidates.removeAll()
         for case let connection? in connections where connection.admission == .counted {
             guard let rank = connection.machine.evictionRank(now: now) else { continue }
@@ -392,7 +392,7 @@ final class EventLoop {
 
     /// Starts serving an accepted connection, already counted in `shared`
     /// (`admission` says where).
-    private func register(_ socket: FileDescriptor, admission: HTTPAdmission, now: ContinuousClock.Instant) {
+    private func register(_ socket: FileDescriptor, admission: HTTPAdmission, now: LoopInstant) {
         guard drainDeadline == nil else {
             // Handed over while this loop drains: it takes nothing new.
             socket.close()
@@ -443,7 +443,7 @@ final class EventLoop {
     /// then the answers. Answering a pipelined request can dispatch the next
     /// one; its work is taken in another pass, a few at most, then the loop
     /// wakes itself for the next round.
-    private func finishRound(now: ContinuousClock.Instant) {
+    private func finishRound(now: LoopInstant) {
         responder.willFinishRound(loop: mailbox.loopIndex, startedAt: now, clock: clock)
         for _ in 0..<Self.deliveryPassesMax {
             dispatchedSinceRound = false
@@ -458,7 +458,7 @@ final class EventLoop {
 
     /// Registers the connections other loops handed over and hands every
     /// answer in the mailbox to its connection; returns whether there were any.
-    private func handleDeliveries(now: ContinuousClock.Instant) -> Bool {
+    private func handleDeliveries(now: LoopInstant) -> Bool {
         evictionCandidates.removeAll()
         for handed in mailbox.takeHandedOver() {
             switch handed.admission {
@@ -473,7 +473,7 @@ final class EventLoop {
         return !deliveries.isEmpty
     }
 
-    private func deliver(_ deliveries: [Delivery], now: ContinuousClock.Instant) {
+    private func deliver(_ deliveries: [Delivery], now: LoopInstant) {
         for delivery in deliveries {
             let fd = Int(UInt32(truncatingIfNeeded: delivery.connectionKey))
             // The connection may have closed meanwhile: its answer is dropped, its stream aborted.
@@ -501,7 +501,7 @@ final class EventLoop {
         }
     }
 
-    private func beginDrain(now: ContinuousClock.Instant) {
+    private func beginDrain(now: LoopInstant) {
         drainDeadline = now + limits.shutdownDrainTimeout
         acceptPausedUntil = nil
         if let listener {
@@ -528,7 +528,7 @@ final class EventLoop {
     /// others of the tenant wait already (they go first). Only with one
     /// unanswered request per connection: then a waiting request is its
     /// connection's only one, and nothing after it can start first.
-    private func tenantToWaitFor(_ head: HTTPRequestHead, now: ContinuousClock.Instant) -> HTTPTenant? {
+    private func tenantToWaitFor(_ head: HTTPRequestHead, now: LoopInstant) -> HTTPTenant? {
         guard limits.unansweredRequestsMax == 1, shared.holdsTenantsBack(now: now),
             let credential = TenantShare.credential(of: head),
             let tenant = share.tenant(of: credential)
@@ -550,7 +550,7 @@ final class EventLoop {
     /// waiting requests while the tenant may start more; every waiting
     /// request once the loops stopped holding back. They start in the next
     /// round (`wokenToStart`).
-    private func serveWaitingTenants(now: ContinuousClock.Instant) {
+    private func serveWaitingTenants(now: LoopInstant) {
         guard share.hasWaiting else {
             tenantsToServe.removeAll()
             return
@@ -585,7 +585,7 @@ final class EventLoop {
 
     /// Hands a request to the responder, counting it in progress for its tenant.
     private func start(
-        _ request: HTTPRequest, sequence: UInt64, of connection: LoopConnection, now: ContinuousClock.Instant
+        _ request: HTTPRequest, sequence: UInt64, of connection: LoopConnection, now: LoopInstant
     ) {
         dispatchedSinceRound = true
         dispatchedInRound += 1
@@ -605,7 +605,7 @@ final class EventLoop {
 
     // MARK: - Connections
 
-    private func handleSocket(fd: Int32, events: EpollEvents, now: ContinuousClock.Instant) {
+    private func handleSocket(fd: Int32, events: EpollEvents, now: LoopInstant) {
         guard Int(fd) < connections.count, let connection = connections[Int(fd)] else { return }
         if !events.isDisjoint(with: Self.readEvents) {
             do {
@@ -628,7 +628,7 @@ final class EventLoop {
     }
 
     /// Runs the connection's state machine until it waits or closes, performing its actions.
-    private func drive(_ connection: LoopConnection, now: ContinuousClock.Instant) {
+    private func drive(_ connection: LoopConnection, now: LoopInstant) {
         while true {
             if let stream = connection.machine.activeStream, !pump(stream, into: connection, now: now) {
                 return
@@ -699,7 +699,7 @@ final class EventLoop {
     /// as `streamBufferBytesMax` allows, ends the body when the producer
     /// finished, and calls the producer back. Returns false if the producer
     /// aborted: the connection is closed, cutting the response.
-    private func pump(_ stream: LoopBodyStream, into connection: LoopConnection, now: ContinuousClock.Instant) -> Bool {
+    private func pump(_ stream: LoopBodyStream, into connection: LoopConnection, now: LoopInstant) -> Bool {
         let taken = stream.take(outputBytes: connection.machine.pendingOutputBytes)
         if taken.aborted {
             close(connection)
@@ -746,7 +746,7 @@ final class EventLoop {
 
     /// Closes every connection whose peer has been too slow. O(open connections),
     /// run a few times per shortest timeout.
-    private func sweep(now: ContinuousClock.Instant) {
+    private func sweep(now: LoopInstant) {
         nextSweep = now + sweepInterval
         // Only while saturated: whether a newcomer would find a place now.
         let lookForEvictable = shared.isSaturated

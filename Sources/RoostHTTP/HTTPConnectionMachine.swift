@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// What the event loop should do next for one connection.
 package enum HTTPConnectionAction {
     /// Hand this request to the responder; answer with `answer(_:to:now:)`.
@@ -39,16 +41,16 @@ package enum HTTPConnectionAction {
 package enum HTTPConnectionState: Equatable, Sendable {
     /// The connection was accepted at `since` and no byte has arrived: the
     /// first-byte timeout runs.
-    case awaitingFirstByte(since: ContinuousClock.Instant)
+    case awaitingFirstByte(since: LoopInstant)
     /// Nothing is owed and no byte of a next request is buffered: the
     /// keep-alive idle timeout runs from `since`.
-    case awaitingRequest(since: ContinuousClock.Instant)
+    case awaitingRequest(since: LoopInstant)
     /// Part of the head of the connection's request number `request` (from 0)
     /// is buffered: the header timeout runs from `since`, its first byte.
-    case readingHead(request: Int, since: ContinuousClock.Instant)
+    case readingHead(request: Int, since: LoopInstant)
     /// The head of request `request` is complete and its body is arriving:
     /// the body timeout runs from `since`, the end of the head.
-    case readingBody(request: Int, since: ContinuousClock.Instant)
+    case readingBody(request: Int, since: LoopInstant)
     /// Dispatched requests are not all answered (an answer is queued for
     /// writing only once those before it are): it is the server's turn and
     /// no read timeout applies. Later requests are still
@@ -70,7 +72,7 @@ package enum HTTPConnectionState: Equatable, Sendable {
     case closing(firstDropped: UInt64)
     /// The sending side is shut down since `since`: input is discarded until
     /// the peer closes or `HTTPConnectionMachine.lingerTimeout` passes.
-    case lingering(since: ContinuousClock.Instant, firstDropped: UInt64)
+    case lingering(since: LoopInstant, firstDropped: UInt64)
 }
 
 /// How a connection was let in.
@@ -105,13 +107,13 @@ package struct HTTPEvictionRank: Comparable, Sendable {
 
     package var kind: Kind
     /// Since when: the accept, the head's first byte, or the last answer queued.
-    package var since: ContinuousClock.Instant
+    package var since: LoopInstant
     /// A partial head's bytes received so far (at least 1); 0 for the other kinds.
     package var bytesReceived: Int
     /// A partial head's age at the instant it was ranked; zero for the other kinds.
     package var age: Duration
 
-    package init(kind: Kind, since: ContinuousClock.Instant, bytesReceived: Int = 0, age: Duration = .zero) {
+    package init(kind: Kind, since: LoopInstant, bytesReceived: Int = 0, age: Duration = .zero) {
         precondition(kind != .partialHead || bytesReceived >= 1, "a partial head of \(bytesReceived) bytes")
         self.kind = kind
         self.since = since
@@ -176,7 +178,7 @@ package struct HTTPConnectionMachine {
         var isBlocked = false
         /// When the socket last took a byte or became writable: the
         /// write-stall timeout runs from here while `isBlocked`.
-        var lastProgress: ContinuousClock.Instant
+        var lastProgress: LoopInstant
 
         var pendingBytes: Int { bytes.count - offset }
 
@@ -218,7 +220,7 @@ package struct HTTPConnectionMachine {
     private let admission: HTTPAdmission
     /// When the connection was accepted: the first-byte timeout runs from here
     /// until a request begins (blank lines before it do not count).
-    private let acceptedAt: ContinuousClock.Instant
+    private let acceptedAt: LoopInstant
     /// A reserved connection's first request is not a probe: the next action is `.close`.
     private var refusedAdmission = false
     /// Requests dispatched or refused whose answers have not arrived; while
@@ -228,7 +230,7 @@ package struct HTTPConnectionMachine {
     /// unanswered request or a stream); they count toward the output budget.
     private var heldAnswerBytes = 0
 
-    package init(limits: HTTPServerLimits, now: ContinuousClock.Instant, admission: HTTPAdmission = .counted) {
+    package init(limits: HTTPServerLimits, now: LoopInstant, admission: HTTPAdmission = .counted) {
         self.limits = limits
         self.admission = admission
         acceptedAt = now
@@ -249,7 +251,7 @@ package struct HTTPConnectionMachine {
     /// arriving (the request is in progress), output is queued, a head has
     /// been arriving for less than `partialHeadEvictableAfter`, or it is
     /// ending. Depends on `now` only through a partial head's age.
-    package func evictionRank(now: ContinuousClock.Instant) -> HTTPEvictionRank? {
+    package func evictionRank(now: LoopInstant) -> HTTPEvictionRank? {
         guard pendingOutputBytes == 0 && activeStreamState == nil && !refusedAdmission && !drainRequested else {
             return nil
         }
@@ -309,7 +311,7 @@ package struct HTTPConnectionMachine {
 
     /// Takes bytes read from the socket. Once the connection stops parsing
     /// (it ends, or drains) they are discarded.
-    package mutating func received(_ bytes: UnsafeRawBufferPointer, now: ContinuousClock.Instant) {
+    package mutating func received(_ bytes: UnsafeRawBufferPointer, now: LoopInstant) {
         switch state {
         case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody, .awaitingAnswers:
             parser.append(bytes)
@@ -325,7 +327,7 @@ package struct HTTPConnectionMachine {
     }
 
     /// Supplies the answer for a dispatched or refused request. Exactly once per sequence.
-    package mutating func answer(_ response: HTTPResponse, to sequence: UInt64, now: ContinuousClock.Instant) {
+    package mutating func answer(_ response: HTTPResponse, to sequence: UInt64, now: LoopInstant) {
         _ = fill(sequence, with: .response(response), now: now)
     }
 
@@ -334,7 +336,7 @@ package struct HTTPConnectionMachine {
     /// a close-delimited answer): the loop then aborts the stream.
     mutating func answerStream(
         status: Int, headers: [(name: String, value: String)], stream: LoopBodyStream, to sequence: UInt64,
-        now: ContinuousClock.Instant
+        now: LoopInstant
     ) -> Bool {
         fill(sequence, with: .stream(status: status, headers: headers, stream: stream), now: now)
     }
@@ -344,7 +346,7 @@ package struct HTTPConnectionMachine {
 
     /// Appends body chunks of the active stream (framed if chunked) and, when
     /// `finished`, ends its body and moves on to the answers behind it.
-    package mutating func appendStreamBody(_ chunks: [[UInt8]], finished: Bool, now: ContinuousClock.Instant) {
+    package mutating func appendStreamBody(_ chunks: [[UInt8]], finished: Bool, now: LoopInstant) {
         guard let active = activeStreamState else { preconditionFailure("stream body with no active stream") }
         output.compact()
         for chunk in chunks where !chunk.isEmpty {
@@ -391,7 +393,7 @@ package struct HTTPConnectionMachine {
 
     /// Records `answer` in its slot and writes what is now in order. Returns
     /// false when a stream answer will not be sent.
-    private mutating func fill(_ sequence: UInt64, with answer: Answer, now: ContinuousClock.Instant) -> Bool {
+    private mutating func fill(_ sequence: UInt64, with answer: Answer, now: LoopInstant) -> Bool {
         switch state {
         case .closing(let firstDropped), .lingering(_, let firstDropped):
             // The connection ends before this request's turn.
@@ -426,7 +428,7 @@ package struct HTTPConnectionMachine {
     }
 
     /// The socket took `count` bytes of `output`.
-    package mutating func wrote(_ count: Int, now: ContinuousClock.Instant) {
+    package mutating func wrote(_ count: Int, now: LoopInstant) {
         precondition(count >= 0 && count <= pendingOutputBytes, "wrote \(count) of \(pendingOutputBytes) bytes")
         if count > 0 { output.lastProgress = now }
         output.offset += count
@@ -447,7 +449,7 @@ package struct HTTPConnectionMachine {
     }
 
     /// The socket became writable again.
-    package mutating func writable(now: ContinuousClock.Instant) {
+    package mutating func writable(now: LoopInstant) {
         output.isBlocked = false
         output.lastProgress = now
     }
@@ -482,7 +484,7 @@ package struct HTTPConnectionMachine {
     /// Returns the next thing the loop should do. Call repeatedly until `.wait`
     /// or `.close`. `bodyLimit` is the responder's limit for a request head.
     package mutating func nextAction(
-        now: ContinuousClock.Instant, bodyLimit: (HTTPRequestHead) -> Int
+        now: LoopInstant, bodyLimit: (HTTPRequestHead) -> Int
     ) -> HTTPConnectionAction {
         if refusedAdmission { return .close }
         if mayParse {
@@ -543,7 +545,7 @@ package struct HTTPConnectionMachine {
     }
 
     /// Returns whether the connection has waited too long for its peer; the loop then closes it.
-    package func hasTimedOut(now: ContinuousClock.Instant) -> Bool {
+    package func hasTimedOut(now: LoopInstant) -> Bool {
         if case .lingering(let since, _) = state { return now - since > Self.lingerTimeout }
         if pendingOutputBytes > 0 && output.isBlocked {
             return now - output.lastProgress > limits.writeStallTimeout
@@ -689,7 +691,7 @@ package struct HTTPConnectionMachine {
     /// Moves to the wait that applies now, restarting its timer when the kind
     /// of wait changes (a new request begins, its head completes, or the last
     /// answer went out). Only serving phases have read timeouts.
-    private mutating func noteProgress(_ now: ContinuousClock.Instant) {
+    private mutating func noteProgress(_ now: LoopInstant) {
         switch state {
         case .awaitingFirstByte, .awaitingRequest, .readingHead, .readingBody:
             if pendingAnswers > 0 {

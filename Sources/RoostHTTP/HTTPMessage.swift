@@ -248,9 +248,9 @@ public protocol HTTPResponder: Sendable {
     /// answers, `LoopRequests`) spends its per-round budget from `start`,
     /// by that clock, and goes on with what it left for this round. Must
     /// not block. The default does nothing.
-    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock)
+    func willFinishRound(loop: Int, startedAt start: LoopInstant, clock: LoopClock)
 }
 
 extension HTTPResponder {
-    public func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {}
+    public func willFinishRound(loop: Int, startedAt start: LoopInstant, clock: LoopClock) {}
 }

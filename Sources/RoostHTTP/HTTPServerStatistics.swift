@@ -1,3 +1,4 @@
+import RoostPlatform
 import RoostTelemetry
 
 /// Why the server itself refused a connection or a request, or gave up on a
@@ -49,7 +50,7 @@ public enum HTTPRefusalReason: String, CaseIterable, Sendable {
     /// one whose linger ended). A state whose own deadline has not passed
     /// timed out because its output stalled.
     package static func afterTimeout(
-        _ state: HTTPConnectionState, limits: HTTPServerLimits, now: ContinuousClock.Instant
+        _ state: HTTPConnectionState, limits: HTTPServerLimits, now: LoopInstant
     ) -> HTTPRefusalReason? {
         switch state {
         case .lingering: return nil

@@ -27,7 +27,7 @@ final class ServerShared: Sendable {
     /// The server's clock, which every loop reads.
     let clock: LoopClock
     /// The instant `tenantsContendUntil` counts from.
-    private let origin: ContinuousClock.Instant
+    private let origin: LoopInstant
     /// Nanoseconds after `origin` until which tenants contend (`TenantShare`).
     private let tenantsContendUntil = Atomic<Int64>(0)
 
@@ -182,7 +182,7 @@ final class ServerShared: Sendable {
     /// tenants contend for `tenantContentionWindow` from now.
     /// Stored only when it moves the end by a tenth of the window or more,
     /// so that a steady mix of tenants does not write the line every request.
-    func noteTenantsContend(now: ContinuousClock.Instant) {
+    func noteTenantsContend(now: LoopInstant) {
         let until = (now - origin).wholeNanoseconds + tenantContentionNanoseconds
         let stored = tenantsContendUntil.load(ordering: .relaxed)
         if until - stored >= tenantContentionNanoseconds / 10 {
@@ -191,7 +191,7 @@ final class ServerShared: Sendable {
     }
 
     /// Whether tenants contend at `now` (a loop noted a switch within the window).
-    func tenantsContend(now: ContinuousClock.Instant) -> Bool {
+    func tenantsContend(now: LoopInstant) -> Bool {
         (now - origin).wholeNanoseconds < tenantsContendUntil.load(ordering: .relaxed)
     }
 
@@ -209,7 +209,7 @@ final class ServerShared: Sendable {
 
     /// Whether the loops hold tenants to their share at `now`: tenants
     /// contend and some loop is busy (`TenantShare`).
-    func holdsTenantsBack(now: ContinuousClock.Instant) -> Bool {
+    func holdsTenantsBack(now: LoopInstant) -> Bool {
         busyLoops.load(ordering: .relaxed) > 0 && tenantsContend(now: now)
     }
 

@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// The party a request is accounted to when tenants share the server's loops
 /// (Roost: the app whose key made the request). The responder names it with
 /// `HTTPResponderResult.deferred`; a request without one (an operator route,
@@ -70,10 +72,10 @@ struct TenantShare {
     /// The tenant each credential's last request was started for, by the
     /// hash of its `Authorization` value (`credential(of:)`).
     private var tenantsByCredential: [UInt64: HTTPTenant] = [:]
-    private var windowStart: ContinuousClock.Instant
+    private var windowStart: LoopInstant
     private var idleInWindow: Duration = .zero
 
-    init(limits: HTTPServerLimits, now: ContinuousClock.Instant) {
+    init(limits: HTTPServerLimits, now: LoopInstant) {
         perTenantMax = limits.tenantRequestsInProgressMax
         busyBelowIdleFraction = limits.tenantShareBusyBelowIdleFraction
         idleAboveIdleFraction = limits.tenantShareIdleAboveIdleFraction
@@ -184,7 +186,7 @@ struct TenantShare {
     /// Counts `idle` spent in `epoll_wait`, ending at `now`; at the end of a
     /// load window decides whether the loop is busy. Returns whether that
     /// changed (the loop tells `ServerShared`).
-    mutating func noteIdle(_ idle: Duration, now: ContinuousClock.Instant) -> Bool {
+    mutating func noteIdle(_ idle: Duration, now: LoopInstant) -> Bool {
         idleInWindow += idle
         let span = now - windowStart
         guard span >= Self.loadWindow else { return false }

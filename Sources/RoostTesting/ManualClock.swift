@@ -1,20 +1,20 @@
 import RoostPlatform
 import Synchronization
 
-/// A clock for tests that moves only when told: it hands out
-/// `ContinuousClock.Instant`s (the instant type the HTTP connection machine
-/// and the event loop use) from a fixed origin, advanced by `advance(by:)`.
+/// A clock for tests that moves only when told: it hands out `LoopInstant`s
+/// (the instant type the HTTP connection machine and the event loop use)
+/// from a fixed origin, advanced by `advance(by:)`.
 /// Code under test takes `now` from it instead of reading a real clock, so a
 /// timeout test states the time it means and never sleeps.
 package struct ManualClock: Sendable {
     /// The instant the clock started at; only differences from it mean anything.
-    package let origin: ContinuousClock.Instant
+    package let origin: LoopInstant
     /// The current instant.
-    package private(set) var now: ContinuousClock.Instant
+    package private(set) var now: LoopInstant
 
-    /// Creates a clock standing at `origin` (by default an instant read once
-    /// from `ContinuousClock`; tests should only compare instants of this clock).
-    package init(origin: ContinuousClock.Instant = ContinuousClock.now) {
+    /// Creates a clock standing at `origin` (by default one second after the
+    /// source's zero; tests should only compare instants of this clock).
+    package init(origin: LoopInstant = LoopInstant(nanoseconds: 1_000_000_000)) {
         self.origin = origin
         now = origin
     }
@@ -24,9 +24,9 @@ package struct ManualClock: Sendable {
 
     /// Moves the clock forward by `duration` and returns the new instant.
     @discardableResult
-    package mutating func advance(by duration: Duration) -> ContinuousClock.Instant {
+    package mutating func advance(by duration: Duration) -> LoopInstant {
         precondition(duration >= .zero, "a manual clock cannot go back (advance by \(duration))")
-        now += duration
+        now = now + duration
         return now
     }
 }

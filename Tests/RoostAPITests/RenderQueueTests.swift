@@ -1,3 +1,4 @@
+import RoostPlatform
 import RoostTesting
 import Testing
 

@@ -1,4 +1,5 @@
 import RoostHTTP
+import RoostPlatform
 
 /// The connection machine's properties checked on arbitrary client bytes:
 /// shared by the libFuzzer target (Fuzz/HTTPConnectionFuzz) and the test that
@@ -113,7 +114,7 @@ package enum HTTPConnectionFuzzCheck {
         static func drive(_ client: [UInt8], limits: HTTPServerLimits, padding: Int, schedule: Schedule?) -> Run {
             var run = Run()
             var schedule = schedule
-            var now = ContinuousClock.now
+            var now = LoopInstant(nanoseconds: 1_000_000_000)
             var machine = HTTPConnectionMachine(limits: limits, now: now)
             var unanswered: [(sequence: UInt64, status: Int)] = []
             var delivered = 0

@@ -204,7 +204,7 @@ struct HTTPConnectionAbuseTests {
     /// A machine accepted at `now` that has received `text` and was driven
     /// until it waits, its requests answered except those in `hold`.
     static func machine(
-        _ limits: HTTPServerLimits, at now: ContinuousClock.Instant, received text: String = "", hold: Set<String> = []
+        _ limits: HTTPServerLimits, at now: LoopInstant, received text: String = "", hold: Set<String> = []
     ) -> HTTPConnectionMachine {
         var machine = HTTPConnectionMachine(limits: limits, now: now)
         receive(text, into: &machine, at: now, hold: hold)
@@ -212,7 +212,7 @@ struct HTTPConnectionAbuseTests {
     }
 
     static func receive(
-        _ text: String, into machine: inout HTTPConnectionMachine, at now: ContinuousClock.Instant,
+        _ text: String, into machine: inout HTTPConnectionMachine, at now: LoopInstant,
         hold: Set<String> = []
     ) {
         if !text.isEmpty { Array(text.utf8).withUnsafeBytes { machine.received($0, now: now) } }

@@ -8,7 +8,7 @@ import Testing
 /// Runs the machine until it waits, answering dispatched requests whose
 /// target is not in `hold`; returns the held sequence numbers by target.
 func drive(
-    _ machine: inout HTTPConnectionMachine, now: ContinuousClock.Instant, hold: Set<String> = [],
+    _ machine: inout HTTPConnectionMachine, now: LoopInstant, hold: Set<String> = [],
     written: inout [UInt8]
 ) -> [String: UInt64] {
     var held: [String: UInt64] = [:]
@@ -62,7 +62,7 @@ struct MachineHarness {
         machine = HTTPConnectionMachine(limits: limits, now: clock.now)
     }
 
-    var now: ContinuousClock.Instant { clock.now }
+    var now: LoopInstant { clock.now }
     var state: HTTPConnectionState { machine.state }
     var wireText: String { String(decoding: wire, as: UTF8.self) }
 

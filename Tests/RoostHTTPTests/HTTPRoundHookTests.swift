@@ -13,7 +13,7 @@ final class OneAnswerPerRoundResponder: HTTPResponder {
     private struct LoopState {
         var waiting: [(target: String, sink: any HTTPReplySink)] = []
         var rounds = 0
-        var lastStart: ContinuousClock.Instant?
+        var lastStart: LoopInstant?
         var problems: [String] = []
     }
 
@@ -41,7 +41,7 @@ final class OneAnswerPerRoundResponder: HTTPResponder {
         return .deferred(nil)
     }
 
-    func willFinishRound(loop: Int, startedAt start: ContinuousClock.Instant, clock: LoopClock) {
+    func willFinishRound(loop: Int, startedAt start: LoopInstant, clock: LoopClock) {
         let now = clock.now
         let onLoop = executors[loop].isCurrent
         let next = loops.withLock { all -> (target: String, sink: any HTTPReplySink)? in

@@ -15,7 +15,7 @@ struct TenantShareTests {
         limits.tenantShareIdleAboveIdleFraction = 0.5
         return limits
     }
-    let start = ContinuousClock.now
+    let start = LoopInstant(nanoseconds: 1_000_000_000)
     let flood = HTTPTenant(1)
     let quiet = HTTPTenant(2)
 

@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// The engine answers of one loop whose outcomes are all in, waiting to be
 /// rendered in the order they became complete, and the loop round's budget
 /// for rendering them (docs/http.md, "A round's rendering budget").
@@ -16,7 +18,7 @@ struct RenderQueue<Entry> {
     /// held (pages of devices) is freed when taken, not when compacted.
     private var slots: [Entry?] = []
     private var head = 0
-    private var roundStart: ContinuousClock.Instant?
+    private var roundStart: LoopInstant?
     private var renderedInRound = 0
     /// Slots taken before `head` past which the array is compacted (when they
     /// are also half of it), so that a queue that never empties stays O(waiting).
@@ -41,7 +43,7 @@ struct RenderQueue<Entry> {
 
     /// Starts a round that began at `start` (the loop's round, not later
     /// than now): its budget runs from there.
-    mutating func beginRound(at start: ContinuousClock.Instant) {
+    mutating func beginRound(at start: LoopInstant) {
         if let roundStart {
             precondition(start >= roundStart, "round began at \(start), before the last one at \(roundStart)")
         }
@@ -57,7 +59,7 @@ struct RenderQueue<Entry> {
     /// Returns the oldest entry if this round may render it at `now`: when
     /// it rendered none yet, or began less than `budget` before `now`.
     /// Returns nil when none waits or the budget is spent.
-    mutating func next(now: ContinuousClock.Instant) -> Entry? {
+    mutating func next(now: LoopInstant) -> Entry? {
         guard head < slots.count else { return nil }
         if let roundStart, renderedInRound > 0, now - roundStart >= budget { return nil }
         guard let entry = slots[head].take() else { preconditionFailure("render queue slot \(head) empty") }
