@@ -10,6 +10,11 @@ request (utime + stime over the run, /proc/PID/stat), medians, and the
 ratios to nginx. Everything listens on 127.0.0.1 and is stopped by PID.
 
   Benchmarks/reads/run.py --roost .build/release/roost [--baseline OLD] [--seconds 5] [--rounds 3]
+                          [--profile /tmp/perf-reads.data]
+
+With --profile, one more run against roost alone is recorded with
+`perf record -F 2000 -g` for SECONDS into that file after the rounds, and
+perf's top symbols are printed (read it further with `perf report -i`).
 """
 import argparse, json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
@@ -78,6 +83,20 @@ def wrk(port, key, seconds, pid, people):
     return requests / seconds, cpu * 1e6 / requests
 
 
+def profile(server, args):
+    """One wrk run against `server` under `perf record -g`; prints the top symbols."""
+    recorder = subprocess.Popen(["perf", "record", "-F", "2000", "-g", "-p", str(server.process.pid),
+                                 "-o", args.profile, "--", "sleep", str(args.seconds)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rate, cpu = wrk(server.port, server.key, args.seconds, server.process.pid, args.people)
+    recorder.wait(timeout=args.seconds + 60)
+    print(f"  profiled run: {rate:,.0f} req/s, {cpu:.1f} µs per request (under perf); {args.profile}:")
+    report = subprocess.run(["perf", "report", "-i", args.profile, "--no-children", "--sort", "symbol", "--stdio"],
+                            capture_output=True, text=True).stdout
+    top = [line for line in report.splitlines() if re.match(r"^ +[0-9]", line)][:25]
+    print("\n".join("    " + line.strip()[:160] for line in top))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--roost", required=True)
@@ -85,6 +104,7 @@ def main():
     parser.add_argument("--people", type=int, default=20_000)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", help="perf.data path for one profiled run against roost")
     args = parser.parse_args()
     servers, nginx = {}, None
     try:
@@ -109,6 +129,8 @@ def main():
                 f"; {rate[name] / rate['nginx']:.2f}× nginx's throughput at {cpu[name] / cpu['nginx']:.1f}× its CPU"
             print(f"  {name}: median {rate[name]:,.0f} req/s, {cpu[name]:.1f} µs server CPU per request "
                   f"(runs req/s/µs: {spread}){ratio}")
+        if args.profile:
+            profile(servers["roost"], args)
     finally:
         if nginx:
             nginx.stop()

@@ -94,6 +94,7 @@ extension DeviceStore {
     func previewInactive(_ step: InactivityStep, keep: Int) -> InactivePreviewSlice {
         precondition((1...Limits.inactivePreviewLimitMax).contains(keep), "keep \(keep) out of range")
         let (slots, next) = inactiveSlots(step, matchesMax: Int.max)
+        let records = records  // captured alone, not the whole store (as in `person`)
         let oldest = slots.sorted { lhs, rhs in
             let left = records[Int(lhs)]
             let right = records[Int(rhs)]
