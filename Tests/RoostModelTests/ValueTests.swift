@@ -22,6 +22,17 @@ struct TimestampTests {
         #expect(bytes.count == Timestamp.rfc3339Bytes)
     }
 
+    @Test("every formatted instant parses back to itself (10,000 seeded instants over the domain)")
+    func formatsWhatParses() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<10_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let milliseconds = Int64(state >> 16) % (Timestamp.millisecondsMax + 1)
+            let text = Timestamp(millisecondsSinceEpoch: milliseconds).rfc3339
+            #expect(Timestamp(rfc3339: text)?.millisecondsSinceEpoch == milliseconds, "\(milliseconds) → \(text)")
+        }
+    }
+
     @Test(
         "parses offsets, lower-case separators and any fraction length",
         arguments: [
@@ -75,7 +86,7 @@ struct TimestampTests {
         for dayCount in Int64(0)..<200_000 {
             #expect(Timestamp.days(fromCivilYear: year, month: month, day: day) == dayCount)
             let civil = Timestamp.civil(fromDays: dayCount)
-            #expect(civil.year == year && civil.month == month && civil.day == day)
+            #expect(Int64(civil.year) == year && Int64(civil.month) == month && Int64(civil.day) == day)
             let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
             let length: Int64 = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][Int(month - 1)]
             day += 1
@@ -88,6 +99,9 @@ struct TimestampTests {
                 }
             }
         }
+        // The domain's last day (the count above ends in 2517).
+        let last = Timestamp.civil(fromDays: Timestamp.millisecondsMax / 86_400_000)
+        #expect(last.year == 9999 && last.month == 12 && last.day == 31)
     }
 }
 
