@@ -19,6 +19,21 @@ struct StorageTests {
         #expect(array[7] == 7, "copies do not share writes")
     }
 
+    @Test("byte comparison finds a difference at any position and in any length, equal bytes are equal")
+    func sameBytes() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            for changed in -1..<length {
+                var other = bytes
+                if changed >= 0 { other[changed] ^= 0x40 }
+                let same = bytes.withUnsafeBytes { a in other.withUnsafeBytes { b in a.hasSameBytes(as: b) } }
+                #expect(same == (changed < 0), "length \(length), byte \(changed) changed")
+            }
+            let longer = bytes + [0]
+            #expect(!bytes.withUnsafeBytes { a in longer.withUnsafeBytes { b in a.hasSameBytes(as: b) } })
+        }
+    }
+
     @Test("blobs in chunks read back exactly, and freed cells are reused")
     func blobStoreChunks() {
         var store = BlobStore()

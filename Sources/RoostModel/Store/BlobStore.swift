@@ -192,7 +192,29 @@ struct BlobStore: Sendable {
     /// Returns whether the blob holds exactly `bytes`.
     func equals(_ ref: BlobRef, _ other: UnsafeRawBufferPointer) -> Bool {
         guard Int(ref.length) == other.count else { return false }
-        return withBytes(ref) { $0.elementsEqual(other) }
+        return withBytes(ref) { $0.hasSameBytes(as: other) }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Returns whether both buffers hold the same bytes, compared eight at a
+    /// time: `elementsEqual` walked them through a generic iterator a byte at
+    /// a time (0.7 % of a person read, in the person's name look-up).
+    func hasSameBytes(as other: UnsafeRawBufferPointer) -> Bool {
+        guard count == other.count else { return false }
+        var offset = 0
+        while offset + 8 <= count {
+            guard
+                loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                    == other.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            else { return false }
+            offset += 8
+        }
+        while offset < count {
+            guard self[offset] == other[offset] else { return false }
+            offset += 1
+        }
+        return true
     }
 }
 

@@ -177,7 +177,7 @@ extension DeviceStore {
             tokenSlots = try SlotTable(building: tokenEntries, keys: tokenKeys) { held, other in
                 let (a, b) = (records[Int(held)], records[Int(other)])
                 return a.platform == b.platform
-                    && withTokenBytes(of: a) { x in withTokenBytes(of: b) { x.elementsEqual($0) } }
+                    && withTokenBytes(of: a) { x in withTokenBytes(of: b) { x.hasSameBytes(as: $0) } }
             }
             installationSlots = try SlotTable(building: installationEntries, keys: installationKeys) { held, other in
                 blobs.withBytes(records[Int(other)].installation) { blobs.equals(records[Int(held)].installation, $0) }
