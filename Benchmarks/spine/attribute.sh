@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . Benchmarks/lib.sh
 [ $# -ge 3 ] || { echo "usage: $0 SECONDS ROUNDS LABEL=BINARY…"; exit 2; }
+COMMAND="$0 $*"
 SECONDS_PER_RUN=$1
 ROUNDS=$2
 shift 2
@@ -33,7 +34,6 @@ export SPINE_TOKENS=${SPINE_TOKENS:-1000000}
 export SPINE_PEOPLE=${SPINE_PEOPLE:-200000}
 export SPINE_COUNT_STATUS=${SPINE_COUNT_STATUS:-1}
 MARKDOWN=${SPINE_MARKDOWN:-.build/attribute-report.md}
-COMMAND="$0 $*"
 bench_require wrk nginx curl python3
 
 labels=()
@@ -90,18 +90,7 @@ summary() {
     previous=$cpu
   done
 }
-mkdir -p "$(dirname "$MARKDOWN")"
-{
-  echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d); --fsync $POLICY; wrk $THREADS threads × $CONNECTIONS connections," \
-    "${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
-    "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
-  echo
-  summary
-} > "$MARKDOWN"
-echo
-cat "$MARKDOWN"
-echo
-echo "(markdown written to $MARKDOWN)"
+write_report "; --fsync $POLICY"
 any_failed=0
 for variant in nginx "${labels[@]}"; do [ -n "${failures[$variant]:-}" ] && any_failed=1; done
 exit $any_failed

@@ -7,8 +7,13 @@
 #                                    rates, ctx, perfctx, cpus, system_cpus and
 #                                    failures
 #                                    (declare -A before) under VARIANT.
-#   NGINX_BODY                       the fixed 201 body nginx answers.
-# They read SECONDS_PER_RUN, THREADS, CONNECTIONS, PERF and CLOCK_TICKS.
+#   NGINX_BODY                       the fixed 201 body nginx answers;
+#   write_report DETAILS             the "Command:" line (DETAILS after the
+#                                    date) and the caller's `summary` into
+#                                    $MARKDOWN, printed too.
+# They read SECONDS_PER_RUN, THREADS, CONNECTIONS, PERF and CLOCK_TICKS
+# (write_report also COMMAND, ROUNDS, SPINE_TOKENS, SPINE_PEOPLE, LOAD_AT_START
+# and MARKDOWN).
 
 # A 201 body the size of roost's device answer (456 bytes).
 NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
@@ -77,4 +82,19 @@ measure() { # variant round
   system_cpus[$variant]+="$system_per_request "
   echo "round $round $variant: $rate req/s, $requests requests, ctx switches/request $per_request (/proc)," \
     "$perf_per_request (perf), server CPU $cpu_per_request µs/request ($system_per_request in the kernel); statuses ${statuses:-not counted}"
+}
+
+write_report() { # DETAILS
+  mkdir -p "$(dirname "$MARKDOWN")"
+  {
+    echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d)$1; wrk $THREADS threads × $CONNECTIONS connections," \
+      "${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
+      "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+    echo
+    summary
+  } > "$MARKDOWN"
+  echo
+  cat "$MARKDOWN"
+  echo
+  echo "(markdown written to $MARKDOWN)"
 }

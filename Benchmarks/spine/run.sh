@@ -136,18 +136,7 @@ summary() {
     echo "- $label: always/nginx = **$(ratio "$a" "$x")**, always/never = **$(ratio "$a" "$n")**; p99 (open loop, --fsync always) ${p99line[$label]}"
   done
 }
-mkdir -p "$(dirname "$MARKDOWN")"
-{
-  echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d), roost \`$BIN\`${BASELINE:+, baseline \`$BASELINE\`};" \
-    "wrk $THREADS threads × $CONNECTIONS connections, ${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
-    "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
-  echo
-  summary
-} > "$MARKDOWN"
-echo
-cat "$MARKDOWN"
-echo
-echo "(markdown written to $MARKDOWN)"
+write_report ", roost \`$BIN\`${BASELINE:+, baseline \`$BASELINE\`}"
 any_failed=0
 for variant in "${variants[@]}"; do [ -n "${failures[$variant]:-}" ] && any_failed=1; done
 for label in roost ${BASELINE:+baseline}; do [[ "${p99line[$label]}" == FAILED* ]] && any_failed=1; done

@@ -145,7 +145,7 @@ package final class LoopExecutor: SerialExecutor, Sendable {
     package static func wholeMillisecondsRoundedUp(_ duration: Duration) -> Int32 {
         guard duration > .zero else { return 0 }
         let nanoseconds = duration.wholeNanoseconds
-        return Int32(clamping: (nanoseconds + 999_999) / 1_000_000)
+        return Int32(clamping: nanoseconds / 1_000_000 + (nanoseconds % 1_000_000 > 0 ? 1 : 0))
     }
 }
 

@@ -22,13 +22,13 @@ public struct LoopInstant: Comparable, Hashable, Sendable, CustomStringConvertib
     }
 
     public static func + (lhs: LoopInstant, rhs: Duration) -> LoopInstant {
-        LoopInstant(nanoseconds: lhs.nanoseconds.addingSaturating(rhs.saturatedNanoseconds))
+        LoopInstant(nanoseconds: lhs.nanoseconds.addingSaturating(rhs.wholeNanoseconds))
     }
 
     public static func += (lhs: inout LoopInstant, rhs: Duration) { lhs = lhs + rhs }
 
     public static func - (lhs: LoopInstant, rhs: Duration) -> LoopInstant {
-        LoopInstant(nanoseconds: lhs.nanoseconds.subtractingSaturating(rhs.saturatedNanoseconds))
+        LoopInstant(nanoseconds: lhs.nanoseconds.subtractingSaturating(rhs.wholeNanoseconds))
     }
 
     /// The time from this instant to `other`.
@@ -37,17 +37,6 @@ public struct LoopInstant: Comparable, Hashable, Sendable, CustomStringConvertib
     public func advanced(by duration: Duration) -> LoopInstant { self + duration }
 
     public var description: String { "LoopInstant(\(nanoseconds) ns)" }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, `Int64.min`/`Int64.max` beyond
-    /// what 64 bits hold (about 292 years).
-    fileprivate var saturatedNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return whole.addingSaturating(attoseconds / 1_000_000_000)
-    }
 }
 
 extension Int64 {

@@ -36,9 +36,14 @@ package struct SystemWallClock: WallClock {
 }
 
 extension Duration {
-    /// The duration in whole nanoseconds (truncated toward zero).
+    /// The duration in whole nanoseconds (truncated toward zero), `Int64.min`
+    /// or `Int64.max` beyond what 64 bits hold (about 292 years): a limit of
+    /// "forever" converts instead of trapping.
     package var wholeNanoseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return sumOverflow ? (attoseconds < 0 ? .min : .max) : sum
     }
 }

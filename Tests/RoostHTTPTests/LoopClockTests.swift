@@ -40,4 +40,17 @@ struct LoopClockTests {
         // A limit of "forever" after now is later than any instant the clock gives.
         #expect(now + .seconds(Int64.max) > LoopInstant(nanoseconds: Int64.max - 1))
     }
+
+    @Test("durations convert to nanoseconds and to rounded-up milliseconds without trapping")
+    func durationConversions() {
+        #expect(Duration.milliseconds(1500).wholeNanoseconds == 1_500_000_000)
+        #expect(Duration.nanoseconds(-7).wholeNanoseconds == -7)
+        #expect(Duration.seconds(Int64.max).wholeNanoseconds == Int64.max)
+        #expect(Duration.seconds(Int64.min).wholeNanoseconds == Int64.min)
+        #expect(LoopExecutor.wholeMillisecondsRoundedUp(.zero) == 0)
+        #expect(LoopExecutor.wholeMillisecondsRoundedUp(.nanoseconds(1)) == 1)
+        #expect(LoopExecutor.wholeMillisecondsRoundedUp(.milliseconds(2)) == 2)
+        #expect(LoopExecutor.wholeMillisecondsRoundedUp(.nanoseconds(2_000_001)) == 3)
+        #expect(LoopExecutor.wholeMillisecondsRoundedUp(.seconds(Int64.max)) == Int32.max)
+    }
 }
