@@ -26,9 +26,8 @@ final class ServerShared: Sendable {
     private let tenantContentionNanoseconds: Int64
     /// The server's clock, which every loop reads.
     let clock: LoopClock
-    /// The instant `tenantsContendUntil` counts from.
-    private let origin: LoopInstant
-    /// Nanoseconds after `origin` until which tenants contend (`TenantShare`).
+    /// The instant (`LoopInstant.nanoseconds`) until which tenants contend
+    /// (`TenantShare`); 0 before any contention.
     private let tenantsContendUntil = Atomic<Int64>(0)
 
     /// Returns the loop that takes the next accepted connection: the loops
@@ -44,7 +43,6 @@ final class ServerShared: Sendable {
         clock: LoopClock = LoopClock(SystemMonotonicClock())
     ) {
         self.clock = clock
-        origin = clock.now
         precondition(connectionsMax >= 1, "connectionsMax \(connectionsMax) < 1")
         precondition(reservedMax >= 0, "reservedMax \(reservedMax) < 0")
         precondition(loopCount >= 1, "loopCount \(loopCount) < 1")
@@ -183,7 +181,7 @@ final class ServerShared: Sendable {
     /// Stored only when it moves the end by a tenth of the window or more,
     /// so that a steady mix of tenants does not write the line every request.
     func noteTenantsContend(now: LoopInstant) {
-        let until = (now - origin).wholeNanoseconds + tenantContentionNanoseconds
+        let until = now.nanoseconds + tenantContentionNanoseconds
         let stored = tenantsContendUntil.load(ordering: .relaxed)
         if until - stored >= tenantContentionNanoseconds / 10 {
             tenantsContendUntil.store(until, ordering: .relaxed)
@@ -192,7 +190,7 @@ final class ServerShared: Sendable {
 
     /// Whether tenants contend at `now` (a loop noted a switch within the window).
     func tenantsContend(now: LoopInstant) -> Bool {
-        (now - origin).wholeNanoseconds < tenantsContendUntil.load(ordering: .relaxed)
+        now.nanoseconds < tenantsContendUntil.load(ordering: .relaxed)
     }
 
     /// Loops that count as busy now (`TenantShare`).

@@ -7,6 +7,7 @@
 package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
     package static let millisecondsMin: Int64 = 0
     package static let millisecondsMax: Int64 = 253_402_300_799_999
+    static let millisecondsPerDay: Int64 = 86_400_000
 
     package let millisecondsSinceEpoch: Int64
 
@@ -65,8 +66,8 @@ package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertibl
     package func formatRFC3339(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         precondition(buffer.count >= Self.rfc3339Bytes, "RFC 3339 buffer of \(buffer.count) bytes")
         precondition(millisecondsSinceEpoch >= Self.millisecondsMin, "timestamp \(millisecondsSinceEpoch) before 1970")
-        let days = millisecondsSinceEpoch / 86_400_000
-        let millisecondsOfDay = UInt32(truncatingIfNeeded: millisecondsSinceEpoch % 86_400_000)
+        let days = millisecondsSinceEpoch / Self.millisecondsPerDay
+        let millisecondsOfDay = UInt32(truncatingIfNeeded: millisecondsSinceEpoch % Self.millisecondsPerDay)
         let (year, month, day) = Self.civil(fromDays: days)
         let secondsOfDay = millisecondsOfDay / 1000
         let milliseconds = millisecondsOfDay % 1000
@@ -189,7 +190,9 @@ package struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// for any day count, in 32-bit arithmetic, since no era before 1970
     /// occurs (a person read converts three or four dates a device).
     static func civil(fromDays dayCount: Int64) -> (year: UInt32, month: UInt32, day: UInt32) {
-        precondition(dayCount >= 0 && dayCount <= 2_932_896, "day \(dayCount) outside the timestamp domain")
+        precondition(
+            dayCount >= 0 && dayCount <= millisecondsMax / millisecondsPerDay,
+            "day \(dayCount) outside the timestamp domain")
         let z = UInt32(truncatingIfNeeded: dayCount) + 719_468
         let era = z / 146_097
         let dayOfEra = z - era * 146_097

@@ -122,12 +122,8 @@ extension DeviceStore {
         // The slots are put in creation order before any device is built:
         // sorting the built values moved each (a `Device` is a few hundred
         // bytes) several times, 1.4 % of a person read's CPU in `memmove`.
-        // The comparison captures the records alone: a closure that read
-        // `records` through `self` captured a copy of the whole store (every
-        // reference in it retained and released, 0.8 % of a person read).
         var slots = deviceSlots(ofPerson: personSlot)
-        let records = records
-        slots.sort { records[Int($0)].sequence < records[Int($1)].sequence }
+        sortByCreation(&slots)
         var devices: [Device] = []
         devices.reserveCapacity(slots.count)
         for slot in slots { devices.append(device(at: slot)) }
@@ -179,10 +175,9 @@ extension DeviceStore {
             guard let personSlot = personSlot(of: externalID) else {
                 return .success(DevicePage(devices: [], nextCursor: nil))
             }
-            let records = records  // captured alone, not the whole store (as in `person`)
-            let slots = deviceSlots(ofPerson: personSlot).filter { records[Int($0)].sequence > after }.sorted {
-                records[Int($0)].sequence < records[Int($1)].sequence
-            }
+            var slots = deviceSlots(ofPerson: personSlot)
+            slots.removeAll { records[Int($0)].sequence <= after }
+            sortByCreation(&slots)
             for (position, slot) in slots.enumerated() {
                 guard accept(slot), page.count == query.limit else { continue }
                 let more = position + 1 < slots.count
