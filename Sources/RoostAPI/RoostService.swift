@@ -336,7 +336,7 @@ public final class RoostService: HTTPResponder {
 struct ContinuationSink: HTTPReplySink {
     let continuation: CheckedContinuation<HTTPResponse, Never>
 
-    func send(_ response: HTTPResponse) {
+    func send(_ response: consuming HTTPResponse) {
         continuation.resume(returning: response)
     }
 }

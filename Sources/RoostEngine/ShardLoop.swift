@@ -198,15 +198,15 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     /// wait for the next round, and the loop wakes itself for it.
     private func runTurns(_ set: ShardSet) {
         guard !pendingShards.isEmpty else { return }
-        var stillPending: [Int] = []
         for shard in pendingShards {
             pending[shard].takeTurn(
                 max: ShardLoop.commandsPerTurnMax, perApp: ShardLoop.commandsPerAppPerPass, into: &turnCommands)
             run(turnCommands, on: set.shards[shard])
             turnCommands.removeAll(keepingCapacity: true)
-            if !pending[shard].isEmpty { stillPending.append(shard) }
         }
-        pendingShards = stillPending
+        // In place: the list keeps its storage from round to round (a new
+        // list of the shards still pending cost an allocation per round, issue 25).
+        pendingShards.removeAll { pending[$0].isEmpty }
         if !pendingShards.isEmpty { executor.wake() }
     }
 

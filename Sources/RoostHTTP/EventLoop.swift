@@ -118,6 +118,9 @@ final class EventLoop {
     /// evictable last; valid only within the batch of accepts or hand-overs
     /// that made it (one `now`).
     private var evictionCandidates = EvictionShortlist<LoopConnection>(capacity: EventLoop.evictionCandidatesPerScan)
+    /// The array the mailbox's answers are taken into, traded with the
+    /// mailbox's queue at every round (`LoopMailbox.takeAll(into:)`); empty between rounds.
+    private var deliveryStorage: [Delivery] = []
 
     init(
         epoll: Epoll, listener: FileDescriptor, siblings: [LoopMailbox], mailbox: LoopMailbox, shared: ServerShared,
@@ -206,7 +209,9 @@ final class EventLoop {
             }
         }
         // Streams started for connections that are gone: their producers must stop.
-        for delivery in mailbox.takeAll() {
+        var deliveries: [Delivery] = []
+        mailbox.takeAll(into: &deliveries)
+        for delivery in deliveries {
             switch delivery.payload {
             case .streamStart(_, _, let stream), .streamReady(let stream): stream.abortFromServer()
             case .response: break
@@ -467,10 +472,17 @@ final class EventLoop {
             }
         }
         evictionCandidates.removeAll()
-        let deliveries = mailbox.takeAll()
-        deliver(deliveries, now: now)
+        // Taken out of the property while delivering: a delivery can finish
+        // a round, which comes back here (it then starts from an empty array).
+        var taken: [Delivery] = []
+        swap(&taken, &deliveryStorage)
+        mailbox.takeAll(into: &taken)
+        let delivered = !taken.isEmpty
+        deliver(taken, now: now)
+        taken.removeAll(keepingCapacity: true)
+        deliveryStorage = taken
         if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
-        return !deliveries.isEmpty
+        return delivered
     }
 
     private func deliver(_ deliveries: [Delivery], now: LoopInstant) {

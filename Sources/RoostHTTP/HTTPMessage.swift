@@ -189,7 +189,7 @@ public enum HTTPRequestFailure: Sendable, Equatable {
 /// Exactly one `send` or `startStream` per request; answers go out in request order.
 public protocol HTTPReplySink: Sendable {
     /// Answers the request with a whole response.
-    func send(_ response: HTTPResponse)
+    func send(_ response: consuming HTTPResponse)
 
     /// The index (0..<eventLoopCount) of the event loop that read the request:
     /// the responder queues the request's engine work on that loop (its

@@ -199,12 +199,17 @@ enum ClusterReadGate {
 /// operator key the node's raw LSN (committed on the leader, applied
 /// elsewhere); and on a node that does not lead, `Roost-Lag-Ms`.
 enum ClusterHeaders {
+    /// The most fields `stamp` adds: node, epoch, position, lag.
+    static let fieldsMax = 4
+
     /// Adds the headers an answer does not carry already (the snapshot's own
     /// `Roost-Position` and `Roost-Epoch` name the file, and stay).
     static func stamp(
         _ headers: inout [(name: String, value: String)], _ cluster: any ClusterControl, index: IndexKey?
     ) {
         let status = cluster.localStatus
+        let countBefore = headers.count
+        defer { precondition(headers.count - countBefore <= fieldsMax, "cluster headers past fieldsMax") }
         func add(_ name: String, _ value: @autoclosure () -> String) {
             if !headers.contains(where: { $0.name == name }) { headers.append((name, value())) }
         }

@@ -19,13 +19,19 @@ package enum DeviceJSON {
     package static func write(
         _ device: Device, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true
     ) {
-        device.withStoredFields { fields in
-            writer.rawValue(maxBytes: DeviceLineWriter.bytesMax(fields), leavesObjectOpen: !closing) { buffer in
-                var line = DeviceLineWriter(buffer)
-                let fitted = line.write(fields, includeToken: includeToken, closing: closing, newline: false)
-                precondition(fitted, "a device's JSON past its bound")
-                return line.count
-            }
+        device.withStoredFields { fields in write(fields, includeToken: includeToken, into: &writer, closing: closing) }
+    }
+
+    /// Writes a stored device's JSON as the next value of `writer`, the same
+    /// bytes as its `Device` value's.
+    static func write(
+        _ fields: borrowing StoredDeviceFields, includeToken: Bool, into writer: inout JSONWriter, closing: Bool = true
+    ) {
+        writer.rawValue(maxBytes: DeviceLineWriter.bytesMax(fields), leavesObjectOpen: !closing) { buffer in
+            var line = DeviceLineWriter(buffer)
+            let fitted = line.write(fields, includeToken: includeToken, closing: closing, newline: false)
+            precondition(fitted, "a device's JSON past its bound")
+            return line.count
         }
     }
 
@@ -76,7 +82,8 @@ package enum DeviceJSON {
     /// as its strong `ETag` (spec §7).
     static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
         HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json"), ("ETag", IfMatch.entityTag(device))],
+            status: status,
+            headers: answerHeaders(("Content-Type", "application/json"), ("ETag", IfMatch.entityTag(device))),
             body: body(device, includeToken: includeToken))
     }
 }

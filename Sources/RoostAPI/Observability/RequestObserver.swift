@@ -41,6 +41,9 @@ package struct Exchange: Sendable {
 package final class RequestObserver: Sendable {
     /// The response header carrying the request id (every response).
     package static let requestIDHeader = "X-Request-Id"
+    /// The most header fields `finish` adds to an answer: `X-Request-Id`
+    /// and, in cluster mode, `ClusterHeaders.fieldsMax`.
+    package static let fieldsAddedMax = 1 + ClusterHeaders.fieldsMax
     /// The longest method token written to the access log; longer ones are cut.
     package static let loggedMethodBytesMax = 16
 
@@ -79,7 +82,9 @@ package final class RequestObserver: Sendable {
 
     /// Counts the answer to `exchange`, logs it when the access log is on,
     /// and returns `response` with `X-Request-Id`.
-    package func finish(_ exchange: Exchange, _ response: HTTPResponse) -> HTTPResponse {
+    /// Takes `response` (an answer's only copy: its header array grows in
+    /// place, into the room `answerHeaders` left).
+    package func finish(_ exchange: Exchange, _ response: consuming HTTPResponse) -> HTTPResponse {
         answered(exchange, status: response.status)
         var stamped = response
         stamped.headers.append((Self.requestIDHeader, exchange.requestID))
@@ -144,7 +149,7 @@ struct ObservedSink: HTTPReplySink {
     let observer: RequestObserver
     let exchange: Exchange
 
-    func send(_ response: HTTPResponse) {
+    func send(_ response: consuming HTTPResponse) {
         inner.send(observer.finish(exchange, response))
     }
 

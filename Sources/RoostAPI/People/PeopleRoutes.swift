@@ -45,11 +45,11 @@ struct PeopleRoutes: Sendable {
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
         return scope.command(.getPerson(externalID)) { outcome in
             guard case .person(let found) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
-            var writer = JSONWriter(reservingCapacity: 128 + found.devices.count * 720)
+            var writer = JSONWriter(reservingCapacity: 128 + found.stored.count * 720)
             PeopleRoutes.writePerson(found.person, into: &writer, closing: false)
             writer.key("devices")
             writer.beginArray()
-            for device in found.devices { DeviceJSON.write(device, includeToken: true, into: &writer) }
+            found.stored.forEach { fields in DeviceJSON.write(fields, includeToken: true, into: &writer) }
             writer.endArray()
             writer.endObject()
             return jsonResponse(200, writer)

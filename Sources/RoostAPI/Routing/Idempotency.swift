@@ -233,7 +233,7 @@ private struct RememberingSink: HTTPReplySink {
     let settings: AppSettings
     let gate: IdempotencyGate
 
-    func send(_ response: HTTPResponse) {
+    func send(_ response: consuming HTTPResponse) {
         guard (200..<300).contains(response.status) else {
             gate.inFlight.leave(tag.name)
             inner.send(response)
@@ -241,7 +241,7 @@ private struct RememberingSink: HTTPReplySink {
         }
         let work = ShardWork.index(
             index, settings: settings, .idempotent(tag, .answer(status: response.status, body: response.body)))
-        let (registry, inner, gate, tag) = (gate.registry, inner, gate, tag)
+        let (registry, inner, gate, tag, response) = (gate.registry, inner, gate, tag, copy response)
         Task {
             let outcomes = await registry.shardSet.perform(batch: [work])
             gate.inFlight.leave(tag.name)
@@ -325,7 +325,7 @@ private struct ReplayedReply: EngineReply {
 private struct ReplayedSink: HTTPReplySink {
     let inner: any HTTPReplySink
 
-    func send(_ response: HTTPResponse) {
+    func send(_ response: consuming HTTPResponse) {
         var marked = response
         marked.headers.append(Idempotency.replayedHeader)
         inner.send(marked)

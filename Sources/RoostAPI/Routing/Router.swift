@@ -222,23 +222,33 @@ package struct Router: Sendable {
         _ method: HTTPMethod, _ bytes: UnsafeBufferPointer<UInt8>, starts: UnsafeBufferPointer<Int>,
         ends: UnsafeBufferPointer<Int>
     ) -> Result<(Route, [String]), APIError> {
-        var allowed: [String] = []
-        for route in routesBySegmentCount[starts.count] {
-            guard Router.matches(route.pattern, bytes, starts, ends) else { continue }
-            let methodMatches = route.method == method || (method == .head && route.method == .get)
-            guard methodMatches else {
-                allowed.append(route.method.name)
-                continue
-            }
+        // Read in place, by index: `for route in` copied every candidate (its
+        // path, pattern and handler retained and released) on every request.
+        let candidates = routesBySegmentCount[starts.count]
+        for candidate in candidates.indices {
+            guard Router.matches(candidates[candidate].pattern, bytes, starts, ends),
+                Router.methodMatches(candidates[candidate].method, method)
+            else { continue }
             var parameters: [String] = []
-            for (index, pattern) in route.pattern.enumerated() where pattern == .parameter {
+            for (index, pattern) in candidates[candidate].pattern.enumerated() where pattern == .parameter {
                 let segment = UnsafeBufferPointer(rebasing: bytes[starts[index]..<ends[index]])
                 guard let decoded = percentDecoded(segment) else { return .failure(APIError.notFound()) }
                 parameters.append(decoded)
             }
-            return .success((route, parameters))
+            return .success((candidates[candidate], parameters))
+        }
+        // No route takes the method: the methods of the path's routes, listed
+        // only now (a found route allocated this list before, issue 25).
+        var allowed: [String] = []
+        for candidate in candidates.indices where Router.matches(candidates[candidate].pattern, bytes, starts, ends) {
+            allowed.append(candidates[candidate].method.name)
         }
         return .failure(allowed.isEmpty ? APIError.notFound() : APIError.methodNotAllowed(allowed))
+    }
+
+    /// A route declared for `declared` answers `requested` (`HEAD` is answered as `GET`).
+    private static func methodMatches(_ declared: HTTPMethod, _ requested: HTTPMethod) -> Bool {
+        declared == requested || (requested == .head && declared == .get)
     }
 
     private static func matches(

@@ -167,7 +167,21 @@ package enum RateLimitReason: String, Sendable, Equatable, CaseIterable {
 
 /// Returns a 2xx JSON response with the given body.
 package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
-    HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: writer.bytes)
+    HTTPResponse(status: status, headers: answerHeaders(("Content-Type", "application/json")), body: writer.bytes)
+}
+
+/// An answer's header fields, in an array with room for the fields
+/// `RequestObserver.finish` adds to every answer: an array built from a
+/// literal has its literal's size and grew (a second allocation) on every
+/// answer (issue 25).
+package func answerHeaders(
+    _ first: (name: String, value: String), _ second: (name: String, value: String)? = nil
+) -> [(name: String, value: String)] {
+    var headers: [(name: String, value: String)] = []
+    headers.reserveCapacity(2 + RequestObserver.fieldsAddedMax)
+    headers.append(first)
+    if let second { headers.append(second) }
+    return headers
 }
 
 extension APIError {

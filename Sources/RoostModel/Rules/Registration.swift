@@ -465,8 +465,17 @@ extension DeviceStore {
             personSlot = insertPerson(person)
             mutations.append(.personUpsert(person))
         }
+        // The person's record counts their devices: below the limit nothing
+        // is evicted, and their slots are not listed (issue 25: the list was
+        // an allocation and a walk of the person's devices on every bound
+        // registration).
+        let targetIsMember = target.map { records[Int($0)].person == personSlot } ?? false
+        guard Int(people[Int(personSlot)].deviceCount) - (targetIsMember ? 1 : 0) >= limit else {
+            return (personSlot, [])
+        }
         var members = deviceSlots(ofPerson: personSlot)
         if let target { members.removeAll { $0 == target } }  // in place: no second array
+        precondition(members.count == Int(people[Int(personSlot)].deviceCount) - (targetIsMember ? 1 : 0))
         var evicted: [DeviceID] = []
         while members.count >= limit, let victim = evictionVictim(among: members) {
             let id = device(at: victim).id

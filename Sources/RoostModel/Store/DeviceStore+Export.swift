@@ -32,6 +32,31 @@ package struct StoredDeviceFields {
     package var version: UInt32
     package var clientSequence: UInt64?
 
+    /// The fields whose bytes a pass lends (a store keeps them in its blobs or its records).
+    package enum VariableField: Int, CaseIterable, Sendable {
+        case token, installationID, externalID, tags
+    }
+
+    /// One of the variable fields' bytes.
+    package subscript(field: VariableField) -> UnsafeRawBufferPointer? {
+        get {
+            switch field {
+            case .token: token
+            case .installationID: installationID
+            case .externalID: externalID
+            case .tags: tags
+            }
+        }
+        set {
+            switch field {
+            case .token: token = newValue
+            case .installationID: installationID = newValue
+            case .externalID: externalID = newValue
+            case .tags: tags = newValue
+            }
+        }
+    }
+
     /// The bytes of the variable fields (what escaping can grow, at most 6×
     /// each): a renderer's bound is a constant plus 6 × this.
     package var variableBytes: Int {
@@ -108,7 +133,7 @@ extension DeviceStore {
         // reused from device to device: no closure over the store per device
         // (a closure that captured it copied the store's references each time).
         let scratch = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: 4 * Self.scratchRegionBytes, alignment: 8)
+            byteCount: StoredDeviceFields.VariableField.allCases.count * Self.scratchRegionBytes, alignment: 8)
         defer { scratch.deallocate() }
         var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
         var lastTaken = afterSequence
@@ -126,9 +151,28 @@ extension DeviceStore {
     /// The fields of the device at `slot`, its blobs copied into `scratch`
     /// (valid until the next call with the same scratch). O(1).
     private func fields(at slot: UInt32, scratch: UnsafeMutableRawBufferPointer) -> StoredDeviceFields {
+        var fields = fixedFields(at: slot)
+        for field in StoredDeviceFields.VariableField.allCases {
+            let target = UnsafeMutableRawBufferPointer(
+                rebasing: scratch[
+                    field.rawValue * Self.scratchRegionBytes..<(field.rawValue + 1) * Self.scratchRegionBytes])
+            let copied: UnsafeRawBufferPointer? = withVariableBytes(field, at: slot) { bytes in
+                guard let bytes else { return nil }
+                target.copyMemory(from: bytes)
+                return UnsafeRawBufferPointer(rebasing: target[..<bytes.count])
+            }
+            fields[field] = copied
+        }
+        return fields
+    }
+
+    /// The fields of the device at `slot` but its variable bytes (token,
+    /// installation id, external id, tags: nil here, `withVariableBytes`
+    /// gives them). O(1).
+    func fixedFields(at slot: UInt32) -> StoredDeviceFields {
         let record = records[Int(slot)]
         precondition(!record.isFree, "reading free device slot \(slot)")
-        var fields = StoredDeviceFields(
+        return StoredDeviceFields(
             id: DeviceID(appID: appID, mode: mode, platform: record.platform, sequence: record.sequence),
             environment: record.environment, token: nil,
             bundleID: record.bundleID == 0 ? nil : strings.string(record.bundleID), installationID: nil,
@@ -142,33 +186,30 @@ extension DeviceStore {
             invalidationReason: record.isInvalidated ? strings.string(record.invalidationReason) : nil,
             strikes: record.strikes, version: record.version,
             clientSequence: record.hasClientSequence ? clientSequence(at: slot) : nil)
-        func region(_ number: Int) -> UnsafeMutableRawBufferPointer {
-            UnsafeMutableRawBufferPointer(
-                rebasing: scratch[number * Self.scratchRegionBytes..<(number + 1) * Self.scratchRegionBytes])
-        }
-        if record.tokenLength > 0 {
-            let target = region(0)
-            let count = withTokenBytes(of: record) { bytes in
-                target.copyMemory(from: bytes)
-                return bytes.count
-            }
-            fields.token = UnsafeRawBufferPointer(rebasing: target[..<count])
-        }
-        fields.installationID = copy(record.installation, into: region(1))
-        if record.person != DeviceRecord.noSlot {
-            fields.externalID = copy(people[Int(record.person)].name, into: region(2))
-        }
-        fields.tags = copy(record.tags, into: region(3))
-        return fields
     }
 
-    /// The blob `ref` copied into `target`; nil for no blob.
-    private func copy(_ ref: BlobRef, into target: UnsafeMutableRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard !ref.isNone else { return nil }
-        let count = blobs.withBytes(ref) { bytes in
-            target.copyMemory(from: bytes)
-            return bytes.count
+    /// Calls `body` with the stored bytes of one variable field of the
+    /// device at `slot`, nil when it has none; valid only inside the call. O(1).
+    func withVariableBytes<Result>(
+        _ field: StoredDeviceFields.VariableField, at slot: UInt32, _ body: (UnsafeRawBufferPointer?) -> Result
+    ) -> Result {
+        let record = records[Int(slot)]
+        switch field {
+        case .token:
+            guard record.tokenLength > 0 else { return body(nil) }
+            return withTokenBytes(of: record) { body($0) }
+        case .installationID:
+            return withBlob(record.installation, body)
+        case .externalID:
+            guard record.person != DeviceRecord.noSlot else { return body(nil) }
+            return withBlob(people[Int(record.person)].name, body)
+        case .tags:
+            return withBlob(record.tags, body)
         }
-        return UnsafeRawBufferPointer(rebasing: target[..<count])
+    }
+
+    private func withBlob<Result>(_ ref: BlobRef, _ body: (UnsafeRawBufferPointer?) -> Result) -> Result {
+        guard !ref.isNone else { return body(nil) }
+        return blobs.withBytes(ref) { body($0) }
     }
 }
