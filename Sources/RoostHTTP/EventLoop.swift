@@ -712,7 +712,7 @@ final class EventLoop {
     /// finished, and calls the producer back. Returns false if the producer
     /// aborted: the connection is closed, cutting the response.
     private func pump(_ stream: LoopBodyStream, into connection: LoopConnection, now: LoopInstant) -> Bool {
-        let taken = stream.take(outputBytes: connection.machine.pendingOutputBytes)
+        var taken = stream.take(outputBytes: connection.machine.pendingOutputBytes)
         if taken.aborted {
             close(connection)
             return false
@@ -720,6 +720,10 @@ final class EventLoop {
         if !taken.chunks.isEmpty || taken.finished {
             connection.machine.appendStreamBody(taken.chunks, finished: taken.finished, now: now)
         }
+        // The chunks are copied: let go of them before the producer is called
+        // back, so that it may render the next chunk into the same memory
+        // (`ExportChunkStorage`).
+        taken.chunks = []
         shared.noteStreamQueued(connection.machine.pendingOutputBytes + taken.queuedBytes)
         taken.waiter?(.writable)
         return true

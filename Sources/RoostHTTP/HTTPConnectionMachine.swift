@@ -434,7 +434,12 @@ package struct HTTPConnectionMachine {
         output.offset += count
         if output.offset == output.bytes.count {
             // An idle connection keeps a small buffer, not its largest answer's.
-            output.bytes.removeAll(keepingCapacity: output.bytes.capacity <= limits.bufferBytesRetainedMax)
+            // A stream keeps its buffer until it ends: its next chunk needs
+            // the same room, and a buffer above the allocator's mapped-block
+            // size (`MemoryAllocator`) came back as fresh pages, each a fault
+            // (13 % of an export's CPU, issue 25).
+            output.bytes.removeAll(
+                keepingCapacity: output.bytes.capacity <= limits.bufferBytesRetainedMax || activeStreamState != nil)
             output.offset = 0
         } else {
             // A short write means the socket buffer is full: wait for writability.

@@ -36,13 +36,18 @@ package enum HTTPResponseWriter {
     /// An empty chunk would end the body, so it is refused.
     static func appendChunk(_ chunk: [UInt8], to out: inout [UInt8]) {
         precondition(!chunk.isEmpty, "an empty chunk would end the body")
-        var digits: [UInt8] = []
-        var rest = chunk.count
-        while rest > 0 {
-            digits.append(hexDigits[rest & 15])
-            rest >>= 4
+        // The size's hex digits, most significant first, formatted on the
+        // stack (an array per chunk before, issue 25).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * MemoryLayout<Int>.size) { digits in
+            var start = digits.count
+            var rest = chunk.count
+            while rest > 0 {
+                start -= 1
+                digits[start] = hexDigits[rest & 15]
+                rest >>= 4
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
         }
-        out.append(contentsOf: digits.reversed())
         out.append(contentsOf: crlf)
         out.append(contentsOf: chunk)
         out.append(contentsOf: crlf)

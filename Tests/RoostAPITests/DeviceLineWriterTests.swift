@@ -79,6 +79,23 @@ struct DeviceLineWriterTests {
             #expect(joined == whole.chunk, "chunks of \(bytes) bytes")
             #expect(chunks > 1)
         }
+        // Each chunk rendered into the previous one's memory once nothing
+        // else holds it (`ExportChunkStorage`): the same bytes, one buffer.
+        var joined: [UInt8] = []
+        var storage: [UInt8] = []
+        var buffers = Set<UnsafeRawPointer>()
+        var after: UInt64? = 0
+        let scratch = StoredFieldsScratch()
+        while let sequence = after {
+            let (chunk, next) = DeviceExport.render(
+                view, after: sequence, bytes: 10_000, reusing: consume storage, scratch: scratch)
+            joined += chunk
+            chunk.withUnsafeBytes { if let base = $0.baseAddress { buffers.insert(base) } }
+            storage = chunk
+            after = next
+        }
+        #expect(joined == whole.chunk)
+        #expect(buffers.count == 1, "\(buffers.count) buffers for the chunks of one export")
     }
 }
 

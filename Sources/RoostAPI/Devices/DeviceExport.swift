@@ -111,8 +111,9 @@ struct DeviceExport: Sendable {
 
     /// Writes the chunk after `sequence`, then (once the stream has taken
     /// it) the next; finishes the stream and gives the slot back at the end.
-    func send(after sequence: UInt64, to stream: any HTTPBodyStream) {
-        let (chunk, next) = Self.render(view, after: sequence)
+    func send(after sequence: UInt64, to stream: any HTTPBodyStream, storage: ExportChunkStorage = ExportChunkStorage())
+    {
+        let (chunk, next) = Self.render(view, after: sequence, reusing: storage.take(), scratch: storage.scratch)
         guard let next else {
             slots.give(for: app)
             if chunk.isEmpty {
@@ -122,29 +123,63 @@ struct DeviceExport: Sendable {
             }
             return
         }
+        storage.keep(chunk)
         stream.write(chunk) { signal in
             guard signal == .writable else {
                 slots.give(for: app)  // the client went away: the view goes with this closure
                 return
             }
-            self.send(after: next, to: stream)
+            self.send(after: next, to: stream, storage: storage)
         }
     }
 
     /// Renders the devices of `view` created after `sequence` as NDJSON
     /// lines, tokens included, until the next might not fit a chunk of
     /// `bytes`; returns the chunk and the sequence to continue after (nil:
-    /// every device is in it).
+    /// every device is in it). The chunk is rendered into `storage`'s memory
+    /// when nothing else holds it (the previous chunk, once the connection
+    /// took it).
     static func render(
-        _ view: IndexExportView, after sequence: UInt64, bytes: Int = chunkBytes
+        _ view: IndexExportView, after sequence: UInt64, bytes: Int = chunkBytes,
+        reusing storage: consuming [UInt8] = [],
+        scratch: StoredFieldsScratch = StoredFieldsScratch()
     ) -> (chunk: [UInt8], next: UInt64?) {
         var next: UInt64? = nil
-        let chunk = [UInt8](unsafeUninitializedCapacity: bytes) { buffer, initialized in
-            var writer = DeviceLineWriter(buffer)
-            next = view.forEachDevice(afterSequence: sequence) { writer.write($0) }
-            initialized = writer.count
+        var chunk = storage
+        chunk.removeAll(keepingCapacity: true)
+        chunk.append(addingCapacity: bytes) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                var writer = DeviceLineWriter(UnsafeMutableBufferPointer(rebasing: buffer[0..<bytes]))
+                next = view.forEachDevice(afterSequence: sequence, scratch: scratch) { writer.write($0) }
+                initialized = writer.count
+            }
         }
         precondition(next == nil || !chunk.isEmpty, "a device line longer than an export chunk of \(bytes) bytes")
         return (chunk, next)
+    }
+}
+
+/// The memory an export hands from one chunk to the next, and the scratch
+/// its passes over the store copy fields into (`StoredFieldsScratch`). Once the
+/// connection copied a chunk into its output, the stream holds it no more
+/// and the next chunk is rendered into the same memory: a fresh 256 KiB
+/// buffer per chunk was mapped and faulted in page by page (the allocator
+/// maps blocks that large, `MemoryAllocator`), and with the connection's
+/// output the page faults were 13 % of an export's CPU (issue 25).
+/// @unchecked: an export's chunks are written one at a time (the stream
+/// takes a write only after the previous write's `whenWritable`), so one
+/// thread at a time touches it.
+final class ExportChunkStorage: @unchecked Sendable {
+    private var bytes: [UInt8] = []
+    let scratch = StoredFieldsScratch()
+
+    /// Keeps a reference to the chunk just written.
+    func keep(_ chunk: [UInt8]) { bytes = chunk }
+
+    /// The kept chunk, given up by the storage (its memory is reused when the stream let go of it).
+    func take() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &bytes)
+        return taken
     }
 }

@@ -114,27 +114,40 @@ extension IndexExportView {
     /// continue after (the last device `body` took), nil when every device
     /// was taken. O(devices taken + log devices).
     package func forEachDevice(
-        afterSequence: UInt64, _ body: (borrowing StoredDeviceFields) -> Bool
+        afterSequence: UInt64, scratch: StoredFieldsScratch = StoredFieldsScratch(),
+        _ body: (borrowing StoredDeviceFields) -> Bool
     ) -> UInt64? {
-        store.forEachStoredDevice(afterSequence: afterSequence, body)
+        store.forEachStoredDevice(afterSequence: afterSequence, scratch: scratch.memory, body)
     }
 }
 
-extension DeviceStore {
-    /// Bytes of scratch memory per variable field a pass copies out of the
-    /// blobs (a blob's length is a `UInt16`): token, installation id,
-    /// external id, tags.
-    private static let scratchRegionBytes = Int(UInt16.max) + 1
+/// The memory a pass over a store copies each device's variable fields
+/// into (one region per field, reused from device to device: no closure
+/// over the store per device, which copied the store's references each
+/// time). An export keeps one for all its chunks: a fresh one per chunk
+/// was a block the allocator maps, faulted in and unmapped each time
+/// (issue 25). One pass at a time uses it.
+package final class StoredFieldsScratch {
+    /// Bytes per variable field (a blob's length is a `UInt16`).
+    static let regionBytes = Int(UInt16.max) + 1
 
+    let memory: UnsafeMutableRawBufferPointer
+
+    package init() {
+        memory = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: StoredDeviceFields.VariableField.allCases.count * Self.regionBytes, alignment: 8)
+    }
+
+    deinit { memory.deallocate() }
+}
+
+extension DeviceStore {
     func forEachStoredDevice(
-        afterSequence: UInt64, _ body: (borrowing StoredDeviceFields) -> Bool
+        afterSequence: UInt64, scratch: UnsafeMutableRawBufferPointer, _ body: (borrowing StoredDeviceFields) -> Bool
     ) -> UInt64? {
-        // The variable fields are copied into scratch memory, one region each,
-        // reused from device to device: no closure over the store per device
-        // (a closure that captured it copied the store's references each time).
-        let scratch = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: StoredDeviceFields.VariableField.allCases.count * Self.scratchRegionBytes, alignment: 8)
-        defer { scratch.deallocate() }
+        precondition(
+            scratch.count >= StoredDeviceFields.VariableField.allCases.count * StoredFieldsScratch.regionBytes,
+            "scratch of \(scratch.count) bytes")
         var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
         var lastTaken = afterSequence
         while position < order.count {
@@ -153,9 +166,9 @@ extension DeviceStore {
     private func fields(at slot: UInt32, scratch: UnsafeMutableRawBufferPointer) -> StoredDeviceFields {
         var fields = fixedFields(at: slot)
         for field in StoredDeviceFields.VariableField.allCases {
+            let regionStart = field.rawValue * StoredFieldsScratch.regionBytes
             let target = UnsafeMutableRawBufferPointer(
-                rebasing: scratch[
-                    field.rawValue * Self.scratchRegionBytes..<(field.rawValue + 1) * Self.scratchRegionBytes])
+                rebasing: scratch[regionStart..<regionStart + StoredFieldsScratch.regionBytes])
             let copied: UnsafeRawBufferPointer? = withVariableBytes(field, at: slot) { bytes in
                 guard let bytes else { return nil }
                 target.copyMemory(from: bytes)
