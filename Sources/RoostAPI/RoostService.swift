@@ -394,7 +394,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
 
     private struct Waiting {
         var answer: EngineAnswer
-        var sink: any HTTPReplySink
+        var sink: ObservedSink
         var parts: Parts
         var missing: Int
         var failed = false
@@ -403,7 +403,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// A request whose outcomes are all in, waiting to be rendered.
     private struct Complete {
         var answer: EngineAnswer
-        var sink: any HTTPReplySink
+        var sink: ObservedSink
         var parts: Parts
         /// The log could not take a write among them.
         var failed: Bool
@@ -442,7 +442,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// Queues a request's work for the end of this round. `wake` asks for a
     /// round when the caller runs outside the loop's dispatch (a stream's
     /// callback): the loop would otherwise sleep with the work queued.
-    func submit(_ work: [ShardWork], answer: EngineAnswer, sink: any HTTPReplySink, wake: Bool) {
+    func submit(_ work: [ShardWork], answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
         loop.executor.preconditionOnLoop("LoopRequests.submit")
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
@@ -484,10 +484,10 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     private func renderComplete() {
         while !complete.isEmpty, let entry = complete.next(now: clock.now) {
             if entry.failed {
-                entry.answer.finish(nil, LoopReply(requests: self, sink: entry.sink))
+                entry.answer.finish(nil, LoopReply(requests: self, observed: entry.sink))
             } else {
                 entry.parts.write(into: &rendering)
-                entry.answer.finish(rendering, LoopReply(requests: self, sink: entry.sink))
+                entry.answer.finish(rendering, LoopReply(requests: self, observed: entry.sink))
             }
         }
         if !complete.isEmpty && !wakeAsked {
@@ -497,13 +497,16 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     }
 }
 
-/// The reply handle of a request on an engine loop.
+/// The reply handle of a request on an engine loop: two references, so it
+/// travels as an `any EngineReply` without a box (issue 25).
 struct LoopReply: EngineReply {
     let requests: LoopRequests
-    let sink: any HTTPReplySink
+    let observed: ObservedSink
+
+    var sink: any HTTPReplySink { observed }
 
     func submit(_ work: [ShardWork], answer: EngineAnswer) {
-        requests.submit(work, answer: answer, sink: sink, wake: true)
+        requests.submit(work, answer: answer, sink: observed, wake: true)
     }
 }
 

@@ -144,10 +144,20 @@ package final class RequestObserver: Sendable {
 
 /// The sink a deferred request answers through: it counts and stamps the
 /// answer (`RequestObserver.finish`) and passes it on to the server's sink.
-struct ObservedSink: HTTPReplySink {
+/// A class: a request allocates it once, where a struct this size was boxed
+/// each time it became an `any HTTPReplySink`, and a one-word reference
+/// keeps `LoopReply` small enough to travel as an `any EngineReply`
+/// without a box of its own (issue 25).
+final class ObservedSink: HTTPReplySink {
     let inner: any HTTPReplySink
     let observer: RequestObserver
     let exchange: Exchange
+
+    init(inner: any HTTPReplySink, observer: RequestObserver, exchange: Exchange) {
+        self.inner = inner
+        self.observer = observer
+        self.exchange = exchange
+    }
 
     func send(_ response: consuming HTTPResponse) {
         inner.send(observer.finish(exchange, response))

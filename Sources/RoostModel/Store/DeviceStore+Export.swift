@@ -35,6 +35,10 @@ package struct StoredDeviceFields {
     /// The fields whose bytes a pass lends (a store keeps them in its blobs or its records).
     package enum VariableField: Int, CaseIterable, Sendable {
         case token, installationID, externalID, tags
+
+        /// Every case, built once: `allCases` builds its array at each call
+        /// (an allocation per device in a debug build, where passes loop over it).
+        package static let all = allCases
     }
 
     /// One of the variable fields' bytes.
@@ -135,7 +139,7 @@ package final class StoredFieldsScratch {
 
     package init() {
         memory = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: StoredDeviceFields.VariableField.allCases.count * Self.regionBytes, alignment: 8)
+            byteCount: StoredDeviceFields.VariableField.all.count * Self.regionBytes, alignment: 8)
     }
 
     deinit { memory.deallocate() }
@@ -146,7 +150,7 @@ extension DeviceStore {
         afterSequence: UInt64, scratch: UnsafeMutableRawBufferPointer, _ body: (borrowing StoredDeviceFields) -> Bool
     ) -> UInt64? {
         precondition(
-            scratch.count >= StoredDeviceFields.VariableField.allCases.count * StoredFieldsScratch.regionBytes,
+            scratch.count >= StoredDeviceFields.VariableField.all.count * StoredFieldsScratch.regionBytes,
             "scratch of \(scratch.count) bytes")
         var position = afterSequence == UInt64.max ? order.count : lowerBound(in: order, afterSequence + 1)
         var lastTaken = afterSequence
@@ -164,19 +168,53 @@ extension DeviceStore {
     /// The fields of the device at `slot`, its blobs copied into `scratch`
     /// (valid until the next call with the same scratch). O(1).
     private func fields(at slot: UInt32, scratch: UnsafeMutableRawBufferPointer) -> StoredDeviceFields {
+        // Field by field, not a loop over the cases: a debug build allocated
+        // for each element read of the cases' array (the allocation budget's
+        // debug ceiling counts it).
         var fields = fixedFields(at: slot)
-        for field in StoredDeviceFields.VariableField.allCases {
-            let regionStart = field.rawValue * StoredFieldsScratch.regionBytes
-            let target = UnsafeMutableRawBufferPointer(
-                rebasing: scratch[regionStart..<regionStart + StoredFieldsScratch.regionBytes])
-            let copied: UnsafeRawBufferPointer? = withVariableBytes(field, at: slot) { bytes in
-                guard let bytes else { return nil }
-                target.copyMemory(from: bytes)
-                return UnsafeRawBufferPointer(rebasing: target[..<bytes.count])
-            }
-            fields[field] = copied
-        }
+        fields.token = copiedVariableBytes(.token, at: slot, scratch: scratch)
+        fields.installationID = copiedVariableBytes(.installationID, at: slot, scratch: scratch)
+        fields.externalID = copiedVariableBytes(.externalID, at: slot, scratch: scratch)
+        fields.tags = copiedVariableBytes(.tags, at: slot, scratch: scratch)
         return fields
+    }
+
+    /// One variable field's bytes copied into its region of `scratch`; nil when the device has none.
+    private func copiedVariableBytes(
+        _ field: StoredDeviceFields.VariableField, at slot: UInt32, scratch: UnsafeMutableRawBufferPointer
+    ) -> UnsafeRawBufferPointer? {
+        let regionStart = field.rawValue * StoredFieldsScratch.regionBytes
+        let target = UnsafeMutableRawBufferPointer(
+            rebasing: scratch[regionStart..<regionStart + StoredFieldsScratch.regionBytes])
+        guard let count = copyVariableBytes(field, at: slot, into: target) else { return nil }
+        return UnsafeRawBufferPointer(rebasing: target[..<count])
+    }
+
+    /// Copies one variable field's stored bytes into `target` (at least a
+    /// blob's largest size); returns their count, nil when the device has
+    /// none. Not generic, unlike `withVariableBytes`: a pass calls it four
+    /// times a device, and a debug build allocated for each generic call.
+    private func copyVariableBytes(
+        _ field: StoredDeviceFields.VariableField, at slot: UInt32, into target: UnsafeMutableRawBufferPointer
+    ) -> Int? {
+        let record = records[Int(slot)]
+        let ref: BlobRef
+        switch field {
+        case .token:
+            guard record.tokenLength > 0 else { return nil }
+            return withTokenBytes(of: record) { bytes in
+                target.copyMemory(from: bytes)
+                return bytes.count
+            }
+        case .installationID: ref = record.installation
+        case .externalID: ref = record.person == DeviceRecord.noSlot ? .none : people[Int(record.person)].name
+        case .tags: ref = record.tags
+        }
+        guard !ref.isNone else { return nil }
+        return blobs.withBytes(ref) { bytes in
+            target.copyMemory(from: bytes)
+            return bytes.count
+        }
     }
 
     /// The fields of the device at `slot` but its variable bytes (token,

@@ -66,7 +66,7 @@ package struct StoredDevices: Sendable {
         var entry = Entry(
             fields: fields, spans: (.absent, .absent, .absent, .absent),
             installationSecretDigest: digestSlot == DeviceRecord.noSlot ? nil : store.digests[Int(digestSlot)])
-        for field in StoredDeviceFields.VariableField.allCases {
+        for field in StoredDeviceFields.VariableField.all {
             store.withVariableBytes(field, at: slot) { stored in
                 guard let stored else { return }
                 precondition(bytes.count + stored.count < Int(UInt32.max), "stored devices past 4 GiB")
@@ -83,7 +83,7 @@ package struct StoredDevices: Sendable {
         bytes.withUnsafeBytes { base in
             for index in entries.indices {
                 var fields = entries[index].fields
-                for field in StoredDeviceFields.VariableField.allCases {
+                for field in StoredDeviceFields.VariableField.all {
                     let span = entries[index].span(field)
                     guard !span.isAbsent else { continue }
                     fields[field] = UnsafeRawBufferPointer(
