@@ -228,8 +228,11 @@ final class ClusterRun {
         let report = ClusterChecker.check(history, final)
         if let out = options.out { try FileOutput.write(history.json(), to: out) }
         for line in report.lines(history) { StandardStreams.out(line) }
+        // The checker again, on this run's history with its final state damaged: it must name each damage.
+        let proof = ClusterCheckerProof.run(history, final)
+        for line in proof.lines { StandardStreams.out(line) }
         for incident in incidents { StandardStreams.out("  INCIDENT: \(incident)") }
-        let passed = report.passed && incidents.isEmpty
+        let passed = report.passed && incidents.isEmpty && proof.passed
         printTotals(report: report, counts: counts, stopExits: stopExits, passed: passed)
         if passed && createdDirectory && !options.keepData {
             TemporaryDirectory.remove(directory)

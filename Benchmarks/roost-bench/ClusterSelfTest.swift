@@ -98,6 +98,11 @@ enum ClusterSelfTest {
         }
 
         func check() -> ClusterCheckReport {
+            ClusterChecker.check(ClusterHistory(operations), final())
+        }
+
+        /// Every node's final state: its export as NDJSON, its feed and epochs.
+        func final() -> ClusterFinalState {
             var nodes: [ClusterFinalNode] = []
             for (index, name) in Self.nodes.enumerated() {
                 let body = exports[index].map { #"{"id":"\#($0.id)","token":"\#($0.token)","platform":"ios"}"# + "\n" }
@@ -107,7 +112,7 @@ enum ClusterSelfTest {
                         node: name, exportBody: Array(body.utf8), exportCursor: exportCursor, feed: feeds[index],
                         electedEpochs: elected[index]))
             }
-            return ClusterChecker.check(ClusterHistory(operations), ClusterFinalState(nodes: nodes))
+            return ClusterFinalState(nodes: nodes)
         }
     }
 
@@ -126,6 +131,17 @@ enum ClusterSelfTest {
         }
         let clean = Synthetic.clean()
         expect("a clean history with a failover, a retry, a replay and a deletion", [], clean)
+        // The live run's proof (`ClusterCheckerProof`) on the clean history: both damages found.
+        cases += 1
+        let proof = ClusterCheckerProof.run(ClusterHistory(clean.operations), clean.final())
+        if !proof.passed || proof.lines.count != 2 {
+            failures.append("the checker's proof on the clean history: \(proof.lines.joined(separator: "; "))")
+        }
+        // ... and refused on a history with nothing acknowledged to damage.
+        cases += 1
+        if ClusterCheckerProof.run(ClusterHistory([]), clean.final()).passed {
+            failures.append("the checker's proof passed on a history that acknowledged nothing")
+        }
 
         var lost = clean
         lost.add(.register, to: 1, status: 201, epoch: 7, position: 7, key: "k6", token: 6, device: 6)

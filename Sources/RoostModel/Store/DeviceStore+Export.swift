@@ -186,35 +186,13 @@ extension DeviceStore {
         let regionStart = field.rawValue * StoredFieldsScratch.regionBytes
         let target = UnsafeMutableRawBufferPointer(
             rebasing: scratch[regionStart..<regionStart + StoredFieldsScratch.regionBytes])
-        guard let count = copyVariableBytes(field, at: slot, into: target) else { return nil }
-        return UnsafeRawBufferPointer(rebasing: target[..<count])
-    }
-
-    /// Copies one variable field's stored bytes into `target` (at least a
-    /// blob's largest size); returns their count, nil when the device has
-    /// none. Not generic, unlike `withVariableBytes`: a pass calls it four
-    /// times a device, and a debug build allocated for each generic call.
-    private func copyVariableBytes(
-        _ field: StoredDeviceFields.VariableField, at slot: UInt32, into target: UnsafeMutableRawBufferPointer
-    ) -> Int? {
-        let record = records[Int(slot)]
-        let ref: BlobRef
-        switch field {
-        case .token:
-            guard record.tokenLength > 0 else { return nil }
-            return withTokenBytes(of: record) { bytes in
-                target.copyMemory(from: bytes)
-                return bytes.count
-            }
-        case .installationID: ref = record.installation
-        case .externalID: ref = record.person == DeviceRecord.noSlot ? .none : people[Int(record.person)].name
-        case .tags: ref = record.tags
-        }
-        guard !ref.isNone else { return nil }
-        return blobs.withBytes(ref) { bytes in
+        let count: Int? = withVariableBytes(field, at: slot) { bytes in
+            guard let bytes else { return nil }
             target.copyMemory(from: bytes)
             return bytes.count
         }
+        guard let count else { return nil }
+        return UnsafeRawBufferPointer(rebasing: target[..<count])
     }
 
     /// The fields of the device at `slot` but its variable bytes (token,
