@@ -442,7 +442,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// Queues a request's work for the end of this round. `wake` asks for a
     /// round when the caller runs outside the loop's dispatch (a stream's
     /// callback): the loop would otherwise sleep with the work queued.
-    func submit(_ work: [ShardWork], answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
+    func submit(_ work: EngineWork, answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
         loop.executor.preconditionOnLoop("LoopRequests.submit")
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
@@ -505,7 +505,7 @@ struct LoopReply: EngineReply {
 
     var sink: any HTTPReplySink { observed }
 
-    func submit(_ work: [ShardWork], answer: EngineAnswer) {
+    func submit(_ work: EngineWork, answer: EngineAnswer) {
         requests.submit(work, answer: answer, sink: observed, wake: true)
     }
 }
@@ -516,12 +516,13 @@ struct CallerReply: EngineReply {
     let registry: Registry
     let sink: any HTTPReplySink
 
-    func submit(_ work: [ShardWork], answer: EngineAnswer) {
+    func submit(_ work: EngineWork, answer: EngineAnswer) {
         precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
         let registry = registry
         let reply = self
+        let batch = Array(work)
         Task {
-            let outcomes = await registry.shardSet.perform(batch: work)
+            let outcomes = await registry.shardSet.perform(batch: batch)
             let acknowledged = outcomes.compactMap { $0 }
             answer.finish(acknowledged.count == outcomes.count ? acknowledged : nil, reply)
         }

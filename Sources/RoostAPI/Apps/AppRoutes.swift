@@ -97,9 +97,9 @@ package struct AppRoutes: Sendable {
     /// waits for the log, by the wait for its LSN: the answer goes out only
     /// once both are acknowledged (503 when either cannot be). The catalog's
     /// record precedes the engine's in the log, so it is normally done first.
-    static func work(_ work: [ShardWork], after ticket: CommitTicket?) -> [ShardWork] {
-        guard case .pending(let lsn)? = ticket else { return work }
-        return work + [.awaitLog(lsn)]
+    static func work(_ work: [ShardWork], after ticket: CommitTicket?) -> EngineWork {
+        guard case .pending(let lsn)? = ticket else { return EngineWork(work) }
+        return EngineWork(work + [.awaitLog(lsn)])
     }
 
     /// Answers the app with its counts (keys and devices) in `modes`, read

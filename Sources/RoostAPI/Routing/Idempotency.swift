@@ -317,7 +317,7 @@ private struct ReplayedReply: EngineReply {
     let inner: any EngineReply
     let sink: any HTTPReplySink
 
-    func submit(_ work: [ShardWork], answer: EngineAnswer) {
+    func submit(_ work: EngineWork, answer: EngineAnswer) {
         inner.submit(work, answer: answer)
     }
 }

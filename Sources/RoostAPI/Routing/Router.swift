@@ -28,7 +28,7 @@ package enum RouteOutcome: Sendable {
     case response(HTTPResponse)
     /// Work for the engine (values); `answer` runs on the loop that read the
     /// request with the outcomes in order.
-    case engine([ShardWork], answer: EngineAnswer)
+    case engine(EngineWork, answer: EngineAnswer)
     /// Work that runs on a task of its own, off the loop, and answers through
     /// the sink (a CSV import: parsing is real work).
     case detached(@Sendable (any HTTPReplySink) -> Void)
@@ -41,7 +41,7 @@ package enum RouteOutcome: Sendable {
         switch ticket {
         case .acknowledged: .response(render())
         case .refused: .response(APIError.logUnavailable.response)
-        case .pending(let lsn): .engine([.awaitLog(lsn)], answer: .rendering { _ in render() })
+        case .pending(let lsn): .engine(EngineWork(.awaitLog(lsn)), answer: .rendering { _ in render() })
         }
     }
 
@@ -51,7 +51,7 @@ package enum RouteOutcome: Sendable {
         _ key: IndexKey, settings: AppSettings, _ command: Command,
         render: @escaping @Sendable (Outcome) -> HTTPResponse
     ) -> RouteOutcome {
-        .engine([.index(key, settings: settings, command)], answer: .rendering(render))
+        .engine(EngineWork(.index(key, settings: settings, command)), answer: .rendering(render))
     }
 }
 
@@ -80,7 +80,48 @@ package struct EngineAnswer: Sendable {
 /// import), answered on the same loop.
 package protocol EngineReply: Sendable {
     var sink: any HTTPReplySink { get }
-    func submit(_ work: [ShardWork], answer: EngineAnswer)
+    func submit(_ work: EngineWork, answer: EngineAnswer)
+}
+
+/// The shard work of one request, in order: nearly always one item, held
+/// inline (an array per request was an allocation, issue 25), or several
+/// (an app's both modes, a removal and its catalog record's wait). An array
+/// literal makes one from several items.
+package struct EngineWork: Sendable, RandomAccessCollection, ExpressibleByArrayLiteral {
+    private enum Storage: Sendable {
+        case one(ShardWork)
+        case many([ShardWork])
+    }
+
+    private let storage: Storage
+
+    /// One item, inline.
+    package init(_ item: ShardWork) { storage = .one(item) }
+
+    /// Several items (or one, in an array already built).
+    package init(_ items: [ShardWork]) {
+        storage = items.count == 1 ? .one(items[0]) : .many(items)
+    }
+
+    package init(arrayLiteral items: ShardWork...) { self.init(items) }
+
+    package var startIndex: Int { 0 }
+
+    package var endIndex: Int {
+        switch storage {
+        case .one: 1
+        case .many(let items): items.count
+        }
+    }
+
+    package subscript(position: Int) -> ShardWork {
+        switch storage {
+        case .one(let item):
+            precondition(position == 0, "engine work item \(position) of 1")
+            return item
+        case .many(let items): return items[position]
+        }
+    }
 }
 
 /// A handler answers one request or throws an API error.
