@@ -36,13 +36,9 @@ package enum EngineRecord: Equatable, Sendable {
     package func encoded() -> [UInt8] {
         switch self {
         case .mutation(let key, let mutation):
-            // The mutation is encoded straight after the framing: one buffer,
-            // allocated once for a typical record (issue 25's allocation budget).
-            var writer = Self.header(
-                kind: 1, app: key.app, capacity: Self.mutationOffset + MutationCodec.encodedBytesReserved)
-            writer.u8(key.mode.rawValue)
-            MutationCodec.encode(mutation, into: &writer)
-            return writer.bytes
+            var bytes: [UInt8] = []
+            Self.encodeMutation(mutation, of: key, into: &bytes)
+            return bytes
         case .appRemoved(let app):
             return Self.header(kind: 2, app: app, capacity: 6).bytes
         case .indexSize(let key, let devices, let people):
@@ -95,10 +91,31 @@ package enum EngineRecord: Equatable, Sendable {
     /// A writer holding version, `kind` and `app`.
     private static func header(kind: UInt8, app: AppID, capacity: Int) -> LittleEndianWriter {
         var writer = LittleEndianWriter(capacity: capacity)
+        writeHeader(kind: kind, app: app, into: &writer)
+        return writer
+    }
+
+    private static func writeHeader(kind: UInt8, app: AppID, into writer: inout LittleEndianWriter) {
         writer.u8(formatVersion)
         writer.u8(kind)
         writer.u32(app.rawValue)
-        return writer
+    }
+
+    /// Writes the record of `mutation` on `key`'s index into `buffer`,
+    /// emptied first: the bytes `EngineRecord.mutation(key, mutation).encoded()`
+    /// returns. The mutation is encoded straight after the framing, into
+    /// `buffer`'s memory when nothing else holds it (a shard reuses its
+    /// records' buffers from turn to turn, issue 25), else into one buffer
+    /// allocated once for a typical record.
+    package static func encodeMutation(_ mutation: Mutation, of key: IndexKey, into buffer: inout [UInt8]) {
+        var writer = LittleEndianWriter()
+        swap(&writer.bytes, &buffer)
+        writer.bytes.removeAll(keepingCapacity: true)
+        writer.bytes.reserveCapacity(mutationOffset + MutationCodec.encodedBytesReserved)
+        writeHeader(kind: 1, app: key.app, into: &writer)
+        writer.u8(key.mode.rawValue)
+        MutationCodec.encode(mutation, into: &writer)
+        swap(&writer.bytes, &buffer)
     }
 
     /// Decodes a record; throws on anything this version did not write.

@@ -72,6 +72,16 @@ package actor Shard {
     /// allocates none of its per-turn arrays once the shard is warm
     /// (issue 25's allocation budget).
     private var turnBuffers = ShardTurn()
+    /// Record buffers of earlier turns, emptied, for the next turn's records
+    /// (`EngineRecord.encodeMutation`): a log that copies what it is given
+    /// (the local WAL) lets go of them, and a record costs no allocation (2.2
+    /// a registration before, issue 25). One a log still holds (a cluster
+    /// leader's outbox) is copied on its next use, as before. At most
+    /// `spareRecordBuffersMax`, each of at most `recordBufferRetainedBytesMax`.
+    private var spareRecordBuffers: [[UInt8]] = []
+    static let spareRecordBuffersMax = 4 * ShardLoop.commandsPerTurnMax
+    static let recordBufferRetainedBytesMax = 4096
+
     /// In cluster mode, where the shard publishes its indexes' positions
     /// (`Roost-Position`, `Roost-Min-Position`); nil on a single node.
     private let positionBoard: PositionBoard?
@@ -140,6 +150,7 @@ package actor Shard {
         var turn = turnBuffers
         turnBuffers = ShardTurn()
         defer {
+            keepRecordBuffers(of: &turn)
             turn.empty()
             turnBuffers = turn
         }
@@ -262,12 +273,15 @@ package actor Shard {
     /// record of the turn (the clock read once per turn, when needed).
     private func record(_ mutations: [Mutation], of key: IndexKey, into turn: inout ShardTurn) {
         for mutation in mutations {
-            let record = EngineRecord.mutation(key, mutation).encoded()
+            var record = spareRecordBuffers.popLast() ?? []
+            EngineRecord.encodeMutation(mutation, of: key, into: &record)
             if let change = EngineRecord.deviceChange(inEncoded: record) {
                 if !turn.timedKeys.contains(key) {
                     let at = turn.changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
                     turn.changeTime = at
-                    turn.records.append(EngineRecord.mutation(key, .changeTime(at)).encoded())
+                    var timeRecord = spareRecordBuffers.popLast() ?? []
+                    EngineRecord.encodeMutation(.changeTime(at), of: key, into: &timeRecord)
+                    turn.records.append(timeRecord)
                     turn.timedKeys.append(key)
                 }
                 turn.feedChanges.append((key, turn.records.count, change))
@@ -317,6 +331,17 @@ package actor Shard {
         }
         releaseWaiters(of: keys, into: &turn.released)
         turn.answer(origin, .logAcknowledged, on: keys[0], changed: false)
+    }
+
+    /// Keeps the turn's record buffers for the next turns (the log took their bytes).
+    private func keepRecordBuffers(of turn: inout ShardTurn) {
+        for index in turn.records.indices where spareRecordBuffers.count < Self.spareRecordBuffersMax {
+            var buffer: [UInt8] = []
+            swap(&buffer, &turn.records[index])
+            guard buffer.capacity <= Self.recordBufferRetainedBytesMax else { continue }
+            buffer.removeAll(keepingCapacity: true)
+            spareRecordBuffers.append(buffer)
+        }
     }
 
     /// Appends the turn's records in one append and, once they have LSNs,
