@@ -34,4 +34,23 @@ struct EngineRecordFuzzCheckReplayTests {
             #expect(throws: Never.self, "\(mutation)") { try EngineRecord.decode(bytes) }
         }
     }
+
+    @Test("a record encoded into a reused buffer is the record's own bytes, longer or shorter than the buffer's last")
+    func encodedIntoAReusedBuffer() {
+        let key = IndexKey(app: AppID(3), mode: .test)
+        var device = Device(
+            id: DeviceID(appID: AppID(3), mode: .test, platform: .android, sequence: 9), environment: .production,
+            token: nil, createdAt: Timestamp(millisecondsSinceEpoch: 1_790_000_000_000))
+        // Past the 256 bytes a record's buffer is reserved for (the bytes, not a valid device, are the point).
+        device.appVersion = String(repeating: "v", count: 300)
+        let mutations: [Mutation] = [
+            .deviceUpsert(device), .changeTime(Timestamp(millisecondsSinceEpoch: 7)),
+            .deviceTombstone(device.id), .deviceUpsert(device), .deviceSequenceFloor(12),
+        ]
+        var buffer: [UInt8] = []
+        for mutation in mutations {
+            EngineRecord.encodeMutation(mutation, of: key, into: &buffer)
+            #expect(buffer == EngineRecord.mutation(key, mutation).encoded(), "\(mutation)")
+        }
+    }
 }
