@@ -58,6 +58,17 @@ public struct HTTPHeaders: Sendable, Sequence {
         fields.reserveCapacity(count)
     }
 
+    /// Sets the field at `index`, which is at most the field count (then it is appended).
+    mutating func set(name: String, value: String, at index: Int) {
+        precondition(index <= fields.count, "header field \(index) of \(fields.count)")
+        if index == fields.count { fields.append((name, value)) } else { fields[index] = (name, value) }
+    }
+
+    /// Removes the fields from `index` on.
+    mutating func removeFields(from index: Int) {
+        if index < fields.count { fields.removeSubrange(index...) }
+    }
+
     /// Returns the first value of the named field, or nil. O(number of fields).
     public subscript(_ name: String) -> String? {
         for field in fields where asciiCaseInsensitiveEqual(field.name, name) {

@@ -53,6 +53,9 @@ package struct HTTPParser {
     private var scanIndex = 0
     /// The head whose body is being read, and the body so far.
     private var head: HTTPRequestHead?
+    /// The last request's header fields: the next head is written over
+    /// them, and keeps the strings of the fields it repeats (`HeadParser.parse`).
+    private var previousHeaders: HTTPHeaders?
     private var body: [UInt8] = []
     private var bodyLimitBytes = 0
 
@@ -257,8 +260,11 @@ package struct HTTPParser {
     /// Parses the complete head in `readIndex..<headEnd`, chooses the body framing
     /// and returns an event if the request is already complete or refused.
     private mutating func startBody(headEnd: Int, limitFor: (HTTPRequestHead) -> Int) -> HTTPParserEvent? {
+        var previous = previousHeaders.take()
         let parsed = buffer.withUnsafeBufferPointer { bytes in
-            HeadParser.parse(UnsafeBufferPointer(rebasing: bytes[readIndex..<(headEnd - 2)]), limits: limits)
+            HeadParser.parse(
+                UnsafeBufferPointer(rebasing: bytes[readIndex..<(headEnd - 2)]), limits: limits,
+                previous: previous.take())
         }
         readIndex = headEnd
         scanIndex = headEnd
@@ -268,6 +274,7 @@ package struct HTTPParser {
         case .success(let parsed):
             let parsedHead = parsed.head
             head = parsedHead
+            previousHeaders = parsedHead.headers
             body = []
             switch parsed.framing {
             case .none:

@@ -51,6 +51,39 @@ let validCorpus: [String] = [
 
 @Suite("HTTP parser")
 struct HTTPParserTests {
+    @Test("a field repeated from the previous request shares its string; a changed or moved one is read anew")
+    func repeatedFieldsOnOneConnection() {
+        let key = "Bearer rk_live_0123456789abcdefghijklmnopqrstuv"
+        let requests = [
+            "GET /a HTTP/1.1\r\nHost: h\r\nAuthorization: \(key)\r\n\r\n",
+            "GET /b HTTP/1.1\r\nHost: h\r\nAuthorization: \(key)\r\n\r\n",
+            "GET /c HTTP/1.1\r\nHost: h\r\nAuthorization: \(key)X\r\n\r\n",
+            "GET /d HTTP/1.1\r\nAuthorization: \(key)X\r\nHost: h\r\n\r\n",
+            "GET /e HTTP/1.1\r\nauthorization: \(key)X\r\nHost: h\r\n\r\n",
+        ]
+        var parser = HTTPParser(limits: HTTPServerLimits())
+        parser.append(Array(requests.joined().utf8))
+        var fields: [[(name: String, value: String)]] = []
+        while let event = parser.next(bodyLimit: { _ in 0 }) {
+            guard case .request(let request) = event else {
+                Issue.record("\(describe(event))")
+                return
+            }
+            fields.append(request.head.headers.fields)
+        }
+        #expect(fields.count == 5)
+        guard fields.count == 5 else { return }
+        #expect(fields[0][1].value == key && fields[1][1].value == key)
+        #expect(fields[2][1].value == key + "X", "a changed value is read anew")
+        #expect(fields[3][0].name == "Authorization" && fields[3][0].value == key + "X")
+        #expect(fields[3][1].name == "Host" && fields[3][1].value == "h", "moved fields are read anew")
+        #expect(fields[4][0].name == "authorization", "a name in other case is the name as sent")
+        // Shared, not rebuilt: the same string storage as the previous request's.
+        let first = fields[0][1].value.utf8.withContiguousStorageIfAvailable { $0.baseAddress }
+        let second = fields[1][1].value.utf8.withContiguousStorageIfAvailable { $0.baseAddress }
+        #expect(first != nil && first == second)
+    }
+
     @Test("a valid request gives the same events fed whole, byte by byte, and in seeded random splits")
     func splitIndependence() throws {
         for text in validCorpus {
