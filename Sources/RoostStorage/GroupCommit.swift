@@ -76,6 +76,14 @@ package struct GroupCommit<Waiter> {
     /// Where the next encoded byte goes in the segment that will be open then.
     private var segmentOffset: Int
     private var chunks: [Chunk] = []
+    /// A performed plan's memory, kept for the next group (`reclaim`): its
+    /// largest chunk buffer, emptied, and its steps array. A group
+    /// allocated both before (issue 25: two allocations per request when
+    /// each request is a group of its own, as at low load).
+    private var spareChunkBuffer: [UInt8] = []
+    private var spareSteps: [Step] = []
+    /// The largest chunk buffer kept (a batch import's group can be far larger).
+    static var retainedChunkBytesMax: Int { 1 << 20 }
     private var waiters: [Pending] = []
     private var syncRequestedThrough: LogSequenceNumber
     /// When the oldest written-but-unsynced record was written (everysec).
@@ -142,10 +150,10 @@ package struct GroupCommit<Waiter> {
             let span = SegmentFormat.recordBytes(payloadBytes: payload.count)
             if segmentOffset + span > segmentBytesMax {
                 chunks.append(
-                    Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: Self.buffer(for: appendBytes)))
+                    Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: takeBuffer(for: appendBytes)))
                 segmentOffset = SegmentFormat.headerBytes
             } else if chunks.isEmpty {
-                chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: Self.buffer(for: appendBytes)))
+                chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: takeBuffer(for: appendBytes)))
             }
             SegmentFormat.appendRecord(
                 kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
@@ -204,8 +212,9 @@ package struct GroupCommit<Waiter> {
     /// shard turn instead of one per growth step while they are framed
     /// (issue 25's allocation budget); later appends to the same chunk grow
     /// it as any array grows.
-    private static func buffer(for bytes: Int) -> [UInt8] {
+    private mutating func takeBuffer(for bytes: Int) -> [UInt8] {
         var buffer: [UInt8] = []
+        if spareChunkBuffer.capacity >= bytes { swap(&buffer, &spareChunkBuffer) }
         buffer.reserveCapacity(bytes)
         return buffer
     }
@@ -220,6 +229,7 @@ package struct GroupCommit<Waiter> {
     package mutating func nextIO(nowNanoseconds: UInt64) -> Plan? {
         if failure != nil || ioInFlight { return nil }
         var steps: [Step] = []
+        swap(&steps, &spareSteps)
         // First, before this plan writes anything: a failure then fails only
         // records not yet written, as any write failure does.
         if markDue(nowNanoseconds: nowNanoseconds) { steps.append(.markEnd(syncedLSN)) }
@@ -243,7 +253,10 @@ package struct GroupCommit<Waiter> {
         let syncs = unsynced && (syncDue || syncRequestedThrough > syncedLSN || closing)
         if syncs { steps.append(.sync) }
         let completable = waiters.contains { $0.lsn <= ($0.needsSync ? syncedLSN : writtenLSN) }
-        if steps.isEmpty && !completable { return nil }
+        if steps.isEmpty && !completable {
+            spareSteps = steps
+            return nil
+        }
         chunks.removeAll(keepingCapacity: true)
         ioInFlight = true
         return Plan(steps: steps, writtenThrough: writtenThrough, syncs: syncs)
@@ -296,6 +309,24 @@ package struct GroupCommit<Waiter> {
         }
         waiters = remaining
         return done
+    }
+
+    /// Keeps the memory of `plan`, performed and reported (`ioSucceeded`),
+    /// for the next groups: its steps array and its largest chunk buffer up
+    /// to `retainedChunkBytesMax`, emptied. Takes `plan`'s steps (it is left
+    /// with none): a buffer nothing else holds is reused in place.
+    package mutating func reclaim(_ plan: inout Plan) {
+        precondition(!ioInFlight, "reclaim of a plan still in flight")
+        var steps: [Step] = []
+        swap(&steps, &plan.steps)
+        while let step = steps.popLast() {
+            guard case .write(var bytes, _) = step, bytes.capacity > spareChunkBuffer.capacity,
+                bytes.capacity <= Self.retainedChunkBytesMax
+            else { continue }
+            bytes.removeAll(keepingCapacity: true)
+            spareChunkBuffer = bytes
+        }
+        if steps.capacity > spareSteps.capacity { spareSteps = steps }
     }
 
     /// Enters the failed state after a write, roll or sync failed, and returns

@@ -352,7 +352,7 @@ package final class WriteAheadLog: Sendable {
                 if let plan = state.machine.nextIO(nowNanoseconds: now) { return (plan, nil) }
                 return (nil, state.machine.wakeDeadline().map { Self.realDeadline(of: $0, clockNow: now) })
             }
-            guard let plan = next else { return }
+            guard var plan = next else { return }
             let waited = monotonicNanoseconds() &- waitStart
             var syncNanoseconds: UInt64 = 0
             let outcome = perform(plan, syncNanoseconds: &syncNanoseconds)
@@ -370,6 +370,7 @@ package final class WriteAheadLog: Sendable {
                     for case .write(let bytes, _) in plan.steps { state.statistics.bytesWritten += UInt64(bytes.count) }
                     let syncedBefore = state.machine.syncedLSN
                     completions = state.machine.ioSucceeded(plan, nowNanoseconds: options.clock.monotonicNanoseconds())
+                    state.machine.reclaim(&plan)
                     if syncNanoseconds > 0 {
                         state.statistics.recordsPerSync.observe(
                             state.machine.syncedLSN.rawValue - syncedBefore.rawValue)

@@ -22,6 +22,26 @@ struct GroupCommitTests {
         completions.map(\.waiter)
     }
 
+    @Test(
+        "after a reclaim, the next groups' plans are the ones a fresh machine makes (the memory reused, not the bytes)")
+    func reclaimedMemoryIsReused() throws {
+        // Whether the buffer is reused is the allocation budget's to check (a
+        // release build); here, that reusing it changes no byte of any plan.
+        var machine = Self.machine(.always)
+        var fresh = Self.machine(.always)
+        for (round, payloads) in [[[1, 2, 3], [4]], [[5]], [[6, 7, 8, 9, 10, 11, 12, 13], [14]], [[15]]].enumerated() {
+            _ = try machine.append(payloads.map { $0.map(UInt8.init) }, waiter: "m\(round)").get()
+            _ = try fresh.append(payloads.map { $0.map(UInt8.init) }, waiter: "f\(round)").get()
+            var plan = try Self.next(&machine, UInt64(round))
+            let freshPlan = try Self.next(&fresh, UInt64(round))
+            #expect(plan == freshPlan, "round \(round)")
+            _ = machine.ioSucceeded(plan, nowNanoseconds: UInt64(round))
+            _ = fresh.ioSucceeded(freshPlan, nowNanoseconds: UInt64(round))
+            machine.reclaim(&plan)
+            #expect(plan.steps.isEmpty, "the reclaim takes the plan's steps")
+        }
+    }
+
     @Test("always: one plan writes and syncs a whole batch, completions come only after it")
     func alwaysBatches() throws {
         var machine = Self.machine(.always)
