@@ -20,15 +20,15 @@ struct ParsedHead {
 /// ending in CRLF, line endings already checked) into an `HTTPRequestHead`.
 /// Strings are made only for what is stored: target, header names and values.
 enum HeadParser {
-    /// Returns the head and its body framing, or throws the refusal.
-    /// `previous` is the connection's previous request's fields: a field
-    /// sent again with the same name and value at the same place (a
-    /// keep-alive client's `Authorization`) shares its `String` instead of
-    /// building one (an allocation per request for a value past 15 bytes,
-    /// issue 25).
-    /// The fields are written over `previous`'s own storage when nothing
-    /// else holds it (the previous request was answered and let go): no
-    /// array per request either.
+    /// Returns the head and its body framing, or the refusal.
+    ///
+    /// `previous` is the connection's previous request's fields. The new
+    /// fields are written over them, in their own storage when nothing else
+    /// holds it (the previous request was answered and let go: no array per
+    /// request), and a field sent again with the same name and value at the
+    /// same place (a keep-alive client's `Authorization`) keeps its `String`
+    /// instead of building one (an allocation per request for a value past
+    /// 15 bytes). Issue 25.
     static func parse(
         _ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPServerLimits, previous: consuming HTTPHeaders? = nil
     ) -> Result<ParsedHead, HTTPRequestFailure> {

@@ -82,7 +82,8 @@ package struct GroupCommit<Waiter> {
     /// each request is a group of its own, as at low load).
     private var spareChunkBuffer: [UInt8] = []
     private var spareSteps: [Step] = []
-    /// The largest chunk buffer kept (a batch import's group can be far larger).
+    /// The largest chunk buffer kept (a batch import's group can be far
+    /// larger). Computed: a generic type holds no static stored property.
     static var retainedChunkBytesMax: Int { 1 << 20 }
     private var waiters: [Pending] = []
     private var syncRequestedThrough: LogSequenceNumber

@@ -470,12 +470,14 @@ extension DeviceStore {
         // an allocation and a walk of the person's devices on every bound
         // registration).
         let targetIsMember = target.map { records[Int($0)].person == personSlot } ?? false
-        guard Int(people[Int(personSlot)].deviceCount) - (targetIsMember ? 1 : 0) >= limit else {
+        let othersHeld = Int(people[Int(personSlot)].deviceCount) - (targetIsMember ? 1 : 0)
+        guard othersHeld >= limit else {
             return (personSlot, [])
         }
         var members = deviceSlots(ofPerson: personSlot)
         if let target { members.removeAll { $0 == target } }  // in place: no second array
-        precondition(members.count == Int(people[Int(personSlot)].deviceCount) - (targetIsMember ? 1 : 0))
+        precondition(
+            members.count == othersHeld, "person \(personSlot) lists \(members.count) devices, counts \(othersHeld)")
         var evicted: [DeviceID] = []
         while members.count >= limit, let victim = evictionVictim(among: members) {
             let id = device(at: victim).id

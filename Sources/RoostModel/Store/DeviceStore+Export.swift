@@ -100,6 +100,33 @@ extension Device {
         }
     }
 
+    /// The device whose stored fields are `fields` (its installation secret's
+    /// digest is not among them: given apart). The inverse of `withStoredFields`.
+    package init(stored fields: borrowing StoredDeviceFields, installationSecretDigest: SecretDigest?) {
+        let platform = fields.id.platform
+        self.init(
+            id: fields.id, environment: fields.environment,
+            token: fields.token.map { PushToken(unchecked: Array($0), platform: platform) },
+            createdAt: fields.createdAt)
+        lastSeenAt = fields.lastSeenAt
+        bundleID = fields.bundleID.map(BundleID.init(unchecked:))
+        installationID = fields.installationID.map { InstallationID(unchecked: String(decoding: $0, as: UTF8.self)) }
+        self.installationSecretDigest = installationSecretDigest
+        externalID = fields.externalID.map { ExternalID(unchecked: String(decoding: $0, as: UTF8.self)) }
+        boundAt = fields.boundAt
+        appVersion = fields.appVersion
+        timezone = fields.timezone
+        locale = fields.locale
+        pushPermission = fields.pushPermission
+        optedIn = fields.optedIn
+        tags = fields.tags.map { Tags(storedEncoding: Array($0)) } ?? .empty
+        invalidatedAt = fields.invalidatedAt
+        invalidationReason = fields.invalidationReason.map(InvalidationReason.init(unchecked:))
+        strikes = fields.strikes
+        version = fields.version
+        clientSequence = fields.clientSequence
+    }
+
     private static func withOptionalBytes(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
         guard let bytes else { return body(nil) }
         bytes.withUnsafeBytes { body($0) }

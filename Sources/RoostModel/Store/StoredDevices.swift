@@ -16,32 +16,14 @@ package struct StoredDevices: Sendable {
     }
 
     /// One device: its fixed fields (their byte pointers nil) and its
-    /// variable fields' spans, in `VariableField` order.
+    /// variable fields' spans, indexed by `VariableField.rawValue`.
     private struct Entry: @unchecked Sendable {
         // @unchecked: the fields' byte pointers are nil in an entry (asserted
         // in `append`); the spans stand for them, into `bytes`.
         var fields: StoredDeviceFields
-        var spans: (ByteSpan, ByteSpan, ByteSpan, ByteSpan)
+        var spans: InlineArray<4, ByteSpan> = .init(repeating: .absent)
         /// Not rendered; kept so that a materialized `Device` is the stored one.
         var installationSecretDigest: SecretDigest?
-
-        func span(_ field: StoredDeviceFields.VariableField) -> ByteSpan {
-            switch field {
-            case .token: spans.0
-            case .installationID: spans.1
-            case .externalID: spans.2
-            case .tags: spans.3
-            }
-        }
-
-        mutating func setSpan(_ span: ByteSpan, for field: StoredDeviceFields.VariableField) {
-            switch field {
-            case .token: spans.0 = span
-            case .installationID: spans.1 = span
-            case .externalID: spans.2 = span
-            case .tags: spans.3 = span
-            }
-        }
     }
 
     private var entries: [Entry] = []
@@ -49,6 +31,9 @@ package struct StoredDevices: Sendable {
 
     /// Room for `count` devices of about `bytesPerDevice` variable bytes each.
     init(reservingCapacity count: Int, bytesPerDevice: Int) {
+        precondition(
+            InlineArray<4, ByteSpan>.count == StoredDeviceFields.VariableField.all.count,
+            "one span per variable field")
         entries.reserveCapacity(count)
         bytes.reserveCapacity(count * bytesPerDevice)
     }
@@ -64,13 +49,13 @@ package struct StoredDevices: Sendable {
             "fixed fields that point at bytes")
         let digestSlot = store.records[Int(slot)].digest
         var entry = Entry(
-            fields: fields, spans: (.absent, .absent, .absent, .absent),
+            fields: fields,
             installationSecretDigest: digestSlot == DeviceRecord.noSlot ? nil : store.digests[Int(digestSlot)])
         for field in StoredDeviceFields.VariableField.all {
             store.withVariableBytes(field, at: slot) { stored in
                 guard let stored else { return }
                 precondition(bytes.count + stored.count < Int(UInt32.max), "stored devices past 4 GiB")
-                entry.setSpan(ByteSpan(start: UInt32(bytes.count), count: UInt32(stored.count)), for: field)
+                entry.spans[field.rawValue] = ByteSpan(start: UInt32(bytes.count), count: UInt32(stored.count))
                 bytes.append(contentsOf: stored)
             }
         }
@@ -84,7 +69,7 @@ package struct StoredDevices: Sendable {
             for index in entries.indices {
                 var fields = entries[index].fields
                 for field in StoredDeviceFields.VariableField.all {
-                    let span = entries[index].span(field)
+                    let span = entries[index].spans[field.rawValue]
                     guard !span.isAbsent else { continue }
                     fields[field] = UnsafeRawBufferPointer(
                         rebasing: base[Int(span.start)..<Int(span.start) + Int(span.count)])
@@ -105,34 +90,5 @@ package struct StoredDevices: Sendable {
             index += 1
         }
         return devices
-    }
-}
-
-extension Device {
-    /// The device whose stored fields are `fields` (its installation secret's
-    /// digest is not among them: given apart). The inverse of `withStoredFields`.
-    package init(stored fields: borrowing StoredDeviceFields, installationSecretDigest: SecretDigest?) {
-        let platform = fields.id.platform
-        self.init(
-            id: fields.id, environment: fields.environment,
-            token: fields.token.map { PushToken(unchecked: Array($0), platform: platform) },
-            createdAt: fields.createdAt)
-        lastSeenAt = fields.lastSeenAt
-        bundleID = fields.bundleID.map(BundleID.init(unchecked:))
-        installationID = fields.installationID.map { InstallationID(unchecked: String(decoding: $0, as: UTF8.self)) }
-        self.installationSecretDigest = installationSecretDigest
-        externalID = fields.externalID.map { ExternalID(unchecked: String(decoding: $0, as: UTF8.self)) }
-        boundAt = fields.boundAt
-        appVersion = fields.appVersion
-        timezone = fields.timezone
-        locale = fields.locale
-        pushPermission = fields.pushPermission
-        optedIn = fields.optedIn
-        tags = fields.tags.map { Tags(storedEncoding: Array($0)) } ?? .empty
-        invalidatedAt = fields.invalidatedAt
-        invalidationReason = fields.invalidationReason.map(InvalidationReason.init(unchecked:))
-        strikes = fields.strikes
-        version = fields.version
-        clientSequence = fields.clientSequence
     }
 }
