@@ -54,16 +54,14 @@ enum HeadParser {
     /// Values sent with nearly every request, as one shared `String` each
     /// (longer than a small string: built from the bytes, each would be an
     /// allocation per request).
-    private static let commonValues: [(bytes: [UInt8], value: String)] = [
+    private static let commonValues: [String] = [
         "application/json", "application/x-ndjson", "application/json; charset=utf-8",
-    ].map { (Array($0.utf8), $0) }
+    ]
 
     /// The field's value as a `String`, shared when it is a common one.
     private static func fieldValue(_ value: UnsafeBufferPointer<UInt8>) -> String {
         if value.count > 15 {
-            for common in commonValues where common.bytes.count == value.count {
-                if common.bytes.withUnsafeBufferPointer({ $0.elementsEqual(value) }) { return common.value }
-            }
+            for common in commonValues where utf8Equals(common, value) { return common }
         }
         return String(decoding: value, as: UTF8.self)
     }
@@ -73,8 +71,7 @@ enum HeadParser {
         _ headers: HTTPHeaders, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, at index: Int
     ) -> Bool {
         guard index < headers.fields.count else { return false }
-        return headers.fields[index].name.utf8.elementsEqual(name)
-            && headers.fields[index].value.utf8.elementsEqual(value)
+        return utf8Equals(headers.fields[index].name, name) && utf8Equals(headers.fields[index].value, value)
     }
 
     private static func parseHead(

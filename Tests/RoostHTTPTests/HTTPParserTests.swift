@@ -84,6 +84,30 @@ struct HTTPParserTests {
         #expect(first != nil && first == second)
     }
 
+    @Test("a field's stored string equals its bytes only when both length and every byte agree")
+    func storedStringAgainstBytes() {
+        let cases: [(String, String, Bool)] = [
+            ("", "", true), ("a", "", false), ("", "a", false), ("host", "host", true), ("host", "hosT", false),
+            (
+                "Bearer rk_live_0123456789abcdefghijklmnopqrstuv", "Bearer rk_live_0123456789abcdefghijklmnopqrstuv",
+                true
+            ),
+            (
+                "Bearer rk_live_0123456789abcdefghijklmnopqrstuv", "Bearer rk_live_0123456789abcdefghijklmnopqrstu",
+                false
+            ),
+            (
+                "Bearer rk_live_0123456789abcdefghijklmnopqrstu", "Bearer rk_live_0123456789abcdefghijklmnopqrstuv",
+                false
+            ),
+            ("é", "é", true), ("é", "e", false),
+        ]
+        for (stored, sent, equal) in cases {
+            let bytes = Array(sent.utf8)
+            #expect(bytes.withUnsafeBufferPointer { utf8Equals(stored, $0) } == equal, "\(stored) against \(sent)")
+        }
+    }
+
     @Test("a valid request gives the same events fed whole, byte by byte, and in seeded random splits")
     func splitIndependence() throws {
         for text in validCorpus {
