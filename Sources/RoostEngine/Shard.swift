@@ -81,6 +81,11 @@ package actor Shard {
     private var spareRecordBuffers: [[UInt8]] = []
     static let spareRecordBuffersMax = 4 * ShardLoop.commandsPerTurnMax
     static let recordBufferRetainedBytesMax = 4096
+    /// The one array a command's mutations are appended to
+    /// (`AppIndex.execute(_:appendingMutationsTo:)`), emptied before each
+    /// command: a registration allocates no list of its mutations (issue 25).
+    /// Emptied between runs too, so that it holds no device.
+    private var mutationScratch: [Mutation] = []
 
     /// In cluster mode, where the shard publishes its indexes' positions
     /// (`Roost-Position`, `Roost-Min-Position`); nil on a single node.
@@ -201,17 +206,24 @@ package actor Shard {
             return end
         }
         _ = table.ensure(key, settings: settings)
+        var mutations = mutationScratch
+        mutationScratch = []
+        defer {
+            mutations.removeAll(keepingCapacity: true)
+            mutationScratch = mutations
+        }
         let found: Void? = table.withIndex(key) { index in
             if index.settings != settings { index.adoptSettings(settings) }
             for command in commands[start..<end] {
                 guard case .index(_, _, let work) = command.work else { continue }
                 // One look at the command's case (a multi-payload enum: each look is a runtime call).
                 let traits = Self.traits(of: work)
-                let (outcome, mutations): (Outcome, [Mutation])
+                mutations.removeAll(keepingCapacity: true)
+                let outcome: Outcome
                 if let refusal = tokenRefusal(traits.token, on: key, now: &turn.now) {
-                    (outcome, mutations) = (.rejected(refusal), [])
+                    outcome = .rejected(refusal)
                 } else {
-                    (outcome, mutations) = index.execute(work)
+                    outcome = index.execute(work, appendingMutationsTo: &mutations)
                 }
                 switch traits.feed {
                 case .none: break

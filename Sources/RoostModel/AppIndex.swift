@@ -61,10 +61,24 @@ package struct AppIndex: Sendable {
 
     /// Registers a device: spec §5 rules 1 to 7 in one step (`DeviceStore.register`).
     /// O(1) expected plus O(devices of the person).
+    /// The outcome carries the registration's mutations.
     package mutating func register(
         _ request: RegisterRequest, at now: Timestamp
     ) -> Result<RegisterOutcome, RegistryRejection> {
-        store.register(request, settings: settings, credentials: credentials, at: now)
+        var mutations: [Mutation] = []
+        return register(request, at: now, appendingTo: &mutations).map { registered in
+            var registered = registered
+            registered.mutations = mutations
+            return registered
+        }
+    }
+
+    /// `register(_:at:)` with the mutations appended to `mutations` (none
+    /// when rejected) and not in the outcome: the shard's and the batches' form.
+    package mutating func register(
+        _ request: RegisterRequest, at now: Timestamp, appendingTo mutations: inout [Mutation]
+    ) -> Result<RegisterOutcome, RegistryRejection> {
+        store.register(request, settings: settings, credentials: credentials, at: now, appendingTo: &mutations)
     }
 
     /// `PATCH /v1/devices/{id}`: merges tags and sets `opted_in`; never touches `last_seen_at`.

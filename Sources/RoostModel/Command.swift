@@ -197,6 +197,23 @@ package indirect enum Outcome: Sendable {
 }
 
 extension AppIndex {
+    /// `execute(_:)` with the mutations appended to `mutations` (none for a
+    /// rejected command or a read): the shard's form, which reuses one array
+    /// from command to command. A registration, the one write of the hot
+    /// path, appends its own; another command's list is appended after it is
+    /// made. A registration's outcome holds no mutations (the log has them).
+    package mutating func execute(_ command: Command, appendingMutationsTo mutations: inout [Mutation]) -> Outcome {
+        if case .register(let request, let now) = command {
+            switch register(request, at: now, appendingTo: &mutations) {
+            case .success(let registered): return .registered(registered)
+            case .failure(let rejection): return .rejected(rejection)
+            }
+        }
+        let (outcome, produced) = execute(command)
+        mutations.append(contentsOf: produced)
+        return outcome
+    }
+
     /// Executes `command` on this index and returns its outcome with the
     /// mutations to log before the outcome may be acknowledged. Pure: the
     /// same index and command give the same result. A rejected command
@@ -204,8 +221,9 @@ extension AppIndex {
     package mutating func execute(_ command: Command) -> (outcome: Outcome, mutations: [Mutation]) {
         switch command {
         case .register(let request, let now):
-            switch register(request, at: now) {
-            case .success(let registered): return (.registered(registered), registered.mutations)
+            var mutations: [Mutation] = []
+            switch register(request, at: now, appendingTo: &mutations) {
+            case .success(let registered): return (.registered(registered), mutations)
             case .failure(let rejection): return (.rejected(rejection), [])
             }
         case .getDevice(let id):

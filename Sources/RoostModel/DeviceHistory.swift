@@ -42,6 +42,43 @@ package enum HistoryEventKind: UInt8, Hashable, Sendable, CaseIterable {
     }
 }
 
+/// A set of history event kinds, listed in ascending raw value, which is
+/// the order `HistoryEvent.events` gives a change's events in. One word: a
+/// registration decides its events' kinds before it builds any event.
+/// (No array literal: its variadic arguments would be an allocation.)
+package struct HistoryEventKinds: Sequence, Equatable, Sendable {
+    private var bits: UInt16 = 0
+
+    /// The set of `kind` alone.
+    package init(_ kind: HistoryEventKind) {
+        insert(kind)
+    }
+
+    package mutating func insert(_ kind: HistoryEventKind) {
+        bits |= 1 << kind.rawValue
+    }
+
+    package var count: Int { bits.nonzeroBitCount }
+
+    package func makeIterator() -> Iterator { Iterator(remaining: bits) }
+
+    package struct Iterator: IteratorProtocol {
+        var remaining: UInt16
+
+        package mutating func next() -> HistoryEventKind? {
+            while remaining != 0 {
+                let raw = UInt8(remaining.trailingZeroBitCount)
+                remaining &= remaining - 1
+                guard let kind = HistoryEventKind(rawValue: raw) else {
+                    preconditionFailure("history event kind \(raw) in a set of kinds")
+                }
+                return kind
+            }
+            return nil
+        }
+    }
+}
+
 /// The first 8 bytes of SHA-256 of a token as the API shows it (APNs: the
 /// lower-case hex, FCM: its characters), rendered as 16 hex digits: enough to
 /// tell tokens apart and to check a token one holds, never the token itself.

@@ -18,11 +18,9 @@ extension AppIndex {
         results.reserveCapacity(requests.count)
         var mutations: [Mutation] = []
         for request in requests {
-            switch register(request, at: now) {
-            case .success(var registered):
-                mutations.append(contentsOf: registered.mutations)
-                // The log has them; the answer does not need a second copy.
-                registered.mutations = []
+            // The log has the mutations; the answer does not need a second copy.
+            switch register(request, at: now, appendingTo: &mutations) {
+            case .success(let registered):
                 results.append(.registered(registered))
             case .failure(let rejection):
                 results.append(.rejected(rejection))

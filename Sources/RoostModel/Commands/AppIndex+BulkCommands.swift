@@ -52,12 +52,11 @@ extension AppIndex {
                     mutations.append(contentsOf: restored)
                 }
             case .register(let line, let request):
-                switch register(request, at: now) {
+                switch register(request, at: now, appendingTo: &mutations) {
                 case .failure(let rejection):
                     batch.rejected.append(ImportRejection(line: line, code: rejection.code))
                 case .success(let outcome):
                     if outcome.created { batch.created += 1 } else { batch.updated += 1 }
-                    mutations.append(contentsOf: outcome.mutations)
                 }
             }
         }

@@ -36,9 +36,14 @@ extension DeviceStore {
     /// `settings` and `credentials` are the app's (`AppIndex` holds them): the
     /// person limit, `require_known_person`, and whether a Barua request's
     /// credential exists.
+    ///
+    /// The writes' mutations are appended to `mutations`, in order (nothing
+    /// is appended when the request is rejected), and the outcome's own
+    /// `mutations` stays empty: a shard passes the one array it reuses from
+    /// command to command, so that a registration allocates no list for them.
     mutating func register(
         _ request: RegisterRequest, settings: AppSettings, credentials: [CredentialKey: APNsCredential],
-        at now: Timestamp
+        at now: Timestamp, appendingTo mutations: inout [Mutation]
     ) -> Result<RegisterOutcome, RegistryRejection> {
         if let rejection = request.validationError() { return .failure(rejection) }
         let platform = request.platform
@@ -145,7 +150,6 @@ extension DeviceStore {
         }
 
         // Every check passed: write.
-        var mutations: [Mutation] = []
         var displaced: DeviceID?
         if let loser {
             let lostBefore = self.device(at: loser.slot)
@@ -191,7 +195,6 @@ extension DeviceStore {
         }
 
         let device: Device
-        var historyMutations: [Mutation] = []
         if let target {
             let recordBefore = records[Int(target)]
             let tagsBefore = recordBefore.tags.isNone ? nil : blobs.bytes(recordBefore.tags)
@@ -204,61 +207,69 @@ extension DeviceStore {
             if let violation = device.violation() {
                 preconditionFailure("registration left device \(device.id) invalid: \(violation)")
             }
+            mutations.append(.deviceUpsert(device))
             let personMoved = records[Int(target)].person != recordBefore.person
-            let events = Self.registrationEvents(
-                before: recordBefore, tagsBefore: tagsBefore,
-                personMovedFrom: personMoved ? .some(personName(recordBefore.person)) : nil,
-                after: device, tokenKept: tokenSlot == target)
+            let kinds = Self.registrationEventKinds(
+                before: recordBefore, tagsBefore: tagsBefore, personMoved: personMoved, after: device,
+                tokenKept: tokenSlot == target)
             // A re-registration with nothing new on a device with no stored
             // history stores nothing: its `registered` is synthesized from
-            // `last_seen_at` (`HistoryEvent.synthesized`).
-            let onlyRegistered = events.count == 1 && events[0].kind == .registered
-            if !(onlyRegistered && history.newestOrdinal(device.id.sequence) == 0) {
+            // `last_seen_at` (`HistoryEvent.synthesized`). Nothing is built for it.
+            if !(kinds == HistoryEventKinds(.registered) && history.newestOrdinal(device.id.sequence) == 0) {
+                let events = Self.registrationEvents(
+                    kinds, personMovedFrom: personMoved ? personName(recordBefore.person) : nil, after: device)
                 let synthesized =
                     needsSynthesizedHistory(device.id, events: events)
                     ? HistoryEvent.synthesized(self.device(before: recordBefore, id: device.id)) : nil
-                recordHistory(of: device.id, synthesized: synthesized, events: events, into: &historyMutations)
+                recordHistory(of: device.id, synthesized: synthesized, events: events, into: &mutations)
             }
         } else {
             device = createRegistered(with: request, person: personChange, tags: newTags ?? .empty, at: now)
+            mutations.append(.deviceUpsert(device))
         }
-        mutations.append(.deviceUpsert(device))
-        mutations += historyMutations
         return .success(
             RegisterOutcome(
                 created: target == nil, device: device, tokenChange: tokenChange, displaced: displaced,
-                evicted: evicted, mutations: mutations))
+                evicted: evicted, mutations: []))
     }
 
-    /// Returns the history events of a registration of an existing device,
-    /// read from its record before (tags bytes `tagsBefore`) and the device
-    /// after: `registered` (or `token_replaced`), then what else changed, in
-    /// `HistoryEvent.events` order, all at the device's new `last_seen_at`
+    /// The kinds of the history events of a registration of an existing
+    /// device, read from its record before (tags bytes `tagsBefore`) and the
+    /// device after: `registered` (or `token_replaced`), then what else
+    /// changed, in `HistoryEvent.events` order. Static: it reads nothing of
+    /// the store, and a method on the store would be called on a copy of it
+    /// from `register` (every reference in it retained and released, about
+    /// 0.8 % of a registration's CPU in the profile). O(tags); allocates nothing.
+    private static func registrationEventKinds(
+        before: DeviceRecord, tagsBefore: [UInt8]?, personMoved: Bool, after: Device, tokenKept: Bool
+    ) -> HistoryEventKinds {
+        var kinds = HistoryEventKinds(tokenKept ? .registered : .tokenReplaced)
+        if personMoved { kinds.insert(after.externalID == nil ? .unbound : .moved) }
+        if before.isInvalidated { kinds.insert(.revalidated) }
+        let tagsAfter = after.tags.isEmpty ? nil : after.tags.encoded
+        if tagsAfter != tagsBefore { kinds.insert(.tagsChanged) }
+        if after.optedIn != before.optedIn { kinds.insert(after.optedIn ? .optedIn : .optedOut) }
+        return kinds
+    }
+
+    /// The history events of `kinds`, all at the device's new `last_seen_at`
     /// (the request's time, unless the clock stepped back: then the time a
-    /// synthesized `registered` shows too). `personMovedFrom` is nil when the
-    /// device's person slot stayed, else the previous person's external id
-    /// (`.some(nil)` when it had none; a person slot stays live when its
-    /// devices leave, so the previous name is still readable). Static: it
-    /// reads nothing of the store, and a method on the store would be called
-    /// on a copy of it from `register` (every reference in it retained and
-    /// released, about 0.8 % of a registration's CPU in the profile). O(tags).
+    /// synthesized `registered` shows too). `personMovedFrom` is the previous
+    /// person's external id of a `moved` or `unbound` event (nil when it had
+    /// none). O(kinds).
     private static func registrationEvents(
-        before: DeviceRecord, tagsBefore: [UInt8]?, personMovedFrom: ExternalID??, after: Device, tokenKept: Bool
+        _ kinds: HistoryEventKinds, personMovedFrom: ExternalID?, after: Device
     ) -> [HistoryEvent] {
         let fingerprint = after.token.map(TokenFingerprint.init)
-        func event(_ kind: HistoryEventKind, previous: ExternalID? = nil) -> HistoryEvent {
-            HistoryEvent(
-                at: after.lastSeenAt, kind: kind, externalID: after.externalID, previousExternalID: previous,
-                tokenFingerprint: fingerprint)
+        var result: [HistoryEvent] = []
+        result.reserveCapacity(kinds.count)
+        for kind in kinds {
+            let movedFrom = kind == .moved || kind == .unbound
+            result.append(
+                HistoryEvent(
+                    at: after.lastSeenAt, kind: kind, externalID: after.externalID,
+                    previousExternalID: movedFrom ? personMovedFrom : nil, tokenFingerprint: fingerprint))
         }
-        var result = [event(tokenKept ? .registered : .tokenReplaced)]
-        if let previous = personMovedFrom {
-            result.append(event(after.externalID == nil ? .unbound : .moved, previous: previous))
-        }
-        if before.isInvalidated { result.append(event(.revalidated)) }
-        let tagsAfter = after.tags.isEmpty ? nil : after.tags.encoded
-        if tagsAfter != tagsBefore { result.append(event(.tagsChanged)) }
-        if after.optedIn != before.optedIn { result.append(event(after.optedIn ? .optedIn : .optedOut)) }
         return result
     }
 
