@@ -189,8 +189,9 @@ public final class RoostService: HTTPResponder {
             return .respond(observer.finish(exchange, response))
         case .engine(let work, let answer):
             precondition(sink.loopIndex < loopRequests.count, "loop \(sink.loopIndex) has no engine loop")
-            let observed = ObservedSink(inner: sink, observer: observer, exchange: exchange)
-            loopRequests[sink.loopIndex].submit(work, answer: answer, sink: observed, wake: false)
+            let requests = loopRequests[sink.loopIndex]
+            let observed = requests.observedSink(inner: sink, observer: observer, exchange: exchange)
+            requests.submit(work, answer: answer, sink: observed, wake: false)
             return .deferred(Self.tenant(exchange.app))
         case .detached(let start):
             start(ObservedSink(inner: sink, observer: observer, exchange: exchange))
@@ -418,6 +419,11 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
     /// The outcomes of the request being rendered, kept from request to request.
     private var rendering: [Outcome] = []
+    /// Sinks of rendered requests that nothing else held, for the next
+    /// requests (`observedSink`): one allocation less per request once the
+    /// loop is warm (issue 25). At most `spareSinksMax`.
+    private var spareSinks: [ObservedSink] = []
+    static let spareSinksMax = 256
     /// The loop was asked for another round for what `complete` still holds.
     private var wakeAsked = false
     /// The clock of the server whose loop runs this (`beginRound`): the
@@ -437,6 +443,25 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         complete.beginRound(at: start)
         wakeAsked = false
         renderComplete()
+    }
+
+    /// A sink for a request read by this loop: a spare one when there is
+    /// one (`renderComplete` keeps them), else a new one.
+    func observedSink(inner: any HTTPReplySink, observer: RequestObserver, exchange: Exchange) -> ObservedSink {
+        loop.executor.preconditionOnLoop("LoopRequests.observedSink")
+        guard let spare = spareSinks.popLast() else {
+            return ObservedSink(inner: inner, observer: observer, exchange: exchange)
+        }
+        precondition(spare.observer === observer, "a spare sink of another observer")
+        spare.reuse(inner: inner, exchange: exchange)
+        return spare
+    }
+
+    /// Keeps `sink` for another request when nothing else holds it: the
+    /// answer is sent and no stream or further work refers to it.
+    private func keepIfUnheld(_ sink: inout ObservedSink) {
+        guard spareSinks.count < Self.spareSinksMax, isKnownUniquelyReferenced(&sink) else { return }
+        spareSinks.append(sink)
     }
 
     /// Queues a request's work for the end of this round. `wake` asks for a
@@ -482,13 +507,14 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// Renders complete requests, oldest first, while the round's budget
     /// lasts; asks the loop for another round when some are left.
     private func renderComplete() {
-        while !complete.isEmpty, let entry = complete.next(now: clock.now) {
+        while !complete.isEmpty, var entry = complete.next(now: clock.now) {
             if entry.failed {
                 entry.answer.finish(nil, LoopReply(requests: self, observed: entry.sink))
             } else {
                 entry.parts.write(into: &rendering)
                 entry.answer.finish(rendering, LoopReply(requests: self, observed: entry.sink))
             }
+            keepIfUnheld(&entry.sink)
         }
         if !complete.isEmpty && !wakeAsked {
             wakeAsked = true

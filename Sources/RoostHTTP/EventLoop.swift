@@ -595,10 +595,17 @@ final class EventLoop {
         return WokenRequest(connection: connection, request: request, sequence: sequence, tenant: tenant)
     }
 
-    /// Hands a request to the responder, counting it in progress for its tenant.
+    /// Hands a request to the responder, counting it in progress for its
+    /// tenant, then gives its body back to the connection's parser for the
+    /// next one (a responder that kept it keeps its own copy).
     private func start(
-        _ request: HTTPRequest, sequence: UInt64, of connection: LoopConnection, now: LoopInstant
+        _ request: consuming HTTPRequest, sequence: UInt64, of connection: LoopConnection, now: LoopInstant
     ) {
+        defer {
+            var body: [UInt8] = []
+            swap(&body, &request.body)
+            connection.machine.recycle(body: body)
+        }
         dispatchedSinceRound = true
         dispatchedInRound += 1
         let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
@@ -656,7 +663,7 @@ final class EventLoop {
                     share.wait(connection.key, for: tenant)
                     shared.tenantWaited(loop: mailbox.loopIndex)
                 } else {
-                    start(request, sequence: sequence, of: connection, now: now)
+                    start(consume request, sequence: sequence, of: connection, now: now)
                 }
             case .refuse(let failure, let sequence):
                 shared.refused(HTTPRefusalReason(failure), loop: mailbox.loopIndex)

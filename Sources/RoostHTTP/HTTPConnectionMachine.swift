@@ -484,6 +484,12 @@ package struct HTTPConnectionMachine {
         }
     }
 
+    /// Gives a dispatched request's body back once the responder is done
+    /// with it (`HTTPParser.recycle(body:)`).
+    package mutating func recycle(body: consuming [UInt8]) {
+        parser.recycle(body: body)
+    }
+
     // MARK: - Decisions
 
     /// Returns the next thing the loop should do. Call repeatedly until `.wait`

@@ -59,6 +59,11 @@ package struct HTTPParser {
     /// them, and keeps the strings of the fields it repeats (`HeadParser.parse`).
     private var previousHeaders: HTTPHeaders?
     private var body: [UInt8] = []
+    /// A body buffer the server gave back once its request was answered or
+    /// handed on (`recycle(body:)`), emptied, for the next request's body:
+    /// a request with a body allocates none on a warm connection (issue 25).
+    /// At most `limits.bufferBytesRetainedMax` of capacity.
+    private var spareBody: [UInt8] = []
     private var bodyLimitBytes = 0
 
     /// Requests returned so far; a change tells the connection a new request began.
@@ -205,6 +210,19 @@ package struct HTTPParser {
         return .failure(failure)
     }
 
+    /// Takes back a request's body once the server is done with it, for the
+    /// next request's body. Emptied here; a body something else still holds
+    /// (a route that kept it) is copied on that empty, as any shared array,
+    /// so the holder's bytes never change. Too large a one is let go.
+    package mutating func recycle(body returned: consuming [UInt8]) {
+        guard returned.capacity > 0, returned.capacity <= limits.bufferBytesRetainedMax,
+            spareBody.capacity < returned.capacity
+        else { return }
+        var returned = returned
+        returned.removeAll(keepingCapacity: true)
+        spareBody = returned
+    }
+
     /// Hands over the finished request; the parser keeps no reference to its body.
     private mutating func finishRequest() -> HTTPParserEvent {
         guard let finished = head else { preconditionFailure("a body ended without a head") }
@@ -285,10 +303,12 @@ package struct HTTPParser {
                 bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
                 if length > bodyLimitBytes { return fail(.bodyTooLarge(limitBytes: bodyLimitBytes)) }
                 if length == 0 { return finishRequest() }
+                swap(&body, &spareBody)
                 body.reserveCapacity(length)
                 state = .fixedBody(remaining: length)
             case .chunked:
                 bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
+                swap(&body, &spareBody)
                 state = .chunkSize
             }
             // RFC 9110 10.1.1: a server may omit the 100 once body bytes have arrived.

@@ -84,6 +84,40 @@ struct HTTPParserTests {
         #expect(first != nil && first == second)
     }
 
+    @Test("a body given back is the next body's buffer, and a body kept elsewhere keeps its bytes")
+    func recycledBody() throws {
+        func post(_ body: String) -> [UInt8] {
+            Array("POST /v1/devices HTTP/1.1\r\nHost: h\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)
+        }
+        func nextBody(_ parser: inout HTTPParser) throws -> [UInt8] {
+            let event = parser.next(bodyLimit: { _ in 1024 })
+            guard case .request(let request)? = event else {
+                Issue.record("no request: \(event.map(describe) ?? "nil")")
+                return []
+            }
+            return request.body
+        }
+        var parser = HTTPParser(limits: HTTPServerLimits())
+        parser.append(post(#"{"token":"first"}"#) + post(#"{"token":"second"}"#) + post(#"{"n":3}"#))
+        let first = try nextBody(&parser)
+        let firstAddress = first.withUnsafeBufferPointer { $0.baseAddress }
+        let firstCapacity = first.capacity
+        parser.recycle(body: consume first)
+        // Takes the freed block, were the parser not keeping it, so that the
+        // address check below cannot pass by malloc's reuse alone.
+        let blocker = [UInt8](unsafeUninitializedCapacity: firstCapacity) { _, count in count = 0 }
+        let second = try nextBody(&parser)
+        #expect(second == Array(#"{"token":"second"}"#.utf8))
+        #expect(second.withUnsafeBufferPointer { $0.baseAddress } == firstAddress, "the given-back buffer is reused")
+        #expect(blocker.withUnsafeBufferPointer { $0.baseAddress } != firstAddress)
+        // A body the responder kept: giving it back must not change the kept bytes.
+        let kept = second
+        parser.recycle(body: second)
+        let third = try nextBody(&parser)
+        #expect(third == Array(#"{"n":3}"#.utf8))
+        #expect(kept == Array(#"{"token":"second"}"#.utf8), "a kept body keeps its bytes")
+    }
+
     @Test("a field's stored string equals its bytes only when both length and every byte agree")
     func storedStringAgainstBytes() {
         let cases: [(String, String, Bool)] = [

@@ -147,15 +147,28 @@ package final class RequestObserver: Sendable {
 /// A class: a request allocates it once, where a struct this size was boxed
 /// each time it became an `any HTTPReplySink`, and a one-word reference
 /// keeps `LoopReply` small enough to travel as an `any EngineReply`
-/// without a box of its own (issue 25).
-final class ObservedSink: HTTPReplySink {
-    let inner: any HTTPReplySink
+/// without a box of its own (issue 25). An engine loop reuses the sinks of
+/// answered requests that nothing else holds (`LoopRequests.observedSink`),
+/// so that a request on a warm loop allocates none.
+///
+/// Sendable though its request changes on reuse: `reuse` runs only on the
+/// loop that pools the sink, while that loop holds the only reference
+/// (`isKnownUniquelyReferenced`), so no other thread can read it meanwhile.
+final class ObservedSink: HTTPReplySink, @unchecked Sendable {
+    private(set) var inner: any HTTPReplySink
     let observer: RequestObserver
-    let exchange: Exchange
+    private(set) var exchange: Exchange
 
     init(inner: any HTTPReplySink, observer: RequestObserver, exchange: Exchange) {
         self.inner = inner
         self.observer = observer
+        self.exchange = exchange
+    }
+
+    /// Makes this sink answer another request of the same observer. Only for
+    /// the pool of the loop holding the one reference to it.
+    func reuse(inner: any HTTPReplySink, exchange: Exchange) {
+        self.inner = inner
         self.exchange = exchange
     }
 
