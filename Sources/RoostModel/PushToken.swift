@@ -5,9 +5,69 @@
 /// - FCM (`android`): the token's ASCII bytes as sent, 32 to 400 bytes of `A-Za-z0-9_-:.`.
 ///
 /// `description` never shows the token (HOUSE_STYLE rule 14).
+///
+/// A token of at most `inlineBytesMax` bytes (an APNs token as Apple issues
+/// them: 32) is held inline, so parsing one allocates nothing (issue 25);
+/// a longer one (FCM's text, ~150 bytes) in an array.
 package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     package let platform: Platform
-    package let bytes: [UInt8]
+    private let storage: Storage
+
+    /// The most bytes held inline.
+    static let inlineBytesMax = 32
+
+    private enum Storage: Sendable {
+        /// `count` (≤ `inlineBytesMax`) bytes at the start of `words`, the rest zero.
+        case inline(words: (UInt64, UInt64, UInt64, UInt64), count: UInt8)
+        /// More than `inlineBytesMax` bytes.
+        case array([UInt8])
+
+        init(_ bytes: UnsafeRawBufferPointer) {
+            guard bytes.count <= PushToken.inlineBytesMax else {
+                self = .array(Array(bytes))
+                return
+            }
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: bytes) }
+            self = .inline(words: words, count: UInt8(bytes.count))
+        }
+
+        init(_ bytes: [UInt8]) {
+            if bytes.count > PushToken.inlineBytesMax {
+                self = .array(bytes)
+            } else {
+                self = bytes.withUnsafeBytes { Storage($0) }
+            }
+        }
+    }
+
+    /// The token's bytes in a new array (an allocation: the request path
+    /// reads them in place with `withBytes`).
+    package var bytes: [UInt8] { withBytes { Array($0) } }
+
+    /// The number of the token's bytes.
+    package var byteCount: Int {
+        switch storage {
+        case .inline(_, let count): Int(count)
+        case .array(let bytes): bytes.count
+        }
+    }
+
+    /// Calls `body` with the token's bytes, in place.
+    @inline(__always)
+    package func withBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        switch storage {
+        case .inline(var words, let count):
+            return try withUnsafeBytes(of: &words) { try body(UnsafeRawBufferPointer(rebasing: $0[..<Int(count)])) }
+        case .array(let bytes):
+            return try bytes.withUnsafeBytes(body)
+        }
+    }
+
+    package static func == (lhs: PushToken, rhs: PushToken) -> Bool {
+        lhs.platform == rhs.platform
+            && lhs.withBytes { left in rhs.withBytes { right in left.elementsEqual(right) } }
+    }
 
     /// Parses a token sent for `platform` (spec §2 token shapes).
     ///
@@ -31,22 +91,25 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
             guard utf8.count >= Limits.apnsTokenHexCharactersMin, utf8.count <= Limits.apnsTokenHexCharactersMax,
                 utf8.count % 2 == 0
             else { throw .invalidTokenFormat }
-            var decoded: [UInt8] = []
-            decoded.reserveCapacity(utf8.count / 2)
-            var index = 0
-            while index < utf8.count {
-                guard let high = Hex.digitValue(utf8[index]), let low = Hex.digitValue(utf8[index + 1]) else {
-                    throw .invalidTokenFormat
+            let decoded = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: utf8.count / 2) {
+                decoded -> Storage? in
+                var index = 0
+                while index < utf8.count {
+                    guard let high = Hex.digitValue(utf8[index]), let low = Hex.digitValue(utf8[index + 1]) else {
+                        return nil
+                    }
+                    decoded[index / 2] = high << 4 | low
+                    index += 2
                 }
-                decoded.append(high << 4 | low)
-                index += 2
+                return Storage(UnsafeRawBufferPointer(decoded))
             }
-            self.bytes = decoded
+            guard let decoded else { throw .invalidTokenFormat }
+            self.storage = decoded
         case .android:
             guard utf8.count >= Limits.fcmTokenCharactersMin, utf8.count <= Limits.fcmTokenCharactersMax,
                 utf8.allSatisfy(Self.isFCMByte)
             else { throw .invalidTokenFormat }
-            self.bytes = Array(utf8)
+            self.storage = Storage(UnsafeRawBufferPointer(utf8))
         }
         self.platform = platform
     }
@@ -55,11 +118,11 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     package init(validatingBytes bytes: [UInt8], platform: Platform) throws(RegistryRejection) {
         guard bytes.withUnsafeBytes({ Self.isValidStored($0, platform: platform) }) else { throw .invalidTokenFormat }
         self.platform = platform
-        self.bytes = bytes
+        self.storage = Storage(bytes)
     }
 
     /// Returns whether `bytes` are a stored token of `platform`: the one rule
-    /// for the codec and replay's fast path (APNs 16–100 bytes, FCM its text).
+    /// for the codec and replay's fast path (APNs 32–100 bytes, FCM its text).
     @inline(__always)
     static func isValidStored(_ bytes: UnsafeRawBufferPointer, platform: Platform) -> Bool {
         switch platform {
@@ -75,7 +138,13 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     /// Wraps bytes already checked (read back from the index).
     init(unchecked bytes: [UInt8], platform: Platform) {
         self.platform = platform
-        self.bytes = bytes
+        self.storage = Storage(bytes)
+    }
+
+    /// Wraps bytes already checked, read in place (the store's records).
+    init(unchecked bytes: UnsafeRawBufferPointer, platform: Platform) {
+        self.platform = platform
+        self.storage = Storage(bytes)
     }
 
     /// Calls `body` with the UTF-8 bytes of `text`, spelled into a temporary
@@ -83,35 +152,30 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
     package func withText<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         switch platform {
         case .ios:
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bytes.count * 2) { text in
-                bytes.withUnsafeBytes { Hex.spell($0, into: text) }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: byteCount * 2) { text in
+                withBytes { Hex.spell($0, into: text) }
                 return body(UnsafeRawBufferPointer(text))
             }
         case .android:
-            return bytes.withUnsafeBytes(body)
+            return withBytes(body)
         }
     }
 
     /// The token as the provider spells it: lower-case hex (APNs) or the FCM text.
     package var text: String {
-        switch platform {
-        case .ios:
-            return Hex.encode(bytes)
-        case .android:
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        withText { String(decoding: $0, as: UTF8.self) }
     }
 
-    package var description: String { "PushToken(\(platform), \(bytes.count) bytes)" }
+    package var description: String { "PushToken(\(platform), \(byteCount) bytes)" }
 
     /// The platform, the length and the bytes in one `combine(bytes:)`: the
     /// synthesized hash fed `[UInt8]` to the hasher a byte at a time (its
     /// 32 calls were 0.3 % of a registration's CPU in the shard's per-token
-    /// limit). Consistent with the synthesized `==` (platform and bytes).
+    /// limit). Consistent with `==` (platform and bytes).
     package func hash(into hasher: inout Hasher) {
         hasher.combine(platform)
-        hasher.combine(bytes.count)
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(byteCount)
+        withBytes { hasher.combine(bytes: $0) }
     }
 
     private static func isExpoToken(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {

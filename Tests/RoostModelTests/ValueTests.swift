@@ -217,6 +217,37 @@ struct TokenTests {
     }
 
     @Test(
+        "a token is the same value however it was made: parsed, from stored bytes, inline (≤ 32 bytes) or not",
+        arguments: [32, 33, 64, 100])
+    func storageIsInvisible(byteCount: Int) throws {
+        let bytes = (0..<byteCount).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+            .joined()
+        let stored = try PushToken(validatingBytes: bytes, platform: .ios)
+        let parsed = try PushToken(parsing: hex, platform: .ios)
+        let inPlace = bytes.withUnsafeBytes { PushToken(unchecked: $0, platform: .ios) }
+        for token in [parsed, stored, inPlace] {
+            #expect(token.bytes == bytes)
+            #expect(token.byteCount == byteCount)
+            #expect(token.withBytes { Array($0) } == bytes)
+            #expect(token.text == hex)
+            #expect(token == parsed && token.hashValue == parsed.hashValue)
+        }
+        // One byte different, or one byte more: another token.
+        var changed = bytes
+        changed[byteCount - 1] ^= 1
+        #expect(try PushToken(validatingBytes: changed, platform: .ios) != parsed)
+        if byteCount < 100 {
+            #expect(try PushToken(validatingBytes: bytes + [0], platform: .ios) != parsed)
+        }
+        // The same bytes on the other platform are another token (as FCM text when they are text).
+        let fcmText = Array(String(repeating: "a", count: max(byteCount, 32)).utf8)
+        let fcm = try PushToken(validatingBytes: fcmText, platform: .android)
+        let apns = try PushToken(validatingBytes: Array(fcmText.prefix(100)), platform: .ios)
+        #expect(fcm != apns)
+    }
+
+    @Test(
         "external ids are 1 to 256 characters",
         arguments: [(0, false), (1, true), (256, true), (257, false)])
     func externalIDBounds(length: Int, valid: Bool) {

@@ -155,7 +155,7 @@ struct EncodedDevice {
     func device() throws(ByteDecodingError) -> Device {
         var device = Device(
             id: id, environment: environment,
-            token: token.isEmpty ? nil : PushToken(unchecked: Array(token), platform: id.platform),
+            token: token.isEmpty ? nil : PushToken(unchecked: token, platform: id.platform),
             createdAt: createdAt)
         device.bundleID = bundleID.map { BundleID(unchecked: String(decoding: $0, as: UTF8.self)) }
         device.installationID = installation.map { InstallationID(unchecked: String(decoding: $0, as: UTF8.self)) }

@@ -338,7 +338,11 @@ package enum MutationCodec {
     private static func encode(_ device: Device, into writer: inout LittleEndianWriter) {
         encode(device.id, into: &writer)
         writer.u8(device.environment.rawValue)
-        writer.field(device.token?.bytes ?? [])
+        if let token = device.token {
+            token.withBytes { writer.field($0) }
+        } else {
+            writer.field(EmptyCollection<UInt8>())
+        }
         writer.optionalString(device.bundleID?.rawValue)
         writer.optionalString(device.installationID?.rawValue)
         if let digest = device.installationSecretDigest {

@@ -284,7 +284,7 @@ extension DeviceStore {
     private func device(before record: DeviceRecord, id: DeviceID) -> Device {
         let token: PushToken? =
             record.tokenLength == 0
-            ? nil : PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: record.platform)
+            ? nil : withTokenBytes(of: record) { PushToken(unchecked: $0, platform: record.platform) }
         var device = Device(
             id: id, environment: record.environment, token: token,
             createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))

@@ -81,11 +81,10 @@ extension Device {
             timezone: timezone, locale: locale, pushPermission: pushPermission, optedIn: optedIn, tags: nil,
             invalidatedAt: invalidatedAt, invalidationReason: invalidationReason?.rawValue, strikes: strikes,
             version: version, clientSequence: clientSequence)
-        let tokenBytes = token?.bytes
         let installation = installationID?.rawValue
         let external = externalID?.rawValue
         let encodedTags = tags.encoded
-        Self.withOptionalBytes(tokenBytes) { token in
+        Self.withOptionalBytes(of: token) { token in
             fields.token = token
             Self.withOptionalUTF8(installation) { installation in
                 fields.installationID = installation
@@ -106,7 +105,7 @@ extension Device {
         let platform = fields.id.platform
         self.init(
             id: fields.id, environment: fields.environment,
-            token: fields.token.map { PushToken(unchecked: Array($0), platform: platform) },
+            token: fields.token.map { PushToken(unchecked: $0, platform: platform) },
             createdAt: fields.createdAt)
         lastSeenAt = fields.lastSeenAt
         bundleID = fields.bundleID.map(BundleID.init(unchecked:))
@@ -130,6 +129,11 @@ extension Device {
     private static func withOptionalBytes(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
         guard let bytes else { return body(nil) }
         bytes.withUnsafeBytes { body($0) }
+    }
+
+    private static func withOptionalBytes(of token: PushToken?, _ body: (UnsafeRawBufferPointer?) -> Void) {
+        guard let token else { return body(nil) }
+        token.withBytes { body($0) }
     }
 
     private static func withOptionalUTF8(_ text: String?, _ body: (UnsafeRawBufferPointer?) -> Void) {

@@ -30,7 +30,7 @@ extension DeviceStore {
         // Each key is hashed and probed once; the hashes go on to the insert.
         var freeTokenHash: UInt32?
         if let token = device.token {
-            let (holder, hash) = token.bytes.withUnsafeBytes { wanted in
+            let (holder, hash) = token.withBytes { wanted in
                 let hash = tokenHash(platform: token.platform, bytes: wanted)
                 return (slot(ofToken: wanted, platform: token.platform, hash: hash), hash)
             }

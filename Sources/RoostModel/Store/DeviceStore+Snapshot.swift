@@ -60,7 +60,7 @@ extension DeviceStore {
             if self.slot(ofSequence: record.sequence) != slot { problems.append("slot \(slot): id index") }
             if record.tokenLength > 0 {
                 withToken += 1
-                let token = PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: record.platform)
+                let token = withTokenBytes(of: record) { PushToken(unchecked: $0, platform: record.platform) }
                 if self.slot(ofToken: token) != slot { problems.append("slot \(slot): token index") }
             }
             if !record.installation.isNone {

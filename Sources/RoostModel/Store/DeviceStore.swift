@@ -203,7 +203,7 @@ struct DeviceStore: Sendable {
 
     /// Returns the slot of the device holding `token`, or nil. O(1) expected.
     func slot(ofToken token: PushToken) -> UInt32? {
-        token.bytes.withUnsafeBytes { wanted in
+        token.withBytes { wanted in
             slot(ofToken: wanted, platform: token.platform, hash: tokenHash(platform: token.platform, bytes: wanted))
         }
     }
@@ -297,7 +297,7 @@ struct DeviceStore: Sendable {
         } else if let knownToken {
             token = knownToken
         } else {
-            token = PushToken(unchecked: withTokenBytes(of: record) { Array($0) }, platform: platform)
+            token = withTokenBytes(of: record) { PushToken(unchecked: $0, platform: platform) }
         }
         var device = Device(
             id: id, environment: record.environment, token: token,
@@ -539,7 +539,7 @@ struct DeviceStore: Sendable {
 
     /// Gives the live slot `token` (free in the token index; the slot has none). O(1) expected.
     mutating func setToken(_ token: PushToken, at slot: UInt32) {
-        token.bytes.withUnsafeBytes { bytes in
+        token.withBytes { bytes in
             let hash = tokenHash(platform: token.platform, bytes: bytes)
             precondition(
                 tokenSlots.find(hash: hash) { candidate in
@@ -552,7 +552,7 @@ struct DeviceStore: Sendable {
 
     /// `setToken` for a token the caller knows is free, whose hash it has: no probe.
     private mutating func setFreeToken(_ token: PushToken, at slot: UInt32, hash: UInt32) {
-        token.bytes.withUnsafeBytes { setFreeToken(bytes: $0, at: slot, hash: hash) }
+        token.withBytes { setFreeToken(bytes: $0, at: slot, hash: hash) }
     }
 
     /// `setFreeToken` from borrowed token bytes (the replay fast path).
