@@ -501,6 +501,7 @@ final class EventLoop {
             case .response(let response):
                 finishInProgress(delivery.sequence, of: connection)
                 connection.machine.answer(response, to: delivery.sequence, now: now)
+                keepWrittenAnswer(of: connection)
             case .streamStart(let status, let headers, let stream):
                 finishInProgress(delivery.sequence, of: connection)
                 let accepted = connection.machine.answerStream(
@@ -511,6 +512,12 @@ final class EventLoop {
             }
             drive(connection, now: now)
         }
+    }
+
+    /// Keeps the arrays of the answer `connection` wrote last for the
+    /// answers this loop renders next (`AnswerBufferPool`).
+    private func keepWrittenAnswer(of connection: LoopConnection) {
+        if let written = connection.machine.takeWrittenResponse() { mailbox.answerBuffers.keep(written) }
     }
 
     private func beginDrain(now: LoopInstant) {
@@ -610,7 +617,9 @@ final class EventLoop {
         dispatchedInRound += 1
         let sink = LoopReplySink(mailbox: mailbox, connectionKey: connection.key, sequence: sequence)
         switch responder.respond(to: request, sink: sink) {
-        case .respond(let response): connection.machine.answer(response, to: sequence, now: now)
+        case .respond(let response):
+            connection.machine.answer(response, to: sequence, now: now)
+            keepWrittenAnswer(of: connection)
         case .deferred(let tenant):
             guard let tenant else { return }
             connection.inProgress.append((sequence, tenant))

@@ -484,6 +484,17 @@ package struct HTTPConnectionMachine {
         }
     }
 
+    /// An answer whose bytes are in the output now, for its loop to reuse
+    /// its arrays (`takeWrittenResponse`); one at a time, and none whose
+    /// body is larger than `bufferBytesRetainedMax` (an idle connection
+    /// holds no large answer).
+    private var writtenResponse: HTTPResponse?
+
+    /// Takes the answer written last, if the loop has not taken it yet.
+    package mutating func takeWrittenResponse() -> HTTPResponse? {
+        writtenResponse.take()
+    }
+
     /// Gives a dispatched request's body back once the responder is done
     /// with it (`HTTPParser.recycle(body:)`).
     package mutating func recycle(body: consuming [UInt8]) {
@@ -649,6 +660,9 @@ package struct HTTPConnectionMachine {
                 precondition(heldAnswerBytes >= 0, "held answer bytes \(heldAnswerBytes) < 0")
                 let close = !slot.keepAlive || (isDraining && isLast)
                 HTTPResponseWriter.append(response, keepAlive: !close, isHead: slot.isHead, to: &output.bytes)
+                if writtenResponse == nil, response.body.capacity <= limits.bufferBytesRetainedMax {
+                    writtenResponse = response
+                }
                 if close {
                     closeAfterSlot(slot.sequence)
                     return

@@ -213,11 +213,20 @@ public protocol HTTPReplySink: Sendable {
     /// close of the connection for HTTP/1.0; a HEAD request gets the head only.
     /// `status` must allow a body (200...599 except 204 and 304).
     func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream
+
+    /// Emptied arrays to render the answer's body and header fields into,
+    /// from answers this request's loop already wrote (empty ones when it
+    /// has none, or when called off that loop). Optional: an answer built
+    /// in new arrays is as good, it only allocates them.
+    func takeAnswerBuffers() -> HTTPAnswerBuffers
 }
 
 extension HTTPReplySink {
     /// Loop 0, for sinks made outside a server (test fakes).
     public var loopIndex: Int { 0 }
+
+    /// None: for sinks made outside a server (test fakes, tasks).
+    public func takeAnswerBuffers() -> HTTPAnswerBuffers { HTTPAnswerBuffers() }
 
     /// Returns a stream that collects the whole body and sends it as one
     /// response at `finish`: for sinks made outside a server (test fakes). The

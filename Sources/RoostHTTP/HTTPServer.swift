@@ -159,7 +159,9 @@ public final class HTTPServer: Sendable {
             let loopCount = configuration.eventLoopCount
             // Every mailbox first: a loop hands accepted connections to the others.
             let mailboxes = executors.map {
-                LoopMailbox(executor: $0, streamBufferBytesMax: limits.streamBufferBytesMax)
+                LoopMailbox(
+                    executor: $0, streamBufferBytesMax: limits.streamBufferBytesMax,
+                    bufferBytesRetainedMax: limits.bufferBytesRetainedMax)
             }
             state.mailboxes = mailboxes
             do {

@@ -292,10 +292,17 @@ final class LoopMailbox: Sendable {
     private let queue = Mutex<[Delivery]>([])
     /// Accepted connections another loop handed to this one.
     private let handedOver = Mutex<[HandedOverConnection]>([])
+    /// The arrays of answers this loop wrote, for the answers it renders
+    /// next; used on the loop's thread only.
+    let answerBuffers: AnswerBufferPool
 
-    init(executor: LoopExecutor, streamBufferBytesMax: Int) {
+    init(
+        executor: LoopExecutor, streamBufferBytesMax: Int,
+        bufferBytesRetainedMax: Int = HTTPServerLimits().bufferBytesRetainedMax
+    ) {
         self.executor = executor
         self.streamBufferBytesMax = streamBufferBytesMax
+        self.answerBuffers = AnswerBufferPool(executor: executor, bytesRetainedMax: bufferBytesRetainedMax)
     }
 
     /// The loop's index, 0..<eventLoopCount.
@@ -353,6 +360,8 @@ struct LoopReplySink: HTTPReplySink {
     }
 
     var loopIndex: Int { mailbox.loopIndex }
+
+    func takeAnswerBuffers() -> HTTPAnswerBuffers { mailbox.answerBuffers.take() }
 
     func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream {
         precondition(

@@ -38,13 +38,25 @@ package enum DeviceJSON {
     /// The body of an answer holding one device: its JSON, rendered straight
     /// into the body's bytes.
     static func body(_ device: Device, includeToken: Bool) -> [UInt8] {
+        var spare: [UInt8] = []
+        return body(device, includeToken: includeToken, reusing: &spare)
+    }
+
+    /// `body(_:includeToken:)` written into `spare` (an emptied array a loop
+    /// kept, taken from it), grown if it lacks the room.
+    static func body(_ device: Device, includeToken: Bool, reusing spare: inout [UInt8]) -> [UInt8] {
+        precondition(spare.isEmpty, "a device body over \(spare.count) bytes")
         var body: [UInt8] = []
+        swap(&body, &spare)
         device.withStoredFields { fields in
-            body = [UInt8](unsafeUninitializedCapacity: DeviceLineWriter.bytesMax(fields)) { buffer, initialized in
-                var line = DeviceLineWriter(buffer)
-                let fitted = line.write(fields, includeToken: includeToken, newline: false)
-                precondition(fitted, "a device's JSON past its bound")
-                initialized = line.count
+            let bytesMax = DeviceLineWriter.bytesMax(fields)
+            body.append(addingCapacity: bytesMax) { span in
+                span.withUnsafeMutableBufferPointer { buffer, initialized in
+                    var line = DeviceLineWriter(UnsafeMutableBufferPointer(rebasing: buffer[0..<bytesMax]))
+                    let fitted = line.write(fields, includeToken: includeToken, newline: false)
+                    precondition(fitted, "a device's JSON past its bound")
+                    initialized = line.count
+                }
             }
         }
         return body
@@ -81,9 +93,18 @@ package enum DeviceJSON {
     /// Returns a JSON response holding one device, with the device's version
     /// as its strong `ETag` (spec §7).
     static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
+        var buffers = HTTPAnswerBuffers()
+        return response(status, device, includeToken: includeToken, reusing: &buffers)
+    }
+
+    /// `response(_:_:includeToken:)` rendered into `buffers` (taken from it).
+    static func response(_ status: Int, _ device: Device, includeToken: Bool, reusing buffers: inout HTTPAnswerBuffers)
+        -> HTTPResponse
+    {
         HTTPResponse(
             status: status,
-            headers: answerHeaders(("Content-Type", "application/json"), ("ETag", IfMatch.entityTag(device))),
-            body: body(device, includeToken: includeToken))
+            headers: answerHeaders(
+                ("Content-Type", "application/json"), ("ETag", IfMatch.entityTag(device)), reusing: &buffers.headers),
+            body: body(device, includeToken: includeToken, reusing: &buffers.body))
     }
 }

@@ -50,10 +50,11 @@ struct DeviceRoutes: Sendable {
                 try RegisterBody.parse(JSONBody(context.request).value)
             }
         let now = requestTime(context)
-        return scope.command(.register(request, at: now)) { outcome in
+        return scope.command(.register(request, at: now)) { outcome, buffers in
             switch outcome {
             case .registered(let registered):
-                DeviceJSON.response(registered.created ? 201 : 200, registered.device, includeToken: false)
+                DeviceJSON.response(
+                    registered.created ? 201 : 200, registered.device, includeToken: false, reusing: &buffers)
             default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }
@@ -63,9 +64,9 @@ struct DeviceRoutes: Sendable {
     func getDevice(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
-        return scope.command(.getDevice(id)) { outcome in
+        return scope.command(.getDevice(id)) { outcome, buffers in
             switch outcome {
-            case .device(let device): DeviceJSON.response(200, device, includeToken: true)
+            case .device(let device): DeviceJSON.response(200, device, includeToken: true, reusing: &buffers)
             default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }
@@ -107,9 +108,10 @@ struct DeviceRoutes: Sendable {
         let condition = try IfMatch.parse(context.request.head.headers)
         let id = try DeviceRoutes.deviceID(context.parameters[0])
         let now = requestTime(context)
-        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition, at: now)) { outcome in
+        return scope.command(.patchDevice(id, tags: tags, optedIn: optedIn, ifMatch: condition, at: now)) {
+            outcome, buffers in
             switch outcome {
-            case .device(let device): DeviceJSON.response(200, device, includeToken: false)
+            case .device(let device): DeviceJSON.response(200, device, includeToken: false, reusing: &buffers)
             default: DeviceRoutes.unexpectedOrRejected(outcome)
             }
         }

@@ -24,6 +24,13 @@ struct IndexScope: Sendable {
     func command(_ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse) -> RouteOutcome {
         .command(indexKey, settings: settings, command, render: render)
     }
+
+    /// `command(_:render:)` rendered into the loop's kept arrays (`HTTPAnswerBuffers`).
+    func command(
+        _ command: Command, render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
+    ) -> RouteOutcome {
+        .command(indexKey, settings: settings, command, render: render)
+    }
 }
 
 extension Authenticator {

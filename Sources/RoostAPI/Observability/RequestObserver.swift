@@ -178,6 +178,8 @@ final class ObservedSink: HTTPReplySink, @unchecked Sendable {
 
     var loopIndex: Int { inner.loopIndex }
 
+    func takeAnswerBuffers() -> HTTPAnswerBuffers { inner.takeAnswerBuffers() }
+
     func startStream(status: Int, headers: [(name: String, value: String)]) -> any HTTPBodyStream {
         inner.startStream(status: status, headers: observer.streamHeaders(exchange, status: status, headers))
     }

@@ -53,6 +53,15 @@ package enum RouteOutcome: Sendable {
     ) -> RouteOutcome {
         .engine(EngineWork(.index(key, settings: settings, command)), answer: .rendering(render))
     }
+
+    /// `command(_:settings:_:render:)` for an answer rendered into the
+    /// arrays its loop kept from answers it wrote (`HTTPAnswerBuffers`).
+    static func command(
+        _ key: IndexKey, settings: AppSettings, _ command: Command,
+        render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
+    ) -> RouteOutcome {
+        .engine(EngineWork(.index(key, settings: settings, command)), answer: .rendering(render))
+    }
 }
 
 /// How a route answers from its engine outcomes. Called on the loop that
@@ -71,6 +80,19 @@ package struct EngineAnswer: Sendable {
     static func rendering(_ render: @escaping @Sendable (Outcome) -> HTTPResponse) -> EngineAnswer {
         EngineAnswer { outcomes, reply in
             reply.sink.send(outcomes.map { render($0[0]) } ?? APIError.logUnavailable.response)
+        }
+    }
+
+    /// `rendering(_:)` into the arrays the request's loop kept from answers
+    /// it wrote (`HTTPReplySink.takeAnswerBuffers`): an answer of a warm
+    /// loop allocates neither its body nor its header array (issue 25).
+    static func rendering(_ render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse)
+        -> EngineAnswer
+    {
+        EngineAnswer { outcomes, reply in
+            guard let outcomes else { return reply.sink.send(APIError.logUnavailable.response) }
+            var buffers = reply.sink.takeAnswerBuffers()
+            reply.sink.send(render(outcomes[0], &buffers))
         }
     }
 }

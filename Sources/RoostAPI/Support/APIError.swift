@@ -177,7 +177,19 @@ package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
 package func answerHeaders(
     _ first: (name: String, value: String), _ second: (name: String, value: String)? = nil
 ) -> [(name: String, value: String)] {
+    var spare: [(name: String, value: String)] = []
+    return answerHeaders(first, second, reusing: &spare)
+}
+
+/// `answerHeaders(_:_:)` in `spare` (an emptied array a loop kept, taken
+/// from it) when it has the room, else in a new array.
+package func answerHeaders(
+    _ first: (name: String, value: String), _ second: (name: String, value: String)? = nil,
+    reusing spare: inout [(name: String, value: String)]
+) -> [(name: String, value: String)] {
+    precondition(spare.isEmpty, "answer headers over \(spare.count) fields")
     var headers: [(name: String, value: String)] = []
+    swap(&headers, &spare)
     headers.reserveCapacity(2 + RequestObserver.fieldsAddedMax)
     headers.append(first)
     if let second { headers.append(second) }

@@ -1,0 +1,67 @@
+import RoostPlatform
+
+/// Arrays for an answer's body and header fields, emptied, with their
+/// capacity: what `HTTPReplySink.takeAnswerBuffers` hands a responder to
+/// render into. Both empty when the loop has none to spare.
+public struct HTTPAnswerBuffers: Sendable {
+    public var body: [UInt8] = []
+    public var headers: [(name: String, value: String)] = []
+
+    public init() {}
+}
+
+/// The body and header arrays of answers one event loop wrote to its
+/// connections, kept for the answers it renders next (issue 25: two
+/// allocations per answer before). A loop writes an answer's bytes into the
+/// connection's output and is then done with the answer's arrays; rendering
+/// on the same loop takes them back (`LoopReplySink.takeAnswerBuffers`).
+///
+/// Confined to its loop's thread: `keep` asserts it; `take` off the loop
+/// (a task answering outside the loop) gets empty arrays. Kept arrays are
+/// emptied when taken, not when kept: at keep time the delivery that carried
+/// the answer may still refer to it, and emptying a shared array copies it.
+/// At most `keptMax` of each, each of at most `bytesRetainedMax` bytes or
+/// `headerFieldsRetainedMax` fields.
+final class AnswerBufferPool: @unchecked Sendable {
+    /// Arrays kept of each kind.
+    static let keptMax = 64
+    /// Header fields an array kept may have room for.
+    static let headerFieldsRetainedMax = 16
+
+    private let executor: LoopExecutor
+    /// The largest body capacity kept (`HTTPServerLimits.bufferBytesRetainedMax`).
+    private let bytesRetainedMax: Int
+    private var bodies: [[UInt8]] = []
+    private var headerLists: [[(name: String, value: String)]] = []
+
+    init(executor: LoopExecutor, bytesRetainedMax: Int) {
+        self.executor = executor
+        self.bytesRetainedMax = bytesRetainedMax
+    }
+
+    /// Keeps the arrays of an answer the loop wrote.
+    func keep(_ written: consuming HTTPResponse) {
+        executor.preconditionOnLoop("AnswerBufferPool.keep")
+        if bodies.count < Self.keptMax, (1...bytesRetainedMax).contains(written.body.capacity) {
+            bodies.append(written.body)
+        }
+        if headerLists.count < Self.keptMax, (1...Self.headerFieldsRetainedMax).contains(written.headers.capacity) {
+            headerLists.append(written.headers)
+        }
+    }
+
+    /// Emptied arrays for an answer (empty ones when none is kept, or off the loop).
+    func take() -> HTTPAnswerBuffers {
+        var buffers = HTTPAnswerBuffers()
+        guard executor.isCurrent else { return buffers }
+        if var body = bodies.popLast() {
+            body.removeAll(keepingCapacity: true)
+            buffers.body = body
+        }
+        if var headers = headerLists.popLast() {
+            headers.removeAll(keepingCapacity: true)
+            buffers.headers = headers
+        }
+        return buffers
+    }
+}
