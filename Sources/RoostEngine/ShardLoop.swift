@@ -342,8 +342,16 @@ struct FairQueue {
             let app = order[position]
             guard var queue = queues.removeValue(forKey: app) else { preconditionFailure("app \(app) has no queue") }
             let end = min(queue.commands.count, queue.head + min(quantum, budget - turn.count))
-            turn.append(contentsOf: queue.commands[queue.head..<end])
-            queue.head = end
+            if turn.isEmpty && queue.head == 0 && end == queue.commands.count {
+                // The app's whole queue is the turn: the arrays are traded, no
+                // command copied (each copy retained every reference of its
+                // request, and the queue released them again when emptied).
+                swap(&turn, &queue.commands)
+                queue.head = queue.commands.count
+            } else {
+                turn.append(contentsOf: queue.commands[queue.head..<end])
+                queue.head = end
+            }
             if queue.head == queue.commands.count {
                 order.remove(at: position)
                 if spareQueues.count < Self.spareQueuesMax {

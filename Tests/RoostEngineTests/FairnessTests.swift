@@ -66,4 +66,33 @@ struct FairnessTests {
         #expect(tickets(100) == ["3.4", "1.5", "1.6", "1.7", "1.8", "1.9"])
         #expect(queue.isEmpty)
     }
+
+    @Test("an app's whole queue taken as the turn's start keeps every command, in order, turn after turn")
+    func wholeQueueTaken() {
+        var queue = FairQueue()
+        func command(_ app: UInt32, _ number: Int) -> ShardCommand {
+            ShardCommand(
+                .index(IndexKey(app: AppID(app), mode: .live), settings: .defaults, .stats),
+                origin: .loop(0, ticket: UInt64(app) << 32 | UInt64(number)))
+        }
+        var turn: [ShardCommand] = [command(9, 9)]
+        func tickets(_ max: Int, perApp: Int = 100) -> [String] {
+            queue.takeTurn(max: max, perApp: perApp, into: &turn)
+            return turn.map { command in
+                guard case .loop(_, let ticket) = command.origin else { return "?" }
+                return "\(ticket >> 32).\(ticket & 0xFFFF_FFFF)"
+            }
+        }
+        for number in 0..<4 { queue.append(command(1, number), app: AppID(1)) }
+        #expect(tickets(100) == ["1.0", "1.1", "1.2", "1.3"], "one app's whole queue")
+        #expect(queue.isEmpty)
+        // The arrays traded last turn serve again: nothing of the last turn comes back.
+        for number in 4..<6 { queue.append(command(1, number), app: AppID(1)) }
+        for number in 0..<2 { queue.append(command(2, number), app: AppID(2)) }
+        #expect(tickets(100) == ["1.4", "1.5", "2.0", "2.1"], "a whole queue, then the next app's after it")
+        for number in 6..<9 { queue.append(command(1, number), app: AppID(1)) }
+        #expect(tickets(2) == ["1.6", "1.7"], "part of a queue is copied, the rest waits")
+        #expect(tickets(100) == ["1.8"])
+        #expect(queue.isEmpty && turn.count == 1)
+    }
 }
