@@ -303,7 +303,10 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
 /// the callers' batches.
 struct FairQueue {
     private struct AppQueue {
-        var commands: [ShardCommand] = []
+        /// Taken commands are nil: a turn moves each command out
+        /// (`Optional.take`), where a copy retained every reference of its
+        /// request and the queue released them again when it dropped them.
+        var commands: [ShardCommand?] = []
         /// Commands before it were taken already.
         var head = 0
     }
@@ -314,7 +317,7 @@ struct FairQueue {
     private(set) var count = 0
     /// Emptied queues' storage, for the next app that gets commands (no
     /// allocation per app per turn once warm); at most `spareQueuesMax`.
-    private var spareQueues: [[ShardCommand]] = []
+    private var spareQueues: [[ShardCommand?]] = []
     static let spareQueuesMax = 8
 
     var isEmpty: Bool { count == 0 }
@@ -342,16 +345,13 @@ struct FairQueue {
             let app = order[position]
             guard var queue = queues.removeValue(forKey: app) else { preconditionFailure("app \(app) has no queue") }
             let end = min(queue.commands.count, queue.head + min(quantum, budget - turn.count))
-            if turn.isEmpty && queue.head == 0 && end == queue.commands.count {
-                // The app's whole queue is the turn: the arrays are traded, no
-                // command copied (each copy retained every reference of its
-                // request, and the queue released them again when emptied).
-                swap(&turn, &queue.commands)
-                queue.head = queue.commands.count
-            } else {
-                turn.append(contentsOf: queue.commands[queue.head..<end])
-                queue.head = end
+            for index in queue.head..<end {
+                guard let command = queue.commands[index].take() else {
+                    preconditionFailure("fair queue command \(index) of app \(app) taken twice")
+                }
+                turn.append(command)
             }
+            queue.head = end
             if queue.head == queue.commands.count {
                 order.remove(at: position)
                 if spareQueues.count < Self.spareQueuesMax {
