@@ -4,24 +4,27 @@
 One etcd member (heartbeat 50 ms, election 500 ms) and three `roost serve
 --cluster` nodes with `--lease-ttl-s 1` on loopback. Each cycle: a writer
 registers devices on the leader without pause; the leader is killed (kill -9
-or SIGSTOP); the time from the kill to the first acknowledged write on another
-node is the failover time. The old leader is started again (SIGSTOP: resumed,
-it must exit 75) before the next cycle. Prints each cycle and p50 / max.
+or SIGSTOP), or asked to hand over (`POST /v1/cluster/step-down`, spec
+§13.5: "at most 0.5 s of 503"); the time from the kill (or from sending the
+step-down) to the first acknowledged write on another node is the failover
+time. The old leader is started again (SIGSTOP: resumed, it must exit 75;
+step-down: it must answer 200 and exit 75) before the next cycle. Prints
+each cycle and p50 / max.
 
-usage: failover.py ROOST_BINARY [--cycles N] [--signal kill|stop] [--dir DIR]
+usage: failover.py ROOST_BINARY [--cycles N] [--signal kill|stop|step-down] [--dir DIR]
 Everything runs on 127.0.0.1, stops by itself, and only the processes this
 script started are signalled (by PID).
 """
 import argparse, json, os, shutil, signal, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_lib import Node, app_key, init_cluster, leader_of, request, start_etcd, stop_all  # noqa: E402
+from cluster_lib import ADMIN, Node, app_key, init_cluster, leader_of, request, start_etcd, stop_all  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("--cycles", type=int, default=20)
-    parser.add_argument("--signal", choices=["kill", "stop"], default="kill")
+    parser.add_argument("--signal", choices=["kill", "stop", "step-down"], default="kill")
     parser.add_argument("--dir")
     args = parser.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix="roost-failover-")
@@ -43,7 +46,12 @@ def main():
                         json.dumps({"platform": "ios", "token": "%064x" % serial}))
             victim = leader
             killed_at = time.monotonic()
-            os.kill(victim.process.pid, signal.SIGKILL if args.signal == "kill" else signal.SIGSTOP)
+            if args.signal == "step-down":
+                status, body = request(victim.port, "POST", "/v1/cluster/step-down", ADMIN, timeout=2)
+                if status != 200:
+                    raise SystemExit("cycle %d: step-down answered %s %r" % (cycle, status, body))
+            else:
+                os.kill(victim.process.pid, signal.SIGKILL if args.signal == "kill" else signal.SIGSTOP)
             acknowledged = None
             while acknowledged is None and time.monotonic() - killed_at < 30:
                 for node in nodes:
@@ -61,11 +69,12 @@ def main():
             if acknowledged is None:
                 raise SystemExit("cycle %d: no write acknowledged within 30 s" % cycle)
             times.append(acknowledged)
-            if args.signal == "stop":
-                os.kill(victim.process.pid, signal.SIGCONT)
+            if args.signal in ("stop", "step-down"):
+                if args.signal == "stop":
+                    os.kill(victim.process.pid, signal.SIGCONT)
                 code = victim.process.wait(timeout=30)
                 if code != 75:
-                    raise SystemExit("cycle %d: the resumed leader exited %s, not 75" % (cycle, code))
+                    raise SystemExit("cycle %d: the old leader exited %s, not 75 (%s)" % (cycle, code, args.signal))
             else:
                 victim.process.wait()
             victim.start()
