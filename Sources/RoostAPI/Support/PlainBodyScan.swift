@@ -44,6 +44,12 @@ struct PlainBodyScan: RegisterMembers {
     /// The top-level members, `count` of them (`membersMax` places).
     private let members: InlineArray<32, Member>
     private let count: Int
+    /// Bit `n` is set when a top-level name is `n` bytes long (63: longer):
+    /// a name of a length no member has is absent without a look at
+    /// `members`. Each look copies the whole table (656 bytes: reading an
+    /// `InlineArray` held in a `let` copies it in this compiler, and about
+    /// half of a register body's ~17 look-ups are for absent members).
+    private let nameLengths: UInt64
 
     /// Scans `body`; nil when it is not a body this path takes (see the type).
     init?(_ body: [UInt8]) {
@@ -57,22 +63,32 @@ struct PlainBodyScan: RegisterMembers {
             return Scanner.skipWhitespace(bytes, from: end) == bytes.count
         }
         guard scanned else { return nil }
+        var nameLengths: UInt64 = 0
+        for index in 0..<count {
+            nameLengths |= Self.lengthBit(Int(members[index].nameEnd - members[index].nameStart))
+        }
         self.body = body
         self.members = members
         self.count = count
+        self.nameLengths = nameLengths
     }
 
+    /// The bit of `nameLengths` for a name of `length` bytes.
+    private static func lengthBit(_ length: Int) -> UInt64 { 1 << UInt64(min(length, 63)) }
+
     subscript(member name: String) -> JSONValue? {
-        guard let found = position(of: name) else { return nil }
-        let member = members.span[found]
+        // Not a look at `members` here: this function's entry would copy them.
+        guard mayHold(name) else { return nil }
+        guard let member = member(named: name) else { return nil }
         return body.withUnsafeBufferPointer { bytes in
             Self.value(bytes, Int(member.valueStart), Int(member.valueEnd), member.kind)
         }
     }
 
     func token(for platform: Platform) throws(APIError) -> PushToken {
-        guard let found = position(of: "token") else { return try RegisterBody.token(nil, for: platform) }
-        let member = members.span[found]
+        guard mayHold("token"), let member = member(named: "token") else {
+            return try RegisterBody.token(nil, for: platform)
+        }
         guard member.kind == .string else { return try RegisterBody.token(self[member: "token"], for: platform) }
         let result = body.withUnsafeBufferPointer { bytes in
             Result { () throws(RegistryRejection) -> PushToken in
@@ -84,8 +100,17 @@ struct PlainBodyScan: RegisterMembers {
         return try RegisterBody.model { () throws(RegistryRejection) in try result.get() }
     }
 
-    /// Where the member named `name` is in `members`, nil when absent.
-    private func position(of name: String) -> Int? {
+    /// Whether a top-level member may be named `name` (no member has its length: no).
+    private func mayHold(_ name: String) -> Bool {
+        nameLengths & Self.lengthBit(name.utf8.count) != 0
+    }
+
+    /// The member named `name`, nil when absent. Not inlined: reading
+    /// `members` copies the whole table (656 bytes) at the entry of the
+    /// function that reads it, so only this one does, once a look-up, and
+    /// only for a name `mayHold` lets through.
+    @inline(never)
+    private func member(named name: String) -> Member? {
         // The closures capture locals, never `self`: capturing it, or reading
         // `members[index]` inside them, copied the whole struct (656 bytes)
         // per call or per step (`memcpy` in a release build, 2.5 % of a
@@ -96,7 +121,7 @@ struct PlainBodyScan: RegisterMembers {
             body.withUnsafeBufferPointer { bytes in
                 name.withUTF8 { wanted in
                     // A plain loop: a closure here allocates per call in a debug build.
-                    for index in 0..<count where Scanner.nameIs(bytes, places[index], wanted) { return index }
+                    for index in 0..<count where Scanner.nameIs(bytes, places[index], wanted) { return places[index] }
                     return nil
                 }
             }
