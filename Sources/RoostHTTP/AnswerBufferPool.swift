@@ -42,10 +42,13 @@ final class AnswerBufferPool: @unchecked Sendable {
     /// Keeps the arrays of an answer the loop wrote.
     func keep(_ written: consuming HTTPResponse) {
         executor.preconditionOnLoop("AnswerBufferPool.keep")
-        if bodies.count < Self.keptMax, (1...bytesRetainedMax).contains(written.body.capacity) {
+        // Not a range: `bufferBytesRetainedMax` may be 0 (keep none), and `1...0` traps.
+        let bodyCapacity = written.body.capacity
+        if bodies.count < Self.keptMax, bodyCapacity > 0, bodyCapacity <= bytesRetainedMax {
             bodies.append(written.body)
         }
-        if headerLists.count < Self.keptMax, (1...Self.headerFieldsRetainedMax).contains(written.headers.capacity) {
+        let headersCapacity = written.headers.capacity
+        if headerLists.count < Self.keptMax, headersCapacity > 0, headersCapacity <= Self.headerFieldsRetainedMax {
             headerLists.append(written.headers)
         }
     }

@@ -42,4 +42,16 @@ struct AnswerBufferPoolTests {
         #expect(offLoop.withLock { $0 }.map { $0.body == 0 && $0.headers == 0 } == true)
         #expect(pool.take().body.capacity >= 10, "kept for the loop's own next answer")
     }
+
+    @Test("a loop that retains no buffer bytes keeps no body")
+    func nothingRetained() throws {
+        let executor = try LoopExecutor(index: 0)
+        let pool = AnswerBufferPool(executor: executor, bytesRetainedMax: 0)
+        executor.adoptCurrentThread()
+        defer { executor.releaseThread() }
+        pool.keep(HTTPResponse(status: 200, headers: [("A", "b")], body: [1, 2, 3]))
+        let taken = pool.take()
+        #expect(taken.body.capacity == 0)
+        #expect(taken.headers.capacity >= 1, "header arrays are bounded by their field count, not by bytes")
+    }
 }
