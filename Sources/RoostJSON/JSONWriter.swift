@@ -24,14 +24,69 @@ public struct JSONWriter: Sendable {
         var awaitsValue = false
     }
 
-    private var open: [Open] = []
+    /// The open containers, innermost last, as three bit stacks: a writer
+    /// allocates nothing for them (an array of `Open` was one allocation per
+    /// answer, issue 25). At most `depthMax` deep: deeper is a programming
+    /// error (what Roost writes is a few levels deep, and `JSONReader`
+    /// refuses input deeper than its `maxDepth`).
+    private struct OpenStack: Sendable {
+        static let depthMax = 64
+        private var objects: UInt64 = 0
+        private var nonEmpty: UInt64 = 0
+        private var awaiting: UInt64 = 0
+        private var depth = 0
+
+        var last: Open? {
+            guard depth > 0 else { return nil }
+            let mask: UInt64 = 1 << UInt64(depth - 1)
+            return Open(isObject: objects & mask != 0, isEmpty: nonEmpty & mask == 0, awaitsValue: awaiting & mask != 0)
+        }
+
+        mutating func append(_ open: Open) {
+            precondition(depth < Self.depthMax, "JSONWriter: more than \(Self.depthMax) containers open")
+            let mask: UInt64 = 1 << UInt64(depth)
+            objects = open.isObject ? objects | mask : objects & ~mask
+            nonEmpty = open.isEmpty ? nonEmpty & ~mask : nonEmpty | mask
+            awaiting = open.awaitsValue ? awaiting | mask : awaiting & ~mask
+            depth += 1
+        }
+
+        mutating func removeLast() {
+            precondition(depth > 0, "JSONWriter: no container to close")
+            depth -= 1
+        }
+
+        /// The innermost container holds something now.
+        mutating func markLastNotEmpty() {
+            precondition(depth > 0, "JSONWriter: no open container")
+            nonEmpty |= 1 << UInt64(depth - 1)
+        }
+
+        /// Whether the innermost object has a key waiting for its value.
+        mutating func setLastAwaitsValue(_ awaits: Bool) {
+            precondition(depth > 0, "JSONWriter: no open container")
+            let mask: UInt64 = 1 << UInt64(depth - 1)
+            awaiting = awaits ? awaiting | mask : awaiting & ~mask
+        }
+    }
+
+    private var open = OpenStack()
     private var wroteTopLevelValue = false
     /// Creates an empty writer whose buffer has room for `reservingCapacity` bytes.
     public init(reservingCapacity: Int = 256) {
         precondition(reservingCapacity >= 0, "JSONWriter: negative capacity \(reservingCapacity)")
         bytes = []
         bytes.reserveCapacity(reservingCapacity)
-        open.reserveCapacity(8)
+    }
+
+    /// Creates an empty writer over `buffer`'s storage (emptied; an emptied
+    /// array a server kept from an earlier answer), with room for
+    /// `reservingCapacity` bytes.
+    public init(reusing buffer: consuming [UInt8], reservingCapacity: Int = 256) {
+        precondition(reservingCapacity >= 0, "JSONWriter: negative capacity \(reservingCapacity)")
+        bytes = buffer
+        bytes.removeAll(keepingCapacity: true)
+        bytes.reserveCapacity(reservingCapacity)
     }
 
     // MARK: Structure
@@ -102,8 +157,8 @@ public struct JSONWriter: Sendable {
         if !top.isEmpty {
             bytes.append(UInt8(ascii: ","))
         }
-        open[open.count - 1].isEmpty = false
-        open[open.count - 1].awaitsValue = true
+        open.markLastNotEmpty()
+        open.setLastAwaitsValue(true)
         appendQuoted(name)
         bytes.append(UInt8(ascii: ":"))
     }
@@ -117,12 +172,12 @@ public struct JSONWriter: Sendable {
         }
         if top.isObject {
             precondition(top.awaitsValue, "JSONWriter: a value inside an object without key(_:)")
-            open[open.count - 1].awaitsValue = false
+            open.setLastAwaitsValue(false)
         } else {
             if !top.isEmpty {
                 bytes.append(UInt8(ascii: ","))
             }
-            open[open.count - 1].isEmpty = false
+            open.markLastNotEmpty()
         }
     }
 

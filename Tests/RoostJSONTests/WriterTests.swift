@@ -194,5 +194,61 @@ struct WriterTests {
             var writer = JSONWriter()
             writer.double(.nan)
         }
+        await #expect(processExitsWith: .failure) {
+            var writer = JSONWriter()
+            for _ in 0...64 { writer.beginArray() }
+        }
+    }
+
+    @Test("64 containers deep: each level keeps its own kind, emptiness and pending key")
+    func deepNesting() throws {
+        var writer = JSONWriter()
+        var expected = ""
+        for level in 0..<64 {
+            if level % 2 == 0 {
+                writer.beginObject()
+                writer.key("k\(level)")
+                expected += "{\"k\(level)\":"
+            } else {
+                writer.beginArray()
+                writer.int(level)
+                expected += "[\(level),"
+            }
+        }
+        writer.null()
+        expected += "null"
+        for level in (0..<64).reversed() {
+            if level % 2 == 0 {
+                writer.key("after\(level)")
+                writer.bool(true)
+                writer.endObject()
+                expected += ",\"after\(level)\":true}"
+            } else {
+                writer.endArray()
+                expected += "]"
+            }
+        }
+        #expect(text(writer) == expected)
+        #expect(try JSONReader.parse(writer.bytes, limits: JSONLimits(maxDepth: 64)) != .null)
+    }
+
+    @Test("a writer over a reused buffer writes the same bytes as a new one, whatever the buffer held")
+    func reusedBuffer() {
+        func render(_ writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.key("a")
+            writer.int(1)
+            writer.key("b")
+            writer.beginArray()
+            writer.string("x")
+            writer.endArray()
+            writer.endObject()
+        }
+        var fresh = JSONWriter()
+        render(&fresh)
+        var reused = JSONWriter(reusing: Array(#"{"left":"over"}"#.utf8) + [UInt8](repeating: 0, count: 100))
+        render(&reused)
+        #expect(reused.bytes == fresh.bytes)
+        #expect(text(reused) == #"{"a":1,"b":["x"]}"#)
     }
 }

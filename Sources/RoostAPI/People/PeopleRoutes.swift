@@ -43,16 +43,18 @@ struct PeopleRoutes: Sendable {
     func getPerson(_ context: RequestContext) throws(APIError) -> RouteOutcome {
         let scope = try context.scope(catalog)
         let externalID = try PeopleRoutes.externalID(context.parameters[0])
-        return scope.command(.getPerson(externalID)) { outcome in
+        return scope.command(.getPerson(externalID)) { outcome, buffers in
             guard case .person(let found) = outcome else { return DeviceRoutes.unexpectedOrRejected(outcome) }
-            var writer = JSONWriter(reservingCapacity: 128 + found.stored.count * 720)
+            var body: [UInt8] = []
+            swap(&body, &buffers.body)
+            var writer = JSONWriter(reusing: body, reservingCapacity: 128 + found.stored.count * 720)
             PeopleRoutes.writePerson(found.person, into: &writer, closing: false)
             writer.key("devices")
             writer.beginArray()
             found.stored.forEach { fields in DeviceJSON.write(fields, includeToken: true, into: &writer) }
             writer.endArray()
             writer.endObject()
-            return jsonResponse(200, writer)
+            return jsonResponse(200, writer, reusing: &buffers.headers)
         }
     }
 

@@ -170,6 +170,16 @@ package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
     HTTPResponse(status: status, headers: answerHeaders(("Content-Type", "application/json")), body: writer.bytes)
 }
 
+/// `jsonResponse(_:_:)` with its header fields in `spareHeaders` (an emptied
+/// array a loop kept, taken from it).
+package func jsonResponse(
+    _ status: Int, _ writer: JSONWriter, reusing spareHeaders: inout [(name: String, value: String)]
+) -> HTTPResponse {
+    HTTPResponse(
+        status: status, headers: answerHeaders(("Content-Type", "application/json"), reusing: &spareHeaders),
+        body: writer.bytes)
+}
+
 /// An answer's header fields, in an array with room for the fields
 /// `RequestObserver.finish` adds to every answer: an array built from a
 /// literal has its literal's size and grew (a second allocation) on every
