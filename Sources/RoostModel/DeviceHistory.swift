@@ -66,15 +66,13 @@ package struct HistoryEventKinds: Sequence, Equatable, Sendable {
         var remaining: UInt16
 
         package mutating func next() -> HistoryEventKind? {
-            while remaining != 0 {
-                let raw = UInt8(remaining.trailingZeroBitCount)
-                remaining &= remaining - 1
-                guard let kind = HistoryEventKind(rawValue: raw) else {
-                    preconditionFailure("history event kind \(raw) in a set of kinds")
-                }
-                return kind
+            guard remaining != 0 else { return nil }
+            let raw = UInt8(remaining.trailingZeroBitCount)
+            remaining &= remaining - 1
+            guard let kind = HistoryEventKind(rawValue: raw) else {
+                preconditionFailure("history event kind \(raw) in a set of kinds")
             }
-            return nil
+            return kind
         }
     }
 }

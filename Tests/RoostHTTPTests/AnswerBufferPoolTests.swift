@@ -8,10 +8,18 @@ import Testing
 struct AnswerBufferPoolTests {
     @Test("a kept answer's arrays come back emptied with their room, once; a holder's bytes stay; off the loop, none")
     func keptArrays() throws {
+        try Self.onLoop(bytesRetainedMax: 1024) { pool in try Self.keptArrays(pool) }
+    }
+
+    /// Runs `body` with a pool whose loop this thread runs meanwhile.
+    private static func onLoop(bytesRetainedMax: Int, _ body: (AnswerBufferPool) throws -> Void) throws {
         let executor = try LoopExecutor(index: 0)
-        let pool = AnswerBufferPool(executor: executor, bytesRetainedMax: 1024)
         executor.adoptCurrentThread()
         defer { executor.releaseThread() }
+        try body(AnswerBufferPool(executor: executor, bytesRetainedMax: bytesRetainedMax))
+    }
+
+    private static func keptArrays(_ pool: AnswerBufferPool) throws {
 
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(4)
@@ -45,13 +53,11 @@ struct AnswerBufferPoolTests {
 
     @Test("a loop that retains no buffer bytes keeps no body")
     func nothingRetained() throws {
-        let executor = try LoopExecutor(index: 0)
-        let pool = AnswerBufferPool(executor: executor, bytesRetainedMax: 0)
-        executor.adoptCurrentThread()
-        defer { executor.releaseThread() }
-        pool.keep(HTTPResponse(status: 200, headers: [("A", "b")], body: [1, 2, 3]))
-        let taken = pool.take()
-        #expect(taken.body.capacity == 0)
-        #expect(taken.headers.capacity >= 1, "header arrays are bounded by their field count, not by bytes")
+        try Self.onLoop(bytesRetainedMax: 0) { pool in
+            pool.keep(HTTPResponse(status: 200, headers: [("A", "b")], body: [1, 2, 3]))
+            let taken = pool.take()
+            #expect(taken.body.capacity == 0)
+            #expect(taken.headers.capacity >= 1, "header arrays are bounded by their field count, not by bytes")
+        }
     }
 }
