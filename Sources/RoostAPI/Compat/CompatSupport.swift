@@ -19,6 +19,14 @@ enum Compat {
         .command(IndexKey(app: app.id, mode: mode), settings: app.settings, command, render: render)
     }
 
+    /// `command(app:mode:_:render:)` rendered into the loop's kept arrays (`HTTPAnswerBuffers`).
+    static func command(
+        app: AppRecord, mode: AppMode, _ command: Command,
+        render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
+    ) -> RouteOutcome {
+        .command(IndexKey(app: app.id, mode: mode), settings: app.settings, command, render: render)
+    }
+
     /// The answer to a refusal from the model, with the dialect's field names.
     static func refusal(_ rejection: RegistryRejection, fields: [String: String] = [:]) -> HTTPResponse {
         var error = APIError(rejection)

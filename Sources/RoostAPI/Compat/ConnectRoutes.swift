@@ -100,9 +100,10 @@ struct ConnectRoutes: Sendable {
         let registration = try ConnectRoutes.registration(body)
         let command = Command.registerForPrincipal(
             registration, owner: owner, at: requestTime(context), tokenIssuedAt: claims.issuedAt)
-        return Compat.command(app: app, mode: claims.mode, command) { outcome in
+        return Compat.command(app: app, mode: claims.mode, command) { outcome, buffers in
             guard case .registered(let registered) = outcome else { return Compat.refusalOrUnexpected(outcome) }
-            return DeviceJSON.response(registered.created ? 201 : 200, registered.device, includeToken: false)
+            return DeviceJSON.response(
+                registered.created ? 201 : 200, registered.device, includeToken: false, reusing: &buffers)
         }
     }
 

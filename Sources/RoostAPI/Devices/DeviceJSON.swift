@@ -36,14 +36,8 @@ package enum DeviceJSON {
     }
 
     /// The body of an answer holding one device: its JSON, rendered straight
-    /// into the body's bytes.
-    static func body(_ device: Device, includeToken: Bool) -> [UInt8] {
-        var spare: [UInt8] = []
-        return body(device, includeToken: includeToken, reusing: &spare)
-    }
-
-    /// `body(_:includeToken:)` written into `spare` (an emptied array a loop
-    /// kept, taken from it), grown if it lacks the room.
+    /// into the body's bytes, in `spare` (an emptied array a loop kept, taken
+    /// from it; an empty one is as good), grown if it lacks the room.
     static func body(_ device: Device, includeToken: Bool, reusing spare: inout [UInt8]) -> [UInt8] {
         precondition(spare.isEmpty, "a device body over \(spare.count) bytes")
         var body: [UInt8] = []
@@ -91,13 +85,8 @@ package enum DeviceJSON {
     }
 
     /// Returns a JSON response holding one device, with the device's version
-    /// as its strong `ETag` (spec §7).
-    static func response(_ status: Int, _ device: Device, includeToken: Bool) -> HTTPResponse {
-        var buffers = HTTPAnswerBuffers()
-        return response(status, device, includeToken: includeToken, reusing: &buffers)
-    }
-
-    /// `response(_:_:includeToken:)` rendered into `buffers` (taken from it).
+    /// as its strong `ETag` (spec §7), rendered into `buffers` (taken from
+    /// it: `HTTPReplySink.takeAnswerBuffers`).
     static func response(_ status: Int, _ device: Device, includeToken: Bool, reusing buffers: inout HTTPAnswerBuffers)
         -> HTTPResponse
     {
