@@ -83,6 +83,23 @@ struct HTTPClientResponseParserTests {
         #expect(closing.ends == 1 && !closing.heads[0].keepsConnection)
     }
 
+    @Test("a field value loses its leading and trailing spaces and tabs, and keeps those inside")
+    func fieldValueWhitespace() throws {
+        let parsed = try Self.parse([
+            Array(
+                ("HTTP/1.1 200 OK\r\nX-Note: \t a \tb \t \r\nX-Empty: \t \r\nContent-Length:  1\t\r\n"
+                    + "Connection: keep-alive ,\t close \r\n\r\nx").utf8)
+        ])
+        #expect(parsed.heads[0].field("x-note") == "a \tb")
+        #expect(parsed.heads[0].field("x-empty") == "")
+        #expect(parsed.bodies == [Array("x".utf8)] && parsed.ends == 1)
+        #expect(!parsed.heads[0].keepsConnection)
+        let keeping = try Self.parse([
+            Array("HTTP/1.0 200 OK\r\nConnection:\tKeep-Alive \r\nContent-Length: 0\r\n\r\n".utf8)
+        ])
+        #expect(keeping.heads[0].keepsConnection)
+    }
+
     @Test("an interim 100 Continue is skipped")
     func interim() throws {
         let parsed = try Self.parse([
