@@ -275,7 +275,9 @@ public final class RoostService: HTTPResponder {
                 try ClusterReadGate.check(request.head, cluster: cluster)
             }
             let now = exchange.wallMilliseconds
-            let caller = try authenticator.authorize(route.access, request.head, nowSeconds: now / 1000)
+            let digests = loopRequests.indices.contains(exchange.lane) ? loopRequests[exchange.lane].keyDigests : nil
+            let caller = try authenticator.authorize(
+                route.access, request.head, nowSeconds: now / 1000, digests: digests)
             let idempotencyKey = Idempotency.applies(to: route) ? try Idempotency.key(request.head) : nil
             let context = RequestContext(request: request, parameters: parameters, nowMilliseconds: now, caller: caller)
             let outcome: RouteOutcome
@@ -430,7 +432,11 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// round's budget is spent by the clock that started it.
     private var clock = LoopClock(SystemMonotonicClock())
 
+    /// The digests of keys that authenticated on this loop (`Authenticator.authenticate`).
+    let keyDigests: PresentedKeyDigests
+
     init(loop: ShardLoop) {
+        keyDigests = PresentedKeyDigests(executor: loop.executor)
         self.loop = loop
     }
 

@@ -206,13 +206,13 @@ enum HeadParser {
     }
 
     private static func parseMethod(_ bytes: UnsafeBufferPointer<UInt8>) -> HTTPMethod {
-        if bytes.elementsEqual("GET".utf8) { return .get }
-        if bytes.elementsEqual("POST".utf8) { return .post }
-        if bytes.elementsEqual("HEAD".utf8) { return .head }
-        if bytes.elementsEqual("PUT".utf8) { return .put }
-        if bytes.elementsEqual("DELETE".utf8) { return .delete }
-        if bytes.elementsEqual("PATCH".utf8) { return .patch }
-        if bytes.elementsEqual("OPTIONS".utf8) { return .options }
+        if equals(bytes, "GET") { return .get }
+        if equals(bytes, "POST") { return .post }
+        if equals(bytes, "HEAD") { return .head }
+        if equals(bytes, "PUT") { return .put }
+        if equals(bytes, "DELETE") { return .delete }
+        if equals(bytes, "PATCH") { return .patch }
+        if equals(bytes, "OPTIONS") { return .options }
         return .other(String(decoding: bytes, as: UTF8.self))
     }
 

@@ -6,10 +6,37 @@
 /// Compared by UTF-8 bytes (the same equality and order as the scalars),
 /// without Foundation and without allocating (docs/json.md "Names").
 enum ExactText {
-    /// Returns whether `lhs` and `rhs` hold the same Unicode scalars. O(bytes).
+    /// Returns whether `lhs` and `rhs` hold the same Unicode scalars. O(bytes):
+    /// one length check, then the two strings' own UTF-8 storage compared
+    /// word by word (a generic `elementsEqual` over `String.UTF8View` walks
+    /// index by index: ~700 instructions for a 5-byte text, 2.7 % of a
+    /// registration's instructions in the interner's look-ups).
     @inline(__always)
     static func equal(_ lhs: String, _ rhs: String) -> Bool {
-        lhs.utf8.count == rhs.utf8.count && lhs.utf8.elementsEqual(rhs.utf8)
+        guard lhs.utf8.count == rhs.utf8.count else { return false }
+        let stored = lhs.utf8.withContiguousStorageIfAvailable { left in
+            rhs.utf8.withContiguousStorageIfAvailable { right in sameBytes(left, right) }
+        }
+        guard let stored, let stored else { return lhs.utf8.elementsEqual(rhs.utf8) }
+        return stored
+    }
+
+    /// Whether two buffers of the same length hold the same bytes.
+    @inline(__always)
+    static func sameBytes(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Bool {
+        precondition(left.count == right.count, "sameBytes of \(left.count) and \(right.count) bytes")
+        var index = 0
+        while index + 8 <= left.count {
+            let a = UnsafeRawPointer(left.baseAddress!).loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            let b = UnsafeRawPointer(right.baseAddress!).loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if a != b { return false }
+            index += 8
+        }
+        while index < left.count {
+            if left[index] != right[index] { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Returns whether both are nil or both hold the same Unicode scalars.

@@ -51,6 +51,66 @@ let validCorpus: [String] = [
 
 @Suite("HTTP parser")
 struct HTTPParserTests {
+    /// What a byte-by-byte scan of a head finds first (the parser's scan
+    /// before it went line by line with `memchr`): the reference the parser
+    /// must agree with.
+    enum HeadVerdict: Equatable {
+        case complete, bareCR, bareLF, tooLarge, incomplete
+    }
+
+    static func referenceScan(_ bytes: [UInt8], limit: Int) -> HeadVerdict {
+        var start = 0
+        while bytes.count - start >= 2 && bytes[start] == 13 && bytes[start + 1] == 10 { start += 2 }
+        var index = start
+        while index < bytes.count {
+            let byte = bytes[index]
+            let previous: UInt8 = index > start ? bytes[index - 1] : 0
+            if previous == 13 && byte != 10 { return .bareCR }
+            if byte == 10 {
+                if previous != 13 { return .bareLF }
+                if index - start >= 3 && bytes[index - 2] == 10 && bytes[index - 3] == 13 {
+                    index += 1
+                    return index - start > limit ? .tooLarge : .complete
+                }
+            }
+            index += 1
+            if index - start > limit { return .tooLarge }
+        }
+        return .incomplete
+    }
+
+    static func verdict(of events: [String]) -> HeadVerdict {
+        guard let first = events.first else { return .incomplete }
+        if first.contains("bare CR in head") { return .bareCR }
+        if first.contains("bare LF in head") { return .bareLF }
+        if first.contains("headersTooLarge") { return .tooLarge }
+        return .complete  // a request, or a refusal of the head's content
+    }
+
+    @Test("the head scan finds what a byte-by-byte scan finds, at any split and limit (seeded random heads)")
+    func headScanAgreesWithByteScan() {
+        let seed: UInt64 = 0x4EAD_5CA7
+        var random = SeededRandom(seed: seed)
+        let pieces: [[UInt8]] = [
+            [97], [58], [32], [13], [10], [13, 10], [13, 10], [13, 10, 13, 10], [97, 98, 99, 100],
+        ]
+        for round in 0..<3_000 {
+            var bytes: [UInt8] =
+                Array((random.next() % 4 == 0 ? "\r\n" : "").utf8) + Array("GET / HTTP/1.1\r\nHost: a\r\n".utf8)
+            for _ in 0..<Int(random.next() % 24) { bytes += pieces[Int(random.next() % UInt64(pieces.count))] }
+            var limits = HTTPServerLimits()
+            limits.headBytesMax = 8 + Int(random.next() % 72)
+            limits.headerFieldsMax = 1_000
+            let cuts = (0..<Int(random.next() % 4)).map { _ in Int(random.next() % UInt64(bytes.count + 1)) }
+            let expected = Self.referenceScan(bytes, limit: limits.headBytesMax)
+            let events = parseEvents(bytes, cuts: cuts, limits: limits, bodyLimit: 0)
+            #expect(
+                Self.verdict(of: events) == expected,
+                "seed \(seed) round \(round): \(String(decoding: bytes, as: UTF8.self).debugDescription) cuts \(cuts) limit \(limits.headBytesMax): \(events.first ?? "no event")"
+            )
+        }
+    }
+
     @Test("a field repeated from the previous request shares its string; a changed or moved one is read anew")
     func repeatedFieldsOnOneConnection() {
         let key = "Bearer rk_live_0123456789abcdefghijklmnopqrstuv"

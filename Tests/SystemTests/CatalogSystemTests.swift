@@ -260,6 +260,49 @@ struct CatalogSystemTests {
         #expect(process.stop(signal: SIGTERM) == 0)
     }
 
+    @Test(
+        "a key the loops have kept the digest of answers 401 once revoked: on its own keep-alive connection and on new ones"
+    )
+    func revokedKeyStopsWhereItWasKept() throws {
+        let (process, directory) = try ServeTests.start()
+        defer { TemporaryDirectory.remove(directory) }
+        let port = process.port
+        let admin = ServeTests.adminKey
+        let app = try #require(
+            try JSONReader.parse(
+                try ServeTests.request(port, "POST", "/v1/apps", key: admin, body: #"{"name":"kept"}"#).body
+            )["id"]?.intValue)
+        func makeKey() throws -> (key: String, id: String) {
+            let made = try JSONReader.parse(
+                try ServeTests.request(
+                    port, "POST", "/v1/apps/\(app)/keys", key: admin,
+                    body: #"{"kind":"secret","capabilities":["setup:write"]}"#
+                ).body)
+            return (try #require(made["key"]?.stringValue), try #require(made["id"]?.stringValue))
+        }
+        let (kept, keptID) = try makeKey()
+        let (other, _) = try makeKey()
+        // The same length as `kept`, differing in its last byte: never kept, always 401.
+        let forged = String(kept.dropLast()) + (kept.hasSuffix("A") ? "B" : "A")
+        let connection = try LoopbackConnection(port: port)
+        func get(_ key: String, on connection: LoopbackConnection) throws -> Int {
+            try connection.send("GET /v1/apps/\(app) HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer \(key)\r\n\r\n")
+            return try connection.readResponse(timeout: .seconds(5)).status
+        }
+        for round in 0..<20 {
+            #expect(try get(kept, on: connection) == 200, "round \(round)")
+            #expect(try ServeTests.request(port, "GET", "/v1/apps/\(app)", key: kept).status == 200, "round \(round)")
+            #expect(try get(forged, on: connection) == 401, "round \(round)")
+        }
+        #expect(try ServeTests.request(port, "DELETE", "/v1/apps/\(app)/keys/\(keptID)", key: other).status == 200)
+        for round in 0..<10 {
+            #expect(try get(kept, on: connection) == 401, "round \(round)")
+            #expect(try ServeTests.request(port, "GET", "/v1/apps/\(app)", key: kept).status == 401, "round \(round)")
+            #expect(try ServeTests.request(port, "GET", "/v1/apps/\(app)", key: other).status == 200, "round \(round)")
+        }
+        #expect(process.stop(signal: SIGTERM) == 0)
+    }
+
     /// Creates an app with a key, changes its settings, revokes a second key,
     /// deletes the previous cycle's spare app and rotates the identity key;
     /// records what was acknowledged.

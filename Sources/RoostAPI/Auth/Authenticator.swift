@@ -34,14 +34,22 @@ package struct Authenticator: Sendable {
 
     /// Returns the principal of a request, or throws 401 (missing or unknown
     /// key) or 429 (a key over its rate limit, or a mobile key's client
-    /// address over `ClientAddressLimiter.rate`).
-    package func authenticate(_ head: HTTPRequestHead) throws(APIError) -> Principal {
+    /// address over `ClientAddressLimiter.rate`). `digests`: the calling
+    /// loop's kept digests of keys that authenticated (nil: hash the key).
+    package func authenticate(
+        _ head: HTTPRequestHead, digests: PresentedKeyDigests? = nil
+    ) throws(APIError) -> Principal {
         guard let presented = Authenticator.bearerToken(head.headers["Authorization"]) else {
             throw APIError.unauthorized
         }
-        let digest = KeyDigest(words: Crypto.sha256Words(utf8: presented))
-        if digest.constantTimeEquals(adminDigest) { return .operator }
+        let found = digests?.digest(of: presented)
+        let digest = found?.digest ?? KeyDigest(words: Crypto.sha256Words(utf8: presented))
+        if digest.constantTimeEquals(adminDigest) {
+            if let found { digests?.remember(presented, found) }
+            return .operator
+        }
         guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
+        if let found { digests?.remember(presented, found) }
         if key.kind == .mobile { try clientLimiter.admit(app: key.appID, head) }
         return .appKey(key)
     }
@@ -49,11 +57,20 @@ package struct Authenticator: Sendable {
     /// Returns the credentials of a `Bearer` authorization value, or nil.
     package static func bearerToken(_ value: String?) -> Substring? {
         guard let value else { return nil }
-        let scheme = "bearer "
-        guard value.utf8.count > scheme.utf8.count, value.utf8.count <= presentedKeyBytesMax + scheme.utf8.count,
-            zip(value.utf8, scheme.utf8).allSatisfy({ $0 | 0x20 == $1 })
-        else { return nil }
-        var start = value.utf8.index(value.utf8.startIndex, offsetBy: scheme.utf8.count)
+        let scheme: StaticString = "bearer "
+        let schemeBytes = scheme.utf8CodeUnitCount
+        guard value.utf8.count > schemeBytes, value.utf8.count <= presentedKeyBytesMax + schemeBytes else { return nil }
+        // The header's own bytes (a `zip` over `String.UTF8View`s cost ~1,000
+        // instructions a request).
+        let schemeMatches =
+            value.utf8.withContiguousStorageIfAvailable { bytes in
+                (0..<schemeBytes).allSatisfy { bytes[$0] | 0x20 == scheme.utf8Start[$0] }
+            }
+            ?? zip(value.utf8, UnsafeBufferPointer(start: scheme.utf8Start, count: schemeBytes)).allSatisfy {
+                $0 | 0x20 == $1
+            }
+        guard schemeMatches else { return nil }
+        var start = value.utf8.index(value.utf8.startIndex, offsetBy: schemeBytes)
         while start < value.utf8.endIndex && value.utf8[start] == UInt8(ascii: " ") {
             start = value.utf8.index(after: start)
         }

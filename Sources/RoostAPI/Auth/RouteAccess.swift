@@ -80,7 +80,9 @@ extension Authenticator {
     /// Returns who may call a route declared with `access`, or throws its 401
     /// or 403 (or 429 for a key over its rate limit). `nowSeconds` is the
     /// request's wall-clock read (identity token expiry). O(1) expected.
-    func authorize(_ access: RouteAccess, _ head: HTTPRequestHead, nowSeconds: Int64) throws(APIError) -> Caller {
+    func authorize(
+        _ access: RouteAccess, _ head: HTTPRequestHead, nowSeconds: Int64, digests: PresentedKeyDigests? = nil
+    ) throws(APIError) -> Caller {
         switch access {
         case .open, .nativeNotifyAppToken:
             return .unchecked
@@ -88,10 +90,10 @@ extension Authenticator {
             let (claims, app) = try identity(head, nowSeconds: nowSeconds)
             return .identity(claims, app)
         case .operatorKey:
-            try authenticate(head).requireOperator()
+            try authenticate(head, digests: digests).requireOperator()
             return .operatorKey
         case .setup, .liveSetup:
-            switch try authenticate(head) {
+            switch try authenticate(head, digests: digests) {
             case .operator: return .operatorKey
             case .appKey(let key):
                 guard key.allows(.setupWrite) else { throw APIError.lacking(.setupWrite) }
@@ -99,23 +101,23 @@ extension Authenticator {
                 return .appKey(key)
             }
         case .secretKey(let capability):
-            return .appKey(try authenticate(head).requireAppKey(capability))
+            return .appKey(try authenticate(head, digests: digests).requireAppKey(capability))
         case .liveSecretKey(let capability):
-            let key = try authenticate(head).requireAppKey(capability)
+            let key = try authenticate(head, digests: digests).requireAppKey(capability)
             guard key.mode == .live else {
                 throw APIError(
                     status: 403, code: "forbidden", message: "test keys can't register devices; use a live key")
             }
             return .appKey(key)
         case .deviceRegistrar:
-            switch try authenticate(head) {
+            switch try authenticate(head, digests: digests) {
             case .operator: throw APIError.operatorActsOnApps(.devicesWrite)
             case .appKey(let key):
                 guard key.kind == .mobile || key.allows(.devicesWrite) else { throw APIError.lacking(.devicesWrite) }
                 return .appKey(key)
             }
         case .mobileKey:
-            switch try authenticate(head) {
+            switch try authenticate(head, digests: digests) {
             case .operator: throw APIError.forbidden
             case .appKey(let key):
                 guard key.kind == .mobile else {

@@ -1,0 +1,55 @@
+import RoostCrypto
+import RoostModel
+import Testing
+
+@testable import RoostAPI
+
+/// A loop's kept digests of presented keys: the same digest as hashing,
+/// kept only once remembered, found again only for the very same bytes.
+@Suite("Presented key digests")
+struct PresentedKeyDigestsTests {
+    static func sha256(_ key: Substring) -> KeyDigest { KeyDigest(words: Crypto.sha256Words(utf8: key)) }
+
+    @Test("a key not remembered is hashed each time; once remembered it is found, with the same digest")
+    func keptOnlyOnceRemembered() {
+        let digests = PresentedKeyDigests(executor: nil)
+        let key: Substring = "rk_live_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
+        let first = digests.digest(of: key)
+        #expect(first.digest == Self.sha256(key) && !first.kept)
+        #expect(!digests.digest(of: key).kept, "not kept before remember")
+        digests.remember(key, first)
+        let again = digests.digest(of: key)
+        #expect(again.digest == Self.sha256(key) && again.kept)
+        #expect(digests.hits == 1 && digests.misses == 2)
+    }
+
+    @Test("keys of the same length that differ in one byte, anywhere, are never taken for a kept one")
+    func oneByteApart() {
+        let digests = PresentedKeyDigests(executor: nil)
+        let key = "rk_live_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
+        digests.remember(key[...], digests.digest(of: key[...]))
+        let bytes = Array(key.utf8)
+        for index in bytes.indices {
+            var other = bytes
+            other[index] = other[index] == UInt8(ascii: "x") ? UInt8(ascii: "y") : UInt8(ascii: "x")
+            let text = Substring(String(decoding: other, as: UTF8.self))
+            let found = digests.digest(of: text)
+            #expect(!found.kept && found.digest == Self.sha256(text), "byte \(index)")
+        }
+        #expect(digests.digest(of: key.dropLast()).digest == Self.sha256(key.dropLast()))
+    }
+
+    @Test("many keys: each found with its own digest; a newer key may take an older one's slot")
+    func manyKeys() {
+        let digests = PresentedKeyDigests(executor: nil)
+        let keys = (0..<(4 * PresentedKeyDigests.slotCount)).map { Substring("rk_live_key_\($0)_padding") }
+        for key in keys { digests.remember(key, digests.digest(of: key)) }
+        var kept = 0
+        for key in keys {
+            let found = digests.digest(of: key)
+            #expect(found.digest == Self.sha256(key))
+            if found.kept { kept += 1 }
+        }
+        #expect(kept >= 1 && kept <= PresentedKeyDigests.slotCount)
+    }
+}
