@@ -14,7 +14,7 @@ FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 
 .PHONY: serve cluster cluster-soak cluster-history test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
-  bench-spine bench-attribute bench-fairness bench-registry \
+  bench-spine bench-attribute bench-instructions bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
@@ -212,6 +212,13 @@ bench-attribute: deps
 	Benchmarks/spine/attribute.sh $(BENCH_SECONDS) $(BENCH_ROUNDS) \
 	  $$(Benchmarks/spine/build-commits.sh $(ATTRIBUTE_COMMITS)) \
 	  HEAD=$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)/roost
+
+## User-space instructions per registration, counted by valgrind's callgrind:
+## deterministic, for changes too small for bench-attribute (docs/benchmarking.md).
+bench-instructions: deps
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind"
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	python3 Benchmarks/spine/instructions.py $$($(SWIFT) build -c release --show-bin-path)/roost
 
 ## Fairness (issue 9): one app's p50 while another floods (docs/performance.md). Needs wrk.
 ## ROOST_BIN_BASELINE=/path/to/roost alternates a second binary; FAIR_NICE, FAIR_FSYNC_DELAY_US.

@@ -61,15 +61,17 @@ def leader_of(nodes, excluded=None, deadline=10.0):
 
 
 
-def start_etcd(directory):
-    """One etcd member (heartbeat 50 ms, election 500 ms); returns (process, client URL)."""
+def start_etcd(directory, extra=()):
+    """One etcd member (heartbeat 50 ms, election 500 ms), with `extra` flags;
+    returns (process, client URL)."""
     client, peer = free_port(), free_port()
     etcd = subprocess.Popen(
         ["/usr/bin/etcd", "--name", "bench", "--data-dir", os.path.join(directory, "etcd"),
          "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
          "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
          "--initial-cluster", f"bench=http://127.0.0.1:{peer}", "--heartbeat-interval", "50",
-         "--election-timeout", "500"], stdout=subprocess.DEVNULL, stderr=open(os.path.join(directory, "etcd.log"), "wb"))
+         "--election-timeout", "500", *extra], stdout=subprocess.DEVNULL,
+        stderr=open(os.path.join(directory, "etcd.log"), "wb"))
     return etcd, f"http://127.0.0.1:{client}"
 
 

@@ -8,9 +8,13 @@ compares, one put; `ReplicationMachine.sendAppend`) with values of several
 sizes, without watchers and with WATCHERS streaming the written prefix (the
 followers' watches; `curl -N` processes, started and stopped here by PID).
 
-usage: etcd_cost.py [--calls N] [--watchers W] [--sizes 100,1400,4000,16000]
+With --profile FILE, etcd runs with --enable-pprof and a CPU profile of
+etcd is taken over the last measurement (4 s of appends of the largest size
+with the watchers) into FILE; `pprof_top.py FILE` reads it.
+
+usage: etcd_cost.py [--calls N] [--watchers W] [--sizes 100,1400,4000,16000] [--profile FILE]
 """
-import argparse, base64, http.client, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, base64, http.client, json, os, shutil, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_lib import start_etcd  # noqa: E402
@@ -60,10 +64,11 @@ def main():
     parser.add_argument("--calls", type=int, default=1500)
     parser.add_argument("--watchers", type=int, default=2)
     parser.add_argument("--sizes", default="100,1400,4000,16000")
+    parser.add_argument("--profile", help="write a CPU profile of etcd (pprof) under the last appends here")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     directory = tempfile.mkdtemp(prefix="roost-etcd-cost-")
-    etcd, url = start_etcd(directory)
+    etcd, url = start_etcd(directory, ["--enable-pprof"] if args.profile else [])
     watchers = []
     try:
         port = int(url.rsplit(":", 1)[1])
@@ -105,6 +110,25 @@ def main():
             for size in sizes:
                 measure(etcd, connection, f"append txn, {size:,}-byte value, {watching} watchers", "/v3/kv/txn",
                         append(size), args.calls)
+        if args.profile:
+            profile = {}
+
+            def take():
+                profiler = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                profiler.request("GET", "/debug/pprof/profile?seconds=4")
+                profile["bytes"] = profiler.getresponse().read()
+
+            taker = threading.Thread(target=take)
+            taker.start()
+            body = append(sizes[-1])
+            number = 0
+            while taker.is_alive():
+                connection.request("POST", "/v3/kv/txn", body(number))
+                connection.getresponse().read()
+                number += 1
+            taker.join()
+            open(args.profile, "wb").write(profile["bytes"])
+            print(f"profile of {number} appends of {sizes[-1]:,} bytes in {args.profile}")
     finally:
         for watcher in watchers:
             watcher.kill()

@@ -71,15 +71,20 @@ public struct HTTPHeaders: Sendable, Sequence {
 
     /// Returns the first value of the named field, or nil. O(number of fields).
     public subscript(_ name: String) -> String? {
-        for field in fields where asciiCaseInsensitiveEqual(field.name, name) {
-            return field.value
+        // By index: `for field in fields` copies each field (two retains and releases).
+        for index in fields.indices where asciiCaseInsensitiveEqual(fields[index].name, name) {
+            return fields[index].value
         }
         return nil
     }
 
     /// Returns every value of the named field, in order.
     public func values(_ name: String) -> [String] {
-        fields.filter { asciiCaseInsensitiveEqual($0.name, name) }.map(\.value)
+        var values: [String] = []
+        for index in fields.indices where asciiCaseInsensitiveEqual(fields[index].name, name) {
+            values.append(fields[index].value)
+        }
+        return values
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {

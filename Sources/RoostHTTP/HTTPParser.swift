@@ -449,11 +449,11 @@ func lowercased(_ byte: UInt8) -> UInt8 {
 /// `String.UTF8View` walks it index by index: 1.7 % of a registration).
 @inline(__always)
 func utf8Equals(_ string: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-    var string = string
-    return string.withUTF8 { stored in
-        stored.count == bytes.count
-            && (bytes.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
-    }
+    guard string.utf8.count == bytes.count else { return false }
+    // In place (`withUTF8` on a copy retains and releases the string: two calls per field).
+    return string.utf8.withContiguousStorageIfAvailable { stored in
+        bytes.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress!, bytes.count) == 0
+    } ?? string.utf8.elementsEqual(bytes)
 }
 
 /// Returns whether `bytes` equals the lowercase ASCII `name` ignoring case.

@@ -21,6 +21,19 @@ enum ExactText {
         return stored
     }
 
+    /// Returns whether `text` is exactly `name` (a spec spelling: `ios`,
+    /// `production`, `live`): one length check and the text's own bytes. A
+    /// `switch` over a generic `StringProtocol` with string literals builds
+    /// strings and compares them by canonical equivalence: ~300 instructions
+    /// a name, twice a registration.
+    @inline(__always)
+    static func equal(_ text: some StringProtocol, name: StaticString) -> Bool {
+        guard text.utf8.count == name.utf8CodeUnitCount else { return false }
+        let expected = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        return text.utf8.withContiguousStorageIfAvailable { sameBytes($0, expected) }
+            ?? text.utf8.elementsEqual(expected)
+    }
+
     /// Whether two buffers of the same length hold the same bytes.
     @inline(__always)
     static func sameBytes(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -5,10 +5,23 @@ package enum AppMode: UInt8, Hashable, Sendable, CaseIterable, CustomStringConve
 
     /// Returns the mode named by its spec spelling (`live`, `test`), or nil.
     package init?(name: some StringProtocol) {
-        switch name {
-        case "live": self = .live
-        case "test": self = .test
-        default: return nil
+        if ExactText.equal(name, name: "live") {
+            self = .live
+        } else if ExactText.equal(name, name: "test") {
+            self = .test
+        } else {
+            return nil
+        }
+    }
+
+    /// The same for a `String` (the JSON readers' values), specialised.
+    package init?(name: String) {
+        if ExactText.equal(name, name: "live") {
+            self = .live
+        } else if ExactText.equal(name, name: "test") {
+            self = .test
+        } else {
+            return nil
         }
     }
 
@@ -30,10 +43,23 @@ package enum Platform: UInt8, Hashable, Sendable, CaseIterable, CustomStringConv
     /// Returns the platform named by its spec spelling (`ios`, `android`), or nil
     /// (the API answers 400 `invalid_platform`).
     package init?(name: some StringProtocol) {
-        switch name {
-        case "ios": self = .ios
-        case "android": self = .android
-        default: return nil
+        if ExactText.equal(name, name: "ios") {
+            self = .ios
+        } else if ExactText.equal(name, name: "android") {
+            self = .android
+        } else {
+            return nil
+        }
+    }
+
+    /// The same for a `String` (the JSON readers' values), specialised.
+    package init?(name: String) {
+        if ExactText.equal(name, name: "ios") {
+            self = .ios
+        } else if ExactText.equal(name, name: "android") {
+            self = .android
+        } else {
+            return nil
         }
     }
 
@@ -56,10 +82,23 @@ package enum APNsEnvironment: UInt8, Hashable, Sendable, CaseIterable, CustomStr
 
     /// Returns the environment named by its spec spelling, or nil (400 `invalid_environment`).
     package init?(name: some StringProtocol) {
-        switch name {
-        case "production": self = .production
-        case "sandbox": self = .sandbox
-        default: return nil
+        if ExactText.equal(name, name: "production") {
+            self = .production
+        } else if ExactText.equal(name, name: "sandbox") {
+            self = .sandbox
+        } else {
+            return nil
+        }
+    }
+
+    /// The same for a `String` (the JSON readers' values), specialised.
+    package init?(name: String) {
+        if ExactText.equal(name, name: "production") {
+            self = .production
+        } else if ExactText.equal(name, name: "sandbox") {
+            self = .sandbox
+        } else {
+            return nil
         }
     }
 
