@@ -153,7 +153,11 @@ public struct HTTPRequestHead: Sendable {
     /// (a generic `firstIndex` over `String.UTF8View` cost ~370 instructions,
     /// and the path is read twice a request).
     private var queryMark: String.Index? {
-        let offset = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
+        // A plain loop: a generic `firstIndex(of:)` allocates per element in a debug build.
+        let offset = target.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            for index in 0..<bytes.count where bytes[index] == UInt8(ascii: "?") { return index }
+            return nil
+        }
         guard let offset else { return target.utf8.firstIndex(of: UInt8(ascii: "?")) }
         return offset.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }

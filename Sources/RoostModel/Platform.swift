@@ -4,18 +4,7 @@ package enum AppMode: UInt8, Hashable, Sendable, CaseIterable, CustomStringConve
     case test = 1
 
     /// Returns the mode named by its spec spelling (`live`, `test`), or nil.
-    package init?(name: some StringProtocol) {
-        if ExactText.equal(name, name: "live") {
-            self = .live
-        } else if ExactText.equal(name, name: "test") {
-            self = .test
-        } else {
-            return nil
-        }
-    }
-
-    /// The same for a `String` (the JSON readers' values), specialised.
-    package init?(name: String) {
+    @inlinable package init?(name: some StringProtocol) {
         if ExactText.equal(name, name: "live") {
             self = .live
         } else if ExactText.equal(name, name: "test") {
@@ -42,18 +31,7 @@ package enum Platform: UInt8, Hashable, Sendable, CaseIterable, CustomStringConv
 
     /// Returns the platform named by its spec spelling (`ios`, `android`), or nil
     /// (the API answers 400 `invalid_platform`).
-    package init?(name: some StringProtocol) {
-        if ExactText.equal(name, name: "ios") {
-            self = .ios
-        } else if ExactText.equal(name, name: "android") {
-            self = .android
-        } else {
-            return nil
-        }
-    }
-
-    /// The same for a `String` (the JSON readers' values), specialised.
-    package init?(name: String) {
+    @inlinable package init?(name: some StringProtocol) {
         if ExactText.equal(name, name: "ios") {
             self = .ios
         } else if ExactText.equal(name, name: "android") {
@@ -81,18 +59,7 @@ package enum APNsEnvironment: UInt8, Hashable, Sendable, CaseIterable, CustomStr
     case sandbox = 1
 
     /// Returns the environment named by its spec spelling, or nil (400 `invalid_environment`).
-    package init?(name: some StringProtocol) {
-        if ExactText.equal(name, name: "production") {
-            self = .production
-        } else if ExactText.equal(name, name: "sandbox") {
-            self = .sandbox
-        } else {
-            return nil
-        }
-    }
-
-    /// The same for a `String` (the JSON readers' values), specialised.
-    package init?(name: String) {
+    @inlinable package init?(name: some StringProtocol) {
         if ExactText.equal(name, name: "production") {
             self = .production
         } else if ExactText.equal(name, name: "sandbox") {

@@ -63,8 +63,10 @@ package struct Authenticator: Sendable {
         // The header's own bytes (a `zip` over `String.UTF8View`s cost ~1,000
         // instructions a request).
         let schemeMatches =
-            value.utf8.withContiguousStorageIfAvailable { bytes in
-                (0..<schemeBytes).allSatisfy { bytes[$0] | 0x20 == scheme.utf8Start[$0] }
+            value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                // A plain loop: `allSatisfy` with a closure allocates per call in a debug build.
+                for index in 0..<schemeBytes where bytes[index] | 0x20 != scheme.utf8Start[index] { return false }
+                return true
             }
             ?? zip(value.utf8, UnsafeBufferPointer(start: scheme.utf8Start, count: schemeBytes)).allSatisfy {
                 $0 | 0x20 == $1
