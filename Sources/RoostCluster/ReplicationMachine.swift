@@ -218,6 +218,8 @@ package struct ReplicationMachine {
             submit(records, &actions)
         case .stepDown:
             if role == .leader { depose(.steppedDown, &actions) }
+        case .localLogFailed:
+            if role == .leader { depose(.localLogFailed, &actions) }
         case .checkpointed(let through):
             precondition(through <= applied, "a checkpoint at \(through) beyond what is applied, \(applied)")
             checkpoint = max(checkpoint, through)

@@ -115,6 +115,9 @@ package enum ReplicationEvent: Sendable {
     case submit([[UInt8]])
     /// `POST /v1/cluster/step-down`.
     case stepDown
+    /// The node's own log refused a write (disk full or failing): it cannot
+    /// hold what it would acknowledge, so a leader lets go at once.
+    case localLogFailed
     /// The node took a snapshot through this LSN (at most what it applied):
     /// published in its member record, and its next start trusts the log through it.
     case checkpointed(through: LogSequenceNumber)
@@ -142,6 +145,8 @@ package enum DeposedReason: Hashable, Sendable {
     case newerEpochSeen
     /// Asked to step down.
     case steppedDown
+    /// Its own log failed (`ReplicationEvent.localLogFailed`).
+    case localLogFailed
 }
 
 /// Why a batch from etcd was not taken.

@@ -365,6 +365,8 @@ private struct ReplicationDriver {
     var lastCaughtUpAt: Int64?
     var servingReported = false
     var ended = false
+    /// The local log refused a write and the machine was told (once).
+    var localLogFailureReported = false
     var nextTickAt: Int64 = 0
     /// The leader's batches handed to etcd and not yet committed: their last LSN and when.
     var appendsInFlight: [(last: LogSequenceNumber, at: ContinuousClock.Instant)] = []
@@ -413,6 +415,16 @@ private struct ReplicationDriver {
                 break
             }
             feedOutbox()
+            if !ended, !localLogFailureReported, !node.log.local.acceptsWrites {
+                // The leader's writes stop here (503); revoking its lease lets another node take them.
+                localLogFailureReported = true
+                logger.error("cluster.log_failed") { line in
+                    line.field("role", "\(machine.role)")
+                    line.field("message", "this node's log refused a write; a leader gives up its lease")
+                }
+                handle(.localLogFailed)
+                runOwnEvents()
+            }
             if !ended, now >= nextTickAt {
                 nextTickAt = now + ClusterNodeConfiguration.tickMilliseconds
                 handle(.tick)
@@ -601,7 +613,8 @@ private struct ReplicationDriver {
                 line.field("reason", "\(reason)")
                 line.field("epoch", Int(machine.ownEpoch?.rawValue ?? 0))
             }
-            finish(.deposed("\(reason)"))
+            // A node whose log failed cannot serve as a follower either: it needs a person (exit 1).
+            finish(reason == .localLogFailed ? .failed("its log failed; its lease was revoked") : .deposed("\(reason)"))
         case .reseedNeeded(let start):
             logger.error("cluster.reseed_needed") { line in
                 line.field("group_log_start", Int(truncatingIfNeeded: start.rawValue))

@@ -182,6 +182,29 @@ struct ReplicationMachineTests {
         #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record")
     }
 
+    @Test("a leader whose own log failed lets go at once: its lease revoked, no batch appended, nothing acknowledged")
+    func localLogFailureDeposes() throws {
+        var harness = Harness()
+        try harness.becomeLeader()
+        harness.holdAppends = true
+        harness.handle(.submit([Array("unwritten".utf8)]))
+        harness.handle(.localLogFailed)
+        #expect(harness.machine.role == .deposed)
+        #expect(harness.actions.contains(.deposed(.localLogFailed)))
+        let lease = try #require(harness.machine.lease)
+        #expect(
+            harness.actions.contains { if case .sendEtcd(_, .revokeLease(lease)) = $0 { true } else { false } },
+            "the lease is revoked, so another node need not wait for its TTL")
+        let acknowledgedBefore = harness.acknowledged.count
+        harness.releaseHeld()
+        harness.durable()
+        #expect(harness.acknowledged.count == acknowledgedBefore, "deposed: never acknowledges again")
+        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record")
+        var follower = Harness(node: "n2")
+        follower.handle(.localLogFailed)
+        #expect(follower.actions.isEmpty, "a node that does not lead has no epoch to give up")
+    }
+
     @Test("an append whose fence fails deposes the leader")
     func fencedAppendDeposes() throws {
         var harness = Harness()

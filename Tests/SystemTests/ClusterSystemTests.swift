@@ -382,6 +382,46 @@ struct ClusterSystemTests {
         }
     }
 
+    @Test(
+        "a leader whose disk fills (ENOSPC injected into its log's writes) gives up its lease and exits 1: another node takes writes, nothing acknowledged is lost",
+        .enabled(if: InjectedFault.isAvailable))
+    func leaderDiskFull() throws {
+        let cluster = try ClusterHarness()
+        for index in 1...3 { try cluster.start(index) }
+        let first = try cluster.leader()
+        let key = try CrashRecoveryTests.setUp(port: cluster.port(first))
+        var acknowledged: [String] = []
+        for slot in 0..<5 {
+            let token = CrashRecoveryTests.token(client: 6, slot: slot)
+            #expect(
+                try Self.register(cluster.port(first), key: key, token: token, person: "user_\(slot)").status == 201)
+            acknowledged.append(token)
+        }
+        let (fault, attached) = try InjectedFault.start(
+            pid: cluster.process(first).pid, options: "-e trace=pwrite64 -e inject=pwrite64:error=ENOSPC",
+            scratch: cluster.directory + "/strace.pid")
+        defer { fault.stop() }
+        #expect(attached)
+        let refused = try Self.register(
+            cluster.port(first), key: key, token: CrashRecoveryTests.token(client: 6, slot: 100), person: "user_x")
+        #expect(refused.status == 503, "\(refused.status) \(refused.bodyText)")
+        // Without its lease revoked, no other node could lead while this one lived.
+        let second = try cluster.leader(excluding: [first])
+        #expect(cluster.waitForExit(first) == 1, "\(cluster.logTail(first))")
+        for slot in 5..<10 {
+            let token = CrashRecoveryTests.token(client: 6, slot: slot)
+            #expect(
+                try Self.register(cluster.port(second), key: key, token: token, person: "user_\(slot)").status == 201)
+            acknowledged.append(token)
+        }
+        try cluster.waitForConvergence(leader: second)
+        let reference = try cluster.export(second, key: key)
+        for token in acknowledged { #expect(reference.contains(token), "acknowledged \(token) is gone") }
+        for index in 1...3 where index != first && index != second {
+            #expect(try cluster.export(index, key: key) == reference, "n\(index) differs: \(cluster.logTail(index))")
+        }
+    }
+
     @Test("serve --cluster refuses (exit 2, one line) a cluster not initialised and a directory of another cluster")
     func refusals() throws {
         let cluster = try ClusterHarness()

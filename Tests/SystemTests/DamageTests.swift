@@ -165,7 +165,7 @@ struct DamageTests {
 
     @Test(
         "disk full (ENOSPC injected into the log's pwrite): the write answered 503 is not visible to reads; a restart recovers",
-        .enabled(if: access("/usr/bin/strace", X_OK) == 0))
+        .enabled(if: InjectedFault.isAvailable))
     func diskFull() throws {
         let directory = try TemporaryDirectory.make(prefix: "roost-system")
         defer { TemporaryDirectory.remove(directory) }
@@ -179,36 +179,11 @@ struct DamageTests {
         #expect(try register(0) == 201)
         // From now on every write into the segment fails with ENOSPC.
         let segment = data + "/wal/00000000000000000001.seg"
-        let tracer = data + ".strace.pid"
-        #expect(
-            system(
-                "strace -f -qq -o /dev/null -p \(process.pid) -e trace=pwrite64 -e inject=pwrite64:error=ENOSPC"
-                    + " -P '\(segment)' & echo $! > '\(tracer)'") == 0)
-        let tracerPID = (try? DurableFile.readIfExists(path: tracer, limitBytes: 64)).flatMap { $0 }.flatMap {
-            pid_t(String(decoding: $0.filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
-        }
-        let strace = try #require(tracerPID)
-        defer {
-            kill(strace, SIGTERM)
-            var status: Int32 = 0
-            waitpid(strace, &status, 0)
-        }
-        // Attached once every thread of the server has a tracer.
-        func attached() -> Bool {
-            guard let tasks = try? DurableFile.names(in: "/proc/\(process.pid)/task") else { return false }
-            var all = true
-            for name in tasks {
-                guard name.first?.isNumber == true else { continue }
-                let status =
-                    (try? DurableFile.readIfExists(
-                        path: "/proc/\(process.pid)/task/\(name)/status", limitBytes: 1 << 16))
-                    .flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } ?? ""
-                if status.contains("TracerPid:\t0\n") { all = false }
-            }
-            return all
-        }
-        _ = ConditionWait.until(within: .seconds(5)) { attached() }
-        #expect(attached())
+        let (fault, attached) = try InjectedFault.start(
+            pid: process.pid, options: "-e trace=pwrite64 -e inject=pwrite64:error=ENOSPC -P '\(segment)'",
+            scratch: data + ".strace.pid")
+        defer { fault.stop() }
+        #expect(attached)
         let refused = try register(1)
         #expect(refused == 503)
         #expect(try register(2) == 503, "the log accepts no write after it failed")
