@@ -116,6 +116,8 @@ struct ReplicationSimulator {
         var purges = 0
         var unavailableWindows = 0
         var refusedBatches = 0
+        /// Leaders whose own log failed (decision 0090).
+        var logFailures = 0
 
         mutating func add(_ other: Statistics) {
             events += other.events
@@ -129,6 +131,7 @@ struct ReplicationSimulator {
             purges += other.purges
             unavailableWindows += other.unavailableWindows
             refusedBatches += other.refusedBatches
+            logFailures += other.logFailures
         }
     }
 
@@ -570,6 +573,13 @@ struct ReplicationSimulator {
         case 56..<62:
             guard let machine = nodes[index].machine, machine.role == .leader else { return }
             handle(index, .stepDown)
+        case 62..<65:
+            // The leader's own log fails: it lets go of its lease and the node
+            // stops (exit 1); a person frees the disk and starts it again.
+            guard let machine = nodes[index].machine, machine.role == .leader else { return }
+            statistics.logFailures += 1
+            handle(index, .localLogFailed)
+            crash(index, restartAfter: 200 + draw(800))
         default:
             break  // a quiet spell
         }
