@@ -5,7 +5,7 @@
 /// under the other's name would lose data (a tag, a person) the client sent.
 /// Compared by UTF-8 bytes (the same equality and order as the scalars),
 /// without Foundation and without allocating (docs/json.md "Names").
-@usableFromInline enum ExactText {
+enum ExactText {
     /// Returns whether `lhs` and `rhs` hold the same Unicode scalars. O(bytes):
     /// one length check, then the two strings' own UTF-8 storage compared
     /// word by word (a generic `elementsEqual` over `String.UTF8View` walks
@@ -26,7 +26,7 @@
     /// `switch` over a generic `StringProtocol` with string literals builds
     /// strings and compares them by canonical equivalence: ~300 instructions
     /// a name, twice a registration.
-    @inlinable
+    @inline(__always)
     static func equal(_ text: some StringProtocol, name: StaticString) -> Bool {
         guard text.utf8.count == name.utf8CodeUnitCount else { return false }
         let expected = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
@@ -35,7 +35,7 @@
     }
 
     /// Whether two buffers of the same length hold the same bytes.
-    @inlinable
+    @inline(__always)
     static func sameBytes(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Bool {
         precondition(left.count == right.count, "sameBytes of \(left.count) and \(right.count) bytes")
         var index = 0

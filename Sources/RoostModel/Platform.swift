@@ -4,7 +4,14 @@ package enum AppMode: UInt8, Hashable, Sendable, CaseIterable, CustomStringConve
     case test = 1
 
     /// Returns the mode named by its spec spelling (`live`, `test`), or nil.
-    @inlinable package init?(name: some StringProtocol) {
+    package init?(name: String) { self.init(spelling: name) }
+
+    /// The same for a part of a string (a route parameter, a token's field).
+    package init?(name: Substring) { self.init(spelling: name) }
+
+    // Generic and private: specialised here for the two types above (a
+    // generic called across modules is not, and costs ~470 instructions a name).
+    private init?(spelling name: some StringProtocol) {
         if ExactText.equal(name, name: "live") {
             self = .live
         } else if ExactText.equal(name, name: "test") {
@@ -31,7 +38,14 @@ package enum Platform: UInt8, Hashable, Sendable, CaseIterable, CustomStringConv
 
     /// Returns the platform named by its spec spelling (`ios`, `android`), or nil
     /// (the API answers 400 `invalid_platform`).
-    @inlinable package init?(name: some StringProtocol) {
+    package init?(name: String) { self.init(spelling: name) }
+
+    /// The same for a part of a string (a route parameter, a token's field).
+    package init?(name: Substring) { self.init(spelling: name) }
+
+    // Generic and private: specialised here for the two types above (a
+    // generic called across modules is not, and costs ~470 instructions a name).
+    private init?(spelling name: some StringProtocol) {
         if ExactText.equal(name, name: "ios") {
             self = .ios
         } else if ExactText.equal(name, name: "android") {
@@ -59,7 +73,14 @@ package enum APNsEnvironment: UInt8, Hashable, Sendable, CaseIterable, CustomStr
     case sandbox = 1
 
     /// Returns the environment named by its spec spelling, or nil (400 `invalid_environment`).
-    @inlinable package init?(name: some StringProtocol) {
+    package init?(name: String) { self.init(spelling: name) }
+
+    /// The same for a part of a string (a route parameter, a token's field).
+    package init?(name: Substring) { self.init(spelling: name) }
+
+    // Generic and private: specialised here for the two types above (a
+    // generic called across modules is not, and costs ~470 instructions a name).
+    private init?(spelling name: some StringProtocol) {
         if ExactText.equal(name, name: "production") {
             self = .production
         } else if ExactText.equal(name, name: "sandbox") {
