@@ -34,6 +34,17 @@ enum ExactText {
             ?? text.utf8.elementsEqual(expected)
     }
 
+    /// The value whose spelling `text` is exactly, of two (`AppMode`,
+    /// `Platform`, `APNsEnvironment`), or nil.
+    @inline(__always)
+    static func value<Value>(
+        of text: some StringProtocol, _ first: (StaticString, Value), _ second: (StaticString, Value)
+    ) -> Value? {
+        if equal(text, name: first.0) { return first.1 }
+        if equal(text, name: second.0) { return second.1 }
+        return nil
+    }
+
     /// Whether two buffers of the same length hold the same bytes.
     @inline(__always)
     static func sameBytes(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -12,13 +12,8 @@ package enum AppMode: UInt8, Hashable, Sendable, CaseIterable, CustomStringConve
     // Generic and private: specialised here for the two types above (a
     // generic called across modules is not, and costs ~470 instructions a name).
     private init?(spelling name: some StringProtocol) {
-        if ExactText.equal(name, name: "live") {
-            self = .live
-        } else if ExactText.equal(name, name: "test") {
-            self = .test
-        } else {
-            return nil
-        }
+        guard let value = ExactText.value(of: name, ("live", Self.live), ("test", Self.test)) else { return nil }
+        self = value
     }
 
     package var name: String {
@@ -46,13 +41,8 @@ package enum Platform: UInt8, Hashable, Sendable, CaseIterable, CustomStringConv
     // Generic and private: specialised here for the two types above (a
     // generic called across modules is not, and costs ~470 instructions a name).
     private init?(spelling name: some StringProtocol) {
-        if ExactText.equal(name, name: "ios") {
-            self = .ios
-        } else if ExactText.equal(name, name: "android") {
-            self = .android
-        } else {
-            return nil
-        }
+        guard let value = ExactText.value(of: name, ("ios", Self.ios), ("android", Self.android)) else { return nil }
+        self = value
     }
 
     package var name: String {
@@ -81,13 +71,10 @@ package enum APNsEnvironment: UInt8, Hashable, Sendable, CaseIterable, CustomStr
     // Generic and private: specialised here for the two types above (a
     // generic called across modules is not, and costs ~470 instructions a name).
     private init?(spelling name: some StringProtocol) {
-        if ExactText.equal(name, name: "production") {
-            self = .production
-        } else if ExactText.equal(name, name: "sandbox") {
-            self = .sandbox
-        } else {
+        guard let value = ExactText.value(of: name, ("production", Self.production), ("sandbox", Self.sandbox)) else {
             return nil
         }
+        self = value
     }
 
     package var name: String {

@@ -167,7 +167,8 @@ package enum RateLimitReason: String, Sendable, Equatable, CaseIterable {
 
 /// Returns a 2xx JSON response with the given body.
 package func jsonResponse(_ status: Int, _ writer: JSONWriter) -> HTTPResponse {
-    HTTPResponse(status: status, headers: answerHeaders(("Content-Type", "application/json")), body: writer.bytes)
+    var spareHeaders: [(name: String, value: String)] = []
+    return jsonResponse(status, writer, reusing: &spareHeaders)
 }
 
 /// `jsonResponse(_:_:)` with its header fields in `spareHeaders` (an emptied
