@@ -6,7 +6,7 @@ SECONDS (Benchmarks/spine/register.lua, 2 threads x 64 connections); then a
 fourth node starts with an empty --data directory. Prints the group log's
 size in etcd (the leader's `log.bytes` and etcd's `db_bytes`), the time the new
 node took to print `listening on` (it reads the whole group log, a page of at
-most 8 batches per etcd read), and whether its export equals the leader's.
+first page 8 batches, the next sized by their batches, decision 0091), and whether its export equals the leader's.
 
 usage: catchup.py ROOST_BINARY [--seconds S]
 """

@@ -1,6 +1,6 @@
 """What the cluster benchmarks share: etcd and roost nodes on loopback,
 each process started and stopped by this code, by PID."""
-import http.client, json, os, signal, socket, subprocess, time
+import http.client, json, os, signal, socket, subprocess, threading, time
 
 ADMIN = "failover-bench-admin-key-0123456789"
 
@@ -29,7 +29,9 @@ class Node:
         self.binary, self.directory, self.index, self.etcd_url = binary, directory, index, etcd_url
         self.process, self.port = None, None
 
-    def start(self, extra=()):
+    def start(self, extra=(), deadline=None):
+        """Starts the node and waits for its `listening on` line; with `deadline`
+        (seconds), fails (SystemExit) when it has not printed it by then."""
         log = open(os.path.join(self.directory, f"n{self.index}.log"), "ab")
         cluster = [] if self.etcd_url is None else [
             "--cluster", "bench", "--node-id", f"n{self.index}", "--etcd", self.etcd_url, "--lease-ttl-s", "1"]
@@ -37,7 +39,16 @@ class Node:
             [self.binary, "serve", "--listen", "127.0.0.1:0", "--data", os.path.join(self.directory, f"n{self.index}"),
              "--fsync", "always", *cluster, *extra],
             stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, ROOST_ADMIN_KEY=ADMIN))
-        line = self.process.stdout.readline().decode()
+        if deadline is None:
+            line = self.process.stdout.readline().decode()
+        else:
+            read = []
+            reader = threading.Thread(target=lambda: read.append(self.process.stdout.readline().decode()), daemon=True)
+            reader.start()
+            reader.join(deadline)
+            if not read:
+                raise SystemExit(f"node {self.index} did not serve within {deadline} s (pid {self.process.pid})")
+            line = read[0]
         if not line.startswith("listening on "):
             raise SystemExit(f"node {self.index} did not start: {line!r}")
         self.port = int(line.rsplit(":", 1)[1])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rejoin of a node that restarts with a long log after its checkpoint
 (spec §13.2, §13.6): before it serves, the node compares the records after
-its checkpoint with the group log's batches, page by page (8 batches an
+its checkpoint with the group log's batches, page by page (8 batches the first
 etcd read), and cuts what etcd does not hold.
 
 One etcd member and three nodes; wrk registers devices on the leader for

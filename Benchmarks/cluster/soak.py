@@ -111,6 +111,10 @@ class Writers:
                 raise SystemExit(f"unexpected answer {answer.status} to a registration")
 
 
+# A node that does not serve this long after a restart fails the soak (it caught up too slowly).
+START_SECONDS_MAX = 120
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
@@ -136,7 +140,7 @@ def main():
         nodes = [Node(args.binary, directory, index, urls) for index in (1, 2, 3)]
         extra = ["--snapshot-log-bytes", "1048576"]
         for node in nodes:
-            node.start(extra)
+            node.start(extra, deadline=START_SECONDS_MAX)
         writers = Writers(nodes, None)
         leader = wait_leader(nodes)
         writers.key = app_key(leader.port)
@@ -147,7 +151,7 @@ def main():
             for node in nodes:  # a node that exited (deposed, or killed) starts again
                 if not node.alive():
                     node.process.wait()
-                    node.start(extra)
+                    node.start(extra, deadline=START_SECONDS_MAX)
             for member in members:
                 if member.process.poll() is not None and time.monotonic() - getattr(member, "killed_at", 0) > 2:
                     member.start()
@@ -233,7 +237,7 @@ def settle(nodes, members, extra, seconds=120):
         for node in nodes:
             if not node.alive():
                 node.process.wait()
-                node.start(extra)
+                node.start(extra, deadline=START_SECONDS_MAX)
         try:
             leader = wait_leader(nodes)
             _, body = request(leader.port, "GET", "/v1/cluster", ADMIN)

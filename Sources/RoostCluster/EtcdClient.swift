@@ -168,6 +168,9 @@ package final class EtcdClient {
             return (answer, endpoint)
         } catch {
             moveToNextEndpoint()
+            if case .answerTooLarge = error {
+                throw EtcdClientError(.answerTooLarge, .http(error), endpoint: endpoint.description)
+            }
             throw EtcdClientError(.unavailable, .http(error), endpoint: endpoint.description)
         }
     }

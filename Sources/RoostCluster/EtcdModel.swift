@@ -161,6 +161,9 @@ package enum EtcdFailure: Error, Hashable, Sendable {
     case futureRevision
     /// A request larger than etcd's `--max-request-bytes` (1.5 MiB by default).
     case requestTooLarge
+    /// An answer larger than the client takes (`EtcdClientOptions.answerBytesMax`):
+    /// a read of fewer keys fits.
+    case answerTooLarge
 }
 
 /// What etcd answered.

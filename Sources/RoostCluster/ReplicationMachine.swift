@@ -30,8 +30,8 @@ import RoostStorage
 package struct ReplicationMachine {
     /// What an etcd request in flight is for (its answer goes there).
     private enum Purpose {
-        /// A read of the group log from this LSN.
-        case read(from: LogSequenceNumber)
+        /// A read of the group log from this LSN, a page of at most `limit` batches.
+        case read(from: LogSequenceNumber, limit: Int)
         case grantLease(sentAt: Int64)
         case campaign(EtcdLeaseID, grantSentAt: Int64, ttlSeconds: Int64)
         case append
@@ -66,10 +66,28 @@ package struct ReplicationMachine {
         var more: Bool
     }
 
-    /// The batches one read takes after the node's position: each is at most
-    /// `ReplicationBatch.encodedBytesMax` (1.4 MB), so that a page stays
-    /// within the etcd client's answer limit (16 MiB, base64 included).
-    package static let readBatchesMax = 8
+    /// The fewest batches a read asks for: eight of the largest batch a
+    /// leader writes (`ReplicationBatch.encodedBytesMax`, 1.4 MB) stay within
+    /// the etcd client's answer limit (16 MiB, base64 included), so a page
+    /// of this many always fits. The first read asks for this many, and so
+    /// does the read after an answer that did not fit.
+    package static let readBatchesMin = 8
+    /// The most batches a read asks for (a page of small batches).
+    package static let readBatchesMax = 1_024
+    /// The batch bytes a page is sized for: what `readBatchesMin` batches of
+    /// the largest size hold. The next page asks for as many batches of the
+    /// largest size the last page held as fit in this, at most twice the
+    /// last page's limit: a node catching up on small batches (a leader
+    /// under a light, steady load writes one per write) reads hundreds a
+    /// round trip instead of eight, and so catches up faster than such a
+    /// leader writes (a restarted follower in `make cluster-soak` read 8
+    /// batches of ~500 bytes a round trip and never served).
+    package static let readPageBytesBudget = readBatchesMin * ReplicationBatch.encodedBytesMax
+    /// The most records a node catching up hands to its log (`appendLocal`)
+    /// ahead of what the log made durable before it reads the next page:
+    /// what waits for the apply task stays bounded (a node that reads faster
+    /// than it applies holds at most this many records, plus one page).
+    package static let readAheadRecordsMax: UInt64 = 100_000
 
     /// The most etcd requests in flight at once: one read, one keep-alive or
     /// confirm, one append, one grant or campaign, and lease revocations
@@ -141,6 +159,12 @@ package struct ReplicationMachine {
     /// A read is wanted, and must be one sent with this id or later (nil: none wanted).
     private var readWantedFrom: EtcdRequestID?
     private var readRetryAt: Int64 = 0
+    /// The batches the next read asks for (`readBatchesMin`…`readBatchesMax`).
+    package private(set) var readPageLimit = Self.readBatchesMin
+    /// A full page was read while more than `readAheadRecordsMax` records
+    /// were handed to the local log and not yet durable there: the next
+    /// page is read once they are.
+    private var nextPageAwaitsLocalLog = false
     private var nextPeriodicReadAt: Int64 = 0
     private var campaignAt: Int64?
     private var nextKeepAliveAt: Int64 = 0
@@ -214,6 +238,10 @@ package struct ReplicationMachine {
         case .localDurable(let through):
             precondition(through <= localEnd, "durable through \(through) beyond the local end \(localEnd)")
             localDurable = max(localDurable, through)
+            if nextPageAwaitsLocalLog, localEnd.rawValue - localDurable.rawValue <= Self.readAheadRecordsMax {
+                nextPageAwaitsLocalLog = false
+                readNextPage(&actions)
+            }
         case .submit(let records):
             submit(records, &actions)
         case .stepDown:
@@ -345,7 +373,7 @@ package struct ReplicationMachine {
     /// Reads, in one transaction at one revision: the leader key, the group
     /// log's first batch key (where it starts), the batch that holds the
     /// node's next LSN, and a page of the batches after it
-    /// (`readBatchesMax`). A full page asks for the next read at once.
+    /// (`readPageLimit`). A full page asks for the next read at once.
     private mutating func sendRead(_ actions: inout [ReplicationAction]) {
         nextPeriodicReadAt = now + configuration.periodicReadMilliseconds
         let from = reconciled ? localEnd.advanced(by: 1) : verifyFrom
@@ -356,18 +384,18 @@ package struct ReplicationMachine {
             success: [
                 .range(.key(keys.leader), limit: 0), .range(.prefix(keys.logPrefix), limit: 1),
                 .rangeLast(.span(from: keys.logPrefix, to: after)),
-                .range(.span(from: after, to: logEnd), limit: Self.readBatchesMax),
+                .range(.span(from: after, to: logEnd), limit: readPageLimit),
             ],
             failure: [])
-        send(read, .read(from: from), &actions)
+        send(read, .read(from: from, limit: readPageLimit), &actions)
     }
 
     private mutating func answered(
         _ id: EtcdRequestID, _ request: Pending, _ response: EtcdResponse, _ actions: inout [ReplicationAction]
     ) {
         switch request.purpose {
-        case .read(let from):
-            readAnswered(response, id: id, sentAt: request.sentAt, from: from, &actions)
+        case .read(let from, let limit):
+            readAnswered(response, id: id, sentAt: request.sentAt, from: from, limit: limit, &actions)
         case .grantLease(let sentAt):
             grantAnswered(response, sentAt: sentAt, &actions)
         case .campaign(let lease, let grantSentAt, let ttl):
@@ -403,16 +431,22 @@ package struct ReplicationMachine {
     // MARK: - Reading the group log
 
     private mutating func readAnswered(
-        _ response: EtcdResponse, id: EtcdRequestID, sentAt: Int64, from: LogSequenceNumber,
+        _ response: EtcdResponse, id: EtcdRequestID, sentAt: Int64, from: LogSequenceNumber, limit: Int,
         _ actions: inout [ReplicationAction]
     ) {
         guard case .transaction(_, let revision, let results) = response, results.count == 4,
             case .range(let leaderKeys) = results[0], case .range(let firstKeys) = results[1],
             case .range(let holding) = results[2], case .range(let page) = results[3]
         else {
-            readRetryAt = now + configuration.retryMilliseconds
+            if response == .failed(.answerTooLarge) {
+                // Larger batches than the last page's: the smallest page always fits; ask again at once.
+                readPageLimit = Self.readBatchesMin
+            } else {
+                readRetryAt = now + configuration.retryMilliseconds
+            }
             return
         }
+        sizeNextPage(after: holding + page, limit: limit)
         // A read sent before the want was raised does not satisfy it (the
         // new leader's read to the log's end must follow its win).
         let satisfies = readWantedFrom.map { id >= $0 } ?? true
@@ -430,7 +464,7 @@ package struct ReplicationMachine {
             countBytes(of: batch, keyValue.value.count)
             batches.append(batch)
         }
-        let more = page.count >= Self.readBatchesMax
+        let more = page.count >= limit
         readReachedEnd = !more
         // Only a read that reached the end learnt where the group log ends.
         if !more { groupEndLearnedAt = max(groupEndLearnedAt, sentAt) }
@@ -439,7 +473,29 @@ package struct ReplicationMachine {
         }
         guard reconciled else { return reconcile(revision, leaderKeys.first, batches, more: more, &actions) }
         took(revision, leaderKeys.first, batches, &actions)
-        if more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
+        if more { readNextPage(&actions) }
+    }
+
+    /// After a full page: reads the next at once, unless more than
+    /// `readAheadRecordsMax` records handed to the local log are not yet
+    /// durable there (then once they are: `localDurable`).
+    private mutating func readNextPage(_ actions: inout [ReplicationAction]) {
+        guard role != .deposed, role != .seeding else { return }
+        guard localEnd.rawValue - localDurable.rawValue <= Self.readAheadRecordsMax else {
+            nextPageAwaitsLocalLog = true
+            return
+        }
+        requestRead(&actions, fresh: true)
+    }
+
+    /// Sizes the next read after a page read with `limit`: as many batches of
+    /// the page's largest as fit `readPageBytesBudget`, at most twice
+    /// `limit`, within `readBatchesMin`…`readBatchesMax`. An empty page
+    /// changes nothing.
+    private mutating func sizeNextPage(after page: [EtcdKeyValue], limit: Int) {
+        guard let largest = page.lazy.map(\.value.count).max() else { return }
+        let fitting = Self.readPageBytesBudget / max(largest, 1)
+        readPageLimit = min(max(min(fitting, limit * 2), Self.readBatchesMin), Self.readBatchesMax)
     }
 
     /// At start: has the local log compared with what etcd holds, page by
@@ -461,7 +517,7 @@ package struct ReplicationMachine {
         guard localEnd >= verifyFrom else {
             markReconciled()
             took(revision, leaderKey, batches, &actions)
-            if more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
+            if more { readNextPage(&actions) }
             return
         }
         awaitingVerification = ReadAwaitingVerification(
@@ -489,7 +545,7 @@ package struct ReplicationMachine {
         truncateLocal(after: keep, &actions)
         markReconciled()
         took(read.revision, read.leader, read.batches, &actions)
-        if read.more, role != .deposed, role != .seeding { requestRead(&actions, fresh: true) }
+        if read.more { readNextPage(&actions) }
     }
 
     /// The local log is a prefix of the group log (as far as etcd holds it): all of it is committed.

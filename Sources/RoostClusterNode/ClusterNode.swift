@@ -382,6 +382,14 @@ private struct ReplicationDriver {
     /// etcd is out of reach (`cluster.etcd_waiting`), some that the node is
     /// reconciling its log with the group log (`cluster.reconciling`).
     var etcdAnswersSinceWaitLog = 0
+    /// Replicated records the machine handed to the log (`appendLocal`) and
+    /// not yet given to the apply task: they go as one job once it has none
+    /// (one hop to the shards and one log append for all of them, however
+    /// many batches they came in: a node catching up on small batches
+    /// applied one job a batch and fell behind a steady leader).
+    var applyWaiting: (firstLSN: LogSequenceNumber, records: [[UInt8]])?
+    /// Jobs given to the apply task and not yet answered (`applied`).
+    var appliesInFlight = 0
     /// Compares the local log with the group log's pages at start
     /// (`verifyLocalLog`); nil once the machine has reconciled the two (it
     /// holds a segment's records).
@@ -463,8 +471,11 @@ private struct ReplicationDriver {
         case .watchDelivered(let token, let events): handle(.watchDelivered(token, events))
         case .watchFailed(let token, let failure): handle(.watchFailed(token, failure))
         case .applied(let through):
+            appliesInFlight -= 1
+            precondition(appliesInFlight >= 0, "an apply answered that was not asked for")
             appliedThrough = max(appliedThrough, through)
             handle(.localDurable(through: through))
+            giveWaitingApply(unlessBusy: true)
         case .promoted:
             promoted = true
             node.nodeLogger.info("cluster.leading") { line in
@@ -497,6 +508,7 @@ private struct ReplicationDriver {
             perform(action)
             if ended { return }
         }
+        giveWaitingApply(unlessBusy: true)
         if !wasReconciled, machine.isReconciled, !promoted, machine.role != .leader {
             // What the local log held at start and kept is committed (a cut ends the node first).
             node.log.markCommitted(through: node.log.appendedThrough)
@@ -563,8 +575,19 @@ private struct ReplicationDriver {
                 appliedThrough = max(appliedThrough, last)
                 // ClusterLog acknowledges an answer once the local log has it too.
                 ownEvents.append(.localDurable(through: last))
+            } else if machine.role == .leader {
+                // A new leader's epoch record: acknowledged once durable here, so not held back.
+                giveWaitingApply(unlessBusy: false)
+                giveApply(.append(firstLSN: firstLSN, records: records, awaitDurable: true))
+            } else if var waiting = applyWaiting {
+                precondition(
+                    firstLSN.rawValue == waiting.firstLSN.rawValue + UInt64(waiting.records.count),
+                    "records at \(firstLSN) after \(waiting.records.count) waiting from \(waiting.firstLSN)")
+                applyWaiting = nil  // one owner of the array while it grows
+                waiting.records.append(contentsOf: records)
+                applyWaiting = waiting
             } else {
-                node.enqueueApply(.append(firstLSN: firstLSN, records: records, awaitDurable: machine.role == .leader))
+                applyWaiting = (firstLSN, records)
             }
         case .apply:
             break  // the applier applies what it writes
@@ -596,7 +619,8 @@ private struct ReplicationDriver {
         case .becameLeader(let epoch):
             node.countElection()
             logger.info("cluster.elected") { $0.field("epoch", Int(epoch.rawValue)) }
-            node.enqueueApply(.promote)
+            giveWaitingApply(unlessBusy: false)
+            giveApply(.promote)
         case .becameFollower(let leader):
             node.log.noteLeader(url: leader?.url)
             logger.info("cluster.following") { line in
@@ -627,6 +651,19 @@ private struct ReplicationDriver {
                 line.field("reason", "\(refusal)")
             }
         }
+    }
+
+    /// Gives the apply task the records waiting for it as one job; with
+    /// `unlessBusy`, only when it has no job (what arrives meanwhile joins them).
+    private mutating func giveWaitingApply(unlessBusy: Bool) {
+        guard !ended, let waiting = applyWaiting, !unlessBusy || appliesInFlight == 0 else { return }
+        applyWaiting = nil
+        giveApply(.append(firstLSN: waiting.firstLSN, records: waiting.records, awaitDurable: false))
+    }
+
+    private mutating func giveApply(_ job: ClusterNode.ApplyJob) {
+        if case .append = job { appliesInFlight += 1 }
+        node.enqueueApply(job)
     }
 
     private mutating func finish(_ ending: ClusterNodeEnding) {

@@ -26,6 +26,14 @@ package struct FakeEtcd {
         package var rewindPercent = 0
         /// A keep-alive of a revoked or expired lease answered as a success.
         package var keepAliveAfterRevokePercent = 0
+        /// The client's answer limit: a transaction whose ranges found more
+        /// key and value bytes fails `answerTooLarge` (after it took effect,
+        /// as a real answer lost on the way), unless no range found more than
+        /// `answerKeysAlwaysFitting` keys — in etcd, a page of that many of
+        /// the largest batches a leader writes fits by construction
+        /// (`ReplicationMachine.readBatchesMin`).
+        package var answerBytesMax = Int.max
+        package var answerKeysAlwaysFitting = 8
 
         package init() {}
     }
@@ -108,6 +116,7 @@ package struct FakeEtcd {
                 return .failed(.leaseNotFound)
             }
             let results = apply(operations)
+            if faults.answerBytesMax < Int.max, Self.isTooLarge(results, faults) { return .failed(.answerTooLarge) }
             return .transaction(succeeded: succeeded, revision: revision, results: results)
         case .grantLease(let ttl):
             let granted = max(ttl, Self.leaseTTLSecondsMin)
@@ -255,6 +264,17 @@ package struct FakeEtcd {
     }
 
     /// Applies one branch: every write at one new revision (none when nothing changes).
+    /// Whether the client would refuse these results (`Faults.answerBytesMax`).
+    private static func isTooLarge(_ results: [EtcdOperationResult], _ faults: Faults) -> Bool {
+        var bytes = 0
+        var keysMost = 0
+        for case .range(let found) in results {
+            keysMost = max(keysMost, found.count)
+            for keyValue in found { bytes += keyValue.key.count + keyValue.value.count }
+        }
+        return bytes > faults.answerBytesMax && keysMost > faults.answerKeysAlwaysFitting
+    }
+
     private mutating func apply(_ operations: [EtcdOperation]) -> [EtcdOperationResult] {
         let at = revision.next
         var wrote = false

@@ -78,12 +78,14 @@ struct ReplicationSimulationTests {
                 + "\(total.events) events, \(total.acknowledged) LSNs acknowledged, \(total.epochs) epochs, "
                 + "\(total.crashes) crashes, \(total.pauses) pauses, \(total.deposed) deposed (\(total.fenced) by the fence), "
                 + "\(total.unavailableWindows) etcd outages, \(total.purges) purges, \(total.reseeds) reseeds, "
-                + "\(total.refusedBatches) batches refused, \(total.logFailures) leaders' logs failed")
+                + "\(total.refusedBatches) batches refused, \(total.logFailures) leaders' logs failed, "
+                + "\(total.answersTooLarge) answers over the client's limit")
         #expect(total.acknowledged > 0, "the schedules acknowledged nothing")
         if seeds.count > 100 {
             #expect(total.deposed > 0, "no schedule deposed a leader")
             #expect(total.fenced > 0, "no schedule exercised the fence")
             #expect(total.logFailures > 0, "no schedule failed a leader's log")
+            #expect(total.answersTooLarge > 0, "no read was over the client's answer limit")
         }
     }
 }

@@ -118,6 +118,8 @@ struct ReplicationSimulator {
         var refusedBatches = 0
         /// Leaders whose own log failed (decision 0090).
         var logFailures = 0
+        /// Reads whose answer was over the client's limit (the machine fell back to its smallest page).
+        var answersTooLarge = 0
 
         mutating func add(_ other: Statistics) {
             events += other.events
@@ -132,6 +134,7 @@ struct ReplicationSimulator {
             unavailableWindows += other.unavailableWindows
             refusedBatches += other.refusedBatches
             logFailures += other.logFailures
+            answersTooLarge += other.answersTooLarge
         }
     }
 
@@ -174,6 +177,9 @@ struct ReplicationSimulator {
         etcd.faults.dropEventPercent = Int(draw(4))
         etcd.faults.rewindPercent = Int(draw(6))
         etcd.faults.keepAliveAfterRevokePercent = Int(draw(50))
+        // A third of the schedules: an answer limit small enough that pages sized after
+        // small batches fail when larger ones follow (the machine falls back to the smallest page).
+        if draw(3) == 0 { etcd.faults.answerBytesMax = 2_000 + Int(draw(30_000)) }
         for index in nodes.indices { restart(index) }
         schedule(.submit, after: 1 + draw(plan.submitEveryMillisecondsMax))
         schedule(.fault, after: 1 + draw(plan.faultEveryMillisecondsMax))
@@ -257,6 +263,7 @@ struct ReplicationSimulator {
             }
         case .etcdArrives(let index, let incarnation, let id, let request):
             let response = etcd.handle(request)
+            if response == .failed(.answerTooLarge) { statistics.answersTooLarge += 1 }
             observe(request, response, from: index)
             if !quiet, chance(plan.answerLossPercent) { return }  // the answer is lost: the node times out
             schedule(
