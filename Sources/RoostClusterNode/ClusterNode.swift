@@ -474,8 +474,7 @@ private struct ReplicationDriver {
             appliesInFlight -= 1
             precondition(appliesInFlight >= 0, "an apply answered that was not asked for")
             appliedThrough = max(appliedThrough, through)
-            handle(.localDurable(through: through))
-            giveWaitingApply(unlessBusy: true)
+            handle(.localDurable(through: through))  // which gives the apply task what waits
         case .promoted:
             promoted = true
             node.nodeLogger.info("cluster.leading") { line in
