@@ -473,11 +473,11 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// Queues a request's work for the end of this round. `wake` asks for a
     /// round when the caller runs outside the loop's dispatch (a stream's
     /// callback): the loop would otherwise sleep with the work queued.
-    func submit(_ work: EngineWork, answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
+    func submit(_ work: consuming EngineWork, answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
         loop.executor.preconditionOnLoop("LoopRequests.submit")
         precondition(
             !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
-        precondition(work.allSatisfy(\.isValue), "a route sent Command.custom; routes send value commands")
+        precondition(work.holdsOnlyValues, "a route sent Command.custom; routes send value commands")
         let entry = Waiting(answer: answer, sink: sink, parts: Parts(count: work.count), missing: work.count)
         let slot: Int
         if let free = freeSlots.popLast() {
@@ -487,9 +487,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             slot = slots.count
             slots.append(entry)
         }
-        for (part, item) in work.enumerated() {
-            loop.submit(item, ticket: UInt64(slot) << 4 | UInt64(part))
-        }
+        work.forEachItem { part, item in loop.submit(item, ticket: UInt64(slot) << 4 | UInt64(part)) }
         if wake { loop.executor.wake() }
     }
 

@@ -214,8 +214,11 @@ package actor Shard {
         }
         let found: Void? = table.withIndex(key) { index in
             if index.settings != settings { index.adoptSettings(settings) }
-            for command in commands[start..<end] {
-                guard case .index(_, _, let work) = command.work else { continue }
+            // By position, not `for command in commands[…]`: that copied each command
+            // (every reference of its request retained, then released).
+            for position in start..<end {
+                guard case .index(_, _, let work) = commands[position].work else { continue }
+                let origin = commands[position].origin
                 // One look at the command's case (a multi-payload enum: each look is a runtime call).
                 let traits = Self.traits(of: work)
                 mutations.removeAll(keepingCapacity: true)
@@ -232,7 +235,7 @@ package actor Shard {
                         mayHoldChangeWaiter(of: key.app)
                     {
                         // Nothing after the cursor yet: held back until a change or its time is up.
-                        hold(ChangeWaiter(origin: command.origin, after: after, limit: limit, deadline: 0), wait, key)
+                        hold(ChangeWaiter(origin: origin, after: after, limit: limit, deadline: 0), wait, key)
                         continue
                     }
                 case .export:
@@ -240,7 +243,7 @@ package actor Shard {
                         ShardTurn.Export(answer: turn.answers.count, key: key, recordsBefore: turn.records.count))
                 }
                 record(mutations, of: key, into: &turn)
-                turn.answer(command.origin, outcome, on: key, changed: !mutations.isEmpty)
+                turn.answer(origin, outcome, on: key, changed: !mutations.isEmpty)
             }
         }
         if found == nil { preconditionFailure("index \(key) vanished") }

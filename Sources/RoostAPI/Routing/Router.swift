@@ -144,6 +144,25 @@ package struct EngineWork: Sendable, RandomAccessCollection, ExpressibleByArrayL
         case .many(let items): return items[position]
         }
     }
+
+    /// Whether every item is a value command (no `Command.custom`), looked
+    /// at in place (the collection's generic algorithms copy each item).
+    package var holdsOnlyValues: Bool {
+        switch storage {
+        case .one(let item): item.isValue
+        case .many(let items): items.allSatisfy(\.isValue)
+        }
+    }
+
+    /// Hands each item to `body` with its position, the work consumed: a
+    /// copy of an item retains every reference its request holds.
+    package consuming func forEachItem(_ body: (_ position: Int, _ item: consuming ShardWork) -> Void) {
+        switch storage {
+        case .one(let item): body(0, item)
+        case .many(let items):
+            for position in items.indices { body(position, items[position]) }
+        }
+    }
 }
 
 /// A handler answers one request or throws an API error.
