@@ -477,8 +477,11 @@ package struct HTTPConnectionMachine {
         }
     }
 
-    /// Calls `body` with the bytes waiting to be written.
-    package func withOutput<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+    /// Calls `body` with the bytes waiting to be written. `mutating` though it
+    /// changes nothing: called on a machine a class holds, a non-mutating
+    /// method with a closure made the caller copy the whole machine (its
+    /// eleven references retained, then released) once a write (issue 25).
+    package mutating func withOutput<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         output.bytes.withUnsafeBytes { all in
             body(UnsafeRawBufferPointer(rebasing: all[output.offset...]))
         }
