@@ -475,10 +475,10 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     /// callback): the loop would otherwise sleep with the work queued.
     func submit(_ work: consuming EngineWork, answer: EngineAnswer, sink: ObservedSink, wake: Bool) {
         loop.executor.preconditionOnLoop("LoopRequests.submit")
-        precondition(
-            !work.isEmpty && work.count <= Self.partsPerRequestMax, "\(work.count) parts in one request")
+        let parts = work.count
+        precondition(parts >= 1 && parts <= Self.partsPerRequestMax, "\(parts) parts in one request")
         precondition(work.holdsOnlyValues, "a route sent Command.custom; routes send value commands")
-        let entry = Waiting(answer: answer, sink: sink, parts: Parts(count: work.count), missing: work.count)
+        let entry = Waiting(answer: answer, sink: sink, parts: Parts(count: parts), missing: parts)
         let slot: Int
         if let free = freeSlots.popLast() {
             slot = free

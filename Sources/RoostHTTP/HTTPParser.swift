@@ -312,26 +312,26 @@ package struct HTTPParser {
         }
         readIndex = headEnd
         scanIndex = headEnd
-        switch parsed {
+        // Consumed, not bound by copy: each copy of a head retained its strings and header array.
+        switch consume parsed {
         case .failure(let failure):
             return fail(failure)
         case .success(let parsed):
-            let parsedHead = parsed.head
-            head = parsedHead
-            previousHeaders = parsedHead.headers
+            head = parsed.head
+            previousHeaders = parsed.head.headers
             body = []
             switch parsed.framing {
             case .none:
                 return finishRequest()
             case .contentLength(let length):
-                bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
+                bodyLimitBytes = min(max(0, limitFor(parsed.head)), limits.bodyBytesCeiling)
                 if length > bodyLimitBytes { return fail(.bodyTooLarge(limitBytes: bodyLimitBytes)) }
                 if length == 0 { return finishRequest() }
                 swap(&body, &spareBody)
                 body.reserveCapacity(length)
                 state = .fixedBody(remaining: length)
             case .chunked:
-                bodyLimitBytes = min(max(0, limitFor(parsedHead)), limits.bodyBytesCeiling)
+                bodyLimitBytes = min(max(0, limitFor(parsed.head)), limits.bodyBytesCeiling)
                 swap(&body, &spareBody)
                 state = .chunkSize
             }
