@@ -208,6 +208,9 @@ def main():
               f"epochs {len(elected)}, epochs won by two nodes {sorted(set(two_writers))}")
         failed = bool(lost or extra_tokens or differing or two_writers)
         print("SOAK " + ("FAILED" if failed else "PASSED"))
+    except SystemExit:
+        failed = True  # a node that did not serve in time, no leader, no settling: the data stays for inspection
+        raise
     finally:
         if writers is not None:
             writers.stop.set()
