@@ -238,9 +238,9 @@ package struct ReplicationMachine {
         case .localDurable(let through):
             precondition(through <= localEnd, "durable through \(through) beyond the local end \(localEnd)")
             localDurable = max(localDurable, through)
-            if nextPageAwaitsLocalLog, localEnd.rawValue - localDurable.rawValue <= Self.readAheadRecordsMax {
+            if nextPageAwaitsLocalLog {
                 nextPageAwaitsLocalLog = false
-                readNextPage(&actions)
+                readNextPage(&actions)  // which waits again while the log is still too far behind
             }
         case .submit(let records):
             submit(records, &actions)
@@ -446,7 +446,8 @@ package struct ReplicationMachine {
             }
             return
         }
-        sizeNextPage(after: holding + page, limit: limit)
+        let found = holding + page
+        sizeNextPage(after: found, limit: limit)
         // A read sent before the want was raised does not satisfy it (the
         // new leader's read to the log's end must follow its win).
         let satisfies = readWantedFrom.map { id >= $0 } ?? true
@@ -454,7 +455,7 @@ package struct ReplicationMachine {
         defer { if !satisfies, !isReadPending, role != .deposed, role != .seeding { sendRead(&actions) } }
         groupLogStart = firstKeys.first.flatMap { keys.firstLSN(ofLogKey: $0.key) }
         var batches: [ReplicationBatch] = []
-        for keyValue in holding + page {
+        for keyValue in found {
             guard let batch = decodeBatch(keyValue, &actions) else { break }  // a hole: stop before it
             if batch.lastLSN < from {  // the batch before the node's position: nothing to take
                 countBytes(of: batch, keyValue.value.count)

@@ -116,7 +116,7 @@ package struct FakeEtcd {
                 return .failed(.leaseNotFound)
             }
             let results = apply(operations)
-            if faults.answerBytesMax < Int.max, Self.isTooLarge(results, faults) { return .failed(.answerTooLarge) }
+            if Self.isTooLarge(results, faults) { return .failed(.answerTooLarge) }
             return .transaction(succeeded: succeeded, revision: revision, results: results)
         case .grantLease(let ttl):
             let granted = max(ttl, Self.leaseTTLSecondsMin)
@@ -263,7 +263,6 @@ package struct FakeEtcd {
         }
     }
 
-    /// Applies one branch: every write at one new revision (none when nothing changes).
     /// Whether the client would refuse these results (`Faults.answerBytesMax`).
     private static func isTooLarge(_ results: [EtcdOperationResult], _ faults: Faults) -> Bool {
         var bytes = 0
@@ -275,6 +274,7 @@ package struct FakeEtcd {
         return bytes > faults.answerBytesMax && keysMost > faults.answerKeysAlwaysFitting
     }
 
+    /// Applies one branch: every write at one new revision (none when nothing changes).
     private mutating func apply(_ operations: [EtcdOperation]) -> [EtcdOperationResult] {
         let at = revision.next
         var wrote = false

@@ -175,11 +175,7 @@ struct ReplicationMachineTests {
         harness.advance(400)  // past a third of the TTL: a keep-alive
         #expect(harness.machine.role == .deposed)
         #expect(harness.actions.contains(.deposed(.leaseLost)))
-        let acknowledgedBefore = harness.acknowledged.count
-        harness.releaseHeld()
-        harness.durable()
-        #expect(harness.acknowledged.count == acknowledgedBefore, "deposed: never acknowledges again")
-        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record")
+        Self.expectAcknowledgesNothingMore(&harness)
     }
 
     @Test("a leader whose own log failed lets go at once: its lease revoked, no batch appended, nothing acknowledged")
@@ -195,11 +191,7 @@ struct ReplicationMachineTests {
         #expect(
             harness.actions.contains { if case .sendEtcd(_, .revokeLease(lease)) = $0 { true } else { false } },
             "the lease is revoked, so another node need not wait for its TTL")
-        let acknowledgedBefore = harness.acknowledged.count
-        harness.releaseHeld()
-        harness.durable()
-        #expect(harness.acknowledged.count == acknowledgedBefore, "deposed: never acknowledges again")
-        #expect(harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record")
+        Self.expectAcknowledgesNothingMore(&harness)
         var follower = Harness(node: "n2")
         follower.handle(.localLogFailed)
         #expect(follower.actions.isEmpty, "a node that does not lead has no epoch to give up")
@@ -235,6 +227,33 @@ struct ReplicationMachineTests {
                 compares: [],
                 success: [.put(key: harness.keys.logKey(firstLSN: batch.firstLSN), value: batch.encoded(), lease: nil)],
                 failure: []))
+    }
+
+    /// Puts `count` batches of one record (`record`) from `firstLSN` on, one LSN each.
+    static func putSmallBatches(_ count: Int, from firstLSN: UInt64, record: [UInt8] = [1], in harness: inout Harness) {
+        for index in 0..<UInt64(count) {
+            put(
+                ReplicationBatch(
+                    epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(firstLSN + index), records: [record]),
+                in: &harness)
+        }
+    }
+
+    /// The leader in `harness` is deposed with writes in flight: releasing
+    /// and making them durable acknowledges nothing more, and etcd holds
+    /// only its epoch record.
+    static func expectAcknowledgesNothingMore(
+        _ harness: inout Harness, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let acknowledgedBefore = harness.acknowledged.count
+        harness.releaseHeld()
+        harness.durable()
+        #expect(
+            harness.acknowledged.count == acknowledgedBefore, "deposed: never acknowledges again",
+            sourceLocation: sourceLocation)
+        #expect(
+            harness.etcd.values(in: .prefix(harness.keys.logPrefix)).count == 1, "only the epoch record",
+            sourceLocation: sourceLocation)
     }
 
     @Test("a restart cuts the records after the checkpoint that etcd does not hold, then follows")
@@ -333,12 +352,7 @@ struct ReplicationMachineTests {
         }
         // Eight batches of one byte, then one of 1 MB: the page after it asks for 11 (not 16).
         var harness = Harness(node: "n2")
-        for index in 0..<8 {
-            Self.put(
-                ReplicationBatch(
-                    epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(UInt64(index + 1)), records: [[1]]),
-                in: &harness)
-        }
+        Self.putSmallBatches(8, from: 1, in: &harness)
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         let large = (0..<1_000_000).map { _ -> UInt8 in  // incompressible: the batch stays 1 MB
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -355,12 +369,7 @@ struct ReplicationMachineTests {
 
         // An answer over the client's limit: the next read asks for the smallest page, at once.
         var other = Harness(node: "n3")
-        for index in 0..<40 {
-            Self.put(
-                ReplicationBatch(
-                    epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(UInt64(index + 1)), records: [[1]]),
-                in: &other)
-        }
+        Self.putSmallBatches(40, from: 1, in: &other)
         actions = other.machine.handle(.start(localLogEnd: 0, checkpoint: 0), now: 1)
         read = try #require(pageLimit(actions))
         actions = other.machine.handle(.etcdAnswered(read.0, other.etcd.handle(read.1)), now: 2)
@@ -378,12 +387,7 @@ struct ReplicationMachineTests {
         Self.put(ReplicationBatch(epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(1), records: half), in: &ahead)
         Self.put(
             ReplicationBatch(epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(60_001), records: half), in: &ahead)
-        for index in 0..<12 {
-            Self.put(
-                ReplicationBatch(
-                    epoch: ClusterEpoch(2), firstLSN: LogSequenceNumber(UInt64(120_001 + index)), records: [[2]]),
-                in: &ahead)
-        }
+        Self.putSmallBatches(12, from: 120_001, record: [2], in: &ahead)
         actions = ahead.machine.handle(.start(localLogEnd: 0, checkpoint: 0), now: 1)
         read = try #require(pageLimit(actions))
         actions = ahead.machine.handle(.etcdAnswered(read.0, ahead.etcd.handle(read.1)), now: 2)

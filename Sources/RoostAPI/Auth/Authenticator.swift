@@ -44,14 +44,17 @@ package struct Authenticator: Sendable {
         }
         let found = digests?.digest(of: presented)
         let digest = found?.digest ?? KeyDigest(words: Crypto.sha256Words(utf8: presented))
+        let principal: Principal
         if digest.constantTimeEquals(adminDigest) {
-            if let found { digests?.remember(presented, found) }
-            return .operator
+            principal = .operator
+        } else {
+            guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
+            principal = .appKey(key)
         }
-        guard let key = try catalog.key(digest: digest) else { throw APIError.unauthorized }
-        if let found { digests?.remember(presented, found) }
-        if key.kind == .mobile { try clientLimiter.admit(app: key.appID, head) }
-        return .appKey(key)
+        // Authenticated: the loop keeps the digest (an unknown key never gets here).
+        if let digests, let found { digests.remember(presented, found) }
+        if case .appKey(let key) = principal, key.kind == .mobile { try clientLimiter.admit(app: key.appID, head) }
+        return principal
     }
 
     /// Returns the credentials of a `Bearer` authorization value, or nil.
