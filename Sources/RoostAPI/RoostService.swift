@@ -412,12 +412,44 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         var failed: Bool
     }
 
-    let loop: ShardLoop
     /// Requests waiting for outcomes, in slots reused through `freeSlots`
     /// (no hashing, no allocation per request once warm). The ticket holds
-    /// the slot and the part.
-    private var slots: [Waiting?] = []
-    private var freeSlots: [Int] = []
+    /// the slot and the part. One value, so that recording an outcome
+    /// accesses the class's state once (a dynamic exclusivity check an
+    /// access: seven an outcome when the slots were read and written one
+    /// property at a time; issue 25).
+    private struct WaitingRequests {
+        private var slots: [Waiting?] = []
+        private var freeSlots: [Int] = []
+
+        /// Puts `entry` in a free slot; returns the slot.
+        mutating func add(_ entry: consuming Waiting) -> Int {
+            if let free = freeSlots.popLast() {
+                slots[free] = entry
+                return free
+            }
+            slots.append(entry)
+            return slots.count - 1
+        }
+
+        /// Records the outcome of the part `ticket` names; returns its
+        /// request, out of its slot, when that was the last part missing.
+        mutating func record(_ outcome: consuming Acknowledged, ticket: UInt64) -> Complete? {
+            let slot = Int(ticket >> 4)
+            let part = Int(ticket & 15)
+            precondition(slot < slots.count && slots[slot] != nil, "outcome for an empty request slot \(slot)")
+            if let outcome { slots[slot]!.parts[part] = outcome } else { slots[slot]!.failed = true }
+            slots[slot]!.missing -= 1
+            let missing = slots[slot]!.missing
+            guard missing == 0, let entry = slots[slot].take() else { return nil }
+            freeSlots.append(slot)
+            precondition(entry.failed || entry.parts.isComplete, "request \(slot) incomplete")
+            return Complete(answer: entry.answer, sink: entry.sink, parts: entry.parts, failed: entry.failed)
+        }
+    }
+
+    let loop: ShardLoop
+    private var waiting = WaitingRequests()
     private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
     /// The outcomes of the request being rendered, kept from request to request.
     private var rendering: [Outcome] = []
@@ -478,15 +510,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         let parts = work.count
         precondition(parts >= 1 && parts <= Self.partsPerRequestMax, "\(parts) parts in one request")
         precondition(work.holdsOnlyValues, "a route sent Command.custom; routes send value commands")
-        let entry = Waiting(answer: answer, sink: sink, parts: Parts(count: parts), missing: parts)
-        let slot: Int
-        if let free = freeSlots.popLast() {
-            slot = free
-            slots[slot] = entry
-        } else {
-            slot = slots.count
-            slots.append(entry)
-        }
+        let slot = waiting.add(Waiting(answer: answer, sink: sink, parts: Parts(count: parts), missing: parts))
         work.forEachItem { part, item in loop.submit(item, ticket: UInt64(slot) << 4 | UInt64(part)) }
         if wake { loop.executor.wake() }
     }
@@ -494,16 +518,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
     func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)]) {
         loop.executor.preconditionOnLoop("LoopRequests.receive")
         for (ticket, outcome) in outcomes {
-            let slot = Int(ticket >> 4)
-            let part = Int(ticket & 15)
-            precondition(slot < slots.count && slots[slot] != nil, "outcome for an empty request slot \(slot)")
-            if let outcome { slots[slot]!.parts[part] = outcome } else { slots[slot]!.failed = true }
-            slots[slot]!.missing -= 1
-            guard slots[slot]!.missing == 0 else { continue }
-            guard let entry = slots[slot].take() else { continue }
-            freeSlots.append(slot)
-            precondition(entry.failed || entry.parts.isComplete, "request \(slot) incomplete")
-            complete.append(Complete(answer: entry.answer, sink: entry.sink, parts: entry.parts, failed: entry.failed))
+            if let done = waiting.record(outcome, ticket: ticket) { complete.append(done) }
         }
         renderComplete()
     }

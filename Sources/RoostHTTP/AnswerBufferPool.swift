@@ -31,8 +31,42 @@ final class AnswerBufferPool: @unchecked Sendable {
     private let executor: LoopExecutor
     /// The largest body capacity kept (`HTTPServerLimits.bufferBytesRetainedMax`).
     private let bytesRetainedMax: Int
-    private var bodies: [[UInt8]] = []
-    private var headerLists: [[(name: String, value: String)]] = []
+    /// The arrays kept, in one stored property: each call accesses the
+    /// class's state once (a dynamic exclusivity check an access, four a
+    /// `keep` when they were two properties; issue 25).
+    private var kept = Kept()
+
+    private struct Kept {
+        var bodies: [[UInt8]] = []
+        var headerLists: [[(name: String, value: String)]] = []
+
+        mutating func keep(_ written: consuming HTTPResponse, bytesRetainedMax: Int) {
+            // Not a range: `bufferBytesRetainedMax` may be 0 (keep none), and `1...0` traps.
+            let bodyCapacity = written.body.capacity
+            if bodies.count < AnswerBufferPool.keptMax, bodyCapacity > 0, bodyCapacity <= bytesRetainedMax {
+                bodies.append(written.body)
+            }
+            let headersCapacity = written.headers.capacity
+            if headerLists.count < AnswerBufferPool.keptMax, headersCapacity > 0,
+                headersCapacity <= AnswerBufferPool.headerFieldsRetainedMax
+            {
+                headerLists.append(written.headers)
+            }
+        }
+
+        mutating func take() -> HTTPAnswerBuffers {
+            var buffers = HTTPAnswerBuffers()
+            if var body = bodies.popLast() {
+                body.removeAll(keepingCapacity: true)
+                buffers.body = body
+            }
+            if var headers = headerLists.popLast() {
+                headers.removeAll(keepingCapacity: true)
+                buffers.headers = headers
+            }
+            return buffers
+        }
+    }
 
     init(executor: LoopExecutor, bytesRetainedMax: Int) {
         self.executor = executor
@@ -42,29 +76,12 @@ final class AnswerBufferPool: @unchecked Sendable {
     /// Keeps the arrays of an answer the loop wrote.
     func keep(_ written: consuming HTTPResponse) {
         executor.preconditionOnLoop("AnswerBufferPool.keep")
-        // Not a range: `bufferBytesRetainedMax` may be 0 (keep none), and `1...0` traps.
-        let bodyCapacity = written.body.capacity
-        if bodies.count < Self.keptMax, bodyCapacity > 0, bodyCapacity <= bytesRetainedMax {
-            bodies.append(written.body)
-        }
-        let headersCapacity = written.headers.capacity
-        if headerLists.count < Self.keptMax, headersCapacity > 0, headersCapacity <= Self.headerFieldsRetainedMax {
-            headerLists.append(written.headers)
-        }
+        kept.keep(written, bytesRetainedMax: bytesRetainedMax)
     }
 
     /// Emptied arrays for an answer (empty ones when none is kept, or off the loop).
     func take() -> HTTPAnswerBuffers {
-        var buffers = HTTPAnswerBuffers()
-        guard executor.isCurrent else { return buffers }
-        if var body = bodies.popLast() {
-            body.removeAll(keepingCapacity: true)
-            buffers.body = body
-        }
-        if var headers = headerLists.popLast() {
-            headers.removeAll(keepingCapacity: true)
-            buffers.headers = headers
-        }
-        return buffers
+        guard executor.isCurrent else { return HTTPAnswerBuffers() }
+        return kept.take()
     }
 }

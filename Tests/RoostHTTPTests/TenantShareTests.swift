@@ -33,6 +33,26 @@ struct TenantShareTests {
         #expect(share.mayStart(flood))
     }
 
+    @Test("counts per tenant agree with a dictionary over 20,000 random changes, the last tenant's kept outside it")
+    func tenantCountsMatchADictionary() {
+        var generator = SeededRandom(seed: 20_261_207)
+        var counts = TenantCounts()
+        var model: [HTTPTenant: Int] = [:]
+        for step in 0..<20_000 {
+            // Mostly one tenant (an app busy alone), sometimes one of five.
+            let tenant = HTTPTenant(Bool.random(using: &generator) ? 1 : UInt64.random(in: 1...5, using: &generator))
+            let held = model[tenant, default: 0]
+            let delta = held > 0 && Bool.random(using: &generator) ? -1 : 1
+            counts.add(delta, to: tenant)
+            model[tenant] = held + delta == 0 ? nil : held + delta
+            for known in 1...6 {
+                let id = HTTPTenant(UInt64(known))
+                #expect(counts[id] == model[id, default: 0], "step \(step), \(id)")
+            }
+            #expect(counts.tenantCount == model.count, "step \(step)")
+        }
+    }
+
     @Test("a start after another tenant's is a switch; the same tenant's again is not")
     func switches() {
         var share = TenantShare(limits: Self.limits, now: start)
