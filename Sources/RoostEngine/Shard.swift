@@ -72,13 +72,13 @@ package actor Shard {
     /// allocates none of its per-turn arrays once the shard is warm
     /// (issue 25's allocation budget).
     private var turnBuffers = ShardTurn()
-    /// Record buffers of earlier turns, emptied, for the next turn's records
-    /// (`EngineRecord.encodeMutation`): a log that copies what it is given
-    /// (the local WAL) lets go of them, and a record costs no allocation (2.2
-    /// a registration before, issue 25). One a log still holds (a cluster
-    /// leader's outbox) is copied on its next use, as before. At most
-    /// `spareRecordBuffersMax`, each of at most `recordBufferRetainedBytesMax`.
-    private var spareRecordBuffers: [[UInt8]] = []
+    /// Record buffers of earlier turns are kept, emptied, for the next
+    /// turn's records in `ShardTurn.spareRecords` (`EngineRecord.encodeMutation`):
+    /// a log that copies what it is given (the local WAL) lets go of them,
+    /// and a record costs no allocation (2.2 a registration before, issue
+    /// 25). One a log still holds (a cluster leader's outbox) is copied on
+    /// its next use, as before. At most `spareRecordBuffersMax`, each of at
+    /// most `recordBufferRetainedBytesMax`.
     static let spareRecordBuffersMax = 4 * ShardLoop.commandsPerTurnMax
     static let recordBufferRetainedBytesMax = 4096
     /// The one array a command's mutations are appended to
@@ -288,13 +288,13 @@ package actor Shard {
     /// record of the turn (the clock read once per turn, when needed).
     private func record(_ mutations: [Mutation], of key: IndexKey, into turn: inout ShardTurn) {
         for mutation in mutations {
-            var record = spareRecordBuffers.popLast() ?? []
+            var record = turn.spareRecords.popLast() ?? []
             EngineRecord.encodeMutation(mutation, of: key, into: &record)
             if let change = EngineRecord.deviceChange(inEncoded: record) {
                 if !turn.timedKeys.contains(key) {
                     let at = turn.changeTime ?? Timestamp(millisecondsSinceEpoch: wallClock.wallMilliseconds())
                     turn.changeTime = at
-                    var timeRecord = spareRecordBuffers.popLast() ?? []
+                    var timeRecord = turn.spareRecords.popLast() ?? []
                     EngineRecord.encodeMutation(.changeTime(at), of: key, into: &timeRecord)
                     turn.records.append(timeRecord)
                     turn.timedKeys.append(key)
@@ -350,12 +350,12 @@ package actor Shard {
 
     /// Keeps the turn's record buffers for the next turns (the log took their bytes).
     private func keepRecordBuffers(of turn: inout ShardTurn) {
-        for index in turn.records.indices where spareRecordBuffers.count < Self.spareRecordBuffersMax {
+        for index in turn.records.indices where turn.spareRecords.count < Self.spareRecordBuffersMax {
             var buffer: [UInt8] = []
             swap(&buffer, &turn.records[index])
             guard buffer.capacity <= Self.recordBufferRetainedBytesMax else { continue }
             buffer.removeAll(keepingCapacity: true)
-            spareRecordBuffers.append(buffer)
+            turn.spareRecords.append(buffer)
         }
     }
 
@@ -746,6 +746,11 @@ private struct ShardTurn {
     }
 
     var records: [[UInt8]] = []
+    /// Emptied record buffers of earlier turns (`Shard.keepRecordBuffers`),
+    /// kept by `empty()`: in the turn, a value on the stack, so that taking
+    /// one is no access to the shard's state (a dynamic exclusivity check
+    /// each, four a registration when the shard held them; issue 25).
+    var spareRecords: [[UInt8]] = []
     var answers: [Answer] = []
     /// The indexes this turn logs records of.
     var written: Set<IndexKey> = []
