@@ -39,6 +39,29 @@ struct PresentedKeyDigestsTests {
         #expect(digests.digest(of: key.dropLast()).digest == Self.sha256(key.dropLast()))
     }
 
+    @Test(
+        "the slot last found is looked at first: right after a hit, keys one byte apart are still hashed as their own")
+    func lastFoundFirst() {
+        let digests = PresentedKeyDigests(executor: nil)
+        let key = "rk_live_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
+        let other = "rk_live_another_key_of_the_same_app_0123456789abc"
+        for text in [key, other] { digests.remember(text[...], digests.digest(of: text[...])) }
+        let bytes = Array(key.utf8)
+        for index in bytes.indices {
+            #expect(digests.digest(of: key[...]).kept, "the key itself, before byte \(index)")
+            var changed = bytes
+            changed[index] ^= 0x01
+            let text = Substring(String(decoding: changed, as: UTF8.self))
+            let found = digests.digest(of: text)
+            #expect(!found.kept && found.digest == Self.sha256(text), "byte \(index)")
+        }
+        for round in 0..<8 {
+            let text = (round % 2 == 0 ? key : other)[...]
+            let found = digests.digest(of: text)
+            #expect(found.digest == Self.sha256(text), "round \(round)")
+        }
+    }
+
     @Test("many keys: each found with its own digest; a newer key may take an older one's slot")
     func manyKeys() {
         let digests = PresentedKeyDigests(executor: nil)

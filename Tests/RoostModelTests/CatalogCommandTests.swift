@@ -53,6 +53,23 @@ private struct CatalogHarness {
 
 @Suite("Catalog commands: the catalog's rules as values (RoostModel)")
 struct CatalogCommandTests {
+    @Test("a secret key allows exactly the capabilities it holds, for each of the 32 sets; a mobile key none")
+    func keyAllowsItsCapabilities() {
+        let all = Capability.allCases
+        let digest = KeyDigest(bytes: [UInt8](repeating: 7, count: 32))!
+        for mask in 0..<(1 << all.count) {
+            let held = Set(all.indices.filter { mask & (1 << $0) != 0 }.map { all[$0] })
+            for kind in [KeyKind.secret, .mobile] {
+                let key = KeyRecord(
+                    id: "key_0000000000000001", appID: AppID(1), kind: kind, mode: .live, capabilities: held,
+                    label: "", createdAtMilliseconds: 0, rateLimitPerSecond: nil, digest: digest)
+                for capability in all {
+                    #expect(key.allows(capability) == (kind == .secret && held.contains(capability)), "\(held) \(kind)")
+                }
+            }
+        }
+    }
+
     @Test("apps take ids from the logged counter, never reused after a deletion; replay gives the same state")
     func appIDs() throws {
         var harness = CatalogHarness()

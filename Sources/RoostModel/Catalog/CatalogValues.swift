@@ -9,6 +9,17 @@ package enum Capability: String, CaseIterable, Sendable, Comparable {
     case setupWrite = "setup:write"
 
     package static func < (lhs: Capability, rhs: Capability) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// The capability's bit in `KeyRecord`'s mask.
+    fileprivate var bit: UInt8 {
+        switch self {
+        case .devicesWrite: 1
+        case .devicesRead: 2
+        case .devicesDelete: 4
+        case .peopleWrite: 8
+        case .setupWrite: 16
+        }
+    }
 }
 
 /// A secret key is for backends; a mobile key ships inside apps and may only
@@ -106,6 +117,9 @@ package struct KeyRecord: Sendable, Equatable {
     package var mode: AppMode
     /// Fixed at creation: an existing key never gains a capability.
     package let capabilities: Set<Capability>
+    /// `capabilities` as bits: `allows` is asked on every request, and a
+    /// set's `contains` hashes (~360 instructions, 0.4 % of a registration's).
+    private let capabilityBits: UInt8
     package var label: String
     package var createdAtMilliseconds: Int64
     package var rateLimitPerSecond: Int?
@@ -120,6 +134,7 @@ package struct KeyRecord: Sendable, Equatable {
         self.kind = kind
         self.mode = mode
         self.capabilities = capabilities
+        self.capabilityBits = capabilities.reduce(0) { $0 | $1.bit }
         self.label = label
         self.createdAtMilliseconds = createdAtMilliseconds
         self.rateLimitPerSecond = rateLimitPerSecond
@@ -128,7 +143,7 @@ package struct KeyRecord: Sendable, Equatable {
 
     /// Returns whether the key holds `capability`. Mobile keys hold none.
     package func allows(_ capability: Capability) -> Bool {
-        kind == .secret && capabilities.contains(capability)
+        kind == .secret && capabilityBits & capability.bit != 0
     }
 }
 
