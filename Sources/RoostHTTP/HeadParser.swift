@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// Lets refusals be thrown inside the parser (typed throws).
 extension HTTPRequestFailure: Error {}
 
@@ -160,8 +162,7 @@ enum HeadParser {
 
     /// Returns the index of the CR ending the line that starts at `start`.
     private static func lineEndIndex(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        var index = start
-        while index < bytes.count && bytes[index] != cr { index += 1 }
+        let index = firstByteIndex(in: bytes, from: start, mayStop: { wordHasByte(cr, in: $0) }, stops: { $0 == cr })
         precondition(index + 1 < bytes.count && bytes[index + 1] == lf, "head line at \(start) lacks its CRLF")
         return index
     }
@@ -239,9 +240,12 @@ enum HeadParser {
         while valueStart < valueEnd && (line[valueStart] == space || line[valueStart] == tab) { valueStart += 1 }
         while valueEnd > valueStart && (line[valueEnd - 1] == space || line[valueEnd - 1] == tab) { valueEnd -= 1 }
         let value = UnsafeBufferPointer(rebasing: line[valueStart..<valueEnd])
-        for byte in value where isControl(byte) {
-            return .failure(.badRequest(reason: "control character in header value"))
-        }
+        // Eight bytes at a time: a control byte is below 0x20 (a tab, also
+        // there, is let through byte by byte) or 0x7F.
+        let control = firstByteIndex(
+            in: value, from: 0, mayStop: { wordHasByte(below: 0x20, in: $0) || wordHasByte(0x7F, in: $0) },
+            stops: isControl)
+        if control != value.count { return .failure(.badRequest(reason: "control character in header value")) }
         return .success((name, value))
     }
 
