@@ -48,9 +48,9 @@ package enum HTTPResponseWriter {
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
         }
-        out.append(contentsOf: crlf)
+        appendBytes(of: "\r\n", to: &out)
         out.append(contentsOf: chunk)
-        out.append(contentsOf: crlf)
+        appendBytes(of: "\r\n", to: &out)
     }
 
     /// The last chunk and the empty trailer section that end a chunked body.
@@ -113,8 +113,6 @@ package enum HTTPResponseWriter {
     private static func appendBytes(of text: StaticString, to out: inout [UInt8]) {
         out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
-
-    private static let crlf: [UInt8] = [cr, lf]
 
     private static func isFramingField(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
         switch name.count {

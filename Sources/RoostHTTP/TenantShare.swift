@@ -239,7 +239,7 @@ struct TenantShare {
 /// the tenant share costs nothing while one app is busy alone; three
 /// dictionary look-ups a request before, ~0.7 % of a registration's
 /// instructions). A tenant is in `others` only while `recent` is another
-/// with requests counted; a tenant at zero is in neither.
+/// with requests counted, and never at zero; `recent` may be at zero.
 struct TenantCounts {
     private var recent: HTTPTenant?
     private var recentCount = 0
@@ -251,7 +251,7 @@ struct TenantCounts {
         return others.isEmpty ? 0 : others[tenant, default: 0]
     }
 
-    /// Tenants with a count above zero.
+    /// Tenants with a count above zero (tests).
     var tenantCount: Int { others.count + (recentCount > 0 ? 1 : 0) }
 
     /// Adds `delta` to `tenant`'s count, which must stay at zero or above.
