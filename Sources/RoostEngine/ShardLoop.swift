@@ -322,12 +322,17 @@ struct FairQueue {
 
     var isEmpty: Bool { count == 0 }
 
+    /// One hash of `app` when its queue exists (it was three: a look-up, a
+    /// set and a modify), two when it is new. Issue 25.
     mutating func append(_ command: consuming ShardCommand, app: AppID) {
-        if queues[app] == nil {
-            queues[app] = AppQueue(commands: spareQueues.popLast() ?? [])
+        if let index = queues.index(forKey: app) {
+            queues.values[index].commands.append(command)
+        } else {
+            var queue = AppQueue(commands: spareQueues.popLast() ?? [])
+            queue.commands.append(command)
+            queues[app] = queue
             order.append(app)
         }
-        queues[app]!.commands.append(command)
         count += 1
     }
 
@@ -343,7 +348,11 @@ struct FairQueue {
         while turn.count < budget && !order.isEmpty {
             if position >= order.count { position = 0 }
             let app = order[position]
-            guard var queue = queues.removeValue(forKey: app) else { preconditionFailure("app \(app) has no queue") }
+            // Out of the dictionary by its index and back the same way: one
+            // hash of `app` a turn (a removal and a set were two).
+            guard let place = queues.index(forKey: app) else { preconditionFailure("app \(app) has no queue") }
+            var queue = AppQueue()
+            swap(&queue, &queues.values[place])
             let end = min(queue.commands.count, queue.head + min(quantum, budget - turn.count))
             for index in queue.head..<end {
                 guard let command = queue.commands[index].take() else {
@@ -353,6 +362,7 @@ struct FairQueue {
             }
             queue.head = end
             if queue.head == queue.commands.count {
+                queues.remove(at: place)
                 order.remove(at: position)
                 if spareQueues.count < Self.spareQueuesMax {
                     queue.commands.removeAll(keepingCapacity: true)
@@ -363,7 +373,7 @@ struct FairQueue {
                     queue.commands.removeFirst(queue.head)
                     queue.head = 0
                 }
-                queues[app] = queue
+                swap(&queue, &queues.values[place])
                 position += 1
             }
         }

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import RoostEngine
+@testable import RoostTesting
 
 /// The (app, number) of each probe in the order the shard ran them.
 final class ExecutionOrder: Sendable {
@@ -65,6 +66,48 @@ struct FairnessTests {
         #expect(queue.count == 6)
         #expect(tickets(100) == ["3.4", "1.5", "1.6", "1.7", "1.8", "1.9"])
         #expect(queue.isEmpty)
+    }
+
+    @Test(
+        "random appends of five apps between turns of random sizes: every command comes out once, each app's in order")
+    func randomAppendsAndTurns() {
+        var generator = SeededRandom(seed: 20_261_207)
+        var queue = FairQueue()
+        var turn: [ShardCommand] = []
+        var appended = [Int](repeating: 0, count: 6)
+        var taken = [Int](repeating: 0, count: 6)
+        for step in 0..<2_000 {
+            for _ in 0..<Int.random(in: 0...12, using: &generator) {
+                // One app most of the time, as an app busy alone.
+                let app = Bool.random(using: &generator) ? 1 : Int.random(in: 1...5, using: &generator)
+                queue.append(
+                    ShardCommand(
+                        .index(IndexKey(app: AppID(UInt32(app)), mode: .live), settings: .defaults, .stats),
+                        origin: .loop(0, ticket: UInt64(app) << 32 | UInt64(appended[app]))),
+                    app: AppID(UInt32(app)))
+                appended[app] += 1
+            }
+            queue.takeTurn(
+                max: Int.random(in: 1...16, using: &generator), perApp: Int.random(in: 1...4, using: &generator),
+                into: &turn)
+            for command in turn {
+                guard case .loop(_, let ticket) = command.origin else { continue }
+                let app = Int(ticket >> 32)
+                #expect(Int(ticket & 0xFFFF_FFFF) == taken[app], "step \(step): app \(app) out of order")
+                taken[app] += 1
+            }
+            #expect(queue.count == appended.reduce(0, +) - taken.reduce(0, +), "step \(step)")
+        }
+        while !queue.isEmpty {
+            queue.takeTurn(max: 64, perApp: 4, into: &turn)
+            for command in turn {
+                guard case .loop(_, let ticket) = command.origin else { continue }
+                let app = Int(ticket >> 32)
+                #expect(Int(ticket & 0xFFFF_FFFF) == taken[app], "app \(app) out of order at the end")
+                taken[app] += 1
+            }
+        }
+        #expect(taken == appended)
     }
 
     @Test("an app's whole queue taken as the turn's start keeps every command, in order, turn after turn")
