@@ -94,6 +94,38 @@ struct NormalizationTests {
         #expect(strings.id(of: Self.nfd) == nfd)
     }
 
+    @Test("the interner against a model over 20,000 random retains and releases of texts that share recent slots")
+    func internerMatchesAModel() {
+        // Same lengths and same first and last bytes (one recent slot), NFC
+        // and NFD spellings, and a few others.
+        let texts = [
+            "Europe/Berlin", "Europe/Bxrlin", "Europe/Paris", "en-US", "en-GB", "e\u{301}n", "\u{e9}n", "2.4.0",
+            "2.5.0", "2.4.1", "x", "y", "Asia/Tokyo",
+        ]
+        var random = SplitMix64(seed: 20_261_207)
+        var strings = StringInterner()
+        var uses: [[UInt8]: (id: UInt32, count: UInt32)] = [:]
+        for step in 0..<20_000 {
+            let text = texts[Int(random.next() % UInt64(texts.count))]
+            let bytes = Array(text.utf8)
+            if let held = uses[bytes], random.next() % 2 == 0 {
+                strings.release(held.id)
+                uses[bytes] = held.count == 1 ? nil : (held.id, held.count - 1)
+                if held.count == 1 { #expect(strings.id(of: text) == nil, "step \(step): \(text) still live") }
+            } else {
+                let id = strings.retain(text)
+                #expect(strings.string(id).map { Array($0.utf8) } == bytes, "step \(step): \(text) got another's id")
+                if let held = uses[bytes] { #expect(id == held.id, "step \(step): \(text) got a second id") }
+                uses[bytes] = (id, (uses[bytes]?.count ?? 0) + 1)
+            }
+            for (bytes, held) in uses {
+                #expect(strings.referenceCount(held.id) == held.count, "step \(step): \(bytes)")
+            }
+        }
+        #expect(strings.count == uses.count)
+        #expect(Set(uses.values.map(\.id)).count == uses.count, "two live texts share an id")
+    }
+
     @Test("external ids and installation ids spelled NFC and NFD are different ids, ordered consistently")
     func identifiers() throws {
         let nfc = try ExternalID(Self.nfc)
