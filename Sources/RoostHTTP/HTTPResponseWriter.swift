@@ -6,14 +6,15 @@ package enum HTTPResponseWriter {
     /// 304 carry no body. O(size of the response).
     static func append(_ response: HTTPResponse, keepAlive: Bool, isHead: Bool, to out: inout [UInt8]) {
         let status = response.status
-        appendStatusAndFields(status: status, headers: response.headers, to: &out)
         let bodyAllowed = status >= 200 && status != 204 && status != 304
-        if bodyAllowed {
-            appendBytes(of: "Content-Length: ", to: &out)
-            appendDecimal(response.body.count, to: &out)
-            appendBytes(of: "\r\n", to: &out)
+        writeHead(status: status, headers: response.headers, to: &out) { head in
+            if bodyAllowed {
+                head.put("Content-Length: ")
+                head.putDecimal(response.body.count)
+                head.put("\r\n")
+            }
+            head.put(keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n")
         }
-        appendBytes(of: keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n", to: &out)
         if bodyAllowed && !isHead {
             out.append(contentsOf: response.body)
         }
@@ -27,9 +28,10 @@ package enum HTTPResponseWriter {
     ) {
         precondition(status >= 200 && status != 204 && status != 304, "streamed status \(status) has no body")
         precondition(chunked || !keepAlive, "a close-delimited body cannot keep the connection alive")
-        appendStatusAndFields(status: status, headers: headers, to: &out)
-        if chunked { appendBytes(of: "Transfer-Encoding: chunked\r\n", to: &out) }
-        appendBytes(of: keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n", to: &out)
+        writeHead(status: status, headers: headers, to: &out) { head in
+            if chunked { head.put("Transfer-Encoding: chunked\r\n") }
+            head.put(keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n")
+        }
     }
 
     /// Appends one chunk of a chunked body: size in hex, CRLF, data, CRLF.
@@ -61,40 +63,105 @@ package enum HTTPResponseWriter {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// The status line and the responder's fields. The constant parts are
-    /// static bytes and each field's name and value are copied from the
-    /// strings' own storage, checked in the same pass (a generic
-    /// `append(contentsOf: string.utf8)` a part cost ~170 instructions: 5 % of
-    /// a registration's, issue 25).
-    private static func appendStatusAndFields(
-        status: Int, headers: [(name: String, value: String)], to out: inout [UInt8]
+    /// The bytes a head's framing fields take at most (`Content-Length` of
+    /// any length or `Transfer-Encoding: chunked`, then `Connection` and the
+    /// blank line), beside the status line's.
+    private static let framingBytesMax = 64
+    /// The longest status line (`HTTP/1.1 431 Request Header Fields Too Large\r\n` is 46).
+    private static let statusLineBytesMax = 64
+
+    /// Writes a head into `out`'s new capacity in one append: the status
+    /// line, the responder's fields, then what `framing` puts. The constant
+    /// parts are static bytes; a field's name and value are copied from the
+    /// strings' own storage, checked first. One capacity check and no
+    /// per-part `append` (eleven of them a registration's answer cost ~90
+    /// instructions each after the generic `append(contentsOf: string.utf8)`
+    /// had cost ~170; issue 25).
+    private static func writeHead(
+        status: Int, headers: [(name: String, value: String)], to out: inout [UInt8],
+        framing: (inout HeadCursor) -> Void
     ) {
         precondition(status >= 100 && status <= 999, "response status \(status) is not three digits")
-        appendBytes(of: "HTTP/1.1 ", to: &out)
-        out.append(UInt8(48 + status / 100))
-        out.append(UInt8(48 + status / 10 % 10))
-        out.append(UInt8(48 + status % 10))
-        out.append(space)
-        appendBytes(of: reasonPhrase(status), to: &out)
-        appendBytes(of: "\r\n", to: &out)
-        for (name, value) in headers {
-            withUTF8(of: name) { name in
-                precondition(
-                    !name.isEmpty && name.allSatisfy(isTokenByte),
-                    "invalid response header name \(String(decoding: name, as: UTF8.self).debugDescription)")
-                if isFramingField(name) { return }
-                withUTF8(of: value) { value in
-                    precondition(
-                        !value.contains(where: { $0 == cr || $0 == lf || $0 == 0 }),
-                        "response header \(String(decoding: name, as: UTF8.self)) holds CR, LF or NUL: user data "
-                            + "would split the response")
-                    out.append(contentsOf: name)
-                    out.append(colon)
-                    out.append(space)
-                    out.append(contentsOf: value)
-                    out.append(cr)
-                    out.append(lf)
+        var bytesMax = statusLineBytesMax + framingBytesMax
+        for index in headers.indices {
+            bytesMax += headers[index].name.utf8.count + headers[index].value.utf8.count + 4
+        }
+        out.append(addingCapacity: bytesMax) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                var head = HeadCursor(UnsafeMutableBufferPointer(rebasing: buffer[0..<bytesMax]))
+                head.put("HTTP/1.1 ")
+                head.put(UInt8(48 + status / 100))
+                head.put(UInt8(48 + status / 10 % 10))
+                head.put(UInt8(48 + status % 10))
+                head.put(space)
+                head.put(reasonPhrase(status))
+                head.put("\r\n")
+                for index in headers.indices {
+                    putField(name: headers[index].name, value: headers[index].value, into: &head)
                 }
+                framing(&head)
+                initialized = head.count
+            }
+        }
+    }
+
+    /// A responder's field, checked: a name that is not a token, or a value
+    /// holding CR, LF or NUL, stops the process (user data must never split
+    /// a response); a framing field is dropped (the writer owns those).
+    private static func putField(name: String, value: String, into head: inout HeadCursor) {
+        withUTF8(of: name) { name in
+            precondition(
+                !name.isEmpty && name.allSatisfy(isTokenByte),
+                "invalid response header name \(String(decoding: name, as: UTF8.self).debugDescription)")
+            if isFramingField(name) { return }
+            withUTF8(of: value) { value in
+                precondition(
+                    !value.contains(where: { $0 == cr || $0 == lf || $0 == 0 }),
+                    "response header \(String(decoding: name, as: UTF8.self)) holds CR, LF or NUL: user data "
+                        + "would split the response")
+                head.put(name)
+                head.put(": ")
+                head.put(value)
+                head.put("\r\n")
+            }
+        }
+    }
+
+    /// Bytes written into a bounded buffer (a head's reserved capacity);
+    /// writing past the bound stops the process.
+    struct HeadCursor {
+        private let buffer: UnsafeMutableBufferPointer<UInt8>
+        private(set) var count = 0
+
+        init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+        mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+            precondition(count + bytes.count <= buffer.count, "response head past its bound")
+            guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+            (buffer.baseAddress! + count).initialize(from: source, count: bytes.count)
+            count += bytes.count
+        }
+
+        mutating func put(_ text: StaticString) {
+            put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
+
+        mutating func put(_ byte: UInt8) {
+            precondition(count < buffer.count, "response head past its bound")
+            buffer[count] = byte
+            count += 1
+        }
+
+        /// `value` in decimal, most significant digit first.
+        mutating func putDecimal(_ value: Int) {
+            precondition(value >= 0, "negative length \(value)")
+            var divisor = 1
+            while divisor <= value / 10 { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                put(UInt8(48 + rest / divisor))
+                rest %= divisor
+                divisor /= 10
             }
         }
     }
@@ -126,22 +193,6 @@ package enum HTTPResponseWriter {
     @inline(__always)
     private static func sameIgnoringCase(_ name: UnsafeBufferPointer<UInt8>, _ known: StaticString) -> Bool {
         asciiCaseInsensitiveEqual(name, UnsafeBufferPointer(start: known.utf8Start, count: known.utf8CodeUnitCount))
-    }
-
-    private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
-        precondition(value >= 0, "negative length \(value)")
-        if value == 0 {
-            out.append(48)
-            return
-        }
-        var divisor = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            out.append(UInt8(48 + rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
     }
 
     /// Returns the standard reason phrase for the statuses Roost uses.
