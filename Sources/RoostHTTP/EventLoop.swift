@@ -559,10 +559,18 @@ final class EventLoop {
     /// The answer to request `sequence` of `connection` arrived: it is no
     /// longer in progress, and its tenant's queue may move.
     private func finishInProgress(_ sequence: UInt64, of connection: LoopConnection) {
-        guard let index = connection.inProgress.firstIndex(where: { $0.sequence == sequence }) else { return }
-        let tenant = connection.inProgress.remove(at: index).tenant
-        share.finished(tenant)
-        if share.waitingCount(of: tenant) > 0 { tenantsToServe.append(tenant) }
+        guard let tenant = Self.remove(sequence, from: &connection.inProgress) else { return }
+        if share.finished(tenant) { tenantsToServe.append(tenant) }
+    }
+
+    /// Takes request `sequence` out of a connection's requests in progress
+    /// and returns its tenant (nil: not there). One access to the list (a
+    /// look-up and a removal were two, each checked at run time).
+    private static func remove(
+        _ sequence: UInt64, from inProgress: inout [(sequence: UInt64, tenant: HTTPTenant)]
+    ) -> HTTPTenant? {
+        guard let index = inProgress.firstIndex(where: { $0.sequence == sequence }) else { return nil }
+        return inProgress.remove(at: index).tenant
     }
 
     /// Wakes, for every tenant with a request finished since, the first

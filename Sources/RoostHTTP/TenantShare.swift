@@ -133,10 +133,15 @@ struct TenantShare {
         return lastStarted != nil && lastStarted != tenant
     }
 
-    /// Counts a request of `tenant` answered (or dropped with its connection).
-    mutating func finished(_ tenant: HTTPTenant) {
+    /// Counts a request of `tenant` answered (or dropped with its
+    /// connection); returns whether connections wait for the tenant's turn
+    /// (asked in the same call: the loop holds this in a class, and each
+    /// call is an access checked at run time).
+    @discardableResult
+    mutating func finished(_ tenant: HTTPTenant) -> Bool {
         precondition(inProgress[tenant] > 0, "\(tenant) finished more requests than it started")
         inProgress.add(-1, to: tenant)
+        return !queues.isEmpty && waitingCount(of: tenant) > 0
     }
 
     /// Queues connection `key` for `tenant`'s turn.

@@ -29,7 +29,8 @@ struct TenantShareTests {
         #expect(share.requestsInProgress(of: flood) == 2)
         #expect(!share.mayStart(flood))
         #expect(share.mayStart(quiet))
-        share.finished(flood)
+        let waiting = share.finished(flood)
+        #expect(!waiting, "no connection waits")
         #expect(share.mayStart(flood))
     }
 
@@ -88,7 +89,8 @@ struct TenantShareTests {
         let woken3 = share.nextToWake(for: flood)
         #expect(woken3 == nil)
         share.stopWaiting(12, for: flood)
-        share.finished(flood)
+        let waitingAfterFirst = share.finished(flood)
+        #expect(waitingAfterFirst, "11 and 13 still wait for the flood's turn")
         share.finished(flood)
         let woken4 = share.nextToWake(for: flood)
         #expect(woken4 == 11)
