@@ -142,9 +142,7 @@ package enum HTTPResponseWriter {
             count += bytes.count
         }
 
-        mutating func put(_ text: StaticString) {
-            put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-        }
+        mutating func put(_ text: StaticString) { put(text.bytes) }
 
         mutating func put(_ byte: UInt8) {
             precondition(count < buffer.count, "response head past its bound")
@@ -178,7 +176,7 @@ package enum HTTPResponseWriter {
 
     @inline(__always)
     private static func appendBytes(of text: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        out.append(contentsOf: text.bytes)
     }
 
     private static func isFramingField(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -192,7 +190,7 @@ package enum HTTPResponseWriter {
 
     @inline(__always)
     private static func sameIgnoringCase(_ name: UnsafeBufferPointer<UInt8>, _ known: StaticString) -> Bool {
-        asciiCaseInsensitiveEqual(name, UnsafeBufferPointer(start: known.utf8Start, count: known.utf8CodeUnitCount))
+        asciiCaseInsensitiveEqual(name, known.bytes)
     }
 
     /// Returns the standard reason phrase for the statuses Roost uses.
@@ -223,5 +221,12 @@ package enum HTTPResponseWriter {
         case 505: "HTTP Version Not Supported"
         default: "Status"
         }
+    }
+}
+
+extension StaticString {
+    /// The literal's UTF-8 bytes, in place.
+    fileprivate var bytes: UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(start: utf8Start, count: utf8CodeUnitCount)
     }
 }

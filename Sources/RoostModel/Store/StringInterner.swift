@@ -20,9 +20,11 @@ struct StringInterner: Sendable {
     /// device's app version, time zone and locale are mostly the last
     /// devices' too, and a slot that holds the same text is found without
     /// hashing it (three `Hasher` runs and look-ups a new device, ~1,400
-    /// instructions: 1.5 % of a registration's; issue 25). A freed id leaves
-    /// its slot. Empty until the first retain (no array for an interner that
-    /// is never written, as frozen copies).
+    /// instructions: 1.5 % of a registration's; issue 25). A slot is a hit
+    /// only when its id's live text is the one retained, so an id freed or
+    /// reused since is a miss, and a release leaves the slots alone. Empty
+    /// until the first retain (no array for an interner that is never
+    /// written, as frozen copies).
     private var recentIDs: [UInt32] = []
     static let recentSlots = 16
 
@@ -86,8 +88,6 @@ struct StringInterner: Sendable {
             ids[InternedText(string)] = nil
             strings[index] = nil
             freeIDs.append(id)
-            let slot = Self.recentSlot(of: string)
-            if !recentIDs.isEmpty && recentIDs[slot] == id { recentIDs[slot] = 0 }
         }
     }
 
