@@ -132,17 +132,18 @@ package struct RegisterRequest: Hashable, Sendable {
         if let limit = maxDevicesPerPersonOverride, !Limits.maxDevicesPerPersonRange.contains(limit) {
             return .invalidField("max_devices_per_person")
         }
-        let texts: [(FieldChange<String>, Int, String)] = [
-            (appVersion, Limits.appVersionBytesMax, "app_version"),
-            (timezone, Limits.timezoneBytesMax, "timezone"),
-            (locale, Limits.localeBytesMax, "locale"),
-        ]
-        for (change, bytesMax, field) in texts {
-            if case .set(let value) = change, value.utf8.isEmpty || value.utf8.count > bytesMax {
-                return .invalidField(field)
-            }
-        }
+        // One check per field, in this order (no list of them: it was built,
+        // and destroyed, on every registration).
+        if Self.textOutOfRange(appVersion, bytesMax: Limits.appVersionBytesMax) { return .invalidField("app_version") }
+        if Self.textOutOfRange(timezone, bytesMax: Limits.timezoneBytesMax) { return .invalidField("timezone") }
+        if Self.textOutOfRange(locale, bytesMax: Limits.localeBytesMax) { return .invalidField("locale") }
         return nil
+    }
+
+    /// True when `change` sets a text that is empty or longer than `bytesMax` UTF-8 bytes.
+    private static func textOutOfRange(_ change: FieldChange<String>, bytesMax: Int) -> Bool {
+        guard case .set(let value) = change else { return false }
+        return value.utf8.isEmpty || value.utf8.count > bytesMax
     }
 }
 

@@ -73,6 +73,30 @@ struct PlainBodyScanTests {
         return (compared, taken)
     }
 
+    @Test("a register field is found by its name's bytes, and by no other name")
+    func fieldsByName() {
+        func field(_ name: [UInt8]) -> RegisterField? { name.withUnsafeBufferPointer { RegisterField.named($0) } }
+        let names = Set(RegisterField.allCases.map(\.name))
+        #expect(names.count == RegisterField.allCases.count)
+        #expect(RegisterBody.memberNames == RegisterField.allCases.map(\.name))
+        for expected in RegisterField.allCases {
+            let name = Array(expected.name.utf8)
+            #expect(field(name) == expected)
+            // Every name one edit away is another field's only when it is spelled as one.
+            var near: [[UInt8]] = [Array(name.dropLast()), Array(name.dropFirst()), name + [0x73], [0x5F] + name]
+            for at in name.indices {
+                var changed = name
+                changed[at] ^= 0x20  // case flipped, or `_` → DEL
+                near.append(changed)
+            }
+            for other in near {
+                let spelled = String(decoding: other, as: UTF8.self)
+                #expect(field(other) == RegisterField.allCases.first { $0.name == spelled }, "\(spelled)")
+            }
+        }
+        #expect(field([]) == nil)
+    }
+
     @Test("every seed body and thousands of mutations answer the same on both paths; plain bodies take the scan")
     func sameAnswersAsTheTree() {
         let (compared, taken) = Self.mutations(of: Self.seeds, seed: 0x5CA9_B0D1) { body in

@@ -1,3 +1,4 @@
+import Glibc
 import RoostCrypto
 import RoostJSON
 import RoostModel
@@ -20,11 +21,7 @@ enum RegisterBody {
     static let installationSecretBytesMax = 1_024
 
     /// The member names of a register body (also the CSV import's columns).
-    static let memberNames: [String] = [
-        "platform", "token", "environment", "bundle_id", "external_id", "device_id", "installation_secret",
-        "installation_id", "app_version", "timezone", "locale", "push_permission", "opted_in", "tags",
-        "client_sequence",
-    ]
+    static let memberNames: [String] = RegisterField.allCases.map(\.name)
 
     /// Returns the request a body object spells, or the 400 of the first member at fault.
     static func parse(_ body: JSONValue) throws(APIError) -> RegisterRequest {
@@ -34,43 +31,43 @@ enum RegisterBody {
     /// `parse` over a body's members wherever they are read from: a parsed
     /// object, or the request bytes scanned in place (`PlainBodyScan`).
     static func parse(members body: some RegisterMembers) throws(APIError) -> RegisterRequest {
-        let platform = try parsePlatform(body[member: "platform"])
+        let platform = try parsePlatform(body[field: .platform])
         let token = try body.token(for: platform)
-        var request = RegisterRequest(token: token, environment: try parseEnvironment(body[member: "environment"]))
+        var request = RegisterRequest(token: token, environment: try parseEnvironment(body[field: .environment]))
         if let environment = request.environment, !environment.isAllowed(for: platform) {
             throw APIError(RegistryRejection.invalidEnvironment)
         }
-        request.bundleID = try change(body, "bundle_id") { (text) throws(RegistryRejection) in try BundleID(text) }
-        request.externalID = try change(body, "external_id") { (text) throws(RegistryRejection) in
+        request.bundleID = try change(body, .bundleID) { (text) throws(RegistryRejection) in try BundleID(text) }
+        request.externalID = try change(body, .externalID) { (text) throws(RegistryRejection) in
             try ExternalID(text)
         }
-        if let text = try string(body, "device_id") { request.deviceID = DeviceID(rendered: text) }
-        if let secret = try string(body, "installation_secret") {
+        if let text = try string(body, .deviceID) { request.deviceID = DeviceID(rendered: text) }
+        if let secret = try string(body, .installationSecret) {
             guard !secret.utf8.isEmpty, secret.utf8.count <= installationSecretBytesMax else {
                 throw APIError.invalidField(
                     "installation_secret", "installation_secret must be 1 to \(installationSecretBytesMax) bytes")
             }
             request.installationSecretDigest = SecretDigest(bytes: Crypto.sha256(secret.utf8))
         }
-        if let text = try string(body, "installation_id") {
+        if let text = try string(body, .installationID) {
             request.installationID = try model { () throws(RegistryRejection) in try InstallationID(text) }
         }
-        request.appVersion = try textChange(body, "app_version")
-        request.timezone = try textChange(body, "timezone")
-        request.locale = try textChange(body, "locale")
-        switch body[member: "push_permission"] {
+        request.appVersion = try textChange(body, .appVersion)
+        request.timezone = try textChange(body, .timezone)
+        request.locale = try textChange(body, .locale)
+        switch body[field: .pushPermission] {
         case nil: break
         case .null?: request.pushPermission = .clear
         case .bool(let flag)?: request.pushPermission = .set(flag)
         case _?: throw APIError.invalidField("push_permission", "push_permission must be a boolean or null")
         }
-        switch body[member: "opted_in"] {
+        switch body[field: .optedIn] {
         case nil, .null?: break
         case .bool(let flag)?: request.optedIn = flag
         case _?: throw APIError.invalidField("opted_in", "opted_in must be a boolean")
         }
-        request.tags = try tagsChange(body[member: "tags"])
-        if let member = body[member: "client_sequence"] { request.clientSequence = try clientSequence(member) }
+        request.tags = try tagsChange(body[field: .tags])
+        if let member = body[field: .clientSequence] { request.clientSequence = try clientSequence(member) }
         return request
     }
 
@@ -159,19 +156,19 @@ enum RegisterBody {
     }
 
     /// Returns a string member, nil when absent or null; 400 when of another type.
-    private static func string(_ body: some RegisterMembers, _ name: String) throws(APIError) -> String? {
-        switch body[member: name] {
+    private static func string(_ body: some RegisterMembers, _ field: RegisterField) throws(APIError) -> String? {
+        switch body[field: field] {
         case nil, .null?: return nil
         case .string(let text)?: return text
-        case _?: throw APIError.invalidField(name, "\(name) must be a string")
+        case _?: throw APIError.invalidField(field.name, "\(field.name) must be a string")
         }
     }
 
     /// Returns the change a nullable string member asks for, validated by `make`.
     private static func change<Value>(
-        _ body: some RegisterMembers, _ name: String, _ make: (String) throws(RegistryRejection) -> Value
+        _ body: some RegisterMembers, _ field: RegisterField, _ make: (String) throws(RegistryRejection) -> Value
     ) throws(APIError) -> FieldChange<Value> {
-        switch body[member: name] {
+        switch body[field: field] {
         case nil: return .keep
         case .null?: return .clear
         case .string(let text)?:
@@ -180,14 +177,15 @@ enum RegisterBody {
             } catch {
                 throw APIError(error)
             }
-        case _?: throw APIError.invalidField(name, "\(name) must be a string or null")
+        case _?: throw APIError.invalidField(field.name, "\(field.name) must be a string or null")
         }
     }
 
     /// A free-text metadata member: `""` clears like `null` (the model bounds the length).
-    private static func textChange(_ body: some RegisterMembers, _ name: String) throws(APIError) -> FieldChange<String>
+    private static func textChange(_ body: some RegisterMembers, _ field: RegisterField) throws(APIError)
+        -> FieldChange<String>
     {
-        let parsed = try change(body, name) { (text) throws(RegistryRejection) in text }
+        let parsed = try change(body, field) { (text) throws(RegistryRejection) in text }
         if case .set(let text) = parsed, text.isEmpty { return .clear }
         return parsed
     }
@@ -207,6 +205,11 @@ enum RegisterBody {
 /// the fast path of `POST /v1/devices`). Names are compared as bytes (RFC
 /// 7493), as `JSONValue`'s subscript compares them.
 protocol RegisterMembers: BodyMembers {
+    /// The value of the member `field` names, nil when absent: what
+    /// `self[member: field.name]` is, found without a look-up by name where
+    /// the source knows its members' fields already (`PlainBodyScan`).
+    subscript(field field: RegisterField) -> JSONValue? { get }
+
     /// The `token` member parsed for `platform` (missing or null: 400
     /// `missing_field`; not a string: `invalid_token_format`).
     func token(for platform: Platform) throws(APIError) -> PushToken
@@ -215,7 +218,66 @@ protocol RegisterMembers: BodyMembers {
 extension JSONValue: RegisterMembers {
     package subscript(member name: String) -> JSONValue? { self[name] }
 
+    subscript(field field: RegisterField) -> JSONValue? { self[field.name] }
+
     func token(for platform: Platform) throws(APIError) -> PushToken {
         try RegisterBody.token(self["token"], for: platform)
+    }
+}
+
+/// The members `RegisterBody.parse` reads, in the order it reads them (its
+/// 400 names the first member at fault in this order).
+enum RegisterField: Int, CaseIterable {
+    case platform, token, environment, bundleID, externalID, deviceID, installationSecret, installationID
+    case appVersion, timezone, locale, pushPermission, optedIn, tags, clientSequence
+
+    /// The member's name in a body (and the CSV import's column).
+    var name: String { staticName.description }
+
+    private var staticName: StaticString {
+        switch self {
+        case .platform: "platform"
+        case .token: "token"
+        case .environment: "environment"
+        case .bundleID: "bundle_id"
+        case .externalID: "external_id"
+        case .deviceID: "device_id"
+        case .installationSecret: "installation_secret"
+        case .installationID: "installation_id"
+        case .appVersion: "app_version"
+        case .timezone: "timezone"
+        case .locale: "locale"
+        case .pushPermission: "push_permission"
+        case .optedIn: "opted_in"
+        case .tags: "tags"
+        case .clientSequence: "client_sequence"
+        }
+    }
+
+    /// The field named by the UTF-8 bytes `name`, nil for any other name:
+    /// by length first, then the bytes of the fields of that length. Bytes,
+    /// not canonical equivalence (RFC 7493), as `JSONValue` compares names.
+    static func named(_ name: UnsafeBufferPointer<UInt8>) -> RegisterField? {
+        // No list of candidates (a variadic list is an array): up to three, spelled out.
+        func first(_ a: RegisterField, _ b: RegisterField? = nil, _ c: RegisterField? = nil) -> RegisterField? {
+            func matches(_ field: RegisterField) -> Bool {
+                memcmp(field.staticName.utf8Start, name.baseAddress!, name.count) == 0
+            }
+            if matches(a) { return a }
+            if let b, matches(b) { return b }
+            if let c, matches(c) { return c }
+            return nil
+        }
+        switch name.count {
+        case 4: return first(.tags)
+        case 5: return first(.token)
+        case 6: return first(.locale)
+        case 8: return first(.platform, .timezone, .optedIn)
+        case 9: return first(.bundleID, .deviceID)
+        case 11: return first(.environment, .externalID, .appVersion)
+        case 15: return first(.installationID, .pushPermission, .clientSequence)
+        case 19: return first(.installationSecret)
+        default: return nil
+        }
     }
 }

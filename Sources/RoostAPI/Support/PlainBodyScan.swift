@@ -50,6 +50,11 @@ struct PlainBodyScan: RegisterMembers {
     /// `InlineArray` held in a `let` copies it in this compiler, and about
     /// half of a register body's ~17 look-ups are for absent members).
     private let nameLengths: UInt64
+    /// Where the value of each member `RegisterBody.parse` reads is, by
+    /// `RegisterField.rawValue` (`packed(_:)`; 0: absent): found once, while
+    /// scanning, so that a register body's fields are read without a look-up
+    /// by name (each look-up copied `members`).
+    private let fieldValues: InlineArray<16, UInt64>
 
     /// Scans `body`; nil when it is not a body this path takes (see the type).
     init?(_ body: [UInt8]) {
@@ -64,13 +69,39 @@ struct PlainBodyScan: RegisterMembers {
         }
         guard scanned else { return nil }
         var nameLengths: UInt64 = 0
-        for index in 0..<count {
-            nameLengths |= Self.lengthBit(Int(members[index].nameEnd - members[index].nameStart))
+        var fieldValues = InlineArray<16, UInt64>(repeating: 0)
+        body.withUnsafeBufferPointer { bytes in
+            for index in 0..<count {
+                let member = members[index]
+                nameLengths |= Self.lengthBit(Int(member.nameEnd - member.nameStart))
+                let name = UnsafeBufferPointer(rebasing: bytes[Int(member.nameStart)..<Int(member.nameEnd)])
+                if let field = RegisterField.named(name) { fieldValues[field.rawValue] = Self.packed(member) }
+            }
         }
         self.body = body
         self.members = members
         self.count = count
         self.nameLengths = nameLengths
+        self.fieldValues = fieldValues
+    }
+
+    /// A member's value as one word: its start and end (28 bits each: a
+    /// body is at most 64 MiB) and its kind + 1 (so that 0 is "absent").
+    private static func packed(_ member: Member) -> UInt64 {
+        precondition(JSONBody.limits.maxInputBytes < 1 << 28, "body offsets need more than 28 bits")
+        return UInt64(member.valueStart) << 36 | UInt64(member.valueEnd) << 8 | UInt64(member.kind.rawValue + 1)
+    }
+
+    /// The value of a field found in the scan (`packed(_:)`), nil when absent.
+    private func fieldValue(_ field: RegisterField) -> (start: Int, end: Int, kind: Kind)? {
+        let packed = fieldValues[field.rawValue]
+        guard packed != 0, let kind = Kind(rawValue: UInt8(truncatingIfNeeded: packed & 0xFF) - 1) else { return nil }
+        return (Int(packed >> 36), Int((packed >> 8) & 0xFFF_FFFF), kind)
+    }
+
+    subscript(field field: RegisterField) -> JSONValue? {
+        guard let (start, end, kind) = fieldValue(field) else { return nil }
+        return body.withUnsafeBufferPointer { bytes in Self.value(bytes, start, end, kind) }
     }
 
     /// The bit of `nameLengths` for a name of `length` bytes.
@@ -86,15 +117,11 @@ struct PlainBodyScan: RegisterMembers {
     }
 
     func token(for platform: Platform) throws(APIError) -> PushToken {
-        guard mayHold("token"), let member = member(named: "token") else {
-            return try RegisterBody.token(nil, for: platform)
-        }
-        guard member.kind == .string else { return try RegisterBody.token(self[member: "token"], for: platform) }
+        guard let (start, end, kind) = fieldValue(.token) else { return try RegisterBody.token(nil, for: platform) }
+        guard kind == .string else { return try RegisterBody.token(self[field: .token], for: platform) }
         let result = body.withUnsafeBufferPointer { bytes in
             Result { () throws(RegistryRejection) -> PushToken in
-                try PushToken(
-                    parsingUTF8: UnsafeBufferPointer(rebasing: bytes[Int(member.valueStart)..<Int(member.valueEnd)]),
-                    platform: platform)
+                try PushToken(parsingUTF8: UnsafeBufferPointer(rebasing: bytes[start..<end]), platform: platform)
             }
         }
         return try RegisterBody.model { () throws(RegistryRejection) in try result.get() }
