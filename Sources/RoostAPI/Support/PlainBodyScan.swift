@@ -47,8 +47,8 @@ struct PlainBodyScan: RegisterMembers {
     /// Bit `n` is set when a top-level name is `n` bytes long (63: longer):
     /// a name of a length no member has is absent without a look at
     /// `members`. Each look copies the whole table (656 bytes: reading an
-    /// `InlineArray` held in a `let` copies it in this compiler, and about
-    /// half of a register body's ~17 look-ups are for absent members).
+    /// `InlineArray` held in a `let` copies it in this compiler). A register
+    /// body's members are read through `fieldValues`, without a look.
     private let nameLengths: UInt64
     /// Where the value of each member `RegisterBody.parse` reads is, by
     /// `RegisterField.rawValue` (`packed(_:)`; 0: absent): found once, while
