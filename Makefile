@@ -14,7 +14,7 @@ FUZZ_DIR     ?= .build/fuzz
 FUZZ_TARGETS := fuzz-json fuzz-csv fuzz-identity fuzz-storage fuzz-engine fuzz-connection fuzz-ndjson
 
 .PHONY: serve cluster cluster-soak cluster-history test alloc-budget test-venv test-deps console-assets deps build release lint format bench bench-http bench-durability \
-  bench-spine bench-attribute bench-instructions bench-fairness bench-registry \
+  bench-spine bench-attribute bench-instructions bench-latency bench-fairness bench-registry \
   bench-deps bench-memory bench-peers release-harness crash-short soak fuzz-http clean fuzz $(FUZZ_TARGETS)
 
 ## Install the Debian packages Roost links against, if any is missing.
@@ -219,6 +219,16 @@ bench-instructions: deps
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind"
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
 	python3 Benchmarks/spine/instructions.py $$($(SWIFT) build -c release --show-bin-path)/roost
+
+## Latency by fsync policy (issue 25's p99): one open-loop run per POLICY@RATE of
+## LATENCY_RUNS on a fresh server, p50/p99 from the intended send time, the
+## generator's own delay and the log's fdatasyncs (docs/performance.md). ROOST_BIN
+## picks another binary; TMPDIR=/dev/shm puts the data on tmpfs (the sync's cost apart).
+LATENCY_RUNS ?= always@20000 never@20000
+bench-latency: deps
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	Benchmarks/spine/latency_by_policy.sh $(BENCH_SECONDS) $(LATENCY_RUNS)
 
 ## Fairness (issue 9): one app's p50 while another floods (docs/performance.md). Needs wrk.
 ## ROOST_BIN_BASELINE=/path/to/roost alternates a second binary; FAIR_NICE, FAIR_FSYNC_DELAY_US.
