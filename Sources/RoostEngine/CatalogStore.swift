@@ -44,7 +44,7 @@ package final class CatalogStore: Sendable {
     /// Returns what `body` reads from the visible value.
     package func read<Result: Sendable>(_ body: (CatalogContents) -> Result) -> Result {
         copies.withLock { copies in
-            settle(&copies)
+            settleForReading(&copies)
             return body(copies.visible)
         }
     }
@@ -52,9 +52,18 @@ package final class CatalogStore: Sendable {
     /// Returns what `body` reads from the value of acknowledged changes only.
     package func readAcknowledged<Result: Sendable>(_ body: (CatalogContents) -> Result) -> Result {
         copies.withLock { copies in
-            settle(&copies)
+            settleForReading(&copies)
             return body(copies.acknowledged)
         }
+    }
+
+    /// `settle` where a read needs it: only with changes pending. With none,
+    /// both values are what settling would leave (a failed log changes the
+    /// visible value only by dropping pending changes), and a change notes
+    /// the failure itself (`execute` settles first). Two reads a request
+    /// skip the log's two look-ups (issue 25).
+    private func settleForReading(_ copies: inout Copies) {
+        if !copies.pending.isEmpty { settle(&copies) }
     }
 
     /// Returns the catalog's record payloads for a snapshot: its whole visible
