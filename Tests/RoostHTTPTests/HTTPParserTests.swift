@@ -87,6 +87,51 @@ struct HTTPParserTests {
         return .complete  // a request, or a refusal of the head's content
     }
 
+    @Test("a token byte is exactly an RFC 9110 tchar, for every byte")
+    func tokenBytes() {
+        // tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+        let specials = Array("!#$%&'*+-.^_`|~".utf8)
+        for value in 0...255 {
+            let byte = UInt8(value)
+            let isAlpha = (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            let isDigit = byte >= 0x30 && byte <= 0x39
+            #expect(isTokenByte(byte) == (isAlpha || isDigit || specials.contains(byte)), "byte \(value)")
+        }
+    }
+
+    @Test("a header line splits at its first colon into a token name and a trimmed value, or is refused")
+    func headerLines() {
+        func split(_ text: [UInt8]) -> String {
+            text.withUnsafeBufferPointer { line in
+                switch HeadParser.splitField(line) {
+                case .success(let (name, value)):
+                    "\(String(decoding: name, as: UTF8.self))=\(String(decoding: value, as: UTF8.self))"
+                case .failure(let failure): "refused: \(failure)"
+                }
+            }
+        }
+        #expect(split(Array("Host: a:1".utf8)) == "Host=a:1")
+        #expect(split(Array("X-Long-Header-Name-Here:\tv \t".utf8)) == "X-Long-Header-Name-Here=v")
+        #expect(split(Array("A:".utf8)) == "A=")
+        for refused in [
+            "", " A: b", ": b", "A : b", "A\t: b", "A b: c", "A(b): c", "Ab", "A\u{7F}: b", "Añ: b", "A: b\u{1}",
+        ] {
+            #expect(split(Array(refused.utf8)).hasPrefix("refused"), "\(refused.debugDescription)")
+        }
+        // Every byte in a name, at every place of a 20-byte name: refused exactly when it is not a tchar.
+        for value in 0...255 where value != 0x3A {
+            for at in 0..<20 {
+                var name = Array(repeating: UInt8(ascii: "a"), count: 20)
+                name[at] = UInt8(value)
+                let result = split(name + Array(": v".utf8))
+                let leadingWhitespace = at == 0 && (value == 0x20 || value == 0x09)
+                let trailingWhitespace = at == 19 && (value == 0x20 || value == 0x09)
+                let taken = isTokenByte(UInt8(value)) && !leadingWhitespace && !trailingWhitespace
+                #expect(result.hasPrefix("refused") == !taken, "byte \(value) at \(at)")
+            }
+        }
+    }
+
     @Test("the head scan finds what a byte-by-byte scan finds, at any split and limit (seeded random heads)")
     func headScanAgreesWithByteScan() {
         let seed: UInt64 = 0x4EAD_5CA7
