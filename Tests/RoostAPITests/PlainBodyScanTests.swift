@@ -79,6 +79,7 @@ struct PlainBodyScanTests {
         let names = Set(RegisterField.allCases.map(\.name))
         #expect(names.count == RegisterField.allCases.count)
         #expect(RegisterBody.memberNames == RegisterField.allCases.map(\.name))
+        for field in RegisterField.allCases { #expect(field.name == field.staticName.description) }
         for expected in RegisterField.allCases {
             let name = Array(expected.name.utf8)
             #expect(field(name) == expected)

@@ -232,9 +232,31 @@ enum RegisterField: Int, CaseIterable {
     case appVersion, timezone, locale, pushPermission, optedIn, tags, clientSequence
 
     /// The member's name in a body (and the CSV import's column).
-    var name: String { staticName.description }
+    /// A string literal, so that no name is built (`staticName.description`
+    /// allocated one a call past 15 bytes: `installation_secret`, read for
+    /// every batch item). The same spelling as `staticName` (a test holds them).
+    var name: String {
+        switch self {
+        case .platform: "platform"
+        case .token: "token"
+        case .environment: "environment"
+        case .bundleID: "bundle_id"
+        case .externalID: "external_id"
+        case .deviceID: "device_id"
+        case .installationSecret: "installation_secret"
+        case .installationID: "installation_id"
+        case .appVersion: "app_version"
+        case .timezone: "timezone"
+        case .locale: "locale"
+        case .pushPermission: "push_permission"
+        case .optedIn: "opted_in"
+        case .tags: "tags"
+        case .clientSequence: "client_sequence"
+        }
+    }
 
-    private var staticName: StaticString {
+    /// The name's bytes, for `named(_:)`.
+    var staticName: StaticString {
         switch self {
         case .platform: "platform"
         case .token: "token"
