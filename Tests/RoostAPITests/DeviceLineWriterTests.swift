@@ -37,6 +37,39 @@ struct DeviceLineWriterTests {
         return ids
     }
 
+    @Test("every timestamp is written as its own RFC 3339 form, when it repeats the one before and when it does not")
+    func timestampsRepeated() throws {
+        let id = DeviceID(appID: AppID(1), mode: .live, platform: .ios, sequence: 7)
+        let first = Timestamp(millisecondsSinceEpoch: 1_790_000_000_123)
+        let second = Timestamp(millisecondsSinceEpoch: 1_790_000_000_124)
+        // Each field's time: the same as the last one written, or not, in every mix over 4 fields.
+        for pattern in 0..<16 {
+            var device = Device(id: id, environment: .production, token: nil, createdAt: first)
+            device.lastSeenAt = pattern & 1 == 0 ? first : second
+            device.boundAt = pattern & 2 == 0 ? first : second
+            device.externalID = ExternalID(unchecked: "p")
+            device.invalidatedAt = pattern & 4 == 0 ? device.boundAt : first
+            device.invalidationReason = .dead
+            if pattern & 8 != 0 { device.createdAt = second }
+            var line = [UInt8](repeating: 0, count: 4_096)
+            var written = 0
+            line.withUnsafeMutableBufferPointer { buffer in
+                var writer = DeviceLineWriter(buffer)
+                var fitted = false
+                device.withStoredFields { fields in fitted = writer.write(fields) }
+                #expect(fitted)
+                written = writer.count
+            }
+            let text = String(decoding: line[..<written], as: UTF8.self)
+            for (key, time) in [
+                ("created_at", device.createdAt), ("last_seen_at", device.lastSeenAt),
+                ("bound_at", try #require(device.boundAt)), ("invalidated_at", try #require(device.invalidatedAt)),
+            ] {
+                #expect(text.contains("\"\(key)\":\"\(time.rfc3339)\""), "pattern \(pattern): \(key) in \(text)")
+            }
+        }
+    }
+
     @Test("each export line is the device's JSON as GET /v1/devices/{id} writes it, byte for byte")
     func linesAreDeviceJSON() async throws {
         let app = try await DeviceApp.make()
