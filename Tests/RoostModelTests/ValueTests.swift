@@ -125,6 +125,20 @@ struct DeviceIDTests {
         }
     }
 
+    @Test("the rendered form is the one clients hold: pinned bytes of ids a release minted")
+    func pinnedForms() {
+        // Registered against a release build of 34e879e (app 1, live): clients
+        // keep these strings, so a change to `render` must not move a byte.
+        let app = AppID(1)
+        #expect(
+            DeviceID(appID: app, mode: .live, platform: .ios, sequence: 1).rendered == "dev_2eh44w4nmntrhzgm5kqsxkfqk8")
+        #expect(
+            DeviceID(appID: app, mode: .live, platform: .ios, sequence: 2).rendered == "dev_2twxd9myapyqpyp1svv3en9djq")
+        #expect(
+            DeviceID(appID: app, mode: .live, platform: .android, sequence: 3).rendered
+                == "dev_0ey6cccg224dk3p3rb7bftdq25")
+    }
+
     @Test("consecutive ids do not look consecutive")
     func obfuscated() {
         let first = DeviceID(appID: testApp, mode: .live, platform: .ios, sequence: 1).rendered
