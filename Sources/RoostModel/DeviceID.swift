@@ -27,10 +27,18 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static let marker: UInt64 = 0x2B1D_0E5A & 0x3FFF_FFFF
-    private static let roundKeys: [UInt64] = [
-        0x243F_6A88_85A3_08D3, 0x1319_8A2E_0370_7344, 0xA409_3822_299F_31D0, 0x082E_FA98_EC4E_6C89,
-    ]
-    private static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
+    /// The Feistel rounds' keys: `render` reads them one by one, the parser
+    /// through `roundKeys`.
+    private static let roundKey0: UInt64 = 0x243F_6A88_85A3_08D3
+    private static let roundKey1: UInt64 = 0x1319_8A2E_0370_7344
+    private static let roundKey2: UInt64 = 0xA409_3822_299F_31D0
+    private static let roundKey3: UInt64 = 0x082E_FA98_EC4E_6C89
+    private static let roundKeys: [UInt64] = [roundKey0, roundKey1, roundKey2, roundKey3]
+    /// The base32 alphabet: `render` reads its bytes in place, the parser
+    /// searches `alphabet`.
+    private static let alphabetText: StaticString = "0123456789abcdefghjkmnpqrstvwxyz"
+    private static let alphabet = Array(
+        UnsafeBufferPointer(start: alphabetText.utf8Start, count: alphabetText.utf8CodeUnitCount))
     private static let prefix = Array("dev_".utf8)
 
     /// Bytes of the `dev_…` form: always 30.
@@ -58,17 +66,17 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     /// Writes the `dev_…` form into the first `renderedBytes` bytes of `buffer`.
     /// The round keys and the alphabet are read as constants, not through
     /// arrays (a device answer and every exported line render one: 718 → 205
-    /// instructions with the loops around it, issue 25); `DeviceIDTests` pins
-    /// the bytes of ids a release minted.
+    /// instructions, issue 25); `DeviceIDTests` pins the bytes of ids a
+    /// release minted.
     package func render(into buffer: UnsafeMutableBufferPointer<UInt8>) {
         precondition(buffer.count >= Self.renderedBytes, "device id buffer of \(buffer.count) bytes")
         var left =
             UInt64(appID.rawValue) << 32 | UInt64(mode.rawValue) << 31 | UInt64(platform.rawValue) << 30 | Self.marker
         var right = sequence
-        (left, right) = (right, left ^ Self.mix(right &+ 0x243F_6A88_85A3_08D3))
-        (left, right) = (right, left ^ Self.mix(right &+ 0x1319_8A2E_0370_7344))
-        (left, right) = (right, left ^ Self.mix(right &+ 0xA409_3822_299F_31D0))
-        (left, right) = (right, left ^ Self.mix(right &+ 0x082E_FA98_EC4E_6C89))
+        (left, right) = (right, left ^ Self.mix(right &+ Self.roundKey0))
+        (left, right) = (right, left ^ Self.mix(right &+ Self.roundKey1))
+        (left, right) = (right, left ^ Self.mix(right &+ Self.roundKey2))
+        (left, right) = (right, left ^ Self.mix(right &+ Self.roundKey3))
         guard let base = buffer.baseAddress else { preconditionFailure("device id buffer without storage") }
         let alphabet = Self.alphabetText.utf8Start
         base[0] = UInt8(ascii: "d")
@@ -83,9 +91,6 @@ package struct DeviceID: Hashable, Sendable, CustomStringConvertible {
         base[17] = alphabet[Int((left & 1) << 4 | right >> 60)]
         for index in 0..<12 { base[18 + index] = alphabet[Int(right >> UInt64(55 - 5 * index) & 0x1F)] }
     }
-
-    /// The alphabet of `render`, as bytes that need no array.
-    private static let alphabetText: StaticString = "0123456789abcdefghjkmnpqrstvwxyz"
 
     package var description: String { rendered }
 
