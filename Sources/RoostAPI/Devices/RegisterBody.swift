@@ -257,7 +257,8 @@ enum RegisterField: Int, CaseIterable {
 
     /// The name's bytes, for `named(_:)`. A second spelling of the names,
     /// kept: one table for both (an array of `String`s read through their
-    /// UTF-8) cost 1,200 instructions a registration more, counted.
+    /// UTF-8) counted 83,615 instructions a registration, against a median
+    /// of 83,127 (82,401–83,401) for the two spellings.
     var staticName: StaticString {
         switch self {
         case .platform: "platform"
