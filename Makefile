@@ -213,8 +213,8 @@ bench-attribute: deps
 	  $$(Benchmarks/spine/build-commits.sh $(ATTRIBUTE_COMMITS)) \
 	  HEAD=$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)/roost
 
-## User-space instructions per registration, counted by valgrind's callgrind:
-## deterministic, for changes too small for bench-attribute (docs/benchmarking.md).
+## User-space instructions per registration, counted by valgrind's callgrind (the
+## median of three runs), for changes too small for bench-attribute (docs/benchmarking.md).
 bench-instructions: deps
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind"
 	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """User-space instructions per registration, counted by valgrind's callgrind:
-a deterministic figure for changes too small for the wall-clock benchmarks
-(run.sh, attribute.sh) to resolve on a noisy 2-core machine. Kernel work
+a steady figure for changes too small for the wall-clock benchmarks
+(run.sh, attribute.sh) to resolve on a noisy 2-core machine. Not exact to
+the instruction: how requests fall into the server's rounds and turns under
+valgrind, and the process's random hash seed, move a run by a few hundred
+instructions (about ±500 in 2026-12-07's runs), so it runs RUNS times (3)
+and prints each total and their median. Kernel work
 (send, recv, epoll, fdatasync) is not counted: callgrind sees user space
 only, so compare builds with this and confirm with attribute.sh.
 
@@ -12,9 +16,9 @@ the server by PID. Requests go in waves, one on each of CONNECTIONS keep-alive
 connections (64, as wrk's) before any answer is read; the bodies are those of Benchmarks/spine/register.lua (same tokens,
 people and fields, drawn from a fixed seed), so two builds count the same
 work. Prints the total and the top functions by inclusive count per
-registration.
+registration, of the run whose total is the median.
 
-usage: instructions.py ROOST [--requests N] [--warmup W] [--connections C] [--top K] [--keep FILE]
+usage: instructions.py ROOST [--runs R] [--requests N] [--warmup W] [--connections C] [--top K] [--keep FILE]
 """
 import argparse, http.client, json, os, random, re, shutil, signal, subprocess, sys, tempfile, time
 
@@ -66,18 +70,8 @@ def register_in_waves(connections, key, numbers, people):
             receive(connection, "POST", "/v1/devices")
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("binary")
-    parser.add_argument("--requests", type=int, default=5000)
-    parser.add_argument("--warmup", type=int, default=3000)
-    parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--tokens", type=int, default=1_000_000)
-    parser.add_argument("--people", type=int, default=200_000)
-    parser.add_argument("--top", type=int, default=40)
-    parser.add_argument("--keep", help="copy callgrind's dump here (for callgrind_annotate --tree=caller)")
-    args = parser.parse_args()
-    binary = os.path.realpath(args.binary)
+def count_once(args, binary):
+    """One server under callgrind: returns (total, rows, directory, dump)."""
     directory = tempfile.mkdtemp(prefix="roost-instructions-")
     out = os.path.join(directory, "callgrind.out")
     server = subprocess.Popen(
@@ -117,8 +111,6 @@ def main():
             server.wait()
     dumps = sorted(name for name in os.listdir(directory) if name.startswith("callgrind.out"))
     dump = max((os.path.join(directory, name) for name in dumps), key=os.path.getsize)
-    if args.keep:
-        shutil.copyfile(dump, args.keep)
     annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", dump], capture_output=True, text=True).stdout
     total = None
     rows = []
@@ -131,13 +123,41 @@ def main():
             rows.append((int(match.group(1).replace(",", "")), match.group(2)))
     if total is None:
         raise SystemExit("callgrind_annotate printed no total:\n" + annotated[:2000])
-    print(f"{total / args.requests:,.0f} user-space instructions per registration "
-          f"({args.requests} registrations after {args.warmup} of warm-up, {args.connections} connections)")
+    return total, rows, directory, dump
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--runs", type=int, default=3, help="servers counted, one after the other (median printed)")
+    parser.add_argument("--requests", type=int, default=5000)
+    parser.add_argument("--warmup", type=int, default=3000)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=1_000_000)
+    parser.add_argument("--people", type=int, default=200_000)
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--keep", help="copy the median run's callgrind dump here (for callgrind_annotate --tree=caller)")
+    args = parser.parse_args()
+    if args.runs < 1:
+        raise SystemExit("--runs must be at least 1")
+    binary = os.path.realpath(args.binary)
+    runs = []
+    for _ in range(args.runs):
+        runs.append(count_once(args, binary))
+    runs.sort(key=lambda run: run[0])
+    total, rows, directory, dump = runs[len(runs) // 2]
+    if args.keep:
+        shutil.copyfile(dump, args.keep)
+    totals = ", ".join(f"{run[0] / args.requests:,.0f}" for run in runs)
+    print(f"{total / args.requests:,.0f} user-space instructions per registration, median of {args.runs} "
+          f"(runs: {totals}; {args.requests} registrations after {args.warmup} of warm-up, "
+          f"{args.connections} connections)")
     demangled = subprocess.run(["swift", "demangle", "--simplified"], input="\n".join(name for _, name in rows),
                                capture_output=True, text=True).stdout.splitlines()
     for (count, _), name in list(zip(rows, demangled))[:args.top]:
         print(f"{count / args.requests:10,.0f}  {name[:150]}")
-    shutil.rmtree(directory, ignore_errors=True)
+    for run in runs:
+        shutil.rmtree(run[2], ignore_errors=True)
 
 
 if __name__ == "__main__":
