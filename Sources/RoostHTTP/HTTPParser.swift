@@ -456,14 +456,6 @@ func utf8Equals(_ string: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     } ?? string.utf8.elementsEqual(bytes)
 }
 
-/// Returns whether `bytes` equals `text` exactly (a method name: RFC 9110
-/// §9.1, case-sensitive).
-@inline(__always)
-func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ text: StaticString) -> Bool {
-    bytes.count == text.utf8CodeUnitCount
-        && (bytes.isEmpty || memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0)
-}
-
 /// Returns whether `bytes` equals the lowercase ASCII `name` ignoring case.
 @inline(__always)
 func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {

@@ -1,3 +1,5 @@
+import RoostPlatform
+
 /// Serializes responses into a connection's output buffer. It owns the
 /// framing headers (`Content-Length`, `Connection`): a responder's own
 /// `Content-Length`, `Connection` or `Transfer-Encoding` fields are dropped.
@@ -109,12 +111,12 @@ package enum HTTPResponseWriter {
     /// holding CR, LF or NUL, stops the process (user data must never split
     /// a response); a framing field is dropped (the writer owns those).
     private static func putField(name: String, value: String, into head: inout HeadCursor) {
-        withUTF8(of: name) { name in
+        withContiguousUTF8(of: name) { name in
             precondition(
                 !name.isEmpty && name.allSatisfy(isTokenByte),
                 "invalid response header name \(String(decoding: name, as: UTF8.self).debugDescription)")
             if isFramingField(name) { return }
-            withUTF8(of: value) { value in
+            withContiguousUTF8(of: value) { value in
                 precondition(
                     !value.contains(where: { $0 == cr || $0 == lf || $0 == 0 }),
                     "response header \(String(decoding: name, as: UTF8.self)) holds CR, LF or NUL: user data "
@@ -164,16 +166,6 @@ package enum HTTPResponseWriter {
         }
     }
 
-    /// Calls `body` with `string`'s UTF-8 bytes: its own storage when it has
-    /// it (native and small strings do), else a copy.
-    @inline(__always)
-    private static func withUTF8<Result>(
-        of string: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result
-    ) -> Result {
-        if let result = string.utf8.withContiguousStorageIfAvailable(body) { return result }
-        return Array(string.utf8).withUnsafeBufferPointer(body)
-    }
-
     @inline(__always)
     private static func appendBytes(of text: StaticString, to out: inout [UInt8]) {
         out.append(contentsOf: text.bytes)
@@ -221,12 +213,5 @@ package enum HTTPResponseWriter {
         case 505: "HTTP Version Not Supported"
         default: "Status"
         }
-    }
-}
-
-extension StaticString {
-    /// The literal's UTF-8 bytes, in place.
-    fileprivate var bytes: UnsafeBufferPointer<UInt8> {
-        UnsafeBufferPointer(start: utf8Start, count: utf8CodeUnitCount)
     }
 }

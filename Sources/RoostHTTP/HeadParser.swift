@@ -207,13 +207,14 @@ enum HeadParser {
     }
 
     private static func parseMethod(_ bytes: UnsafeBufferPointer<UInt8>) -> HTTPMethod {
-        if equals(bytes, "GET") { return .get }
-        if equals(bytes, "POST") { return .post }
-        if equals(bytes, "HEAD") { return .head }
-        if equals(bytes, "PUT") { return .put }
-        if equals(bytes, "DELETE") { return .delete }
-        if equals(bytes, "PATCH") { return .patch }
-        if equals(bytes, "OPTIONS") { return .options }
+        // Case-sensitive (RFC 9110 §9.1).
+        if sameBytes(bytes, "GET") { return .get }
+        if sameBytes(bytes, "POST") { return .post }
+        if sameBytes(bytes, "HEAD") { return .head }
+        if sameBytes(bytes, "PUT") { return .put }
+        if sameBytes(bytes, "DELETE") { return .delete }
+        if sameBytes(bytes, "PATCH") { return .patch }
+        if sameBytes(bytes, "OPTIONS") { return .options }
         return .other(String(decoding: bytes, as: UTF8.self))
     }
 

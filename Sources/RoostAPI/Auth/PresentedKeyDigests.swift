@@ -62,7 +62,7 @@ package final class PresentedKeyDigests: @unchecked Sendable {
     /// authenticated).
     package func digest(of presented: Substring) -> Found {
         executor?.preconditionOnLoop("PresentedKeyDigests.digest")
-        let (index, kept) = withBytes(of: presented) { bytes -> (Int, KeyDigest?) in
+        let (index, kept) = withContiguousUTF8(of: presented) { bytes -> (Int, KeyDigest?) in
             if let slot = slots[lastFound], Self.sameKey(slot.presented, bytes) { return (lastFound, slot.digest) }
             let index = Self.slot(of: bytes)
             guard let slot = slots[index], Self.sameKey(slot.presented, bytes) else { return (index, nil) }
@@ -84,11 +84,6 @@ package final class PresentedKeyDigests: @unchecked Sendable {
         guard !found.kept else { return }
         precondition(presented.utf8.count <= Authenticator.presentedKeyBytesMax, "a key longer than any we accept")
         slots[found.slot] = Slot(presented: Array(presented.utf8), digest: found.digest)
-    }
-
-    private func withBytes<Result>(of text: Substring, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
-        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
-        return Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
     private static func slot(of bytes: UnsafeBufferPointer<UInt8>) -> Int {

@@ -1,7 +1,7 @@
-import Glibc
 import RoostCrypto
 import RoostJSON
 import RoostModel
+import RoostPlatform
 
 /// Parses the body of `POST /v1/devices` (spec §4), or one CSV import row put
 /// into the same shape, into a `RegisterRequest`.
@@ -231,34 +231,17 @@ enum RegisterField: Int, CaseIterable {
     case platform, token, environment, bundleID, externalID, deviceID, installationSecret, installationID
     case appVersion, timezone, locale, pushPermission, optedIn, tags, clientSequence
 
-    /// The member's name in a body (and the CSV import's column).
-    /// A string literal, so that no name is built (`staticName.description`
-    /// allocated one a call past 15 bytes: `installation_secret`, read for
-    /// every batch item). The same spelling as `staticName` (a test holds them).
-    var name: String {
-        switch self {
-        case .platform: "platform"
-        case .token: "token"
-        case .environment: "environment"
-        case .bundleID: "bundle_id"
-        case .externalID: "external_id"
-        case .deviceID: "device_id"
-        case .installationSecret: "installation_secret"
-        case .installationID: "installation_id"
-        case .appVersion: "app_version"
-        case .timezone: "timezone"
-        case .locale: "locale"
-        case .pushPermission: "push_permission"
-        case .optedIn: "opted_in"
-        case .tags: "tags"
-        case .clientSequence: "client_sequence"
-        }
-    }
+    /// The member's name in a body (and the CSV import's column): read from
+    /// a table made once from `staticName`, so that a name is spelled once
+    /// and reading one builds nothing (`staticName.description` per call
+    /// allocated past 15 bytes: `installation_secret`, for every batch item).
+    var name: String { Self.names[rawValue] }
 
-    /// The name's bytes, for `named(_:)`. A second spelling of the names,
-    /// kept: one table for both (an array of `String`s read through their
-    /// UTF-8) counted 83,615 instructions a registration, against a median
-    /// of 83,127 (82,401–83,401) for the two spellings.
+    private static let names: [String] = allCases.map { $0.staticName.description }
+
+    /// The name's bytes: `named(_:)` compares with them in place (reading a
+    /// `String`'s UTF-8 instead counted 83,615 instructions a registration,
+    /// against a median of 83,127).
     var staticName: StaticString {
         switch self {
         case .platform: "platform"
@@ -285,9 +268,7 @@ enum RegisterField: Int, CaseIterable {
     static func named(_ name: UnsafeBufferPointer<UInt8>) -> RegisterField? {
         // No list of candidates (a variadic list is an array): up to three, spelled out.
         func first(_ a: RegisterField, _ b: RegisterField? = nil, _ c: RegisterField? = nil) -> RegisterField? {
-            func matches(_ field: RegisterField) -> Bool {
-                memcmp(field.staticName.utf8Start, name.baseAddress!, name.count) == 0
-            }
+            func matches(_ field: RegisterField) -> Bool { sameBytes(name, field.staticName) }
             if matches(a) { return a }
             if let b, matches(b) { return b }
             if let c, matches(c) { return c }

@@ -242,11 +242,7 @@ struct PlainBodyScan: RegisterMembers {
                     index = end
                 case UInt8(ascii: "{"):
                     guard topLevel,
-                        Self.nameIs(
-                            bytes, member,
-                            UnsafeBufferPointer(
-                                start: PlainBodyScan.tagsName.utf8Start, count: PlainBodyScan.tagsName.utf8CodeUnitCount
-                            ))
+                        Self.nameIs(bytes, member, PlainBodyScan.tagsName.bytes)
                     else { return nil }
                     var inner = InlineArray<32, Member>(repeating: Member())
                     var innerCount = 0
