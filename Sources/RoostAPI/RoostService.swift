@@ -184,7 +184,8 @@ public final class RoostService: HTTPResponder {
             Task { await self.respondOnceApplied(outcome, exchange, sink: sink, position: minimumPosition, cluster) }
             return .deferred(nil)
         }
-        switch outcome {
+        // Consumed: the work is moved to the loop, not copied (issue 25).
+        switch consume outcome {
         case .response(let response):
             return .respond(observer.finish(exchange, response))
         case .engine(let work, let answer):

@@ -476,7 +476,9 @@ package actor Shard {
 
     private static func traits(of command: Command) -> CommandTraits {
         switch command {
-        case .register(let request, _), .registerForPrincipal(let request, _, _, _):
+        case .register(let request, _):
+            return CommandTraits(token: request.token)
+        case .registerForPrincipal(let request, _, _, _):
             return CommandTraits(token: request.token)
         case .idempotent(_, let inner):
             // A keyed registration counts as one; so does a retry that will be

@@ -112,10 +112,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
 
     /// Hands commands to this loop's shards from any thread (another loop's
     /// round, or a caller outside the loops) and wakes the loop.
-    func post(commands: [ShardCommand]) {
+    /// `commands` are moved (it is left empty, with its capacity).
+    func post(commands: inout [ShardCommand]) {
         let wasEmpty = inbox.withLock { inbox in
             let wasEmpty = inbox.commands.isEmpty && inbox.outcomes.isEmpty
-            inbox.commands.append(contentsOf: commands)
+            commands.moveEach { inbox.commands.append($0) }
             return wasEmpty
         }
         if wasEmpty { executor.wake() }
@@ -125,7 +126,8 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     /// them. When none of them can be released yet (the log has not
     /// acknowledged them), the loop is not woken now: the log wakes it once
     /// the earliest is acknowledged (one wake-up instead of two).
-    func post(outcomes: [ShardOutcome]) {
+    /// `outcomes` are moved (it is left empty, with its capacity).
+    func post(outcomes: inout [ShardOutcome]) {
         let acknowledged = log.acknowledgedThrough
         var earliest = LogSequenceNumber(UInt64.max)
         var releasableNow = log.acceptsWrites == false
@@ -139,7 +141,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         }
         let wasEmpty = inbox.withLock { inbox in
             let wasEmpty = inbox.commands.isEmpty && inbox.outcomes.isEmpty
-            inbox.outcomes.append(contentsOf: outcomes)
+            outcomes.moveEach { inbox.outcomes.append($0) }
             return wasEmpty
         }
         if releasableNow {
@@ -154,36 +156,36 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     package func endOfRound() {
         executor.preconditionOnLoop("ShardLoop.endOfRound")
         guard let set else { return }
-        let arrived = inbox.withLock { inbox -> Inbox in
+        var arrived = inbox.withLock { inbox -> Inbox in
             var taken = Inbox()
             swap(&taken, &inbox)
             return taken
         }
-        waiting.append(contentsOf: arrived.outcomes)
+        // Commands and outcomes are moved from list to list on their way, never
+        // copied: a copy retained every reference of a request, and the list it
+        // came from released them again (issue 25).
+        arrived.outcomes.moveEach { waiting.append($0) }
         // Commands for shards this loop runs: from other loops first (they
         // were submitted in an earlier round), then this round's own.
-        for command in arrived.commands {
-            guard let app = command.work.app else {
-                awaitLog(command)
-                continue
-            }
-            queue(command, app: app, shard: set.shardNumber(for: app))
+        arrived.commands.moveEach { (command: consuming ShardCommand) in
+            guard let app = command.work.app else { return awaitLog(command) }
+            queue(consume command, app: app, shard: set.shardNumber(for: app))
         }
         outgoing.drain { shard, commands in
             let owner = set.loopNumber(forShard: shard)
             if owner == index {
-                for command in commands {
+                commands.moveEach { (command: consuming ShardCommand) in
                     guard let app = command.work.app else { preconditionFailure("\(command.work) needs no shard") }
-                    queue(command, app: app, shard: shard)
+                    queue(consume command, app: app, shard: shard)
                 }
             } else {
-                remote.append(contentsOf: commands, to: owner)
+                remote.append(moving: &commands, to: owner)
             }
         }
-        remote.drain { owner, commands in set.loops[owner].post(commands: commands) }
+        remote.drain { owner, commands in set.loops[owner].post(commands: &commands) }
         runTurns(set)
         if timersSet > 0 { runDueTimers(set) }
-        elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: outcomes) }
+        elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: &outcomes) }
         release()
     }
 
@@ -243,7 +245,7 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         let next = deadline ?? .max
         if (previous == .max) != (next == .max) { timersSet += next == .max ? -1 : 1 }
         waiterDeadlines[shard.number] = next
-        for outcome in turnOutcomes {
+        turnOutcomes.moveEach { outcome in
             switch outcome.origin {
             case .loop(let loop, _) where loop != index: elsewhere.append(outcome, to: loop)
             case .loop, .caller: waiting.append(outcome)
@@ -399,19 +401,33 @@ private struct Buckets<Element> {
         items[bucket].append(element)
     }
 
-    mutating func append(contentsOf elements: [Element], to bucket: Int) {
+    /// Moves `elements` to the end of `bucket`, in order; `elements` is left empty, with its capacity.
+    mutating func append(moving elements: inout [Element], to bucket: Int) {
         guard !elements.isEmpty else { return }
         if items[bucket].isEmpty { used.append(bucket) }
-        items[bucket].append(contentsOf: elements)
+        elements.moveEach { items[bucket].append($0) }
     }
 
     /// Hands each bucket that holds something to `body`, in the order they
-    /// were first filled, and empties them (capacity kept).
-    mutating func drain(_ body: (_ bucket: Int, _ elements: [Element]) -> Void) {
+    /// were first filled (`body` may move its elements out), and empties
+    /// them (capacity kept).
+    mutating func drain(_ body: (_ bucket: Int, _ elements: inout [Element]) -> Void) {
         for bucket in used {
-            body(bucket, items[bucket])
+            body(bucket, &items[bucket])
             items[bucket].removeAll(keepingCapacity: true)
         }
         used.removeAll(keepingCapacity: true)
+    }
+}
+
+extension Array {
+    /// Hands every element to `body`, first to last, moved out of the array
+    /// (no copy, so no reference of it is retained and released again), and
+    /// leaves the array empty with its capacity. O(count).
+    @inline(__always)
+    mutating func moveEach(_ body: (consuming Element) -> Void) {
+        // Reversed through the buffer, whose swaps move (the array's own copied).
+        withUnsafeMutableBufferPointer { $0.reverse() }
+        while let element = popLast() { body(consume element) }
     }
 }

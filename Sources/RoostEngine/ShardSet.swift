@@ -117,7 +117,7 @@ package final class ShardSet: Sendable {
                 byLoop[loopNumber(for: work), default: []].append(
                     ShardCommand(work, origin: .caller(waiter, position: position)))
             }
-            for (loop, commands) in byLoop { loops[loop].post(commands: commands) }
+            for loop in byLoop.keys { loops[loop].post(commands: &byLoop[loop]!) }
         }
     }
 

@@ -14,14 +14,15 @@ enum Compat {
     /// mutations the answer is 503 with `Retry-After`, and nothing was
     /// applied (spec §2).
     static func command(
-        app: AppRecord, mode: AppMode, _ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse
+        app: AppRecord, mode: AppMode, _ command: consuming Command,
+        render: @escaping @Sendable (Outcome) -> HTTPResponse
     ) -> RouteOutcome {
         .command(IndexKey(app: app.id, mode: mode), settings: app.settings, command, render: render)
     }
 
     /// `command(app:mode:_:render:)` rendered into the loop's kept arrays (`HTTPAnswerBuffers`).
     static func command(
-        app: AppRecord, mode: AppMode, _ command: Command,
+        app: AppRecord, mode: AppMode, _ command: consuming Command,
         render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
     ) -> RouteOutcome {
         .command(IndexKey(app: app.id, mode: mode), settings: app.settings, command, render: render)

@@ -21,13 +21,13 @@ struct IndexScope: Sendable {
 
     /// Returns an outcome that runs `command` on this scope's index and
     /// renders its outcome on the request's loop.
-    func command(_ command: Command, render: @escaping @Sendable (Outcome) -> HTTPResponse) -> RouteOutcome {
+    func command(_ command: consuming Command, render: @escaping @Sendable (Outcome) -> HTTPResponse) -> RouteOutcome {
         .command(indexKey, settings: settings, command, render: render)
     }
 
     /// `command(_:render:)` rendered into the loop's kept arrays (`HTTPAnswerBuffers`).
     func command(
-        _ command: Command, render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
+        _ command: consuming Command, render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
     ) -> RouteOutcome {
         .command(indexKey, settings: settings, command, render: render)
     }

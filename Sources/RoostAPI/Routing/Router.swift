@@ -48,7 +48,7 @@ package enum RouteOutcome: Sendable {
     /// One command on one index, its outcome rendered by `render` (503 when
     /// the log could not take its records).
     static func command(
-        _ key: IndexKey, settings: AppSettings, _ command: Command,
+        _ key: IndexKey, settings: AppSettings, _ command: consuming Command,
         render: @escaping @Sendable (Outcome) -> HTTPResponse
     ) -> RouteOutcome {
         .engine(EngineWork(.index(key, settings: settings, command)), answer: .rendering(render))
@@ -57,7 +57,7 @@ package enum RouteOutcome: Sendable {
     /// `command(_:settings:_:render:)` for an answer rendered into the
     /// arrays its loop kept from answers it wrote (`HTTPAnswerBuffers`).
     static func command(
-        _ key: IndexKey, settings: AppSettings, _ command: Command,
+        _ key: IndexKey, settings: AppSettings, _ command: consuming Command,
         render: @escaping @Sendable (Outcome, inout HTTPAnswerBuffers) -> HTTPResponse
     ) -> RouteOutcome {
         .engine(EngineWork(.index(key, settings: settings, command)), answer: .rendering(render))
@@ -110,58 +110,58 @@ package protocol EngineReply: Sendable {
 /// (an app's both modes, a removal and its catalog record's wait). An array
 /// literal makes one from several items.
 package struct EngineWork: Sendable, RandomAccessCollection, ExpressibleByArrayLiteral {
-    private enum Storage: Sendable {
-        case one(ShardWork)
-        case many([ShardWork])
-    }
-
-    private let storage: Storage
+    /// The one item (nil when the work is `items`). Two stored properties,
+    /// not an enum: an item is read and moved in place, where binding an
+    /// enum's payload copied it (every reference of its request retained and
+    /// released again: three copies a registration, issue 25).
+    private var single: ShardWork?
+    /// Several items (empty, which allocates nothing, when the work is `single`).
+    private var items: [ShardWork]
 
     /// One item, inline.
-    package init(_ item: ShardWork) { storage = .one(item) }
+    package init(_ item: ShardWork) {
+        single = item
+        items = []
+    }
 
     /// Several items (or one, in an array already built).
     package init(_ items: [ShardWork]) {
-        storage = items.count == 1 ? .one(items[0]) : .many(items)
+        precondition(!items.isEmpty, "engine work without items")
+        if items.count == 1 {
+            single = items[0]
+            self.items = []
+        } else {
+            single = nil
+            self.items = items
+        }
     }
 
     package init(arrayLiteral items: ShardWork...) { self.init(items) }
 
     package var startIndex: Int { 0 }
 
-    package var endIndex: Int {
-        switch storage {
-        case .one: 1
-        case .many(let items): items.count
-        }
-    }
+    package var endIndex: Int { single != nil ? 1 : items.count }
 
     package subscript(position: Int) -> ShardWork {
-        switch storage {
-        case .one(let item):
+        if let single {
             precondition(position == 0, "engine work item \(position) of 1")
-            return item
-        case .many(let items): return items[position]
+            return single
         }
+        return items[position]
     }
 
     /// Whether every item is a value command (no `Command.custom`), looked
     /// at in place (the collection's generic algorithms copy each item).
     package var holdsOnlyValues: Bool {
-        switch storage {
-        case .one(let item): item.isValue
-        case .many(let items): items.allSatisfy(\.isValue)
-        }
+        if let isValue = single?.isValue { return isValue }
+        return items.allSatisfy(\.isValue)
     }
 
     /// Hands each item to `body` with its position, the work consumed: a
     /// copy of an item retains every reference its request holds.
     package consuming func forEachItem(_ body: (_ position: Int, _ item: consuming ShardWork) -> Void) {
-        switch storage {
-        case .one(let item): body(0, item)
-        case .many(let items):
-            for position in items.indices { body(position, items[position]) }
-        }
+        if let item = single.take() { return body(0, item) }
+        for position in items.indices { body(position, items[position]) }
     }
 }
 
