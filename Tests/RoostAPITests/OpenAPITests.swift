@@ -118,7 +118,7 @@ struct OpenAPITests {
 }
 
 /// A cluster node that never runs: only the cluster routes' table is read.
-struct RouteTableCluster: ClusterControl {
+final class RouteTableCluster: ClusterControl {
     var status: ClusterNodeStatus { ClusterNodeStatus(cluster: "c", node: "n", endpoints: []) }
     var localStatus: ClusterNodeStatus { status }
     var readLagMillisecondsMax: Int64 { 2_000 }

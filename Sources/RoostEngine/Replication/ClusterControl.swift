@@ -145,8 +145,12 @@ package enum StepDownOutcome: Sendable, Equatable {
 
 /// The API's handle on a cluster node: its status and the operator's actions.
 /// Implemented by the node's replication driver (`ClusterNode`); the API
-/// depends on this protocol only, not on etcd.
-package protocol ClusterControl: Sendable {
+/// depends on this protocol only, not on etcd. A class: the handle is a
+/// node, and every request reads it (`(any ClusterControl)?` in the service,
+/// the observer, the metrics), so a copy of it must be one reference count —
+/// a value-type existential was copied and destroyed through the runtime's
+/// generic witnesses, seven times a request on one node (issue 25).
+package protocol ClusterControl: AnyObject, Sendable {
     /// The node's status as its replication thread last published it, with
     /// the members and etcd's health as last read (`GET /v1/cluster`).
     var status: ClusterNodeStatus { get }
