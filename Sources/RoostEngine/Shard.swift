@@ -242,8 +242,9 @@ package actor Shard {
                     turn.exports.append(
                         ShardTurn.Export(answer: turn.answers.count, key: key, recordsBefore: turn.records.count))
                 }
-                record(mutations, of: key, into: &turn)
-                turn.answer(origin, outcome, on: key, changed: !mutations.isEmpty)
+                let changed = !mutations.isEmpty
+                record(&mutations, of: key, into: &turn)
+                turn.answer(origin, outcome, on: key, changed: changed)
             }
         }
         if found == nil { preconditionFailure("index \(key) vanished") }
@@ -285,9 +286,12 @@ package actor Shard {
 
     /// Encodes `mutations` of `key` as the turn's records; a device change
     /// also enters the turn's feed changes, after the index's one change-time
-    /// record of the turn (the clock read once per turn, when needed).
-    private func record(_ mutations: [Mutation], of key: IndexKey, into turn: inout ShardTurn) {
-        for mutation in mutations {
+    /// record of the turn (the clock read once per turn, when needed). Each
+    /// mutation is moved out of `mutations` (left empty): a copy retained
+    /// every reference of its device, and the list released them again.
+    private func record(_ mutations: inout [Mutation], of key: IndexKey, into turn: inout ShardTurn) {
+        if !mutations.isEmpty { turn.noteWritten(key) }
+        mutations.moveEach { mutation in
             var record = turn.spareRecords.popLast() ?? []
             EngineRecord.encodeMutation(mutation, of: key, into: &record)
             if let change = EngineRecord.deviceChange(inEncoded: record) {
@@ -303,14 +307,13 @@ package actor Shard {
             }
             turn.records.append(record)
         }
-        if !mutations.isEmpty { turn.written.insert(key) }
     }
 
     /// Removes both modes of `app`: its record, and the answers of its long polls (their index is gone).
     private func removeApp(_ app: AppID, origin: CommandOrigin, into turn: inout ShardTurn) {
         let removed = table.removeApp(app)
         turn.records.append(EngineRecord.appRemoved(app).encoded())
-        for mode in AppMode.allCases { turn.written.insert(IndexKey(app: app, mode: mode)) }
+        for mode in AppMode.allCases { turn.noteWritten(IndexKey(app: app, mode: mode)) }
         turn.answer(origin, .appRemoved(devices: removed), on: IndexKey(app: app, mode: .live), changed: true)
         for mode in AppMode.allCases {
             // Answered now, with the removal's append to wait for.
@@ -754,8 +757,10 @@ private struct ShardTurn {
     /// each, four a registration when the shard held them; issue 25).
     var spareRecords: [[UInt8]] = []
     var answers: [Answer] = []
-    /// The indexes this turn logs records of.
-    var written: Set<IndexKey> = []
+    /// The indexes this turn logs records of, each once. A list: a turn
+    /// writes few indexes, most often one (a set hashed the key for every
+    /// change, issue 25).
+    var written: [IndexKey] = []
     /// The clock, read once per turn and only when a registration needs it.
     var now: UInt64?
     /// The device changes of this turn, for the change feed once the append
@@ -778,6 +783,11 @@ private struct ShardTurn {
     }
 
     var exports: [Export] = []
+
+    /// Notes that the turn logs records of `key`. O(indexes written in the turn).
+    mutating func noteWritten(_ key: IndexKey) {
+        if written.last != key && !written.contains(key) { written.append(key) }
+    }
 
     mutating func answer(_ origin: CommandOrigin, _ outcome: Outcome, on key: IndexKey, changed: Bool) {
         answers.append(Answer(origin: origin, outcome: outcome, key: key, changed: changed, refused: false))
