@@ -419,15 +419,3 @@ private struct Buckets<Element> {
         used.removeAll(keepingCapacity: true)
     }
 }
-
-extension Array {
-    /// Hands every element to `body`, first to last, moved out of the array
-    /// (no copy, so no reference of it is retained and released again), and
-    /// leaves the array empty with its capacity. O(count).
-    @inline(__always)
-    mutating func moveEach(_ body: (consuming Element) -> Void) {
-        // Reversed through the buffer, whose swaps move (the array's own copied).
-        withUnsafeMutableBufferPointer { $0.reverse() }
-        while let element = popLast() { body(consume element) }
-    }
-}

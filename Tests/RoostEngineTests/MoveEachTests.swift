@@ -1,6 +1,5 @@
+import RoostPlatform
 import Testing
-
-@testable import RoostEngine
 
 /// `Array.moveEach`: how a loop hands commands and outcomes from list to
 /// list without copying them (a copy of a command retained every reference

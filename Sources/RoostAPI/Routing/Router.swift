@@ -1,6 +1,7 @@
 import RoostEngine
 import RoostHTTP
 import RoostModel
+import RoostPlatform
 
 /// One piece of a route pattern.
 package enum PathPattern: Sendable, Equatable {
@@ -161,7 +162,11 @@ package struct EngineWork: Sendable, RandomAccessCollection, ExpressibleByArrayL
     /// copy of an item retains every reference its request holds.
     package consuming func forEachItem(_ body: (_ position: Int, _ item: consuming ShardWork) -> Void) {
         if let item = single.take() { return body(0, item) }
-        for position in items.indices { body(position, items[position]) }
+        var position = 0
+        items.moveEach { item in
+            body(position, item)
+            position += 1
+        }
     }
 }
 
