@@ -72,6 +72,11 @@ package final class Catalog: Sendable {
         state.read { $0.catalog.apps[id] }
     }
 
+    /// Returns the settings of an app, nil when there is no such app.
+    package func settings(of id: AppID) -> AppSettings? {
+        state.read { $0.catalog.apps[id]?.settings }
+    }
+
     /// Returns the app as its acknowledged changes left it.
     package func acknowledgedApp(_ id: AppID) -> AppRecord? {
         state.readAcknowledged { $0.catalog.apps[id] }

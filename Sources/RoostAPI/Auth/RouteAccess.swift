@@ -154,15 +154,20 @@ extension RequestContext {
     /// The app key the route's access admitted. A handler calls it only on a
     /// route declared with an app-key access (a broken declaration crashes).
     func appKey() -> KeyRecord {
-        guard case .appKey(let key) = caller else {
-            preconditionFailure("route \(request.head.path) reads an app key its access did not admit")
-        }
+        guard case .appKey(let key) = caller else { appKeyNotAdmitted() }
         return key
     }
 
     /// The index the admitted app key acts on; 401 when its app is gone.
     func scope(_ catalog: Catalog) throws(APIError) -> IndexScope {
-        try IndexScope(appKey(), catalog: catalog)
+        // The key read in place (`appKey()` returns a copy of it).
+        guard case .appKey(let key) = caller else { appKeyNotAdmitted() }
+        return try IndexScope(key, catalog: catalog)
+    }
+
+    /// A handler read an app key on a route whose declared access admits none.
+    private func appKeyNotAdmitted() -> Never {
+        preconditionFailure("route \(request.head.path) reads an app key its access did not admit")
     }
 
     /// The operator or app key admitted by an `.operatorKey` or `.setup` route.

@@ -6,17 +6,17 @@ import RoostModel
 /// selects the app and the live/test mode"), with the app's settings for the
 /// shard to create the index with if the app has no data in that mode yet.
 struct IndexScope: Sendable {
-    var key: KeyRecord
     var indexKey: IndexKey
     var settings: AppSettings
 
     /// Returns the scope of `key`; 401 when its app is gone (a deleted app's
-    /// keys stop working).
-    init(_ key: KeyRecord, catalog: Catalog) throws(APIError) {
-        guard let app = catalog.app(key.appID) else { throw APIError.unauthorized }
-        self.key = key
+    /// keys stop working). Only the key's app and mode are kept, and only the
+    /// app's settings read: a copy of the key and of the app record retained
+    /// their strings and sets on every request (issue 25).
+    init(_ key: borrowing KeyRecord, catalog: Catalog) throws(APIError) {
+        guard let settings = catalog.settings(of: key.appID) else { throw APIError.unauthorized }
         self.indexKey = IndexKey(app: key.appID, mode: key.mode)
-        self.settings = app.settings
+        self.settings = settings
     }
 
     /// Returns an outcome that runs `command` on this scope's index and
