@@ -172,6 +172,13 @@ struct DeviceLineWriter {
     }
 
     private mutating func decimal(_ value: UInt64) {
+        count += Self.writeDecimal(value, at: base + count)
+    }
+
+    /// Writes `value`'s decimal digits at `start` (room for 20 is the
+    /// caller's); returns how many. The one spelling of it for answers
+    /// written as bytes (device lines, `ETag`s).
+    static func writeDecimal(_ value: UInt64, at start: UnsafeMutablePointer<UInt8>) -> Int {
         var digits = 1
         var rest = value / 10
         while rest != 0 {
@@ -179,11 +186,11 @@ struct DeviceLineWriter {
             rest /= 10
         }
         var remaining = value
-        for index in stride(from: count + digits - 1, through: count, by: -1) {
-            base[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+        for index in stride(from: digits - 1, through: 0, by: -1) {
+            start[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
             remaining /= 10
         }
-        count += digits
+        return digits
     }
 
     /// Tags as an object with keys in `sortedEntries` order, read off their stored

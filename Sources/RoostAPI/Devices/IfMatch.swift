@@ -97,17 +97,11 @@ enum IfMatch {
     /// answer (issue 25).
     static func entityTag(_ device: Device) -> String {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: entityTagBytesMax) { buffer in
-            var first = entityTagBytesMax - 1
-            buffer[first] = UInt8(ascii: "\"")
-            var remaining = device.version
-            repeat {
-                first -= 1
-                buffer[first] = UInt8(ascii: "0") + UInt8(remaining % 10)
-                remaining /= 10
-            } while remaining != 0
-            first -= 1
-            buffer[first] = UInt8(ascii: "\"")
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[first...]), as: UTF8.self)
+            let start = buffer.baseAddress!
+            start[0] = UInt8(ascii: "\"")
+            let digits = DeviceLineWriter.writeDecimal(UInt64(device.version), at: start + 1)
+            start[digits + 1] = UInt8(ascii: "\"")
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<(digits + 2)]), as: UTF8.self)
         }
     }
 
