@@ -46,14 +46,14 @@ struct AllocationBudgetTests {
     /// figures over `debugArguments`: a figure is only comparable with a
     /// ceiling measured with the same arguments.
     static let budgets: [Budget] = [
-        Budget(operation: "register_new", target: 2, releaseCeiling: 2.02, debugCeiling: 331),
-        Budget(operation: "register_known", target: 2, releaseCeiling: 2.01, debugCeiling: 315),
+        Budget(operation: "register_new", target: 2, releaseCeiling: 2.02, debugCeiling: 181),
+        Budget(operation: "register_known", target: 2, releaseCeiling: 2.01, debugCeiling: 165),
         Budget(operation: "get_device", target: nil, releaseCeiling: 5.01, debugCeiling: 875),
         Budget(operation: "get_person", target: nil, releaseCeiling: 7.01, debugCeiling: 340),
-        Budget(operation: "batch_item", target: nil, releaseCeiling: 4.34, debugCeiling: 168),
+        Budget(operation: "batch_item", target: nil, releaseCeiling: 4.34, debugCeiling: 146),
         Budget(operation: "export_device", target: nil, releaseCeiling: 0.04, debugCeiling: 10),
-        Budget(operation: "patch_device", target: nil, releaseCeiling: 25.02, debugCeiling: 1211),
-        Budget(operation: "feedback", target: nil, releaseCeiling: 9.51, debugCeiling: 433),
+        Budget(operation: "patch_device", target: nil, releaseCeiling: 25.02, debugCeiling: 967),
+        Budget(operation: "feedback", target: nil, releaseCeiling: 9.51, debugCeiling: 238),
     ]
     /// The release run: the figures of docs/performance.md (about 5 s).
     static let releaseArguments = ["--count", "10000", "--warmup", "500", "--deadline", "300"]

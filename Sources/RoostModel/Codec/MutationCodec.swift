@@ -335,43 +335,77 @@ package enum MutationCodec {
         writer.u64(id.sequence)
     }
 
+    /// The device's fields written straight into the record through a
+    /// `FieldCursor` (`LittleEndianWriter.appendFields`): one bounds-checked
+    /// store a field instead of an `Array.append` a field. The bytes are
+    /// `LittleEndianWriter`'s, field by field (`MutationFormatTests`).
     private static func encode(_ device: Device, into writer: inout LittleEndianWriter) {
-        encode(device.id, into: &writer)
-        writer.u8(device.environment.rawValue)
-        if let token = device.token {
-            token.withBytes { writer.field($0) }
-        } else {
-            writer.field(EmptyCollection<UInt8>())
+        writer.appendFields(bytesMax: encodedBytesMax(of: device)) { cursor in
+            cursor.u32(device.id.appID.rawValue)
+            cursor.u8(device.id.mode.rawValue)
+            cursor.u8(device.id.platform.rawValue)
+            cursor.u64(device.id.sequence)
+            cursor.u8(device.environment.rawValue)
+            if let token = device.token {
+                token.withBytes { cursor.field($0) }
+            } else {
+                cursor.u16(0)
+            }
+            cursor.optionalString(device.bundleID?.rawValue)
+            cursor.optionalString(device.installationID?.rawValue)
+            if let digest = device.installationSecretDigest {
+                cursor.u8(1)
+                // Word by word: an array literal of the words allocates in a debug build.
+                cursor.u64(digest.word0)
+                cursor.u64(digest.word1)
+                cursor.u64(digest.word2)
+                cursor.u64(digest.word3)
+            } else {
+                cursor.u8(0)
+            }
+            cursor.optionalString(device.externalID?.rawValue)
+            cursor.i64(device.createdAt.millisecondsSinceEpoch)
+            cursor.i64(device.lastSeenAt.millisecondsSinceEpoch)
+            cursor.optionalTimestamp(device.boundAt)
+            cursor.optionalString(device.appVersion)
+            cursor.optionalString(device.timezone)
+            cursor.optionalString(device.locale)
+            cursor.u8(device.pushPermission.map { $0 ? 2 : 1 } ?? 0)
+            cursor.u8(device.optedIn ? 1 : 0)
+            // `Tags.encode`'s bytes: the stored encoding, or a zero count.
+            if device.tags.encoded.isEmpty {
+                cursor.u8(0)
+            } else {
+                device.tags.encoded.withUnsafeBytes { cursor.bytes($0) }
+            }
+            cursor.optionalTimestamp(device.invalidatedAt)
+            cursor.optionalString(device.invalidationReason?.rawValue)
+            cursor.u32(device.strikes)
+            // Format version 2.
+            cursor.u32(device.version)
+            if let clientSequence = device.clientSequence {
+                cursor.u8(1)
+                cursor.u64(clientSequence)
+            } else {
+                cursor.u8(0)
+            }
         }
-        writer.optionalString(device.bundleID?.rawValue)
-        writer.optionalString(device.installationID?.rawValue)
-        if let digest = device.installationSecretDigest {
-            writer.u8(1)
-            writer.bytes.append(contentsOf: digest.bytes)
-        } else {
-            writer.u8(0)
-        }
-        writer.optionalString(device.externalID?.rawValue)
-        writer.i64(device.createdAt.millisecondsSinceEpoch)
-        writer.i64(device.lastSeenAt.millisecondsSinceEpoch)
-        writer.optionalTimestamp(device.boundAt)
-        writer.optionalString(device.appVersion)
-        writer.optionalString(device.timezone)
-        writer.optionalString(device.locale)
-        writer.u8(device.pushPermission.map { $0 ? 2 : 1 } ?? 0)
-        writer.u8(device.optedIn ? 1 : 0)
-        device.tags.encode(into: &writer)
-        writer.optionalTimestamp(device.invalidatedAt)
-        writer.optionalString(device.invalidationReason?.rawValue)
-        writer.u32(device.strikes)
-        // Format version 2.
-        writer.u32(device.version)
-        if let clientSequence = device.clientSequence {
-            writer.u8(1)
-            writer.u64(clientSequence)
-        } else {
-            writer.u8(0)
-        }
+    }
+
+    /// The most bytes `encode(_:into:)` writes for `device`.
+    private static func encodedBytesMax(of device: Device) -> Int {
+        // id 14, environment 1, token length 2, digest 33, three timestamps 24,
+        // permission and opt-in 2, tags' count 1, invalidation time 8, strikes 4,
+        // version 4, client sequence 9.
+        let fixed = 14 + 1 + 2 + 33 + 24 + 2 + 1 + 8 + 4 + 4 + 9
+        return fixed + (device.token?.byteCount ?? 0) + device.tags.encoded.count
+            + FieldCursor.bytesMax(ofOptionalString: device.bundleID?.rawValue)
+            + FieldCursor.bytesMax(ofOptionalString: device.installationID?.rawValue)
+            + FieldCursor.bytesMax(ofOptionalString: device.externalID?.rawValue)
+            + FieldCursor.bytesMax(ofOptionalString: device.appVersion)
+            + FieldCursor.bytesMax(ofOptionalString: device.timezone)
+            + FieldCursor.bytesMax(ofOptionalString: device.locale)
+            + FieldCursor.bytesMax(ofOptionalString: device.invalidationReason?.rawValue)
     }
 
     // MARK: Remembered answers
