@@ -61,3 +61,33 @@ package func firstByteIndex(
     }
     return index
 }
+
+/// How many bytes of `bytes` at or after `start` are `byte`, eight at a time:
+/// an exact mark per equal byte (the high bit of each byte of `difference`
+/// that is zero; no carry crosses bytes, as the low seven bits are added
+/// apart from the eighth), summed eight at a time. O(bytes).
+@inlinable
+package func countOfByte(_ byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+    precondition(start >= 0 && start <= bytes.count, "count from \(start) of \(bytes.count) bytes")
+    let lowBits = ~byteWordHighBits
+    let pattern = byteWordOnes &* UInt64(byte)
+    var count = 0
+    var index = start
+    if let base = bytes.baseAddress {
+        let raw = UnsafeRawPointer(base)
+        while index + 8 <= bytes.count {
+            let difference = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ pattern
+            let nonzero = ((difference & lowBits) &+ lowBits) | difference
+            // One bit a byte moved to the byte's bottom, summed by a multiply into the
+            // top byte (at most 8: no carry); `nonzeroBitCount` is ~18 instructions
+            // a word without the `popcnt` instruction (this build's x86-64 baseline).
+            count += Int(truncatingIfNeeded: ((~nonzero & byteWordHighBits) >> 7) &* byteWordOnes >> 56)
+            index += 8
+        }
+    }
+    while index < bytes.count {
+        if bytes[index] == byte { count += 1 }
+        index += 1
+    }
+    return count
+}

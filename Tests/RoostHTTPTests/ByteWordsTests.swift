@@ -68,4 +68,26 @@ struct ByteWordsTests {
             }
         }
     }
+
+    @Test("the count of a byte from every start, in buffers of 0 to 40 bytes, as a byte loop counts it")
+    func countMatchesALoop() {
+        var generator = SeededRandom(seed: 11)
+        for _ in 0..<3_000 {
+            let count = Int.random(in: 0...40, using: &generator)
+            let wanted = [0x0A, 0x00, 0x80, 0xFF].randomElement(using: &generator)! as UInt8
+            // The wanted byte often, next to its neighbours (a carry between bytes would miscount).
+            let bytes = (0..<count).map { _ in
+                Bool.random(using: &generator)
+                    ? [wanted, wanted &+ 1, wanted &- 1, 0x7F, 0x80, 0x00, 0xFF].randomElement(using: &generator)!
+                    : UInt8.random(in: 0...255, using: &generator)
+            }
+            bytes.withUnsafeBufferPointer { buffer in
+                for start in 0...count {
+                    let expected = buffer[start...].count { $0 == wanted }
+                    #expect(
+                        countOfByte(wanted, in: buffer, from: start) == expected, "\(wanted) in \(bytes) from \(start)")
+                }
+            }
+        }
+    }
 }
