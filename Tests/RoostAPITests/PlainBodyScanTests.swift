@@ -40,6 +40,14 @@ struct PlainBodyScanTests {
         #"{"platform":"ios","token":7}"#,
         #"{"platform":"ios"}"#,
         #"{}"#,
+        // Platform and environment, read in place by the scan: every answer of both.
+        #"{"platform":"IOS","token":"\#(token)","environment":"production"}"#,
+        #"{"platform":"android","token":"\#(TestTokens.fcm(3))","environment":"sandbox"}"#,
+        #"{"platform":"android","token":"\#(TestTokens.fcm(3))","environment":"production"}"#,
+        #"{"platform":"ios","token":"\#(token)","environment":"prod"}"#,
+        #"{"platform":null,"token":"\#(token)","environment":null}"#,
+        #"{"platform":1,"token":"\#(token)","environment":true}"#,
+        #"{"platform":"ios","token":"\#(token)","environment":7}"#,
     ]
 
     /// Each seed and 599 mutations of it (one to three edits each), given

@@ -31,9 +31,9 @@ enum RegisterBody {
     /// `parse` over a body's members wherever they are read from: a parsed
     /// object, or the request bytes scanned in place (`PlainBodyScan`).
     static func parse(members body: some RegisterMembers) throws(APIError) -> RegisterRequest {
-        let platform = try parsePlatform(body[field: .platform])
+        let platform = try body.platform()
         let token = try body.token(for: platform)
-        var request = RegisterRequest(token: token, environment: try parseEnvironment(body[field: .environment]))
+        var request = RegisterRequest(token: token, environment: try body.environment())
         if let environment = request.environment, !environment.isAllowed(for: platform) {
             throw APIError(RegistryRejection.invalidEnvironment)
         }
@@ -213,6 +213,20 @@ protocol RegisterMembers: BodyMembers {
     /// The `token` member parsed for `platform` (missing or null: 400
     /// `missing_field`; not a string: `invalid_token_format`).
     func token(for platform: Platform) throws(APIError) -> PushToken
+
+    /// The `platform` member as `RegisterBody.parsePlatform` reads it.
+    func platform() throws(APIError) -> Platform
+
+    /// The `environment` member as `RegisterBody.parseEnvironment` reads it.
+    func environment() throws(APIError) -> APNsEnvironment?
+}
+
+extension RegisterMembers {
+    func platform() throws(APIError) -> Platform { try RegisterBody.parsePlatform(self[field: .platform]) }
+
+    func environment() throws(APIError) -> APNsEnvironment? {
+        try RegisterBody.parseEnvironment(self[field: .environment])
+    }
 }
 
 extension JSONValue: RegisterMembers {

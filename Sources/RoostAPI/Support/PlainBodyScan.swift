@@ -128,6 +128,38 @@ struct PlainBodyScan: RegisterMembers {
         return try RegisterBody.model { () throws(RegistryRejection) in try result.get() }
     }
 
+    /// `RegisterBody.parsePlatform`'s answer, a string member's bytes
+    /// compared in place (no `String` built): a plain string is printable
+    /// ASCII without escapes, so its bytes are its text.
+    func platform() throws(APIError) -> Platform {
+        guard let (start, end, kind) = fieldValue(.platform), kind == .string else {
+            return try RegisterBody.parsePlatform(self[field: .platform])
+        }
+        let platform = body.withUnsafeBufferPointer { bytes -> Platform? in
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            if sameBytes(text, "ios") { return .ios }
+            if sameBytes(text, "android") { return .android }
+            return nil
+        }
+        guard let platform else { throw APIError(RegistryRejection.invalidPlatform) }
+        return platform
+    }
+
+    /// `RegisterBody.parseEnvironment`'s answer, compared in place as `platform()`.
+    func environment() throws(APIError) -> APNsEnvironment? {
+        guard let (start, end, kind) = fieldValue(.environment), kind == .string else {
+            return try RegisterBody.parseEnvironment(self[field: .environment])
+        }
+        let environment = body.withUnsafeBufferPointer { bytes -> APNsEnvironment? in
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            if sameBytes(text, "production") { return .production }
+            if sameBytes(text, "sandbox") { return .sandbox }
+            return nil
+        }
+        guard let environment else { throw APIError(RegistryRejection.invalidEnvironment) }
+        return environment
+    }
+
     /// Whether a top-level member may be named `name` (no member has its length: no).
     private func mayHold(_ name: String) -> Bool {
         nameLengths & Self.lengthBit(name.utf8.count) != 0

@@ -137,8 +137,13 @@ extension Device {
     }
 
     private static func withOptionalUTF8(_ text: String?, _ body: (UnsafeRawBufferPointer?) -> Void) {
-        guard var text else { return body(nil) }
-        text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+        guard let text else { return body(nil) }
+        // In place when contiguous (a native string always is): `withUTF8` on
+        // a `var` copy retained and released the string.
+        if text.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) == nil {
+            var contiguous = text
+            contiguous.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+        }
     }
 }
 
