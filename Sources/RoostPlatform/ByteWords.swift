@@ -81,7 +81,8 @@ package func countOfByte(_ byte: UInt8, in bytes: UnsafeBufferPointer<UInt8>, fr
             // One bit a byte moved to the byte's bottom, summed by a multiply into the
             // top byte (at most 8: no carry); `nonzeroBitCount` is ~18 instructions
             // a word without the `popcnt` instruction (this build's x86-64 baseline).
-            count += Int(truncatingIfNeeded: ((~nonzero & byteWordHighBits) >> 7) &* byteWordOnes >> 56)
+            // (`>>` binds tighter than `&*` in Swift: the product is parenthesized.)
+            count += Int(truncatingIfNeeded: (((~nonzero & byteWordHighBits) >> 7) &* byteWordOnes) >> 56)
             index += 8
         }
     }
