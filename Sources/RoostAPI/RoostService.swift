@@ -388,11 +388,12 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
 
         var isComplete: Bool { first != nil && rest.allSatisfy { $0 != nil } }
 
-        /// The outcomes in part order into `outcomes` (emptied first).
-        func write(into outcomes: inout [Outcome]) {
+        /// The outcomes in part order moved into `outcomes` (emptied first);
+        /// the parts are left empty.
+        mutating func move(into outcomes: inout [Outcome]) {
             outcomes.removeAll(keepingCapacity: true)
-            if let first { outcomes.append(first) }
-            for outcome in rest { if let outcome { outcomes.append(outcome) } }
+            if let first = first.take() { outcomes.append(first) }
+            rest.moveEach { outcome in if let outcome { outcomes.append(outcome) } }
         }
     }
 
@@ -516,10 +517,12 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         if wake { loop.executor.wake() }
     }
 
-    func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)]) {
+    func receive(_ outcomes: inout [(ticket: UInt64, outcome: Acknowledged)]) {
         loop.executor.preconditionOnLoop("LoopRequests.receive")
-        for (ticket, outcome) in outcomes {
-            if let done = waiting.record(outcome, ticket: ticket) { complete.append(done) }
+        // Moved into their requests: a copy retained each outcome, and the
+        // loop's list released it again.
+        outcomes.moveEach { delivered in
+            if let done = waiting.record(delivered.outcome, ticket: delivered.ticket) { complete.append(done) }
         }
         renderComplete()
     }
@@ -540,7 +543,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             if entry.failed {
                 entry.answer.finish(nil, LoopReply(requests: self, observed: entry.sink))
             } else {
-                entry.parts.write(into: &outcomes)
+                entry.parts.move(into: &outcomes)
                 entry.answer.finish(outcomes, LoopReply(requests: self, observed: entry.sink))
             }
             keepIfUnheld(&entry.sink)

@@ -93,8 +93,9 @@ package typealias Acknowledged = Outcome?
 /// Receives the outcomes of the commands a loop's requests submitted, on that
 /// loop's thread, once each is acknowledged (the API renders them there).
 package protocol OutcomeReceiver: AnyObject, Sendable {
-    /// Called on the loop thread with each finished command's ticket.
-    func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)])
+    /// Called on the loop thread with each finished command's ticket. Takes
+    /// the outcomes out (moved, not copied) and leaves the array empty.
+    func receive(_ outcomes: inout [(ticket: UInt64, outcome: Acknowledged)])
 }
 
 /// The waiting end of work submitted from outside the loops: resumes its

@@ -55,6 +55,9 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private var remote: Buckets<ShardCommand>
     private var elsewhere: Buckets<ShardOutcome>
     private var waiting: [ShardOutcome] = []
+    /// `waiting` while a release goes through it (empty otherwise, its
+    /// capacity kept): the outcomes it keeps go back to `waiting`.
+    private var releasing: [ShardOutcome] = []
     /// The commands of the turn being run, its outcomes, and the answers a
     /// release hands over, kept from turn to turn (no allocation per turn).
     private var turnCommands: [ShardCommand] = []
@@ -262,9 +265,11 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
         let unconfirmed = log.unconfirmedThrough
         delivered.removeAll(keepingCapacity: true)
         var earliest = LogSequenceNumber(UInt64.max)
-        var kept = 0
-        for position in waiting.indices {
-            let outcome = waiting[position]
+        // Each outcome moved out of the list and then delivered or moved back
+        // (in order): a copy of it, and of its answer, retained its outcome and
+        // origin and released them again (~10 retains a registration, issue 25).
+        swap(&waiting, &releasing)
+        releasing.moveEach { outcome in
             let answer: Acknowledged?
             if let waitsFor = outcome.waitsFor {
                 if waitsFor <= acknowledged {
@@ -280,21 +285,19 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
                 answer = .some(nil)
             }
             guard let answer else {
-                waiting[kept] = outcome
-                kept += 1
-                continue
+                waiting.append(outcome)
+                return
             }
             switch outcome.origin {
             case .loop(_, let ticket): delivered.append((ticket, answer))
             case .caller(let waiter, let position): waiter.deliver(position, answer)
             }
         }
-        waiting.removeSubrange(kept...)
-        if kept > 0 { log.wakeWhenAcknowledged(earliest, executor) }
+        if !waiting.isEmpty { log.wakeWhenAcknowledged(earliest, executor) }
         if !delivered.isEmpty {
             guard let receiver else { preconditionFailure("loop \(index) has outcomes but no receiver") }
-            receiver.receive(delivered)
-            delivered.removeAll(keepingCapacity: true)
+            receiver.receive(&delivered)
+            precondition(delivered.isEmpty, "the receiver left \(delivered.count) outcomes")
         }
     }
 }

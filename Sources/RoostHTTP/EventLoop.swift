@@ -478,34 +478,37 @@ final class EventLoop {
         swap(&taken, &deliveryStorage)
         mailbox.takeAll(into: &taken)
         let delivered = !taken.isEmpty
-        deliver(taken, now: now)
-        taken.removeAll(keepingCapacity: true)
+        deliver(&taken, now: now)
         deliveryStorage = taken
         if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
         return delivered
     }
 
-    private func deliver(_ deliveries: [Delivery], now: LoopInstant) {
-        for delivery in deliveries {
-            let fd = Int(UInt32(truncatingIfNeeded: delivery.connectionKey))
+    /// Hands each delivery to its connection, moved (a copy of an answer
+    /// retained its body and headers and released them again); leaves
+    /// `deliveries` empty with its capacity.
+    private func deliver(_ deliveries: inout [Delivery], now: LoopInstant) {
+        deliveries.moveEach { delivery in
+            let (key, sequence) = (delivery.connectionKey, delivery.sequence)
+            let fd = Int(UInt32(truncatingIfNeeded: key))
+            let payload = delivery.payload
             // The connection may have closed meanwhile: its answer is dropped, its stream aborted.
-            guard fd < connections.count, let connection = connections[fd], connection.key == delivery.connectionKey
-            else {
-                switch delivery.payload {
+            guard fd < connections.count, let connection = connections[fd], connection.key == key else {
+                switch payload {
                 case .streamStart(_, _, let stream), .streamReady(let stream): stream.abortFromServer()
                 case .response: break
                 }
-                continue
+                return
             }
-            switch delivery.payload {
+            switch consume payload {
             case .response(let response):
-                finishInProgress(delivery.sequence, of: connection)
-                connection.machine.answer(response, to: delivery.sequence, now: now)
+                finishInProgress(sequence, of: connection)
+                connection.machine.answer(response, to: sequence, now: now)
                 keepWrittenAnswer(of: connection)
             case .streamStart(let status, let headers, let stream):
-                finishInProgress(delivery.sequence, of: connection)
+                finishInProgress(sequence, of: connection)
                 let accepted = connection.machine.answerStream(
-                    status: status, headers: headers, stream: stream, to: delivery.sequence, now: now)
+                    status: status, headers: headers, stream: stream, to: sequence, now: now)
                 if !accepted { stream.abortFromServer() }
             case .streamReady:
                 break  // drive takes from the active stream

@@ -327,7 +327,7 @@ package struct HTTPConnectionMachine {
     }
 
     /// Supplies the answer for a dispatched or refused request. Exactly once per sequence.
-    package mutating func answer(_ response: HTTPResponse, to sequence: UInt64, now: LoopInstant) {
+    package mutating func answer(_ response: consuming HTTPResponse, to sequence: UInt64, now: LoopInstant) {
         _ = fill(sequence, with: .response(response), now: now)
     }
 
@@ -393,7 +393,7 @@ package struct HTTPConnectionMachine {
 
     /// Records `answer` in its slot and writes what is now in order. Returns
     /// false when a stream answer will not be sent.
-    private mutating func fill(_ sequence: UInt64, with answer: Answer, now: LoopInstant) -> Bool {
+    private mutating func fill(_ sequence: UInt64, with answer: consuming Answer, now: LoopInstant) -> Bool {
         switch state {
         case .closing(let firstDropped), .lingering(_, let firstDropped):
             // The connection ends before this request's turn.
@@ -651,13 +651,14 @@ package struct HTTPConnectionMachine {
     /// first), so output is always in request order.
     private mutating func flushAnsweredSlots() {
         precondition(activeStreamState == nil, "flushing answers behind an active stream")
-        while slotsHead < slots.count, let answer = slots[slotsHead].answer {
+        // Each answer taken out of its slot (moved: a copy retained its body
+        // and headers, and the slot released them again).
+        while slotsHead < slots.count, let answer = slots[slotsHead].answer.take() {
             let slot = slots[slotsHead]
             let isLast = slotsHead + 1 == slots.count
             output.compact()
-            switch answer {
+            switch consume answer {
             case .response(let response):
-                slots[slotsHead].answer = nil
                 slotsHead += 1
                 heldAnswerBytes -= response.body.count
                 precondition(heldAnswerBytes >= 0, "held answer bytes \(heldAnswerBytes) < 0")
@@ -675,7 +676,6 @@ package struct HTTPConnectionMachine {
                 let close = !slot.keepAlive || !chunked || (isDraining && isLast)
                 HTTPResponseWriter.appendStreamHead(
                     status: status, headers: headers, keepAlive: !close, chunked: chunked, to: &output.bytes)
-                slots[slotsHead].answer = nil
                 if let stream {
                     // The slot stays at the front until the body ends.
                     activeStreamState = ActiveStream(

@@ -62,11 +62,12 @@ final class ManualLog: MutationLog {
 final class ProbeReceiver: OutcomeReceiver, Sendable {
     let received = Mutex<[(ticket: UInt64, outcome: Acknowledged, thread: pthread_t)]>([])
 
-    func receive(_ outcomes: [(ticket: UInt64, outcome: Acknowledged)]) {
+    func receive(_ outcomes: inout [(ticket: UInt64, outcome: Acknowledged)]) {
         let thread = pthread_self()
         received.withLock { list in
             for (ticket, outcome) in outcomes { list.append((ticket, outcome, thread)) }
         }
+        outcomes.removeAll()
     }
 
     var count: Int { received.withLock { $0.count } }
