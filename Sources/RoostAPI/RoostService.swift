@@ -280,7 +280,10 @@ public final class RoostService: HTTPResponder {
             let caller = try authenticator.authorize(
                 route.access, request.head, nowSeconds: now / 1000, digests: digests)
             let idempotencyKey = Idempotency.applies(to: route) ? try Idempotency.key(request.head) : nil
-            let context = RequestContext(request: request, parameters: parameters, nowMilliseconds: now, caller: caller)
+            // The caller moves into the context and is read from there after
+            // (a copy retained each string of its key record).
+            let context = RequestContext(
+                request: request, parameters: parameters, nowMilliseconds: now, caller: consume caller)
             let outcome: RouteOutcome
             do throws(APIError) {
                 outcome = try route.handler(context)
@@ -290,12 +293,12 @@ public final class RoostService: HTTPResponder {
                 outcome = .response(error.response)
             }
             // The handler only decoded: nothing is applied before the work is wrapped.
-            guard let idempotencyKey, let owner = Idempotency.owner(caller) else { return outcome }
+            guard let idempotencyKey, let owner = Idempotency.owner(context.caller) else { return outcome }
             let tag = IdempotencyTag(
                 owner: owner, key: idempotencyKey, digest: Idempotency.digest(request),
                 at: Timestamp(millisecondsSinceEpoch: now))
             return Idempotency.wrap(
-                outcome, tag: tag, caller: caller,
+                outcome, tag: tag, caller: context.caller,
                 gate: IdempotencyGate(inFlight: idempotencyInFlight, catalog: catalog, registry: registry))
         } catch {
             return .response(error.response)
@@ -397,21 +400,16 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
         }
     }
 
+    /// A request waiting for its parts' outcomes, and then, complete, for
+    /// its render (the same value moves on: a second type copied each
+    /// reference of it; issue 25).
     private struct Waiting {
         var answer: EngineAnswer
         var sink: ObservedSink
         var parts: Parts
         var missing: Int
-        var failed = false
-    }
-
-    /// A request whose outcomes are all in, waiting to be rendered.
-    private struct Complete {
-        var answer: EngineAnswer
-        var sink: ObservedSink
-        var parts: Parts
         /// The log could not take a write among them.
-        var failed: Bool
+        var failed = false
     }
 
     /// Requests waiting for outcomes, in slots reused through `freeSlots`
@@ -436,7 +434,7 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
 
         /// Records the outcome of the part `ticket` names; returns its
         /// request, out of its slot, when that was the last part missing.
-        mutating func record(_ outcome: consuming Acknowledged, ticket: UInt64) -> Complete? {
+        mutating func record(_ outcome: consuming Acknowledged, ticket: UInt64) -> Waiting? {
             let slot = Int(ticket >> 4)
             let part = Int(ticket & 15)
             precondition(slot < slots.count && slots[slot] != nil, "outcome for an empty request slot \(slot)")
@@ -446,13 +444,14 @@ final class LoopRequests: OutcomeReceiver, @unchecked Sendable {
             guard missing == 0, let entry = slots[slot].take() else { return nil }
             freeSlots.append(slot)
             precondition(entry.failed || entry.parts.isComplete, "request \(slot) incomplete")
-            return Complete(answer: entry.answer, sink: entry.sink, parts: entry.parts, failed: entry.failed)
+            return entry
         }
     }
 
     let loop: ShardLoop
     private var waiting = WaitingRequests()
-    private var complete = RenderQueue<Complete>(budget: LoopRequests.renderingPerRoundMax)
+    /// Requests whose outcomes are all in, waiting to be rendered.
+    private var complete = RenderQueue<Waiting>(budget: LoopRequests.renderingPerRoundMax)
     /// The outcomes of the request being rendered, kept from request to request.
     private var rendering: [Outcome] = []
     /// Sinks of rendered requests that nothing else held, for the next

@@ -182,7 +182,7 @@ package actor Shard {
             }
         }
         let appended = appendRecords(of: &turn)
-        appendOutcomes(of: turn, appended: appended, to: &outcomes)
+        appendOutcomes(of: &turn, appended: appended, to: &outcomes)
     }
 
     /// Runs the run of consecutive commands on `key`'s index that starts at
@@ -434,31 +434,34 @@ package actor Shard {
     /// The turn's outcomes with what each waits for: a write its own
     /// append, a read every append so far (of any shard), and nothing (503
     /// now) for an index that may hold a change the log never acknowledged.
+    /// Moves the turn's answers and released waiters into `outcomes` (a copy
+    /// retained each outcome and its origin, and emptying the turn released
+    /// them again; issue 25), leaving both lists empty.
     private func appendOutcomes(
-        of turn: ShardTurn, appended: LogSequenceNumber?, to outcomes: inout [ShardOutcome]
+        of turn: inout ShardTurn, appended: LogSequenceNumber?, to outcomes: inout [ShardOutcome]
     ) {
         let readsWaitFor = appended ?? log.appendedThrough
         outcomes.reserveCapacity(outcomes.count + turn.answers.count + turn.released.count)
-        for answer in turn.answers {
+        turn.answers.moveEach { answer in
             guard !answer.refused, !unacknowledged.contains(answer.key) else {
                 // A write the log refused, or a read that may show one: 503.
                 outcomes.append(.unavailable(answer.origin))
-                continue
+                return
             }
             let dependsOn = loggedThrough[answer.key] ?? LogSequenceNumber(0)
+            let waitsFor = answer.changed ? dependsOn : readsWaitFor
             outcomes.append(
-                ShardOutcome(
-                    origin: answer.origin, outcome: answer.outcome,
-                    waitsFor: answer.changed ? dependsOn : readsWaitFor, dependsOn: dependsOn))
+                ShardOutcome(origin: answer.origin, outcome: answer.outcome, waitsFor: waitsFor, dependsOn: dependsOn))
         }
-        for (key, var waiter) in turn.released {
+        turn.released.moveEach { released in
+            var waiter = released.outcome
             // A read: it shows what every earlier append holds (and nothing of a refused one).
-            if unacknowledged.contains(key) {
+            if unacknowledged.contains(released.key) {
                 outcomes.append(.unavailable(waiter.origin))
-                continue
+                return
             }
             waiter.waitsFor = readsWaitFor
-            waiter.dependsOn = loggedThrough[key] ?? LogSequenceNumber(0)
+            waiter.dependsOn = loggedThrough[released.key] ?? LogSequenceNumber(0)
             outcomes.append(waiter)
         }
     }

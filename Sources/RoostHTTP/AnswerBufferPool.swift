@@ -42,15 +42,21 @@ final class AnswerBufferPool: @unchecked Sendable {
 
         mutating func keep(_ written: consuming HTTPResponse, bytesRetainedMax: Int) {
             // Not a range: `bufferBytesRetainedMax` may be 0 (keep none), and `1...0` traps.
+            // The arrays moved out of the answer (a copy retained each, and
+            // dropping the answer released it again).
             let bodyCapacity = written.body.capacity
             if bodies.count < AnswerBufferPool.keptMax, bodyCapacity > 0, bodyCapacity <= bytesRetainedMax {
-                bodies.append(written.body)
+                var body: [UInt8] = []
+                swap(&body, &written.body)
+                bodies.append(body)
             }
             let headersCapacity = written.headers.capacity
             if headerLists.count < AnswerBufferPool.keptMax, headersCapacity > 0,
                 headersCapacity <= AnswerBufferPool.headerFieldsRetainedMax
             {
-                headerLists.append(written.headers)
+                var headers: [(name: String, value: String)] = []
+                swap(&headers, &written.headers)
+                headerLists.append(headers)
             }
         }
 

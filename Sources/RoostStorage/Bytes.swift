@@ -76,4 +76,9 @@ package enum CRC32C {
     package static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
         bytes.withUnsafeBytes { roost_crc32c(crc, $0.baseAddress, $0.count) }
     }
+
+    /// Returns the CRC-32C of `bytes`, continuing from `crc` (0 to start). O(n).
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        roost_crc32c(crc, bytes.baseAddress, bytes.count)
+    }
 }

@@ -147,8 +147,9 @@ package struct GroupCommit<Waiter> {
         let first = nextLSN
         // What this append frames: a chunk started here gets room for all of it.
         let appendBytes = payloads.reduce(0) { $0 + SegmentFormat.recordBytes(payloadBytes: $1.count) }
-        for payload in payloads {
-            let span = SegmentFormat.recordBytes(payloadBytes: payload.count)
+        // By position: `for payload in payloads` retained each payload and released it again.
+        for index in payloads.indices {
+            let span = SegmentFormat.recordBytes(payloadBytes: payloads[index].count)
             if segmentOffset + span > segmentBytesMax {
                 chunks.append(
                     Chunk(rollTo: nextLSN, offset: SegmentFormat.headerBytes, bytes: takeBuffer(for: appendBytes)))
@@ -157,7 +158,7 @@ package struct GroupCommit<Waiter> {
                 chunks.append(Chunk(rollTo: nil, offset: segmentOffset, bytes: takeBuffer(for: appendBytes)))
             }
             SegmentFormat.appendRecord(
-                kind: .mutation, lsn: nextLSN, payload: payload, to: &chunks[chunks.count - 1].bytes)
+                kind: .mutation, lsn: nextLSN, payload: payloads[index], to: &chunks[chunks.count - 1].bytes)
             segmentOffset += span
             nextLSN = nextLSN.advanced(by: 1)
         }
