@@ -128,36 +128,47 @@ struct PlainBodyScan: RegisterMembers {
         return try RegisterBody.model { () throws(RegistryRejection) in try result.get() }
     }
 
-    /// `RegisterBody.parsePlatform`'s answer, a string member's bytes
-    /// compared in place (no `String` built): a plain string is printable
-    /// ASCII without escapes, so its bytes are its text.
+    /// `RegisterBody.parsePlatform`'s answer, a plain string member compared
+    /// in place (`plainText`).
     func platform() throws(APIError) -> Platform {
-        guard let (start, end, kind) = fieldValue(.platform), kind == .string else {
-            return try RegisterBody.parsePlatform(self[field: .platform])
+        switch plainText(of: .platform, is: "ios", or: "android") {
+        case .notPlain: try RegisterBody.parsePlatform(self[field: .platform])
+        case .first: .ios
+        case .second: .android
+        case .neither: throw APIError(RegistryRejection.invalidPlatform)
         }
-        let platform = body.withUnsafeBufferPointer { bytes -> Platform? in
-            let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            if sameBytes(text, "ios") { return .ios }
-            if sameBytes(text, "android") { return .android }
-            return nil
-        }
-        guard let platform else { throw APIError(RegistryRejection.invalidPlatform) }
-        return platform
     }
 
     /// `RegisterBody.parseEnvironment`'s answer, compared in place as `platform()`.
     func environment() throws(APIError) -> APNsEnvironment? {
-        guard let (start, end, kind) = fieldValue(.environment), kind == .string else {
-            return try RegisterBody.parseEnvironment(self[field: .environment])
+        switch plainText(of: .environment, is: "production", or: "sandbox") {
+        case .notPlain: try RegisterBody.parseEnvironment(self[field: .environment])
+        case .first: .production
+        case .second: .sandbox
+        case .neither: throw APIError(RegistryRejection.invalidEnvironment)
         }
-        let environment = body.withUnsafeBufferPointer { bytes -> APNsEnvironment? in
+    }
+
+    /// Which of two names a plain string member's bytes are.
+    private enum PlainTextMatch {
+        /// Absent, or not a string: the general reader answers.
+        case notPlain
+        case first, second, neither
+    }
+
+    /// Compares the string member `field` with `first` and `second` where its
+    /// bytes lie (no `String` built): a plain string is printable ASCII
+    /// without escapes, so its bytes are its text.
+    private func plainText(of field: RegisterField, is first: StaticString, or second: StaticString)
+        -> PlainTextMatch
+    {
+        guard let (start, end, kind) = fieldValue(field), kind == .string else { return .notPlain }
+        return body.withUnsafeBufferPointer { bytes in
             let text = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            if sameBytes(text, "production") { return .production }
-            if sameBytes(text, "sandbox") { return .sandbox }
-            return nil
+            if sameBytes(text, first) { return .first }
+            if sameBytes(text, second) { return .second }
+            return .neither
         }
-        guard let environment else { throw APIError(RegistryRejection.invalidEnvironment) }
-        return environment
     }
 
     /// Whether a top-level member may be named `name` (no member has its length: no).

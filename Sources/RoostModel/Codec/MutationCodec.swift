@@ -329,11 +329,20 @@ package enum MutationCodec {
     // MARK: Devices (read by `EncodedDevice`)
 
     private static func encode(_ id: DeviceID, into writer: inout LittleEndianWriter) {
-        writer.u32(id.appID.rawValue)
-        writer.u8(id.mode.rawValue)
-        writer.u8(id.platform.rawValue)
-        writer.u64(id.sequence)
+        writer.appendFields(bytesMax: deviceIDBytes) { encode(id, into: &$0) }
     }
+
+    /// A device id's bytes: the one spelling of them, for the device upsert
+    /// and the records that name a device.
+    private static func encode(_ id: DeviceID, into cursor: inout FieldCursor) {
+        cursor.u32(id.appID.rawValue)
+        cursor.u8(id.mode.rawValue)
+        cursor.u8(id.platform.rawValue)
+        cursor.u64(id.sequence)
+    }
+
+    /// The bytes `encode(_:into:)` writes for a device id.
+    private static let deviceIDBytes = 14
 
     /// The device's fields written straight into the record through a
     /// `FieldCursor` (`LittleEndianWriter.appendFields`): one bounds-checked
@@ -341,10 +350,7 @@ package enum MutationCodec {
     /// `LittleEndianWriter`'s, field by field (`MutationFormatTests`).
     private static func encode(_ device: Device, into writer: inout LittleEndianWriter) {
         writer.appendFields(bytesMax: encodedBytesMax(of: device)) { cursor in
-            cursor.u32(device.id.appID.rawValue)
-            cursor.u8(device.id.mode.rawValue)
-            cursor.u8(device.id.platform.rawValue)
-            cursor.u64(device.id.sequence)
+            encode(device.id, into: &cursor)
             cursor.u8(device.environment.rawValue)
             if let token = device.token {
                 token.withBytes { cursor.field($0) }
@@ -372,12 +378,7 @@ package enum MutationCodec {
             cursor.optionalString(device.locale)
             cursor.u8(device.pushPermission.map { $0 ? 2 : 1 } ?? 0)
             cursor.u8(device.optedIn ? 1 : 0)
-            // `Tags.encode`'s bytes: the stored encoding, or a zero count.
-            if device.tags.encoded.isEmpty {
-                cursor.u8(0)
-            } else {
-                device.tags.encoded.withUnsafeBytes { cursor.bytes($0) }
-            }
+            device.tags.encode(into: &cursor)
             cursor.optionalTimestamp(device.invalidatedAt)
             cursor.optionalString(device.invalidationReason?.rawValue)
             cursor.u32(device.strikes)
@@ -394,10 +395,10 @@ package enum MutationCodec {
 
     /// The most bytes `encode(_:into:)` writes for `device`.
     private static func encodedBytesMax(of device: Device) -> Int {
-        // id 14, environment 1, token length 2, digest 33, three timestamps 24,
+        // id, environment 1, token length 2, digest 33, three timestamps 24,
         // permission and opt-in 2, tags' count 1, invalidation time 8, strikes 4,
         // version 4, client sequence 9.
-        let fixed = 14 + 1 + 2 + 33 + 24 + 2 + 1 + 8 + 4 + 4 + 9
+        let fixed = deviceIDBytes + 1 + 2 + 33 + 24 + 2 + 1 + 8 + 4 + 4 + 9
         return fixed + (device.token?.byteCount ?? 0) + device.tags.encoded.count
             + FieldCursor.bytesMax(ofOptionalString: device.bundleID?.rawValue)
             + FieldCursor.bytesMax(ofOptionalString: device.installationID?.rawValue)

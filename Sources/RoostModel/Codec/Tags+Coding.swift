@@ -2,10 +2,16 @@ extension Tags {
     /// Writes the tags sorted by key: count `u8`, then per entry the key as a
     /// field and a type byte (0 string + field, 1 number + 8 bytes, 2 false, 3 true).
     func encode(into writer: inout LittleEndianWriter) {
+        writer.appendFields(bytesMax: Swift.max(encoded.count, 1)) { encode(into: &$0) }
+    }
+
+    /// `encode(into:)` through a cursor (the device upsert's): the stored
+    /// encoding as it is, or a zero count. The one spelling of the tags' bytes.
+    func encode(into cursor: inout FieldCursor) {
         if encoded.isEmpty {
-            writer.u8(0)
+            cursor.u8(0)
         } else {
-            writer.bytes.append(contentsOf: encoded)
+            encoded.withUnsafeBytes { cursor.bytes($0) }
         }
     }
 
