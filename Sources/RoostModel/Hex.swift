@@ -42,6 +42,40 @@ package enum Hex {
         return out
     }
 
+    /// Decodes eight hex digits (either case), loaded little-endian from
+    /// text (the first character in the lowest byte), into their four bytes
+    /// (the first byte in the lowest byte of the result), or nil when a
+    /// character is not a hex digit: `digitValue` for a word at once (SWAR,
+    /// ~30 instructions for eight characters against ~16 a character one at
+    /// a time; a token's 64 characters on every registration, issue 25).
+    @inline(__always)
+    package static func decodeWord(_ word: UInt64) -> UInt32? {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        guard word & highBits == 0 else { return nil }
+        // Upper-case letters folded onto lower-case ones: only 0x41–0x46 and
+        // 0x61–0x66 fold into a–f. Digits are checked unfolded (0x10–0x19
+        // would fold onto them), and keep their values (the 0x20 bit is set).
+        let folded = word | (ones &* 0x20)
+        // A byte below 0x80 plus (0x80 − low) reaches its high bit exactly when
+        // it is at least `low`; no carry leaves the byte.
+        let atLeastZero = word &+ ones &* (0x80 - 0x30)
+        let aboveNine = word &+ ones &* (0x7F - 0x39)
+        let atLeastA = folded &+ ones &* (0x80 - 0x61)
+        let aboveF = folded &+ ones &* (0x7F - 0x66)
+        let digits = atLeastZero & ~aboveNine & highBits
+        let letters = atLeastA & ~aboveF & highBits
+        guard digits | letters == highBits else { return nil }
+        // A digit's value is its low nibble; a letter's low nibble is 1–6 for a–f.
+        let nibbles = (folded & (ones &* 0x0F)) &+ (letters >> 7) &* 9
+        // Pairs of nibbles into bytes, one in each 16-bit lane, then packed.
+        let laneNibbles: UInt64 = 0x000F_000F_000F_000F
+        var packed = ((nibbles & laneNibbles) << 4) | ((nibbles >> 8) & laneNibbles)
+        packed = (packed | (packed >> 8)) & 0x0000_FFFF_0000_FFFF
+        packed = (packed | (packed >> 16)) & 0x0000_0000_FFFF_FFFF
+        return UInt32(truncatingIfNeeded: packed)
+    }
+
     /// Returns the value of one hex digit (either case), or nil.
     package static func digitValue(_ byte: UInt8) -> UInt8? {
         switch byte {
