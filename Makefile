@@ -6,6 +6,11 @@ SYSTEM_DEPS  := libzstd-dev libssl-dev pkg-config python3 python3-venv
 # Tests only: DamageTests injects ENOSPC into a running server's log writes.
 SYSTEM_DEPS  += strace
 BUILD_FLAGS  := --explicit-target-dependency-import-check=error
+# Release builds link the Swift runtime into the binary (decision 0093): its
+# calls (retain, release, exclusivity checks) are direct and its thread-local
+# look-ups cheaper, and the binary runs where no Swift toolchain is installed.
+# Every `-c release` build uses these flags, so that one build serves them all.
+RELEASE_FLAGS := $(BUILD_FLAGS) --static-swift-stdlib
 LISTEN       ?= 127.0.0.1:8080
 DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
@@ -35,7 +40,7 @@ build: deps
 	$(SWIFT) build $(BUILD_FLAGS)
 
 release: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS)
+	$(SWIFT) build -c release $(RELEASE_FLAGS)
 
 ## Build release and serve on $(LISTEN) with data in $(DATA). `exec`: the shell
 ## becomes roost, so the SIGTERM or SIGINT that make forwards reaches the
@@ -69,7 +74,7 @@ test: deps test-deps lint test-venv fuzz-smoke
 ## release modules exist (crash-short builds them).
 alloc-budget: deps
 	$(SWIFT) build $(BUILD_FLAGS) --build-tests
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-alloc-count
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-alloc-count
 	ROOST_ALLOC_COUNT_BIN=$(RELEASE_DIR)/roost-alloc-count $(SWIFT) test $(BUILD_FLAGS) --skip-build --no-parallel \
 	  --filter AllocationBudgetTests
 
@@ -148,8 +153,8 @@ console-assets:
 ## The release binaries the harnesses run (roost-bench load/crash, make bench).
 RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 release-harness: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 
 CRASH_CYCLES ?= 8
 CRASH_SEED   ?= 20261201
@@ -180,7 +185,7 @@ bench-peers: release-harness bench-deps
 ## RSS per device, restart from snapshot/RDB and log/AOF (prints the table).
 BENCH_RESTARTS ?= 3
 bench-memory: bench-deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 	nice -n 10 python3 Benchmarks/peers/memory.py --roost-bin "$(RELEASE_DIR)/roost" --devices $(BENCH_DEVICES) \
 	  --restarts $(BENCH_RESTARTS)
 
@@ -198,8 +203,8 @@ bench-durability: release-harness
 ## Needs wrk and nginx. ROOST_BIN_BASELINE=/path/to/roost alternates a second binary.
 BENCH_ROUNDS ?= 3
 bench-spine: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
 	Benchmarks/spine/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
 
 ## Attribution (issue 25 item 1): server CPU per registration at older commits
@@ -208,16 +213,16 @@ bench-spine: deps
 ## .build/attribute/bin. Needs wrk and nginx. SPINE_POLICY (default never).
 ATTRIBUTE_COMMITS ?= c1174b5 441236a
 bench-attribute: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 	Benchmarks/spine/attribute.sh $(BENCH_SECONDS) $(BENCH_ROUNDS) \
 	  $$(Benchmarks/spine/build-commits.sh $(ATTRIBUTE_COMMITS)) \
-	  HEAD=$$($(SWIFT) build -c release $(BUILD_FLAGS) --show-bin-path)/roost
+	  HEAD=$$($(SWIFT) build -c release $(RELEASE_FLAGS) --show-bin-path)/roost
 
 ## User-space instructions per registration, counted by valgrind's callgrind (the
 ## median of three runs), for changes too small for bench-attribute (docs/benchmarking.md).
 bench-instructions: deps
 	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind"
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 	python3 Benchmarks/spine/instructions.py $$($(SWIFT) build -c release --show-bin-path)/roost
 
 ## Latency by fsync policy (issue 25's p99): one open-loop run per POLICY@RATE of
@@ -226,21 +231,21 @@ bench-instructions: deps
 ## picks another binary; TMPDIR=/dev/shm puts the data on tmpfs (the sync's cost apart).
 LATENCY_RUNS ?= always@20000 never@20000
 bench-latency: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
 	Benchmarks/spine/latency_by_policy.sh $(BENCH_SECONDS) $(LATENCY_RUNS)
 
 ## Fairness (issue 9): one app's p50 while another floods (docs/performance.md). Needs wrk.
 ## ROOST_BIN_BASELINE=/path/to/roost alternates a second binary; FAIR_NICE, FAIR_FSYNC_DELAY_US.
 bench-fairness: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
 	Benchmarks/fairness/run.sh $(BENCH_SECONDS) $(BENCH_ROUNDS)
 
 ## In-process registrations/s through the Registry and RSS bytes per device.
 BENCH_DEVICES ?= 1000000
 bench-registry: deps
-	$(SWIFT) build -c release $(BUILD_FLAGS) --product roost-bench
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
 	$$($(SWIFT) build -c release --show-bin-path)/roost-bench registry --devices $(BENCH_DEVICES) --shards 1
 
 ## Long crash soak: `roost-bench crash` with $(SOAK_CYCLES) kill -9 cycles of the

@@ -50,7 +50,7 @@ bench_binaries() {
   ROOST_BENCH_BIN=${ROOST_BENCH_BIN:-$(bench_bin_dir)/roost-bench}
   local b
   for b in "$ROOST_BIN" "$ROOST_BENCH_BIN"; do
-    [ -x "$b" ] || { echo "not an executable: $b (build: swift build -c release --product roost; --product roost-bench)"; exit 1; }
+    [ -x "$b" ] || { echo "not an executable: $b (build: make release-harness)"; exit 1; }
   done
 }
 

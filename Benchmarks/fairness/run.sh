@@ -50,7 +50,7 @@ BIN=${ROOST_BIN:-$(bin_dir)/roost}
 BENCH_BIN=${ROOST_BENCH_BIN:-$(bin_dir)/roost-bench}
 BASELINE=${ROOST_BIN_BASELINE:-}
 for b in "$BIN" "$BENCH_BIN" ${BASELINE:+"$BASELINE"}; do
-  [ -x "$b" ] || { echo "not an executable: $b (build: swift build -c release)"; exit 1; }
+  [ -x "$b" ] || { echo "not an executable: $b (build: make release)"; exit 1; }
 done
 
 work=$(mktemp -d "${DATA_ROOT:-${TMPDIR:-/var/tmp}}/roost-bench-fairness.XXXXXX")
