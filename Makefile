@@ -9,8 +9,10 @@ BUILD_FLAGS  := --explicit-target-dependency-import-check=error
 # Release builds link the Swift runtime into the binary (decision 0093): its
 # calls (retain, release, exclusivity checks) are direct and its thread-local
 # look-ups cheaper, and the binary runs where no Swift toolchain is installed.
+# They are optimised whole at link time (decision 0094): LLVM inlines across
+# modules what Swift's own optimiser does not (members of `package` types).
 # Every `-c release` build uses these flags, so that one build serves them all.
-RELEASE_FLAGS := $(BUILD_FLAGS) --static-swift-stdlib
+RELEASE_FLAGS := $(BUILD_FLAGS) --static-swift-stdlib --experimental-lto-mode=full
 LISTEN       ?= 127.0.0.1:8080
 DATA         ?= ./roost-data
 BENCH_SECONDS ?= 10
@@ -221,7 +223,7 @@ bench-attribute: deps
 ## User-space instructions per registration, counted by valgrind's callgrind (the
 ## median of three runs), for changes too small for bench-attribute (docs/benchmarking.md).
 bench-instructions: deps
-	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind"
+	@$(MAKE) --no-print-directory deps SYSTEM_DEPS="$(SYSTEM_DEPS) valgrind binutils"
 	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 	python3 Benchmarks/spine/instructions.py $$($(SWIFT) build -c release --show-bin-path)/roost
 

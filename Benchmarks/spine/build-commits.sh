@@ -7,8 +7,9 @@
 # (.build/attribute/worktree, so each build after the first is incremental)
 # and copies its binary to .build/attribute/bin/COMMIT. A binary already there
 # is kept. Prints LABEL=BINARY for each, the arguments attribute.sh takes.
-# Built as the Makefile builds release (`--static-swift-stdlib`, decision
-# 0093), whatever the commit's own Makefile said, so that builds compare alike.
+# Built as the Makefile builds release (`--static-swift-stdlib
+# --experimental-lto-mode=full`, decisions 0093 and 0094), whatever the
+# commit's own Makefile said, so that builds compare alike.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -22,7 +23,7 @@ for commit in "$@"; do
   if [ ! -x "$bins/$commit" ]; then
     git -C "$tree" checkout -q --detach "$commit"
     started=$(date +%s)
-    (cd "$tree" && swift build -c release --static-swift-stdlib --product roost > "$bins/$commit.log" 2>&1) \
+    (cd "$tree" && swift build -c release --static-swift-stdlib --experimental-lto-mode=full --product roost > "$bins/$commit.log" 2>&1) \
       || { echo "the build of $commit failed: $bins/$commit.log" >&2; exit 1; }
     cp "$(cd "$tree" && swift build -c release --show-bin-path)/roost" "$bins/$commit"
     echo "built $commit in $(($(date +%s) - started)) s" >&2

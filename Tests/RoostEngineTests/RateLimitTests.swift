@@ -59,6 +59,30 @@ struct RateLimiterTests {
         #expect(limiter.admit(1, now: now + 2 * second) != .allowed)
     }
 
+    @Test("every set keeps its own keys and arrival times, and a copy (another alignment) answers the same")
+    func setsAreApart() {
+        let rate = RateLimit(burst: 1, intervalNanoseconds: 10 * second)
+        let capacity = 8 * RateLimiter.ways
+        var limiter = RateLimiter(rate: rate, capacity: capacity)
+        // The set is chosen by the hash's high half: `ways` keys in each of the 8 sets.
+        let keys = (0..<8).flatMap { set in (0..<RateLimiter.ways).map { UInt64(set) << 32 | UInt64($0 + 1) } }
+        for key in keys { #expect(limiter.admit(key, now: second) == .allowed) }
+        #expect(limiter.activeEntries(now: second) == capacity)
+        #expect(limiter.evictions == 0)
+        var copy = limiter
+        for key in keys {
+            #expect(copy.admit(key, now: 2 * second) == .refused(retryAfterSeconds: 9))
+        }
+        // The copy's refusals changed nothing in the original, and the reverse.
+        #expect(limiter.refusals == 0)
+        #expect(limiter.admit(keys[0], now: 11 * second) == .allowed)
+        #expect(copy.admit(keys[1], now: 2 * second) == .refused(retryAfterSeconds: 9))
+        #expect(copy.activeEntries(now: 2 * second) == capacity)
+        // Arrival times belong to their keys: the first key's is 21 s in the original, 11 s in the copy.
+        #expect(limiter.admit(keys[0], now: 12 * second) == .refused(retryAfterSeconds: 9))
+        #expect(copy.admit(keys[0], now: 12 * second) == .allowed)
+    }
+
     @Test("an entry whose key went idle is reused without counting an eviction")
     func idleEntriesAreFree() {
         var limiter = RateLimiter(rate: RateLimit(burst: 1, intervalNanoseconds: second), capacity: RateLimiter.ways)
