@@ -59,7 +59,7 @@ struct RateLimiterTests {
         #expect(limiter.admit(1, now: now + 2 * second) != .allowed)
     }
 
-    @Test("every set keeps its own keys and arrival times, and a copy (another alignment) answers the same")
+    @Test("every set keeps its own keys and arrival times, and a copy answers the same without changing the original")
     func setsAreApart() {
         let rate = RateLimit(burst: 1, intervalNanoseconds: 10 * second)
         let capacity = 8 * RateLimiter.ways
