@@ -44,10 +44,12 @@ build: deps
 release: deps
 	$(SWIFT) build -c release $(RELEASE_FLAGS)
 
-## Build release and serve on $(LISTEN) with data in $(DATA). `exec`: the shell
+## Build release (`roost` alone: each executable is linked as a whole
+## program, decision 0094) and serve on $(LISTEN) with data in $(DATA). `exec`: the shell
 ## becomes roost, so the SIGTERM or SIGINT that make forwards reaches the
 ## server (it drains and exits 0) instead of leaving it orphaned and serving.
-serve: release
+serve: deps
+	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
 	exec "$$($(SWIFT) build -c release --show-bin-path)/roost" serve --listen $(LISTEN) --data $(DATA)
 
 lint:
@@ -152,11 +154,12 @@ test-venv:
 console-assets:
 	python3 scripts/console-assets.py
 
-## The release binaries the harnesses run (roost-bench load/crash, make bench).
+## The release binaries the harnesses run (roost-bench load/crash, make bench,
+## roost-alloc-count for alloc-budget): all in one build, so that their
+## whole-program links (decision 0094, ~75 s each on one core) run side by side.
 RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
 release-harness: deps
-	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost-bench
-	$(SWIFT) build -c release $(RELEASE_FLAGS) --product roost
+	$(SWIFT) build -c release $(RELEASE_FLAGS)
 
 CRASH_CYCLES ?= 8
 CRASH_SEED   ?= 20261201
