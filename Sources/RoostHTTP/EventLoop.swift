@@ -477,10 +477,14 @@ final class EventLoop {
         var taken: [Delivery] = []
         swap(&taken, &deliveryStorage)
         mailbox.takeAll(into: &taken)
+        // The drain begins before the answers taken go out: an answer posted
+        // after the shutdown began is taken with it in view, and must already
+        // say `Connection: close` (it went out keep-alive when the drain began
+        // after delivering, in the round the loop learnt of the shutdown).
+        if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
         let delivered = !taken.isEmpty
         deliver(&taken, now: now)
         deliveryStorage = taken
-        if shared.isShuttingDown && drainDeadline == nil { beginDrain(now: now) }
         return delivered
     }
 

@@ -369,6 +369,31 @@ struct HTTPServerTests {
         #expect(throws: LoopbackError.self) { _ = try LoopbackConnection(port: port) }
     }
 
+    @Test(
+        "an answer that reaches a loop in the round it learns of the shutdown already says Connection: close"
+    )
+    func answerInTheRoundTheDrainBegins() throws {
+        // One loop: `/block` holds its thread inside `respond` while the test
+        // begins the shutdown and answers `/hold`, so the loop's next look at
+        // its mailbox finds the answer and the shutdown together.
+        let responder = BlockingResponder()
+        try withResponderServer(responder, loops: 1) { port, server in
+            let busy = try LoopbackConnection(port: port)
+            try busy.send(get("/hold"))
+            #expect(ConditionWait.until { responder.inner.heldCount == 1 })
+            let blocker = try LoopbackConnection(port: port)
+            try blocker.send(get("/block"))
+            #expect(ConditionWait.until { responder.isBlocking })
+            server.beginShutdown()
+            responder.inner.releaseHeld()
+            responder.unblock()
+            #expect(try blocker.readResponse().bodyText == "GET /block 0")
+            let answer = try busy.readResponse()
+            #expect(answer.bodyText == "held")
+            #expect(answer.header("Connection") == "close")
+        }
+    }
+
     @Test("an invalid configuration is refused before anything binds")
     func invalidConfiguration() {
         var limits = HTTPServerLimits()
@@ -378,4 +403,28 @@ struct HTTPServerTests {
             _ = try HTTPServer(configuration: configuration, responder: TestResponder())
         }
     }
+}
+
+/// `TestResponder`, with `/block`: `respond` does not return (the loop's
+/// thread waits in it) until `unblock` is called.
+final class BlockingResponder: HTTPResponder {
+    let inner = TestResponder()
+    private let blocking = Atomic<Bool>(false)
+    private let released = Atomic<Bool>(false)
+
+    var isBlocking: Bool { blocking.load(ordering: .acquiring) }
+
+    func unblock() { released.store(true, ordering: .releasing) }
+
+    func bodyLimitBytes(for head: HTTPRequestHead) -> Int { inner.bodyLimitBytes(for: head) }
+
+    func respond(to request: HTTPRequest, sink: any HTTPReplySink) -> HTTPResponderResult {
+        if request.head.target == "/block" {
+            blocking.store(true, ordering: .releasing)
+            #expect(ConditionWait.until { self.released.load(ordering: .acquiring) })
+        }
+        return inner.respond(to: request, sink: sink)
+    }
+
+    func response(for failure: HTTPRequestFailure) -> HTTPResponse { inner.response(for: failure) }
 }
