@@ -155,11 +155,11 @@ console-assets:
 	python3 scripts/console-assets.py
 
 ## The release binaries the harnesses run (roost-bench load/crash, make bench,
-## roost-alloc-count for alloc-budget): all in one build, so that their
-## whole-program links (decision 0094, ~75 s each on one core) run side by side.
+## roost-alloc-count for alloc-budget): `release`, every executable in one
+## build, so that their whole-program links (decision 0094, ~75 s each on one
+## core) run side by side.
 RELEASE_DIR = $(shell $(SWIFT) build -c release --show-bin-path)
-release-harness: deps
-	$(SWIFT) build -c release $(RELEASE_FLAGS)
+release-harness: release
 
 CRASH_CYCLES ?= 8
 CRASH_SEED   ?= 20261201

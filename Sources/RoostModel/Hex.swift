@@ -31,15 +31,39 @@ package enum Hex {
     package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2)
+        var decoded = true
+        let out = [UInt8](unsafeUninitializedCapacity: utf8.count / 2) { out, initialized in
+            decoded = utf8.withUnsafeBufferPointer { decode($0, into: out) }
+            initialized = decoded ? utf8.count / 2 : 0
+        }
+        return decoded ? out : nil
+    }
+
+    /// Writes the bytes of the hex digits `text` (either case; an even count)
+    /// into `out`, which has room for exactly half as many; returns false, with
+    /// `out` partly written, when a character is not a hex digit. Eight
+    /// characters at a time (`decodeWord`), the rest in pairs: the one loop
+    /// behind `decode` and a token's text (`PushToken.init(parsingUTF8:)`). O(text).
+    @inline(__always)
+    package static func decode(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool
+    {
+        precondition(text.count % 2 == 0 && out.count == text.count / 2, "\(out.count) places for \(text.count) digits")
         var index = 0
-        while index < utf8.count {
-            guard let high = digitValue(utf8[index]), let low = digitValue(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
+        if let source = text.baseAddress, let target = out.baseAddress {
+            let (characters, bytes) = (UnsafeRawPointer(source), UnsafeMutableRawPointer(target))
+            while index + 8 <= text.count {
+                let word = UInt64(littleEndian: characters.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                guard let four = decodeWord(word) else { return false }
+                bytes.storeBytes(of: four.littleEndian, toByteOffset: index / 2, as: UInt32.self)
+                index += 8
+            }
+        }
+        while index < text.count {
+            guard let high = digitValue(text[index]), let low = digitValue(text[index + 1]) else { return false }
+            out[index / 2] = high << 4 | low
             index += 2
         }
-        return out
+        return true
     }
 
     /// Decodes eight hex digits (either case), loaded little-endian from
@@ -47,8 +71,8 @@ package enum Hex {
     /// (the first byte in the lowest byte of the result), or nil when a
     /// character is not a hex digit: `digitValue` for a word at once (SWAR,
     /// ~40 instructions for eight characters against ~16 a character one at
-    /// a time, inlined into `PushToken.init(parsingUTF8:)`: a token's 64
-    /// characters on every registration, issue 25).
+    /// a time, inlined into `decode(_:into:)`: a token's 64 characters on
+    /// every registration, issue 25).
     @inline(__always)
     package static func decodeWord(_ word: UInt64) -> UInt32? {
         let ones: UInt64 = 0x0101_0101_0101_0101

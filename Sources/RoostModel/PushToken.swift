@@ -93,24 +93,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
             else { throw .invalidTokenFormat }
             let decoded = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: utf8.count / 2) {
                 decoded -> Storage? in
-                var index = 0
-                // Eight characters at a time (`Hex.decodeWord`), the rest in pairs.
-                if let text = utf8.baseAddress, let out = decoded.baseAddress {
-                    let (source, target) = (UnsafeRawPointer(text), UnsafeMutableRawPointer(out))
-                    while index + 8 <= utf8.count {
-                        let word = UInt64(littleEndian: source.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                        guard let bytes = Hex.decodeWord(word) else { return nil }
-                        target.storeBytes(of: bytes.littleEndian, toByteOffset: index / 2, as: UInt32.self)
-                        index += 8
-                    }
-                }
-                while index < utf8.count {
-                    guard let high = Hex.digitValue(utf8[index]), let low = Hex.digitValue(utf8[index + 1]) else {
-                        return nil
-                    }
-                    decoded[index / 2] = high << 4 | low
-                    index += 2
-                }
+                guard Hex.decode(utf8, into: decoded) else { return nil }
                 return Storage(UnsafeRawBufferPointer(decoded))
             }
             guard let decoded else { throw .invalidTokenFormat }

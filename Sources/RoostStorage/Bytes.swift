@@ -69,12 +69,12 @@ package enum Bytes {
 package enum CRC32C {
     /// Returns the CRC-32C of `bytes`, continuing from `crc` (0 to start). O(n).
     package static func checksum(_ bytes: ArraySlice<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
-        bytes.withUnsafeBytes { roost_crc32c(crc, $0.baseAddress, $0.count) }
+        bytes.withUnsafeBytes { checksum($0, continuing: crc) }
     }
 
     /// Returns the CRC-32C of `bytes`, continuing from `crc` (0 to start). O(n).
     package static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
-        bytes.withUnsafeBytes { roost_crc32c(crc, $0.baseAddress, $0.count) }
+        bytes.withUnsafeBytes { checksum($0, continuing: crc) }
     }
 
     /// Returns the CRC-32C of `bytes`, continuing from `crc` (0 to start). O(n).
