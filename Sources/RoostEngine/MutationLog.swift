@@ -15,6 +15,17 @@ package protocol MutationLog: Sendable {
     /// (then nothing of this append is acknowledged).
     func append(_ records: [[UInt8]]) -> LogSequenceNumber?
 
+    /// Appends as `append` does, but the records may wait for `writeHeld()`
+    /// to be written: a loop appends its shards' turns this way and calls
+    /// `writeHeld()` once at the end of the round, before it releases
+    /// answers (one write for the round, on the loop's thread when the log
+    /// allows it).
+    func appendHeld(_ records: [[UInt8]]) -> LogSequenceNumber?
+
+    /// Writes what `appendHeld` left waiting, or hands it to the log's own
+    /// writer (`WriteAheadLog.writeHeld`).
+    func writeHeld()
+
     /// The LSN of the last record appended so far: a read waits for it, so
     /// that it never shows a write that could still be lost.
     var appendedThrough: LogSequenceNumber { get }
@@ -43,6 +54,9 @@ package protocol MutationLog: Sendable {
 }
 
 extension MutationLog {
+    /// A log that writes each append by itself holds nothing back.
+    package func appendHeld(_ records: [[UInt8]]) -> LogSequenceNumber? { append(records) }
+    package func writeHeld() {}
     /// Every log of one node takes the writes of its shards.
     package var takesLocalWrites: Bool { true }
     /// One node's log never gives up on a record it has not failed.

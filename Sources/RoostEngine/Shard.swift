@@ -370,7 +370,8 @@ package actor Shard {
     /// appended (nil: nothing appended, or refused).
     private func appendRecords(of turn: inout ShardTurn) -> LogSequenceNumber? {
         guard !turn.records.isEmpty else { return nil }
-        guard let appended = log.append(turn.records) else {
+        // Held: the loop running this turn writes the round's records once, at its end.
+        guard let appended = log.appendHeld(turn.records) else {
             // Refused: these changes are in memory and nowhere else.
             unacknowledged.formUnion(turn.written)
             return nil

@@ -186,8 +186,13 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
             }
         }
         remote.drain { owner, commands in set.loops[owner].post(commands: &commands) }
+        let ranTurns = !pendingShards.isEmpty || timersSet > 0
         runTurns(set)
         if timersSet > 0 { runDueTimers(set) }
+        // The turns' records, held by the log, written (or handed to its
+        // writer) now: before this loop releases answers, and before other
+        // loops are handed theirs.
+        if ranTurns { log.writeHeld() }
         elsewhere.drain { loop, outcomes in set.loops[loop].post(outcomes: &outcomes) }
         release()
     }

@@ -3,9 +3,10 @@ import RoostStorage
 import Synchronization
 
 /// The engine's records go to the write-ahead log: one append per shard per
-/// round, acknowledged by the log's I/O thread after the covering fdatasync
-/// (`always`) or the write (`everysec`, `never`), which then wakes each
-/// waiting loop once.
+/// round, acknowledged after the covering fdatasync (`always`, by the log's
+/// I/O thread) or the write (`everysec`, `never`: by the loop itself at the
+/// end of its round when the I/O thread is idle, `writeHeld`); whoever
+/// wrote then wakes each waiting loop once.
 package final class WALMutationLog: MutationLog {
     package let wal: WriteAheadLog
     /// Record bytes appended since the last snapshot began (its trigger).
@@ -16,9 +17,21 @@ package final class WALMutationLog: MutationLog {
     }
 
     package func append(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        append(records, held: false)
+    }
+
+    package func appendHeld(_ records: [[UInt8]]) -> LogSequenceNumber? {
+        append(records, held: true)
+    }
+
+    package func writeHeld() {
+        wal.writeHeld()
+    }
+
+    private func append(_ records: [[UInt8]], held: Bool) -> LogSequenceNumber? {
         precondition(!records.isEmpty, "an append of no records")
         do {
-            let lsns = try wal.append(records)
+            let lsns = held ? try wal.appendHeld(records) : try wal.append(records)
             var bytes = 0
             for record in records { bytes += record.count }
             growth.appended(bytes)

@@ -264,6 +264,43 @@ package struct GroupCommit<Waiter> {
         return Plan(steps: steps, writtenThrough: writtenThrough, syncs: syncs)
     }
 
+    /// Returns a plan the appender may perform on its own thread, or nil
+    /// when the I/O thread must do the work (`nextIO`): only writes, under a
+    /// policy that acknowledges on the write (`everysec`, `never`), with no
+    /// plan in flight, no waiter with a completion, no roll (it fdatasyncs
+    /// and creates a file), no sync due or requested, no log-end mark due and
+    /// the log not closing. The plan is in flight until `ioSucceeded` or
+    /// `ioFailed`, as one from `nextIO` is. O(chunks).
+    package mutating func nextWriteOnAppender(nowNanoseconds: UInt64) -> Plan? {
+        guard policy != .always, failure == nil, !ioInFlight, !closing, waiters.isEmpty, !chunks.isEmpty,
+            syncRequestedThrough <= syncedLSN, !markDue(nowNanoseconds: nowNanoseconds)
+        else { return nil }
+        if policy == .everysec, let since = unsyncedSinceNanoseconds,
+            nowNanoseconds >= since &+ syncIntervalNanoseconds
+        {
+            return nil
+        }
+        for chunk in chunks where chunk.rollTo != nil { return nil }
+        var steps: [Step] = []
+        swap(&steps, &spareSteps)
+        for chunk in chunks where !chunk.bytes.isEmpty {
+            steps.append(.write(bytes: chunk.bytes, offset: chunk.offset))
+        }
+        chunks.removeAll(keepingCapacity: true)
+        ioInFlight = true
+        return Plan(steps: steps, writtenThrough: LogSequenceNumber(nextLSN.rawValue - 1), syncs: false)
+    }
+
+    /// True when, after an appender reported its plan (`nextWriteOnAppender`),
+    /// the I/O thread must be woken: records or a requested sync wait, a
+    /// waiter waits, the log closes or failed, or its wake deadline moved
+    /// from `deadlineBefore` (`wakeDeadline()` when the plan was taken: the
+    /// first unsynced write under `everysec` sets one). Otherwise the thread
+    /// sleeps on as it would have with nothing new.
+    package func needsIOThread(deadlineBefore: UInt64?) -> Bool {
+        hasWorkNow || !waiters.isEmpty || closing || failure != nil || wakeDeadline() != deadlineBefore
+    }
+
     /// Returns when the I/O thread must wake without being signalled (the
     /// everysec sync), or nil to wait for a signal.
     package func wakeDeadline() -> UInt64? {

@@ -8,12 +8,15 @@ import Synchronization
 /// Durability protocol (docs/storage.md): appenders frame records into a
 /// buffer under a lock and get LSNs in one total order; the I/O thread writes
 /// the buffer with pwrite, then fdatasyncs (always) and only then calls the
-/// completions. After any write or sync error the log is failed: every
+/// completions. Under everysec and never a loop may write its round's
+/// records itself when only writes are due (`writeHeld`, decision 0095). After any write or sync error the log is failed: every
 /// pending and later append fails, nothing is synced again, and a restart
 /// recovers from what is on disk.
 package final class WriteAheadLog: Sendable {
     /// Called once per `append(_:completion:)`, in LSN order, on the I/O
-    /// thread, with the batch's last LSN or the failure. Must not block, and
+    /// thread (or, for a failure or a satisfied `barrier`, on a loop whose
+    /// own write the report was: `writeHeld`), with the batch's last LSN or
+    /// the failure. Must not block, and
     /// must not call `sync`, `checkpoint` or `close` (they wait for that
     /// thread: deadlock). `append` is fine. The request path uses no
     /// completions: it appends with `append(_:)` and watches
@@ -31,6 +34,9 @@ package final class WriteAheadLog: Sendable {
         package var waitNanoseconds: UInt64 = 0
         /// Loop wake-ups sent because records they wait for became acknowledged.
         package var loopWakeups: UInt64 = 0
+        /// Plans an appender performed on its own thread (`writeHeld`),
+        /// counted in `plans` too.
+        package var writesOnAppender: UInt64 = 0
         /// Appends accepted (one per shard turn or tool call, each of one or more records).
         package var appends: UInt64 = 0
         /// Bytes written to segments (records with their framing).
@@ -179,6 +185,61 @@ package final class WriteAheadLog: Sendable {
             return result
         }
         return try result.get()
+    }
+
+    /// Appends `payloads` as `append(_:)` does, without waking the I/O
+    /// thread: the caller calls `writeHeld()` before it waits for them (a
+    /// loop, once at the end of its round, for every shard turn of it).
+    /// Until then they are written only if something else wakes the I/O
+    /// thread.
+    @discardableResult
+    package func appendHeld(_ payloads: [[UInt8]]) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
+        let result = shared.withLock { state in
+            let result = state.machine.append(payloads)
+            if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
+            if case .success = result { state.statistics.appends += 1 }
+            return result
+        }
+        return try result.get()
+    }
+
+    /// Writes the records appended and not yet taken by a plan: on the
+    /// calling thread when `GroupCommit.nextWriteOnAppender` allows it (the
+    /// policy acknowledges on the write, and nothing but writes is due),
+    /// then publishes the acknowledged LSN and wakes the loops waiting for
+    /// it, as the I/O thread does after a plan; otherwise wakes the I/O
+    /// thread for them. Returns true when it wrote here (decision 0095: a
+    /// pwrite into the page cache costs the loop less than the hand-off —
+    /// a futex wake, the I/O thread's sleep and wake, and a loop wake-up
+    /// — cost the server). Completions that fall due (a `barrier` or a
+    /// failure) run on the calling thread.
+    @discardableResult
+    package func writeHeld() -> Bool {
+        // The plan is moved out of `taken`, not copied: the report hands its
+        // buffers back for reuse (`GroupCommit.reclaim`), which a second
+        // reference would make copies of (two allocations a group).
+        var taken: GroupCommit<Completion?>.Plan?
+        let (deadlineBefore, handOff) = shared.withLock { state -> (UInt64?, Bool) in
+            let deadline = state.machine.wakeDeadline()
+            taken = state.machine.nextWriteOnAppender(nowNanoseconds: options.clock.monotonicNanoseconds())
+            return (deadline, taken == nil && state.machine.hasWorkNow)
+        }
+        guard var plan = taken.take() else {
+            if handOff { shared.withLockSignalling { _ in } }
+            return false
+        }
+        var syncNanoseconds: UInt64 = 0
+        let outcome = perform(plan, syncNanoseconds: &syncNanoseconds)
+        precondition(syncNanoseconds == 0, "an appender's plan synced")
+        let (completions, wakeIOThread) = shared.withLock { state in
+            state.statistics.writesOnAppender += 1
+            let completions = report(&plan, outcome, syncNanoseconds: 0, in: &state)
+            return (completions, state.machine.needsIOThread(deadlineBefore: deadlineBefore))
+        }
+        if wakeIOThread { shared.withLockSignalling { _ in } }
+        loopWakeups.add(UInt64(wakeLoops()), ordering: .relaxed)
+        for (completion, result) in completions { completion?(result) }
+        return true
     }
 
     /// The last LSN acknowledged under the policy: an append whose last LSN
@@ -357,35 +418,45 @@ package final class WriteAheadLog: Sendable {
             var syncNanoseconds: UInt64 = 0
             let outcome = perform(plan, syncNanoseconds: &syncNanoseconds)
             let completions = shared.withLockSignalling { state in
-                state.statistics.plans += 1
                 state.statistics.waitNanoseconds += waited
-                if syncNanoseconds > 0 {
-                    state.statistics.syncs += 1
-                    state.statistics.syncNanoseconds += syncNanoseconds
-                    state.statistics.syncLatency.observe(syncNanoseconds)
-                }
-                let completions: [GroupCommit<Completion?>.Completion]
-                switch outcome {
-                case .success:
-                    for case .write(let bytes, _) in plan.steps { state.statistics.bytesWritten += UInt64(bytes.count) }
-                    let syncedBefore = state.machine.syncedLSN
-                    completions = state.machine.ioSucceeded(plan, nowNanoseconds: options.clock.monotonicNanoseconds())
-                    state.machine.reclaim(&plan)
-                    if syncNanoseconds > 0 {
-                        state.statistics.recordsPerSync.observe(
-                            state.machine.syncedLSN.rawValue - syncedBefore.rawValue)
-                    }
-                case .failure(let error):
-                    logFailure(&state, cause: error)
-                    completions = state.machine.ioFailed(.io(error))
-                    failed.store(true, ordering: .releasing)
-                }
-                acknowledged.store(state.machine.acknowledgedLSN.rawValue, ordering: .releasing)
-                return completions
+                return report(&plan, outcome, syncNanoseconds: syncNanoseconds, in: &state)
             }
             loopWakeups.add(UInt64(wakeLoops()), ordering: .relaxed)
             for (completion, result) in completions { completion?(result) }
         }
+    }
+
+    /// Records a performed plan in the machine and the statistics, under the
+    /// lock, and publishes the acknowledged LSN (and the failure): the
+    /// report of the I/O thread and of an appender that wrote (`writeHeld`).
+    /// Returns the completions now due.
+    private func report(
+        _ plan: inout GroupCommit<Completion?>.Plan, _ outcome: Result<Void, SystemCallError>,
+        syncNanoseconds: UInt64, in state: inout Shared
+    ) -> [GroupCommit<Completion?>.Completion] {
+        state.statistics.plans += 1
+        if syncNanoseconds > 0 {
+            state.statistics.syncs += 1
+            state.statistics.syncNanoseconds += syncNanoseconds
+            state.statistics.syncLatency.observe(syncNanoseconds)
+        }
+        let completions: [GroupCommit<Completion?>.Completion]
+        switch outcome {
+        case .success:
+            for case .write(let bytes, _) in plan.steps { state.statistics.bytesWritten += UInt64(bytes.count) }
+            let syncedBefore = state.machine.syncedLSN
+            completions = state.machine.ioSucceeded(plan, nowNanoseconds: options.clock.monotonicNanoseconds())
+            state.machine.reclaim(&plan)
+            if syncNanoseconds > 0 {
+                state.statistics.recordsPerSync.observe(state.machine.syncedLSN.rawValue - syncedBefore.rawValue)
+            }
+        case .failure(let error):
+            logFailure(&state, cause: error)
+            completions = state.machine.ioFailed(.io(error))
+            failed.store(true, ordering: .releasing)
+        }
+        acknowledged.store(state.machine.acknowledgedLSN.rawValue, ordering: .releasing)
+        return completions
     }
 
     /// Performs `plan` on the open segment; adds the time of its group-commit

@@ -292,9 +292,11 @@ func serve(_ arguments: [String]) -> Never {
         line.field("wal.fdatasyncs", counts.syncs)
         line.field("wal.records_per_fdatasync", counts.syncs == 0 ? 0 : counts.records / counts.syncs)
         line.field("wal.fdatasync_us_mean", io.syncs == 0 ? 0 : io.syncNanoseconds / io.syncs / 1000)
-        line.field("wal.io_wait_us_mean", io.plans == 0 ? 0 : io.waitNanoseconds / io.plans / 1000)
+        let ioThreadPlans = io.plans - io.writesOnAppender
+        line.field("wal.io_wait_us_mean", ioThreadPlans == 0 ? 0 : io.waitNanoseconds / ioThreadPlans / 1000)
         line.field("wal.loop_wakeups", io.loopWakeups)
         line.field("wal.groups", io.plans)
+        line.field("wal.groups_written_by_loops", io.writesOnAppender)
         line.field("duration.ms", milliseconds: clock.now - started)
     }
     logger.flush()

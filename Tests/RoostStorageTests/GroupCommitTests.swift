@@ -18,6 +18,11 @@ struct GroupCommitTests {
         return try #require(plan)
     }
 
+    static func writeOnAppender(_ machine: inout Machine, _ now: UInt64) throws -> Machine.Plan {
+        let plan = machine.nextWriteOnAppender(nowNanoseconds: now)
+        return try #require(plan)
+    }
+
     static func names(_ completions: [Machine.Completion]) -> [String] {
         completions.map(\.waiter)
     }
@@ -182,6 +187,90 @@ struct GroupCommitTests {
         _ = machine.ioSucceeded(plan, nowNanoseconds: 0)
         #expect(machine.isDrained)
         #expect(throws: StorageError.closed) { try machine.append([[2]], waiter: "b").get() }
+    }
+
+    @Test(
+        "an appender may write its records itself only when the policy acknowledges on the write and nothing but writes is due"
+    )
+    func writeOnAppender() throws {
+        let second: UInt64 = 1_000_000_000
+        // always: the fdatasync is the I/O thread's.
+        var always = Self.machine(.always)
+        _ = always.append([[1]])
+        #expect(always.nextWriteOnAppender(nowNanoseconds: 0) == nil)
+
+        for policy in [FsyncPolicy.never, .everysec] {
+            var machine = Self.machine(policy)
+            #expect(machine.nextWriteOnAppender(nowNanoseconds: 0) == nil, "\(policy): nothing appended")
+            _ = machine.append([[1], [2]])
+            _ = machine.append([[3]])
+            let deadlineBefore = machine.wakeDeadline()
+            let plan = try Self.writeOnAppender(&machine, 5)
+            #expect(!plan.syncs, "\(policy)")
+            #expect(plan.writtenThrough == LogSequenceNumber(3))
+            #expect(plan.steps.count == 1 && plan.steps.allSatisfy { if case .write = $0 { true } else { false } })
+            // In flight: neither the I/O thread nor another appender gets a plan.
+            _ = machine.append([[4]])
+            #expect(machine.nextWriteOnAppender(nowNanoseconds: 5) == nil)
+            #expect(machine.nextIO(nowNanoseconds: 5) == nil)
+            #expect(machine.ioSucceeded(plan, nowNanoseconds: 6).isEmpty)
+            #expect(machine.acknowledgedLSN == LogSequenceNumber(3))
+            // Record 4 waits: the I/O thread is needed for it.
+            #expect(machine.needsIOThread(deadlineBefore: deadlineBefore))
+            let rest = try Self.next(&machine, 6)
+            _ = machine.ioSucceeded(rest, nowNanoseconds: 6)
+            #expect(machine.acknowledgedLSN == LogSequenceNumber(4))
+        }
+
+        // everysec: the first unsynced write sets the I/O thread's deadline,
+        // so it must be told; a later write within the interval need not.
+        var everysec = Self.machine(.everysec)
+        _ = everysec.append([[1]])
+        var deadline = everysec.wakeDeadline()
+        var plan = try Self.writeOnAppender(&everysec, 10)
+        _ = everysec.ioSucceeded(plan, nowNanoseconds: 10)
+        #expect(everysec.wakeDeadline() == second + 10)
+        #expect(everysec.needsIOThread(deadlineBefore: deadline))
+        _ = everysec.append([[2]])
+        deadline = everysec.wakeDeadline()
+        plan = try Self.writeOnAppender(&everysec, 20)
+        _ = everysec.ioSucceeded(plan, nowNanoseconds: 20)
+        #expect(!everysec.needsIOThread(deadlineBefore: deadline))
+        // Once the sync is due, the next group goes to the I/O thread, which syncs it.
+        _ = everysec.append([[3]])
+        #expect(everysec.nextWriteOnAppender(nowNanoseconds: second + 10) == nil)
+        #expect(try Self.next(&everysec, second + 10).syncs)
+
+        // A waiter with a completion, a requested sync, a roll, a due mark or a
+        // close: the I/O thread's work.
+        var waiting = Self.machine(.never)
+        _ = waiting.append([[1]], waiter: "tool")
+        #expect(waiting.nextWriteOnAppender(nowNanoseconds: 0) == nil)
+        var syncing = Self.machine(.never)
+        _ = syncing.append([[1]])
+        _ = syncing.requestSync(waiter: "sync")
+        #expect(syncing.nextWriteOnAppender(nowNanoseconds: 0) == nil)
+        let span = SegmentFormat.recordBytes(payloadBytes: 100)
+        var rolling = Self.machine(.never, segmentBytesMax: SegmentFormat.headerBytes + span)
+        _ = rolling.append([[UInt8](repeating: 7, count: 100)])
+        let first = try Self.writeOnAppender(&rolling, 0)
+        _ = rolling.ioSucceeded(first, nowNanoseconds: 0)
+        _ = rolling.append([[UInt8](repeating: 8, count: 100)])
+        #expect(rolling.nextWriteOnAppender(nowNanoseconds: 0) == nil, "the record rolls to a new segment")
+        var marking = Machine(
+            policy: .never, nextLSN: .first, segmentOffset: SegmentFormat.headerBytes, segmentBytesMax: 4096,
+            payloadBytesMax: 100, syncIntervalNanoseconds: second, markIntervalNanoseconds: second)
+        _ = marking.append([[1]])
+        _ = marking.requestSync(waiter: "sync")
+        _ = marking.ioSucceeded(try Self.next(&marking, 0), nowNanoseconds: 0)
+        _ = marking.append([[2]])
+        #expect(marking.nextWriteOnAppender(nowNanoseconds: 2 * second) == nil, "a log-end mark is due")
+        #expect(marking.nextWriteOnAppender(nowNanoseconds: second - 1) != nil, "no mark due yet")
+        var closing = Self.machine(.never)
+        _ = closing.append([[1]])
+        closing.close()
+        #expect(closing.nextWriteOnAppender(nowNanoseconds: 0) == nil)
+        #expect(closing.needsIOThread(deadlineBefore: nil))
     }
 
     @Test("log-end marks: synced records are recorded at most once per interval, first in a plan, and when idle")

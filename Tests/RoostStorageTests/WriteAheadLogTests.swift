@@ -240,6 +240,74 @@ struct WriteAheadLogTests {
         log.close()
     }
 
+    @Test(
+        "held appends: under never and everysec the appender writes them itself when only writes are due (acknowledged on return), else the I/O thread does; all come back in order"
+    )
+    func heldAppends() async throws {
+        let seed = testSeed(0x5EED_0195)
+        for policy in [FsyncPolicy.never, .everysec] {
+            var random = SeededRandom(seed: seed)
+            let fileSystem = FaultInjectingFileSystem()
+            let options = testOptions(fileSystem, segmentBytesMax: 1024, payloadBytesMax: 200)
+            let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: policy, options: options)
+            var written: [[UInt8]] = []
+            var wroteHere = 0
+            for _ in 0..<120 {
+                let batch = randomPayloads(Int(random.next() % 3) + 1, maxBytes: 200, &random)
+                written += batch
+                let lsns = try log.appendHeld(batch)
+                #expect(lsns.upperBound.rawValue == UInt64(written.count))
+                if log.writeHeld() {
+                    wroteHere += 1
+                    #expect(log.acknowledgedLSN == lsns.upperBound, "\(policy), seed \(seed)")
+                }
+            }
+            // Rolls go to the I/O thread (about one in four appends fills the 1 KiB segment).
+            #expect(wroteHere > 0 && wroteHere < 120, "\(policy): \(wroteHere) of 120 written by the appender")
+            #expect(log.ioStatistics.writesOnAppender == UInt64(wroteHere))
+            #expect(try log.sync().rawValue == UInt64(written.count))
+            #expect(log.acknowledgedLSN.rawValue == UInt64(written.count))
+            log.close()
+            let read = try reopenAndRead(options, policy: policy)
+            #expect(read.log.map(\.payload) == written, "\(policy), seed \(seed)")
+        }
+        // always: the write and its fdatasync stay on the I/O thread.
+        let options = testOptions(FaultInjectingFileSystem())
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .always, options: options)
+        let lsns = try log.appendHeld([[1], [2]])
+        #expect(!log.writeHeld())
+        #expect(try log.sync() == lsns.upperBound)
+        #expect(log.acknowledgedLSN == lsns.upperBound)
+        #expect(log.ioStatistics.writesOnAppender == 0)
+        log.close()
+    }
+
+    @Test("a held append whose write fails on the appender fails the log: nothing acknowledged, later appends refused")
+    func heldAppendWriteFails() async throws {
+        let fileSystem = FaultInjectingFileSystem()
+        let lines = LogLines()
+        let options = testOptions(fileSystem, log: lines)
+        let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .never, options: options)
+        try log.appendHeld([[1]])
+        #expect(log.writeHeld())
+        #expect(log.acknowledgedLSN == LogSequenceNumber(1))
+        fileSystem.inject(.init(operation: .write, nth: 1, errno: ENOSPC, pathContains: "/wal/"))
+        try log.appendHeld([[2]])
+        #expect(log.writeHeld())
+        #expect(log.hasFailed)
+        #expect(log.acknowledgedLSN == LogSequenceNumber(1))
+        guard case .logFailed(let cause) = log.failure else {
+            Issue.record("expected logFailed, got \(String(describing: log.failure))")
+            return
+        }
+        #expect(cause.errno == ENOSPC)
+        #expect(throws: StorageError.logFailed(cause)) { try log.appendHeld([[3]]) }
+        #expect(lines.all.contains { $0.contains(#""wal.state":"failed""#) })
+        log.close()
+        fileSystem.clearFaults()
+        #expect(try reopenAndRead(options, policy: .never).log.map(\.payload) == [[1]])
+    }
+
     @Test("everysec: a simulated power loss loses only records completed in the last interval (manual clock)")
     func everysecPowerLoss() async throws {
         let fileSystem = FaultInjectingFileSystem()
