@@ -57,14 +57,24 @@ bench_binaries() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 median() { sort -n | awk 'NF && $1 != "-" {a[++n]=$1} END {if (n==0) print "-"; else print (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b==0) print "-"; else printf "%.2f", a/b }'; }
-# Sum of voluntary + nonvoluntary context switches over the live threads of $1.
+# Process $1 and its live children (nginx's workers under its master; roost has none).
+process_tree() { echo "$1"; pgrep -P "$1" 2>/dev/null || true; }
+# Sum of voluntary + nonvoluntary context switches over the live threads of $1 and its children.
 ctx_switches() {
-  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
+  local p
+  for p in $(process_tree "$1"); do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+    awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
 }
-# User + system CPU ticks of process $1 (every thread, exited ones included).
-cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
-# System (kernel) CPU ticks of process $1 alone.
-system_ticks() { awk '{print $15}' /proc/"$1"/stat 2>/dev/null || echo 0; }
+# User + system CPU ticks of process $1 and its live children (every thread, exited ones included).
+cpu_ticks() {
+  local p
+  for p in $(process_tree "$1"); do cat /proc/"$p"/stat 2>/dev/null; done | awk '{s += $14 + $15} END {print s+0}'
+}
+# System (kernel) CPU ticks of process $1 and its live children.
+system_ticks() {
+  local p
+  for p in $(process_tree "$1"); do cat /proc/"$p"/stat 2>/dev/null; done | awk '{s += $15} END {print s+0}'
+}
 
 stop_pid() { # PID: SIGTERM, up to 10 s, then SIGKILL
   local p=$1

@@ -18,12 +18,15 @@
 # (stime), and the median req/s. A run with a non-2xx
 # answer or a socket error is FAILED and left out of the medians.
 # The markdown table goes to $SPINE_MARKDOWN (default .build/attribute-report.md).
+# SPINE_LOOPS sets roost's --event-loops (default: its own, one per core) and
+# SPINE_NGINX_WORKERS nginx's workers (default 1): the same number compares
+# like with like.
 # Everything listens on 127.0.0.1 and is stopped by PID when the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . Benchmarks/lib.sh
 [ $# -ge 3 ] || { echo "usage: $0 SECONDS ROUNDS LABEL=BINARY…"; exit 2; }
-COMMAND="$0 $*"
+COMMAND="${SPINE_LOOPS:+SPINE_LOOPS=$SPINE_LOOPS }${SPINE_NGINX_WORKERS:+SPINE_NGINX_WORKERS=$SPINE_NGINX_WORKERS }$0 $*"
 SECONDS_PER_RUN=$1
 ROUNDS=$2
 shift 2
@@ -64,7 +67,7 @@ for round in $(seq "$ROUNDS"); do
     order=()
     for ((i = ${#labels[@]} - 1; i >= 0; i--)); do order+=("${labels[$i]}"); done
   fi
-  start_nginx 1 201 "$NGINX_BODY"
+  start_nginx "${SPINE_NGINX_WORKERS:-1}" 201 "$NGINX_BODY"
   measure nginx "$round"
   stop_server
   for label in "${order[@]}"; do

@@ -17,8 +17,12 @@
 
 # A 201 body the size of roost's device answer (456 bytes).
 NGINX_BODY='{"id":"dev_2eh44w4nmntrhzgm5kqsxkfqk8","platform":"ios","environment":"production","bundle_id":null,"installation_id":null,"external_id":"user_1","created_at":"2026-12-01T17:38:18.497Z","last_seen_at":"2026-12-01T17:38:18.497Z","bound_at":"2026-12-01T17:38:18.497Z","app_version":"2.4.0","timezone":"Europe/Berlin","locale":"en-US","push_permission":null,"opted_in":true,"tags":{},"invalidated_at":null,"invalidation_reason":null,"strikes":0,"mode":"live","version":1,"client_sequence":null}'
+#   SPINE_LOOPS / SPINE_NGINX_WORKERS  roost's `--event-loops` (default: its
+#                                    own, one per core) and nginx's workers
+#                                    (default 1: the issue's baseline); the
+#                                    same number compares like with like.
 start_spine_roost() { # binary policy -> server_pid, port, ROOST_KEY
-  start_roost "$1" "$2"
+  start_roost "$1" "$2" ${SPINE_LOOPS:+--event-loops "$SPINE_LOOPS"}
   roost_app_key 1000
   # One registration by hand: the route answers 201 before any load is timed.
   local status
@@ -38,7 +42,7 @@ measure() { # variant round
   system_before=$(system_ticks "$server_pid")
   if [ "$PERF" = 1 ]; then
     rm -f "$perf_out"
-    perf stat -e context-switches -x, -o "$perf_out" -p "$server_pid" 2>/dev/null &
+    perf stat -e context-switches -x, -o "$perf_out" -p "$(process_tree "$server_pid" | paste -sd,)" 2>/dev/null &
     perf_pid=$!; pids+=("$perf_pid")
     sleep 0.2
   fi
@@ -89,6 +93,7 @@ write_report() { # DETAILS
   {
     echo "Command: \`${COMMAND}\` ($(date -u +%Y-%m-%d)$1; wrk $THREADS threads × $CONNECTIONS connections," \
       "${SECONDS_PER_RUN} s per run, $ROUNDS rounds; tokens $SPINE_TOKENS, people $SPINE_PEOPLE;" \
+      "roost event loops ${SPINE_LOOPS:-one per core ($(nproc))}, nginx workers ${SPINE_NGINX_WORKERS:-1};" \
       "load average $LOAD_AT_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
     echo
     summary

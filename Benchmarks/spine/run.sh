@@ -5,7 +5,7 @@
 #   Benchmarks/spine/run.sh [SECONDS] [ROUNDS]          (make bench-spine)
 #
 # Each round runs, one after the other, each for SECONDS:
-#   nginx           1 worker (master_process off), POST /v1/devices answered
+#   nginx           1 worker (master_process off; SPINE_NGINX_WORKERS), POST /v1/devices answered
 #                   with a fixed 201 JSON body of a device's size;
 #   roost always    `roost serve --fsync always`, fresh data dir, fresh app
 #                   (max_devices_per_person 1000) and devices:write key;
@@ -32,7 +32,9 @@
 #
 # Environment: ROOST_BIN (default: the release build), ROOST_BIN_BASELINE,
 # ROOST_BENCH_BIN (default: the release roost-bench), SPINE_P99_RATE,
-# SPINE_TOKENS (1000000), SPINE_PEOPLE (200000), SPINE_MARKDOWN.
+# SPINE_TOKENS (1000000), SPINE_PEOPLE (200000), SPINE_MARKDOWN, SPINE_LOOPS
+# (roost's --event-loops; default its own, one per core) and
+# SPINE_NGINX_WORKERS (default 1).
 # Everything listens on 127.0.0.1 and is stopped by PID when the script ends.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +48,7 @@ export SPINE_PEOPLE=${SPINE_PEOPLE:-200000}
 # register.lua also counts answers by status (no cost measurable against nginx).
 export SPINE_COUNT_STATUS=${SPINE_COUNT_STATUS:-1}
 MARKDOWN=${SPINE_MARKDOWN:-.build/spine-report.md}
-COMMAND="$0 $*"
+COMMAND="${SPINE_LOOPS:+SPINE_LOOPS=$SPINE_LOOPS }${SPINE_NGINX_WORKERS:+SPINE_NGINX_WORKERS=$SPINE_NGINX_WORKERS }$0 $*"
 bench_require wrk nginx curl python3
 bench_binaries
 BIN=$ROOST_BIN
@@ -79,7 +81,7 @@ for round in $(seq "$ROUNDS"); do
   fi
   for variant in "${order[@]}"; do
     if [ "$variant" = nginx ]; then
-      start_nginx 1 201 "$NGINX_BODY"
+      start_nginx "${SPINE_NGINX_WORKERS:-1}" 201 "$NGINX_BODY"
     else
       start_spine_roost "$(binary_of "$variant")" "${variant#*-}"
     fi
