@@ -142,6 +142,11 @@ struct MetricsSystemTests {
         #expect(
             after.value("roost_wal_fsync_duration_seconds_count")
                 > before.value("roost_wal_fsync_duration_seconds_count"))
+        // Under --fsync always only the log's I/O thread writes (decision 0095).
+        #expect(
+            after.value("roost_wal_plans_total", ["thread": "log"])
+                > before.value("roost_wal_plans_total", ["thread": "log"]))
+        #expect(after.value("roost_wal_plans_total", ["thread": "loop"]) == 0)
         #expect(after.value("roost_http_connections_accepted_total") >= 3)
         #expect(after.value("roost_apps") == 1)
         #expect(after.value("roost_recovery_duration_seconds", ["phase": "total"]) > 0)
@@ -154,12 +159,42 @@ struct MetricsSystemTests {
             ("roost_http_connections_write_blocked", "gauge"),
             ("roost_wal_appends", "counter"), ("roost_wal_records", "counter"), ("roost_wal_bytes_written", "counter"),
             ("roost_wal_fsync_duration_seconds", "histogram"), ("roost_wal_records_per_fsync", "histogram"),
+            ("roost_wal_plans", "counter"),
             ("roost_snapshots", "counter"), ("roost_recovery_duration_seconds", "gauge"),
             ("roost_rate_limited_requests", "counter"), ("roost_apps", "gauge"),
             ("process_start_time_seconds", "gauge"),
         ] {
             #expect(families[family] == type, "family \(family)")
         }
+        #expect(process.stop(signal: SIGTERM) == 0)
+    }
+
+    @Test(
+        "--fsync never: registrations' groups are written by their event loop (roost_wal_plans_total{thread=loop})",
+        .enabled(if: MetricsParser.python != nil, "no .venv-test: run `make test-venv` (make test always runs this)"))
+    func loopsWriteUnderNever() throws {
+        let (process, directory) = try Self.start(["--fsync", "never"])
+        defer { TemporaryDirectory.remove(directory) }
+        #expect(
+            try Self.send(process.port, "POST", "/v1/apps", key: Self.admin, body: #"{"name":"Loops"}"#).status == 201)
+        let created = try Self.send(
+            process.port, "POST", "/v1/apps/1/keys", key: Self.admin,
+            body: #"{"kind":"secret","capabilities":["devices:write"]}"#)
+        let key = try #require(try JSONReader.parse(created.body)["key"]?.stringValue)
+        let before = try MetricsParser.parse(Self.scrape(process.port).body, in: directory)
+        // Several, one after another: a loop that finds the I/O thread busy
+        // (a log-end mark, say) hands its group over instead.
+        for index in 0..<5 {
+            let token = String(repeating: "0", count: 63) + String(index)
+            let answer = try Self.send(
+                process.port, "POST", "/v1/devices", key: key, body: #"{"platform":"ios","token":"\#(token)"}"#)
+            #expect(answer.status == 201)
+        }
+        let after = try MetricsParser.parse(Self.scrape(process.port).body, in: directory)
+        #expect(
+            after.value("roost_wal_plans_total", ["thread": "loop"])
+                > before.value("roost_wal_plans_total", ["thread": "loop"]))
+        #expect(after.value("roost_wal_records_total") >= before.value("roost_wal_records_total") + 5)
         #expect(process.stop(signal: SIGTERM) == 0)
     }
 

@@ -183,6 +183,11 @@ package final class MetricsExporter: Sendable {
         text.family(
             "roost_wal_records_per_fsync", .histogram, help: "Records made durable by each group-commit fdatasync.")
         text.histogram("roost_wal_records_per_fsync", [], statistics.recordsPerSync)
+        text.family(
+            "roost_wal_plans_total", .counter,
+            help: "Log I/O plans performed (a group's write, a sync, a roll, a log-end mark), by thread.")
+        text.sample("roost_wal_plans_total", [("thread", "log")], statistics.plans - statistics.writesOnAppender)
+        text.sample("roost_wal_plans_total", [("thread", "loop")], statistics.writesOnAppender)
         text.family("roost_wal_failed", .gauge, help: "1 once a log write or fdatasync failed (writes answer 503).")
         text.sample("roost_wal_failed", wal.hasFailed ? 1 : 0)
     }
