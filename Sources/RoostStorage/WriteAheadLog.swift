@@ -9,16 +9,17 @@ import Synchronization
 /// buffer under a lock and get LSNs in one total order; the I/O thread writes
 /// the buffer with pwrite, then fdatasyncs (always) and only then calls the
 /// completions. Under everysec and never a loop may write its round's
-/// records itself when only writes are due (`writeHeld`, decision 0095). After any write or sync error the log is failed: every
-/// pending and later append fails, nothing is synced again, and a restart
-/// recovers from what is on disk.
+/// records itself when only writes are due (`writeHeld`, decision 0095).
+/// After any write or sync error the log is failed: every pending and later
+/// append fails, nothing is synced again, and a restart recovers from what
+/// is on disk.
 package final class WriteAheadLog: Sendable {
     /// Called once per `append(_:completion:)`, in LSN order, on the I/O
-    /// thread (or, for a failure or a satisfied `barrier`, on a loop whose
-    /// own write the report was: `writeHeld`), with the batch's last LSN or
-    /// the failure. Must not block, and
-    /// must not call `sync`, `checkpoint` or `close` (they wait for that
-    /// thread: deadlock). `append` is fine. The request path uses no
+    /// thread, with the batch's last LSN or the failure (a `barrier` a
+    /// loop's own write satisfied, or a failure of that write, completes on
+    /// that loop: `writeHeld`). Must not block, and must not call `sync`,
+    /// `checkpoint` or `close` (they wait for that thread: deadlock).
+    /// `append` is fine. The request path uses no
     /// completions: it appends with `append(_:)` and watches
     /// `acknowledgedLSN` (see `wakeWhenAcknowledged`).
     package typealias Completion = @Sendable (Result<LogSequenceNumber, StorageError>) -> Void
@@ -178,13 +179,7 @@ package final class WriteAheadLog: Sendable {
     /// log is failed or closed or a payload is too large.
     @discardableResult
     package func append(_ payloads: [[UInt8]]) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
-        let result = shared.withLockSignalling { state in
-            let result = state.machine.append(payloads)
-            if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
-            if case .success = result { state.statistics.appends += 1 }
-            return result
-        }
-        return try result.get()
+        try append(payloads, wakingIOThread: true)
     }
 
     /// Appends `payloads` as `append(_:)` does, without waking the I/O
@@ -194,12 +189,21 @@ package final class WriteAheadLog: Sendable {
     /// thread.
     @discardableResult
     package func appendHeld(_ payloads: [[UInt8]]) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
-        let result = shared.withLock { state in
+        try append(payloads, wakingIOThread: false)
+    }
+
+    private func append(
+        _ payloads: [[UInt8]], wakingIOThread: Bool
+    ) throws(StorageError) -> ClosedRange<LogSequenceNumber> {
+        // A local function, not a closure value: passed straight to the lock, it
+        // allocates no context.
+        func framed(_ state: inout Shared) -> Result<ClosedRange<LogSequenceNumber>, StorageError> {
             let result = state.machine.append(payloads)
             if case .failure(.logFailed(let cause)) = result { noteRejected(&state, cause: cause) }
             if case .success = result { state.statistics.appends += 1 }
             return result
         }
+        let result = wakingIOThread ? shared.withLockSignalling(framed) : shared.withLock(framed)
         return try result.get()
     }
 
