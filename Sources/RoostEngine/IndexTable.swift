@@ -23,10 +23,14 @@ package struct IndexTable: Sendable {
         return true
     }
 
-    /// Runs `body` on the index of `key` in place (no copy of the index).
+    /// Runs `body` on the index of `key` in place (no copy of the index),
+    /// through the dictionary's values at the key's position rather than
+    /// `indexes[key]!`, whose accessor yields an `Optional` to unwrap and
+    /// put back: ~480 fewer instructions a registration (`instructions.py`,
+    /// 64,282 → 63,803).
     package mutating func withIndex<Result>(_ key: IndexKey, _ body: (inout AppIndex) -> Result) -> Result? {
-        guard indexes[key] != nil else { return nil }
-        return body(&indexes[key]!)
+        guard let position = indexes.index(forKey: key) else { return nil }
+        return body(&indexes.values[position])
     }
 
     /// Removes both modes of an app; returns how many devices they held.
