@@ -50,6 +50,8 @@ package final class WriteAheadLog: Sendable {
 
     struct Shared {
         var machine: GroupCommit<Completion?>
+        /// True while the I/O thread sleeps for a signal or its deadline.
+        var ioThreadWaits = false
         var statistics = IOStatistics()
         var rejectedSinceLog = 0
         var lastErrorLogNanoseconds: UInt64 = 0
@@ -342,6 +344,11 @@ package final class WriteAheadLog: Sendable {
         return statistics
     }
 
+    /// True while the I/O thread sleeps, waiting for a signal or its
+    /// deadline (tests: a write that must wake it is checked against a
+    /// thread known to sleep).
+    package var ioThreadWaits: Bool { shared.withLock { $0.ioThreadWaits } }
+
     /// The failure that stopped the log, or nil while it accepts writes.
     package var failure: StorageError? { shared.withLock { $0.machine.failure } }
 
@@ -412,9 +419,13 @@ package final class WriteAheadLog: Sendable {
         while true {
             let waitStart = monotonicNanoseconds()
             let next: GroupCommit<Completion?>.Plan? = shared.waitFor { state in
+                state.ioThreadWaits = false
                 if state.machine.isDrained { return (.some(nil), nil) }
                 let now = options.clock.monotonicNanoseconds()
                 if let plan = state.machine.nextIO(nowNanoseconds: now) { return (plan, nil) }
+                // Set under the lock the wait releases: whoever takes the lock
+                // and reads it true knows the thread sleeps.
+                state.ioThreadWaits = true
                 return (nil, state.machine.wakeDeadline().map { Self.realDeadline(of: $0, clockNow: now) })
             }
             guard var plan = next else { return }
