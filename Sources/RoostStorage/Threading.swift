@@ -46,12 +46,17 @@ final class ConditionLock<Value>: @unchecked Sendable {
 
     /// Runs `body` with the lock held until it returns a result; in between,
     /// sleeps until signalled or until the monotonic `deadline` it returned.
-    func waitFor<Result>(_ body: (inout Value) -> (result: Result?, deadline: UInt64?)) -> Result {
+    /// `announcingWaits`: wakes the other waiters before each sleep, so that
+    /// one waiting for this thread to sleep (a test) learns of it.
+    func waitFor<Result>(
+        announcingWaits: Bool = false, _ body: (inout Value) -> (result: Result?, deadline: UInt64?)
+    ) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while true {
             let (result, deadline) = body(&value)
             if let result { return result }
+            if announcingWaits { pthread_cond_broadcast(condition) }
             if let deadline {
                 var time = timespec(
                     tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))

@@ -344,10 +344,30 @@ package final class WriteAheadLog: Sendable {
         return statistics
     }
 
-    /// True while the I/O thread sleeps, waiting for a signal or its
-    /// deadline (tests: a write that must wake it is checked against a
-    /// thread known to sleep).
-    package var ioThreadWaits: Bool { shared.withLock { $0.ioThreadWaits } }
+    /// Blocks until the I/O thread sleeps, waiting for a signal or its
+    /// deadline, or until `timeout` passed; returns whether it sleeps. For
+    /// tests: a write that must wake the thread is checked against one known
+    /// to sleep. The thread announces each sleep on the lock's condition.
+    package func waitForIOThreadToSleep(timeout: Duration) -> Bool {
+        waitUntil(timeout: timeout) { $0.ioThreadWaits }
+    }
+
+    /// Blocks until `count` group-commit fdatasyncs were performed since
+    /// open, or until `timeout` passed; returns whether they were. For
+    /// tests: every report of a plan wakes the waiters.
+    package func waitForSyncs(_ count: UInt64, timeout: Duration) -> Bool {
+        waitUntil(timeout: timeout) { $0.machine.syncsPerformed >= count }
+    }
+
+    private func waitUntil(timeout: Duration, _ condition: (Shared) -> Bool) -> Bool {
+        let deadline =
+            monotonicNanoseconds() &+ UInt64(timeout.components.seconds) * 1_000_000_000
+            &+ UInt64(timeout.components.attoseconds / 1_000_000_000)
+        return shared.waitFor { state -> (result: Bool?, deadline: UInt64?) in
+            if condition(state) { return (true, nil) }
+            return monotonicNanoseconds() >= deadline ? (false, nil) : (nil, deadline)
+        }
+    }
 
     /// The failure that stopped the log, or nil while it accepts writes.
     package var failure: StorageError? { shared.withLock { $0.machine.failure } }
@@ -418,7 +438,7 @@ package final class WriteAheadLog: Sendable {
     func runIOThread() {
         while true {
             let waitStart = monotonicNanoseconds()
-            let next: GroupCommit<Completion?>.Plan? = shared.waitFor { state in
+            let next: GroupCommit<Completion?>.Plan? = shared.waitFor(announcingWaits: true) { state in
                 state.ioThreadWaits = false
                 if state.machine.isDrained { return (.some(nil), nil) }
                 let now = options.clock.monotonicNanoseconds()

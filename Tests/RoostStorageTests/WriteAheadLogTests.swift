@@ -285,23 +285,18 @@ struct WriteAheadLogTests {
     @Test(
         "everysec: after a group an appender wrote, the I/O thread still syncs it within the interval, told by no one else"
     )
-    func heldAppendEverysecSync() async throws {
+    func heldAppendEverysecSync() throws {
         var options = testOptions(FaultInjectingFileSystem())
         options.syncIntervalMilliseconds = 20
         options.logEndIntervalMilliseconds = 3_600_000
         let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .everysec, options: options)
         // The I/O thread asleep with no deadline first: then only the
         // appender's report can tell it of the sync the write makes due.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !log.ioThreadWaits && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(log.ioThreadWaits)
+        #expect(log.waitForIOThreadToSleep(timeout: .seconds(10)))
         try log.appendHeld([[1]])
         #expect(log.writeHeld())
         #expect(log.groupCommitCounts.syncs == 0)
-        while log.groupCommitCounts.syncs == 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        #expect(log.groupCommitCounts.syncs == 1, "the written group was never synced")
+        #expect(log.waitForSyncs(1, timeout: .seconds(10)), "the written group was never synced")
         log.close()
     }
 
