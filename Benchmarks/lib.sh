@@ -65,16 +65,15 @@ ctx_switches() {
   for p in $(process_tree "$1"); do cat /proc/"$p"/task/*/status 2>/dev/null; done |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s+=$2} END {print s+0}'
 }
+# /proc/PID/stat of process $1 and of its live children, one line each.
+tree_stat() {
+  local p
+  for p in $(process_tree "$1"); do cat /proc/"$p"/stat 2>/dev/null; done
+}
 # User + system CPU ticks of process $1 and its live children (every thread, exited ones included).
-cpu_ticks() {
-  local p
-  for p in $(process_tree "$1"); do cat /proc/"$p"/stat 2>/dev/null; done | awk '{s += $14 + $15} END {print s+0}'
-}
+cpu_ticks() { tree_stat "$1" | awk '{s += $14 + $15} END {print s+0}'; }
 # System (kernel) CPU ticks of process $1 and its live children.
-system_ticks() {
-  local p
-  for p in $(process_tree "$1"); do cat /proc/"$p"/stat 2>/dev/null; done | awk '{s += $15} END {print s+0}'
-}
+system_ticks() { tree_stat "$1" | awk '{s += $15} END {print s+0}'; }
 
 stop_pid() { # PID: SIGTERM, up to 10 s, then SIGKILL
   local p=$1

@@ -236,10 +236,7 @@ package struct GroupCommit<Waiter> {
         // records not yet written, as any write failure does.
         if markDue(nowNanoseconds: nowNanoseconds) { steps.append(.markEnd(syncedLSN)) }
         var writtenThrough = writtenLSN
-        for chunk in chunks {
-            if let rollTo = chunk.rollTo { steps.append(.roll(firstLSN: rollTo)) }
-            if !chunk.bytes.isEmpty { steps.append(.write(bytes: chunk.bytes, offset: chunk.offset)) }
-        }
+        appendChunkSteps(to: &steps)
         if !chunks.isEmpty { writtenThrough = LogSequenceNumber(nextLSN.rawValue - 1) }
         let unsynced = writtenThrough > syncedLSN
         let syncDue: Bool
@@ -247,8 +244,7 @@ package struct GroupCommit<Waiter> {
         case .always:
             syncDue = unsynced
         case .everysec:
-            let since = unsyncedSinceNanoseconds ?? nowNanoseconds
-            syncDue = unsynced && (nowNanoseconds >= since &+ syncIntervalNanoseconds)
+            syncDue = unsynced && intervalSyncDue(nowNanoseconds: nowNanoseconds)
         case .never:
             syncDue = false
         }
@@ -275,17 +271,13 @@ package struct GroupCommit<Waiter> {
         guard policy != .always, failure == nil, !ioInFlight, !closing, waiters.isEmpty, !chunks.isEmpty,
             syncRequestedThrough <= syncedLSN, !markDue(nowNanoseconds: nowNanoseconds)
         else { return nil }
-        if policy == .everysec, let since = unsyncedSinceNanoseconds,
-            nowNanoseconds >= since &+ syncIntervalNanoseconds
-        {
+        if policy == .everysec && unsyncedSinceNanoseconds != nil && intervalSyncDue(nowNanoseconds: nowNanoseconds) {
             return nil
         }
         for chunk in chunks where chunk.rollTo != nil { return nil }
         var steps: [Step] = []
         swap(&steps, &spareSteps)
-        for chunk in chunks where !chunk.bytes.isEmpty {
-            steps.append(.write(bytes: chunk.bytes, offset: chunk.offset))
-        }
+        appendChunkSteps(to: &steps)  // writes only: no chunk rolls
         chunks.removeAll(keepingCapacity: true)
         ioInFlight = true
         return Plan(steps: steps, writtenThrough: LogSequenceNumber(nextLSN.rawValue - 1), syncs: false)
@@ -299,6 +291,22 @@ package struct GroupCommit<Waiter> {
     /// sleeps on as it would have with nothing new.
     package func needsIOThread(deadlineBefore: UInt64?) -> Bool {
         hasWorkNow || !waiters.isEmpty || closing || failure != nil || wakeDeadline() != deadlineBefore
+    }
+
+    /// Appends the steps of the pending chunks, in order: a roll before a
+    /// chunk that starts a segment, then its write. `nextIO` and
+    /// `nextWriteOnAppender` both take the chunks this way.
+    private func appendChunkSteps(to steps: inout [Step]) {
+        for chunk in chunks {
+            if let rollTo = chunk.rollTo { steps.append(.roll(firstLSN: rollTo)) }
+            if !chunk.bytes.isEmpty { steps.append(.write(bytes: chunk.bytes, offset: chunk.offset)) }
+        }
+    }
+
+    /// Under `everysec`: true once the oldest written-but-unsynced record is
+    /// an interval old (with none written yet, the interval starts now).
+    private func intervalSyncDue(nowNanoseconds: UInt64) -> Bool {
+        nowNanoseconds >= (unsyncedSinceNanoseconds ?? nowNanoseconds) &+ syncIntervalNanoseconds
     }
 
     /// Returns when the I/O thread must wake without being signalled (the

@@ -360,9 +360,7 @@ package final class WriteAheadLog: Sendable {
     }
 
     private func waitUntil(timeout: Duration, _ condition: (Shared) -> Bool) -> Bool {
-        let deadline =
-            monotonicNanoseconds() &+ UInt64(timeout.components.seconds) * 1_000_000_000
-            &+ UInt64(timeout.components.attoseconds / 1_000_000_000)
+        let deadline = monotonicNanoseconds() &+ UInt64(max(0, timeout.wholeNanoseconds))
         return shared.waitFor { state -> (result: Bool?, deadline: UInt64?) in
             if condition(state) { return (true, nil) }
             return monotonicNanoseconds() >= deadline ? (false, nil) : (nil, deadline)
