@@ -162,6 +162,32 @@ struct HistoryTests {
         try harness.verify()
     }
 
+    @Test(
+        "tags_changed follows the tags' bytes: an unchanged merge adds none, a set of the same size in the cell the old one freed adds one"
+    )
+    func tagsChangedByBytes() throws {
+        var harness = Harness()
+        let device = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .string("x")]) }).device
+        // The same set again: nothing changed.
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .string("x")]) })
+        #expect(Self.kinds(harness.index.history(device.id)) == [.registered, .created])
+        // The only holder of {a: x} moves to {a: y}: the old set's blob is freed
+        // and the new one, of the same size, is stored in the freed cell.
+        // (Newest first; the earlier `registered` coalesces with this one's.)
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .merge(["a": .string("y")]) })
+        #expect(Self.kinds(harness.index.history(device.id)) == [.tagsChanged, .registered, .created])
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .clear })
+        #expect(
+            Self.kinds(harness.index.history(device.id))
+                == [.tagsChanged, .registered, .tagsChanged, .registered, .created])
+        _ = try harness.mustRegister(request(apnsToken(1)) { $0.tags = .clear })
+        #expect(
+            Self.kinds(harness.index.history(device.id))
+                == [.registered, .tagsChanged, .registered, .tagsChanged, .registered, .created],
+            "clearing no tags changes nothing")
+        try harness.verify()
+    }
+
     @Test("101 and more events keep the newest 100; the log and a snapshot rebuild the same ring")
     func ringOfOneHundred() throws {
         var harness = Harness()

@@ -197,8 +197,7 @@ extension DeviceStore {
         let device: Device
         if let target {
             let recordBefore = records[Int(target)]
-            let tagsBefore = recordBefore.tags.isNone ? nil : blobs.bytes(recordBefore.tags)
-            updateRegistered(
+            let tagsChanged = updateRegistered(
                 target, with: request, tokenHeld: tokenSlot == target, resetStrikes: tokenChange == .reassigned,
                 person: personChange, tags: newTags, at: now)
             var externalID: ExternalID?
@@ -210,7 +209,7 @@ extension DeviceStore {
             mutations.append(.deviceUpsert(device))
             let personMoved = records[Int(target)].person != recordBefore.person
             let kinds = Self.registrationEventKinds(
-                before: recordBefore, tagsBefore: tagsBefore, personMoved: personMoved, after: device,
+                before: recordBefore, tagsChanged: tagsChanged, personMoved: personMoved, after: device,
                 tokenKept: tokenSlot == target)
             // A re-registration with nothing new on a device with no stored
             // history stores nothing: its `registered` is synthesized from
@@ -234,20 +233,20 @@ extension DeviceStore {
     }
 
     /// The kinds of the history events of a registration of an existing
-    /// device, read from its record before (tags bytes `tagsBefore`) and the
-    /// device after: `registered` (or `token_replaced`), then what else
-    /// changed, in `HistoryEvent.events` order. Static: it reads nothing of
-    /// the store, and a method on the store would be called on a copy of it
-    /// from `register` (every reference in it retained and released, about
-    /// 0.8 % of a registration's CPU in the profile). O(tags); allocates nothing.
+    /// device, read from its record before, whether its tags changed
+    /// (`updateRegistered`'s answer) and the device after: `registered` (or
+    /// `token_replaced`), then what else changed, in `HistoryEvent.events`
+    /// order. Static: it reads nothing of the store, and a method on the
+    /// store would be called on a copy of it from `register` (every reference
+    /// in it retained and released, about 0.8 % of a registration's CPU in
+    /// the profile). O(1); allocates nothing.
     private static func registrationEventKinds(
-        before: DeviceRecord, tagsBefore: [UInt8]?, personMoved: Bool, after: Device, tokenKept: Bool
+        before: DeviceRecord, tagsChanged: Bool, personMoved: Bool, after: Device, tokenKept: Bool
     ) -> HistoryEventKinds {
         var kinds = HistoryEventKinds(tokenKept ? .registered : .tokenReplaced)
         if personMoved { kinds.insert(after.externalID == nil ? .unbound : .moved) }
         if before.isInvalidated { kinds.insert(.revalidated) }
-        let tagsAfter = after.tags.isEmpty ? nil : after.tags.encoded
-        if tagsAfter != tagsBefore { kinds.insert(.tagsChanged) }
+        if tagsChanged { kinds.insert(.tagsChanged) }
         if after.optedIn != before.optedIn { kinds.insert(after.optedIn ? .optedIn : .optedOut) }
         return kinds
     }
@@ -338,14 +337,17 @@ extension DeviceStore {
     /// The version moves on (spec §7) when any stored field changes, each
     /// compared where it is written; `last_seen_at` is a field like any other,
     /// so only a registration in the same millisecond (or with the clock
-    /// behind) that brings nothing new leaves the version alone.
+    /// behind) that brings nothing new leaves the version alone. Returns
+    /// whether the tags changed (compared where they are written, so that
+    /// the history needs no copy of the bytes before).
     private mutating func updateRegistered(
         _ slot: UInt32, with request: RegisterRequest, tokenHeld: Bool, resetStrikes: Bool,
         person: PersonChange, tags: Tags?, at now: Timestamp
-    ) {
+    ) -> Bool {
         let index = Int(slot)
         let before = records[index]
         var changed = false
+        var tagsChanged = false
         if !tokenHeld {
             if records[index].tokenLength > 0 { removeToken(at: slot) }
             setToken(request.token, at: slot)
@@ -401,6 +403,7 @@ extension DeviceStore {
             let stored = records[index].tags
             if stored.isNone ? !tags.isEmpty : !blobs.equals(stored, tags.encoded) {
                 changed = true
+                tagsChanged = true
                 if !stored.isNone { releaseTags(stored) }
                 records[index].tags = tags.isEmpty ? .none : internTags(tags.encoded)
             }
@@ -433,6 +436,7 @@ extension DeviceStore {
             || after.bundleID != before.bundleID || after.appVersion != before.appVersion
             || after.timezone != before.timezone || after.locale != before.locale
         if changed { records[index].version = DeviceVersion.next(before.version) }
+        return tagsChanged
     }
 
     /// Returns the interned id after `change`: the same id when the value stays,
