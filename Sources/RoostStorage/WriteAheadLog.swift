@@ -50,8 +50,9 @@ package final class WriteAheadLog: Sendable {
 
     struct Shared {
         var machine: GroupCommit<Completion?>
-        /// True while the I/O thread sleeps for a signal or its deadline.
-        var ioThreadWaits = false
+        /// How many times the I/O thread went to sleep, waiting for a signal
+        /// or its deadline (tests: `waitForIOThreadToSleep`).
+        var ioThreadSleeps: UInt64 = 0
         var statistics = IOStatistics()
         var rejectedSinceLog = 0
         var lastErrorLogNanoseconds: UInt64 = 0
@@ -344,12 +345,17 @@ package final class WriteAheadLog: Sendable {
         return statistics
     }
 
-    /// Blocks until the I/O thread sleeps, waiting for a signal or its
-    /// deadline, or until `timeout` passed; returns whether it sleeps. For
-    /// tests: a write that must wake the thread is checked against one known
-    /// to sleep. The thread announces each sleep on the lock's condition.
+    /// Wakes the I/O thread and blocks until it has looked at the log's state
+    /// and gone to sleep again, or until `timeout` passed; returns whether it
+    /// did. For tests: afterwards the thread has no plan in flight and no
+    /// wake-up pending (a wake-up sent earlier, say by an appender's write, is
+    /// used up by the look this one forces), so an append that does not wake
+    /// it stays the caller's to write, and a write that must wake it is
+    /// checked against a thread known to sleep. The thread announces each
+    /// sleep on the lock's condition.
     package func waitForIOThreadToSleep(timeout: Duration) -> Bool {
-        waitUntil(timeout: timeout) { $0.ioThreadWaits }
+        let sleepsBefore = shared.withLockSignalling { $0.ioThreadSleeps }
+        return waitUntil(timeout: timeout) { $0.ioThreadSleeps > sleepsBefore }
     }
 
     /// Blocks until `count` group-commit fdatasyncs were performed since
@@ -437,13 +443,12 @@ package final class WriteAheadLog: Sendable {
         while true {
             let waitStart = monotonicNanoseconds()
             let next: GroupCommit<Completion?>.Plan? = shared.waitFor(announcingWaits: true) { state in
-                state.ioThreadWaits = false
                 if state.machine.isDrained { return (.some(nil), nil) }
                 let now = options.clock.monotonicNanoseconds()
                 if let plan = state.machine.nextIO(nowNanoseconds: now) { return (plan, nil) }
-                // Set under the lock the wait releases: whoever takes the lock
-                // and reads it true knows the thread sleeps.
-                state.ioThreadWaits = true
+                // Counted under the lock the wait releases: whoever takes the
+                // lock and reads a higher count knows the thread looked and sleeps.
+                state.ioThreadSleeps &+= 1
                 return (nil, state.machine.wakeDeadline().map { Self.realDeadline(of: $0, clockNow: now) })
             }
             guard var plan = next else { return }

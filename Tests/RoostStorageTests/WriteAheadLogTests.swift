@@ -306,10 +306,15 @@ struct WriteAheadLogTests {
         let lines = LogLines()
         let options = testOptions(fileSystem, log: lines)
         let (log, _) = try WriteAheadLog.open(directory: dataDirectory, policy: .never, options: options)
+        // Each time with the I/O thread asleep: a plan of its own in flight
+        // (it is woken after an appender's write) would make the appender hand
+        // the group over instead of writing it (`nextWriteOnAppender`).
+        #expect(log.waitForIOThreadToSleep(timeout: .seconds(10)))
         try log.appendHeld([[1]])
         #expect(log.writeHeld())
         #expect(log.acknowledgedLSN == LogSequenceNumber(1))
         fileSystem.inject(.init(operation: .write, nth: 1, errno: ENOSPC, pathContains: "/wal/"))
+        #expect(log.waitForIOThreadToSleep(timeout: .seconds(10)))
         try log.appendHeld([[2]])
         #expect(log.writeHeld())
         #expect(log.hasFailed)
