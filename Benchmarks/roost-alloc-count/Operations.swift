@@ -6,8 +6,8 @@ import CAllocationCounter
 /// tables, runtime metadata, grown buffers) is not counted.
 struct Operations {
     static let names = [
-        "register_new", "register_known", "get_device", "get_person", "batch_item", "export_device", "patch_device",
-        "feedback",
+        "register_new", "register_known", "register_known_tagged", "get_device", "get_person", "batch_item",
+        "export_device", "patch_device", "feedback",
     ]
 
     let workload: Workload
@@ -35,6 +35,22 @@ struct Operations {
             try results.append(
                 count("register_known", unit: "request", units: counted.count) {
                     try registerAll(counted, expecting: 200)
+                })
+        }
+
+        // Devices of their own with two tags, registered new (201), then counted
+        // registered again with the same body: 200, a known device that holds tags,
+        // re-registered with the same ones (nothing changes but its last_seen_at).
+        if selected("register_known_tagged") {
+            let base = Workload.taggedDeviceBase
+            let warmTagged = (base + warm.lowerBound)..<(base + warm.upperBound)
+            let countedTagged = (base + counted.lowerBound)..<(base + counted.upperBound)
+            try registerAll(warmTagged, tagged: true, expecting: 201)
+            try registerAll(warmTagged, tagged: true, expecting: 200)
+            try registerAll(countedTagged, tagged: true, expecting: 201)
+            try results.append(
+                count("register_known_tagged", unit: "request", units: counted.count) {
+                    try registerAll(countedTagged, tagged: true, expecting: 200)
                 })
         }
 
@@ -120,8 +136,8 @@ struct Operations {
 
     /// Registers every device of `devices` (the client's work: its
     /// allocations are not counted) and remembers their ids.
-    private func registerAll(_ devices: Range<Int>, expecting status: Int) throws {
-        let requests = devices.map(workload.registration)
+    private func registerAll(_ devices: Range<Int>, tagged: Bool = false, expecting status: Int) throws {
+        let requests = devices.map(tagged ? workload.taggedRegistration : workload.registration)
         for (device, request) in zip(devices, requests) {
             try workload.register(device, request: request, expecting: status)
         }

@@ -21,6 +21,9 @@ final class Workload {
     static let batchItems = 100
     /// Device numbers of batch items start here, apart from single registrations.
     static let batchDeviceBase = 10_000_000
+    /// The first device number of `register_known_tagged`'s devices (apart
+    /// from the others, so that the operations after it read untagged devices).
+    static let taggedDeviceBase = 20_000_000
     /// The longest any one answer may take (a whole export included, debug build, loaded machine).
     static let answerTimeout: Duration = .seconds(120)
 
@@ -61,6 +64,11 @@ final class Workload {
         request("POST", "/v1/devices", key: key, body: Self.deviceBody(device))
     }
 
+    /// `POST /v1/devices` for device `device` with the native body and two tags.
+    func taggedRegistration(_ device: Int) -> [UInt8] {
+        request("POST", "/v1/devices", key: key, body: Self.taggedDeviceBody(device))
+    }
+
     func deviceRead(_ device: Int) throws -> [UInt8] {
         guard let id = deviceIDs[device] else { throw WorkloadError("device \(device) was never registered") }
         return request("GET", "/v1/devices/\(id)", key: key, body: nil)
@@ -99,6 +107,11 @@ final class Workload {
         #"{"platform":"ios","environment":"production","token":""# + TestTokens.apns(device + 1)
             + #"","external_id":"user_\#(device / devicesPerPerson)","app_version":"2.4.0","locale":"en-US","#
             + #""timezone":"Europe/Berlin"}"#
+    }
+
+    /// `deviceBody` with the tags `plan` and `score` (the same every time).
+    static func taggedDeviceBody(_ device: Int) -> String {
+        String(deviceBody(device).dropLast()) + #","tags":{"plan":"pro","score":7}}"#
     }
 
     private func request(_ method: String, _ path: String, key: String, body: String?) -> [UInt8] {

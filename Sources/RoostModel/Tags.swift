@@ -91,7 +91,18 @@ package struct Tags: Hashable, Sendable {
             encoded = []
             return
         }
-        var writer = LittleEndianWriter()
+        // Sized first: one allocation for the bytes, where growing field by
+        // field took three (`roost-alloc-count`'s `register_known_tagged`).
+        var byteCount = 1
+        for (key, value) in values {
+            byteCount += 2 + key.rawValue.utf8.count + 1
+            switch value {
+            case .string(let text): byteCount += 2 + text.utf8.count
+            case .number: byteCount += 8
+            case .bool: break
+            }
+        }
+        var writer = LittleEndianWriter(capacity: byteCount)
         writer.u8(UInt8(values.count))
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             writer.string(key.rawValue)
@@ -106,6 +117,7 @@ package struct Tags: Hashable, Sendable {
                 writer.u8(flag ? 3 : 2)
             }
         }
+        precondition(writer.bytes.count == byteCount, "tags sized \(byteCount) bytes, wrote \(writer.bytes.count)")
         encoded = writer.bytes
     }
 
