@@ -48,7 +48,7 @@ struct AllocationBudgetTests {
     static let budgets: [Budget] = [
         Budget(operation: "register_new", target: 2, releaseCeiling: 2.02, debugCeiling: 181),
         Budget(operation: "register_known", target: 2, releaseCeiling: 2.01, debugCeiling: 165),
-        Budget(operation: "register_known_tagged", target: nil, releaseCeiling: 10.01, debugCeiling: 136),
+        Budget(operation: "register_known_tagged", target: nil, releaseCeiling: 9.01, debugCeiling: 134),
         Budget(operation: "get_device", target: nil, releaseCeiling: 5.01, debugCeiling: 875),
         Budget(operation: "get_person", target: nil, releaseCeiling: 7.01, debugCeiling: 340),
         Budget(operation: "batch_item", target: nil, releaseCeiling: 4.34, debugCeiling: 146),

@@ -202,7 +202,8 @@ extension DeviceStore {
                 person: personChange, tags: newTags, at: now)
             var externalID: ExternalID?
             if case .set(let value) = request.externalID { externalID = value }
-            device = self.device(at: target, token: request.token, externalID: externalID)
+            // The tags just merged are the stored ones (interned from their bytes): not read back.
+            device = self.device(at: target, token: request.token, externalID: externalID, tags: newTags)
             if let violation = device.violation() {
                 preconditionFailure("registration left device \(device.id) invalid: \(violation)")
             }

@@ -284,9 +284,13 @@ struct DeviceStore: Sendable {
         device(at: slot, token: nil, externalID: nil)
     }
 
-    /// Returns the device stored at `slot`, reusing `token` and `externalID` (when
-    /// the caller knows them to equal the stored ones) instead of copying them out.
-    func device(at slot: UInt32, token knownToken: PushToken?, externalID knownExternalID: ExternalID?) -> Device {
+    /// Returns the device stored at `slot`, reusing `token`, `externalID` and
+    /// `tags` (when the caller knows them to equal the stored ones: a
+    /// registration that just wrote them) instead of copying them out.
+    func device(
+        at slot: UInt32, token knownToken: PushToken?, externalID knownExternalID: ExternalID?,
+        tags knownTags: Tags? = nil
+    ) -> Device {
         let record = records[Int(slot)]
         precondition(!record.isFree, "reading free device slot \(slot)")
         let platform = record.platform
@@ -317,7 +321,7 @@ struct DeviceStore: Sendable {
         if record.locale != 0 { device.locale = strings.string(record.locale) }
         device.pushPermission = record.pushPermission
         device.optedIn = record.optedIn
-        if !record.tags.isNone { device.tags = storedTags(record.tags) }
+        if !record.tags.isNone { device.tags = knownTags ?? storedTags(record.tags) }
         if record.isInvalidated {
             device.invalidatedAt = Timestamp(millisecondsSinceEpoch: record.invalidatedAt)
             device.invalidationReason = strings.string(record.invalidationReason).map(
