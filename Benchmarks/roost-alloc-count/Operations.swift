@@ -137,7 +137,7 @@ struct Operations {
     /// Registers every device of `devices` (the client's work: its
     /// allocations are not counted) and remembers their ids.
     private func registerAll(_ devices: Range<Int>, tagged: Bool = false, expecting status: Int) throws {
-        let requests = devices.map(tagged ? workload.taggedRegistration : workload.registration)
+        let requests = devices.map { workload.registration($0, tagged: tagged) }
         for (device, request) in zip(devices, requests) {
             try workload.register(device, request: request, expecting: status)
         }

@@ -59,14 +59,10 @@ final class Workload {
 
     // MARK: requests
 
-    /// `POST /v1/devices` for device `device`: the seven fields of the load generator's native body.
-    func registration(_ device: Int) -> [UInt8] {
-        request("POST", "/v1/devices", key: key, body: Self.deviceBody(device))
-    }
-
-    /// `POST /v1/devices` for device `device` with the native body and two tags.
-    func taggedRegistration(_ device: Int) -> [UInt8] {
-        request("POST", "/v1/devices", key: key, body: Self.taggedDeviceBody(device))
+    /// `POST /v1/devices` for device `device`: the seven fields of the load
+    /// generator's native body, and with `tagged` the tags `plan` and `score`.
+    func registration(_ device: Int, tagged: Bool = false) -> [UInt8] {
+        request("POST", "/v1/devices", key: key, body: Self.deviceBody(device, tagged: tagged))
     }
 
     func deviceRead(_ device: Int) throws -> [UInt8] {
@@ -94,7 +90,7 @@ final class Workload {
 
     /// `POST /v1/devices/batch` of `batchItems` new devices from `firstDevice` on.
     func batch(from firstDevice: Int) -> [UInt8] {
-        let items = (firstDevice..<(firstDevice + Self.batchItems)).map(Self.deviceBody)
+        let items = (firstDevice..<(firstDevice + Self.batchItems)).map { Self.deviceBody($0) }
         return request(
             "POST", "/v1/devices/batch", key: key, body: #"{"devices":["# + items.joined(separator: ",") + "]}")
     }
@@ -103,15 +99,12 @@ final class Workload {
         request("GET", "/v1/devices/export", key: key, body: nil)
     }
 
-    static func deviceBody(_ device: Int) -> String {
+    /// The native body of device `device`; with `tagged`, the tags `plan` and
+    /// `score` too (the same every time).
+    static func deviceBody(_ device: Int, tagged: Bool = false) -> String {
         #"{"platform":"ios","environment":"production","token":""# + TestTokens.apns(device + 1)
             + #"","external_id":"user_\#(device / devicesPerPerson)","app_version":"2.4.0","locale":"en-US","#
-            + #""timezone":"Europe/Berlin"}"#
-    }
-
-    /// `deviceBody` with the tags `plan` and `score` (the same every time).
-    static func taggedDeviceBody(_ device: Int) -> String {
-        String(deviceBody(device).dropLast()) + #","tags":{"plan":"pro","score":7}}"#
+            + #""timezone":"Europe/Berlin""# + (tagged ? #","tags":{"plan":"pro","score":7}"# : "") + "}"
     }
 
     private func request(_ method: String, _ path: String, key: String, body: String?) -> [UInt8] {
