@@ -44,8 +44,21 @@ struct PresentedKeyDigestsTests {
     func lastFoundFirst() {
         let digests = PresentedKeyDigests(executor: nil)
         let key = "rk_live_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
-        let other = "rk_live_another_key_of_the_same_app_0123456789abc"
-        for text in [key, other] { digests.remember(text[...], digests.digest(of: text[...])) }
+        digests.remember(key[...], digests.digest(of: key[...]))
+        // A second key kept in another slot: slots come from a hash seeded per
+        // process, so a fixed second key shares the first one's slot once in
+        // `slotCount` runs and takes its place (the test then failed, by chance).
+        var other = ""
+        for number in 0..<(4 * PresentedKeyDigests.slotCount) where other.isEmpty {
+            let candidate = "rk_live_another_key_of_the_same_app_0123456789_\(1000 + number)"
+            digests.remember(candidate[...], digests.digest(of: candidate[...]))
+            if digests.digest(of: key[...]).kept {
+                other = candidate
+            } else {
+                digests.remember(key[...], digests.digest(of: key[...]))
+            }
+        }
+        #expect(!other.isEmpty && digests.digest(of: other[...]).kept)
         let bytes = Array(key.utf8)
         for index in bytes.indices {
             #expect(digests.digest(of: key[...]).kept, "the key itself, before byte \(index)")
