@@ -14,15 +14,19 @@ enum LegacyCommands {
     static func registry(_ arguments: ArraySlice<String>) async -> Int32 {
         let usage =
             "usage: roost-bench registry [--devices N (1000000)] [--shards N (1)] [--shape person-each|issue12]"
-            + "   (or: registry DEVICES [SHARDS])"
+            + " [--through populate|re-register|all (all)]   (or: registry DEVICES [SHARDS])"
         return await guarded(arguments, usage) { () async throws(UsageError) in
-            let flags = try Arguments(arguments, valued: ["--devices", "--shards", "--shape"], positionalAllowed: 2)
+            let flags = try Arguments(
+                arguments, valued: ["--devices", "--shards", "--shape", "--through"], positionalAllowed: 2)
             let devices = try value(flags, "--devices", position: 0, in: 1...devicesMax) ?? 1_000_000
             let shards = try value(flags, "--shards", position: 1, in: 1...shardsMax) ?? 1
             let shape =
                 try flags.choice("--shape", RegistryBenchmark.Shape.allCases.map(\.rawValue)).flatMap(
                     RegistryBenchmark.Shape.init(rawValue:)) ?? .personEach
-            await RegistryBenchmark.run(devices: devices, shards: shards, shape: shape)
+            let through =
+                try flags.choice("--through", RegistryBenchmark.LastPhase.allCases.map(\.rawValue)).flatMap(
+                    RegistryBenchmark.LastPhase.init(rawValue:)) ?? .all
+            await RegistryBenchmark.run(devices: devices, shards: shards, shape: shape, through: through)
             return 0
         }
     }

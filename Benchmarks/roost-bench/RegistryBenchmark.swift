@@ -37,6 +37,15 @@ enum RegistryBenchmark {
         case issue12
     }
 
+    /// The last phase a run measures (`--through`): a profile or an
+    /// instruction count of the re-registrations alone is the difference of
+    /// a run through `re-register` and one through `populate`.
+    enum LastPhase: String, CaseIterable, Sendable {
+        case populate
+        case reRegister = "re-register"
+        case all
+    }
+
     /// People of the issue-12 shape.
     static let issuePeople = 200_000
     /// The issue-12 shape's app: room for 25 devices a person at 5M devices
@@ -55,7 +64,7 @@ enum RegistryBenchmark {
         return request
     }
 
-    static func run(devices: Int, shards: Int, shape: Shape = .personEach) async {
+    static func run(devices: Int, shards: Int, shape: Shape = .personEach, through: LastPhase = .all) async {
         let registry = Registry(shardCount: shards, log: VolatileLog())
         let apps = (1...shards).map { AppID(UInt32($0)) }
         let tags = TagsChange.merge(["plan": .string("pro"), "score": .number(7)])
@@ -89,11 +98,13 @@ enum RegistryBenchmark {
         }
         let grown = residentBytes() - baseline
         print("memory: \(grown / devices) bytes/device RSS growth at \(devices) devices (\(grown >> 20) MiB)")
+        if through == .populate { return }
         await measure("re-register known tokens", count: devices, registry: registry) { number in
             var plain = RegisterRequest(token: token(number, generation: 0))
             plain.externalID = .set(try! ExternalID("user_\(number)"))
             return (apps[number % shards], plain)
         }
+        if through == .reRegister { return }
         let side = 100_000
         let offset = devices
         await measure("populate with installation ids", count: side, registry: registry) { number in

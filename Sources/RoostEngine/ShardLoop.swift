@@ -42,6 +42,12 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     private weak var set: ShardSet?
     private let log: any MutationLog
     private let inbox = Mutex(Inbox())
+    /// The inbox's lists between two takes, emptied with their capacity kept:
+    /// each take swaps them in, so that posts fill lists that already have
+    /// room (an inbox left with new empty lists regrew from nothing after
+    /// every take, doubling up to the size of each post under the lock).
+    /// Loop thread only.
+    private var spareInbox = Inbox()
     /// Per-round buffers, kept between rounds (no allocation per round):
     /// commands submitted on this loop in this round, by shard; commands for
     /// the shards this loop runs, by shard; commands for other loops' shards
@@ -159,10 +165,13 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
     package func endOfRound() {
         executor.preconditionOnLoop("ShardLoop.endOfRound")
         guard let set else { return }
-        var arrived = inbox.withLock { inbox -> Inbox in
-            var taken = Inbox()
-            swap(&taken, &inbox)
-            return taken
+        var arrived = Inbox()
+        swap(&arrived, &spareInbox)
+        inbox.withLock { inbox in swap(&arrived, &inbox) }
+        defer {
+            // Both lists were moved from (empty); their capacity serves the next take.
+            precondition(arrived.commands.isEmpty && arrived.outcomes.isEmpty, "the round left arrivals unhandled")
+            spareInbox = arrived
         }
         // Commands and outcomes are moved from list to list on their way, never
         // copied: a copy retained every reference of a request, and the list it
@@ -312,14 +321,50 @@ package final class ShardLoop: LoopRoundHandler, @unchecked Sendable {
 /// loops' requests may have in flight (connections × pipelined requests) and
 /// the callers' batches.
 struct FairQueue {
+    /// One app's commands in arrival order: a ring over `slots` (a power of
+    /// two), so taking from the front moves nothing (a list with a moving head
+    /// shifted its rest to the front now and then: a copy of each command
+    /// again when the queue stayed deep).
     private struct AppQueue {
-        /// Taken commands are nil: a turn moves each command out
+        /// Empty and taken slots are nil: a turn moves each command out
         /// (`Optional.take`), where a copy retained every reference of its
         /// request and the queue released them again when it dropped them.
-        var commands: [ShardCommand?] = []
-        /// Commands before it were taken already.
+        var slots: [ShardCommand?]
+        /// The slot of the oldest command.
         var head = 0
+        private(set) var count = 0
+
+        /// A queue over `slots`, all nil (a spare queue's, or none).
+        init(slots: [ShardCommand?] = []) {
+            precondition(slots.isEmpty || slots.count & (slots.count - 1) == 0, "a ring of \(slots.count) slots")
+            self.slots = slots
+        }
+
+        mutating func append(_ command: consuming ShardCommand) {
+            if count == slots.count { grow() }
+            slots[(head + count) & (slots.count - 1)] = command
+            count += 1
+        }
+
+        mutating func takeFirst() -> ShardCommand {
+            precondition(count > 0, "took from an empty fair queue")
+            guard let command = slots[head].take() else { preconditionFailure("fair queue slot \(head) empty") }
+            head = (head + 1) & (slots.count - 1)
+            count -= 1
+            return command
+        }
+
+        /// Doubles the ring, the commands moved to its start in order.
+        private mutating func grow() {
+            var grown = [ShardCommand?](repeating: nil, count: max(FairQueue.slotsMin, slots.count * 2))
+            for offset in 0..<count { grown[offset] = slots[(head + offset) & (slots.count - 1)].take() }
+            slots = grown
+            head = 0
+        }
     }
+
+    /// The fewest slots of an app's ring.
+    static let slotsMin = 16
 
     private var queues: [AppID: AppQueue] = [:]
     /// Apps with commands waiting; the next turn starts with the first.
@@ -336,10 +381,10 @@ struct FairQueue {
     /// set and a modify), two when it is new. Issue 25.
     mutating func append(_ command: consuming ShardCommand, app: AppID) {
         if let index = queues.index(forKey: app) {
-            queues.values[index].commands.append(command)
+            queues.values[index].append(command)
         } else {
-            var queue = AppQueue(commands: spareQueues.popLast() ?? [])
-            queue.commands.append(command)
+            var queue = AppQueue(slots: spareQueues.popLast() ?? [])
+            queue.append(command)
             queues[app] = queue
             order.append(app)
         }
@@ -363,26 +408,13 @@ struct FairQueue {
             guard let place = queues.index(forKey: app) else { preconditionFailure("app \(app) has no queue") }
             var queue = AppQueue()
             swap(&queue, &queues.values[place])
-            let end = min(queue.commands.count, queue.head + min(quantum, budget - turn.count))
-            for index in queue.head..<end {
-                guard let command = queue.commands[index].take() else {
-                    preconditionFailure("fair queue command \(index) of app \(app) taken twice")
-                }
-                turn.append(command)
-            }
-            queue.head = end
-            if queue.head == queue.commands.count {
+            for _ in 0..<min(queue.count, quantum, budget - turn.count) { turn.append(queue.takeFirst()) }
+            if queue.count == 0 {
                 queues.remove(at: place)
                 order.remove(at: position)
-                if spareQueues.count < Self.spareQueuesMax {
-                    queue.commands.removeAll(keepingCapacity: true)
-                    spareQueues.append(queue.commands)
-                }
+                // Every slot is nil again: the ring serves the next app as it is.
+                if spareQueues.count < Self.spareQueuesMax { spareQueues.append(queue.slots) }
             } else {
-                if queue.head > 64 && queue.head * 2 > queue.commands.count {
-                    queue.commands.removeFirst(queue.head)
-                    queue.head = 0
-                }
                 swap(&queue, &queues.values[place])
                 position += 1
             }

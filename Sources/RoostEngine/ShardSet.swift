@@ -112,12 +112,20 @@ package final class ShardSet: Sendable {
         guard !batch.isEmpty else { return [] }
         return await withCheckedContinuation { continuation in
             let waiter = CallerWaiter(count: batch.count, continuation)
-            var byLoop: [Int: [ShardCommand]] = [:]
-            for (position, work) in batch.enumerated() {
-                byLoop[loopNumber(for: work), default: []].append(
-                    ShardCommand(work, origin: .caller(waiter, position: position)))
+            // Each loop's list sized once (grown by doubling, a 1,024-command
+            // batch was copied ten times on its way).
+            var byLoop = [[ShardCommand]](repeating: [], count: loops.count)
+            if loops.count == 1 {
+                byLoop[0].reserveCapacity(batch.count)
+            } else {
+                var counts = [Int](repeating: 0, count: loops.count)
+                for work in batch { counts[loopNumber(for: work)] += 1 }
+                for loop in byLoop.indices { byLoop[loop].reserveCapacity(counts[loop]) }
             }
-            for loop in byLoop.keys { loops[loop].post(commands: &byLoop[loop]!) }
+            for (position, work) in batch.enumerated() {
+                byLoop[loopNumber(for: work)].append(ShardCommand(work, origin: .caller(waiter, position: position)))
+            }
+            for loop in byLoop.indices where !byLoop[loop].isEmpty { loops[loop].post(commands: &byLoop[loop]) }
         }
     }
 

@@ -65,6 +65,39 @@ package struct Device: Hashable, Sendable {
         self.clientSequence = nil
     }
 
+    /// A device with every field given: the store's reading of a record,
+    /// built in one step (field by field assignments to a fresh device copied
+    /// the whole value twice, each copy retaining every string in it).
+    init(
+        id: DeviceID, environment: APNsEnvironment, token: PushToken?, bundleID: BundleID?,
+        installationID: InstallationID?, installationSecretDigest: SecretDigest?, externalID: ExternalID?,
+        createdAt: Timestamp, lastSeenAt: Timestamp, boundAt: Timestamp?, appVersion: String?, timezone: String?,
+        locale: String?, pushPermission: Bool?, optedIn: Bool, tags: Tags, invalidatedAt: Timestamp?,
+        invalidationReason: InvalidationReason?, strikes: UInt32, version: UInt32, clientSequence: UInt64?
+    ) {
+        self.id = id
+        self.environment = environment
+        self.token = token
+        self.bundleID = bundleID
+        self.installationID = installationID
+        self.installationSecretDigest = installationSecretDigest
+        self.externalID = externalID
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+        self.boundAt = boundAt
+        self.appVersion = appVersion
+        self.timezone = timezone
+        self.locale = locale
+        self.pushPermission = pushPermission
+        self.optedIn = optedIn
+        self.tags = tags
+        self.invalidatedAt = invalidatedAt
+        self.invalidationReason = invalidationReason
+        self.strikes = strikes
+        self.version = version
+        self.clientSequence = clientSequence
+    }
+
     /// Whether `other` holds the same stored fields as this device, whatever
     /// either's `version` (the test of "a change" that bumps the version).
     package func hasSameFields(as other: Device) -> Bool {

@@ -66,7 +66,7 @@ package struct PushToken: Hashable, Sendable, CustomStringConvertible {
 
     package static func == (lhs: PushToken, rhs: PushToken) -> Bool {
         lhs.platform == rhs.platform
-            && lhs.withBytes { left in rhs.withBytes { right in left.elementsEqual(right) } }
+            && lhs.withBytes { left in rhs.withBytes { right in left.hasSameBytes(as: right) } }
     }
 
     /// Parses a token sent for `platform` (spec §2 token shapes).

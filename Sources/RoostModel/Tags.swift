@@ -246,6 +246,11 @@ package enum FieldChange<Value: Hashable & Sendable>: Hashable, Sendable {
         }
     }
 
+    /// Whether this change leaves the field as it is.
+    package var isKeep: Bool {
+        if case .keep = self { true } else { false }
+    }
+
     /// Returns the field's value after this change.
     package func applied(to current: Value?) -> Value? {
         switch self {

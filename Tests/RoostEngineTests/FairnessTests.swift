@@ -110,6 +110,43 @@ struct FairnessTests {
         #expect(taken == appended)
     }
 
+    @Test("a deep queue taken from while it grows keeps its order through the ring's wrap and doublings")
+    func deepQueueWrapsAndGrows() {
+        var queue = FairQueue()
+        var turn: [ShardCommand] = []
+        var appended = 0
+        var taken = 0
+        func append(_ count: Int) {
+            for _ in 0..<count {
+                queue.append(
+                    ShardCommand(
+                        .index(IndexKey(app: AppID(3), mode: .live), settings: .defaults, .stats),
+                        origin: .loop(0, ticket: UInt64(appended))),
+                    app: AppID(3))
+                appended += 1
+            }
+        }
+        func take(_ count: Int) {
+            queue.takeTurn(max: count, perApp: count, into: &turn)
+            for command in turn {
+                guard case .loop(_, let ticket) = command.origin else { continue }
+                #expect(Int(ticket) == taken, "command \(taken) out of order")
+                taken += 1
+            }
+        }
+        // Fill past the smallest ring, take part of it (the head moves), then append
+        // enough that the ring doubles while its commands wrap around its end.
+        append(FairQueue.slotsMin + 5)
+        take(9)
+        for round in 0..<40 {
+            append(7 + round * 3)
+            take(5 + round)
+        }
+        #expect(queue.count == appended - taken)
+        while !queue.isEmpty { take(64) }
+        #expect(taken == appended && appended > 1_000)
+    }
+
     @Test("an app's whole queue taken as the turn's start keeps every command, in order, turn after turn")
     func wholeQueueTaken() {
         var queue = FairQueue()

@@ -166,6 +166,26 @@ struct TokenLimitTests {
         #expect(counts.refusals == 7)
     }
 
+    @Test(
+        "a token's budget is its index's: spent in one app's live mode, the same token registers in another app and mode on that shard"
+    )
+    func budgetPerIndex() async throws {
+        // One shard: every app shares its limiter, so only the key's hash keeps the budgets apart.
+        let registry = Registry(shardCount: 1, log: CountingLog(), clock: ManualMonotonicClock())
+        let token = try apnsToken(4)
+        for _ in 0..<10 { _ = await TokenLimitTests.register(registry, liveKey, token) }
+        #expect(TokenLimitTests.isTokenRefusal(await TokenLimitTests.register(registry, liveKey, token)) == 6)
+        for key in [IndexKey(app: AppID(1), mode: .test), IndexKey(app: AppID(2), mode: .live)] {
+            for attempt in 0..<10 {
+                guard case .registered? = await TokenLimitTests.register(registry, key, token) else {
+                    Issue.record("\(key): registration \(attempt + 1) refused by another index's budget")
+                    break
+                }
+            }
+            #expect(TokenLimitTests.isTokenRefusal(await TokenLimitTests.register(registry, key, token)) == 6)
+        }
+    }
+
     @Test("Connect's registration for a principal counts against the same token budget")
     func principalRegistrations() async throws {
         let registry = Registry(shardCount: 1, log: CountingLog(), clock: ManualMonotonicClock())

@@ -250,6 +250,49 @@ struct ChangeFeedTests {
         #expect(index.invariantViolations().isEmpty)
     }
 
+    @Test(
+        "a feed at its retention agrees with a plain model through runs of new devices only (nothing superseded) and of repeats, across compactions"
+    )
+    func retentionAgreesWithModel() throws {
+        let retained = 300
+        var feed = ChangeFeed(retainedMax: retained)
+        // The model: each held device's latest (position, deleted), and the highest position dropped.
+        var latest: [UInt64: (position: UInt64, deleted: Bool)] = [:]
+        var expiredThrough: UInt64 = 0
+        var state: UInt64 = 0x9E37_79B9
+        var position: UInt64 = 0
+        var nextDevice: UInt64 = 1
+        // Long runs of devices never seen (the feed's fast paths: no entry superseded) between
+        // runs that change held devices again; each run well past `compactionSlack` changes.
+        for run in 0..<6 {
+            for _ in 0..<(ChangeFeed.compactionSlack + 2_500) {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                let repeats = run % 2 == 1 && (state >> 40) % 4 != 0 && !latest.isEmpty
+                let device = repeats ? Array(latest.keys)[Int((state >> 20) % UInt64(latest.count))] : nextDevice
+                if !repeats { nextDevice += 1 }
+                let deleted = (state >> 50) % 16 == 0
+                position += 1
+                let recorded = feed.record(
+                    sequence: device, platform: .ios, deleted: deleted, at: Self.t0, position: position)
+                #expect(recorded)
+                latest[device] = (position, deleted)
+                if latest.count > retained, let oldest = latest.min(by: { $0.value.position < $1.value.position }) {
+                    latest[oldest.key] = nil
+                    expiredThrough = oldest.value.position
+                }
+            }
+            let page = try feed.page(after: nil, limit: retained + 1).get()
+            let expected = latest.sorted { $0.value.position < $1.value.position }
+            #expect(page.entries.map(\.sequence) == expected.map(\.key), "run \(run)")
+            #expect(page.entries.map(\.position) == expected.map(\.value.position), "run \(run)")
+            #expect(page.entries.map(\.deleted) == expected.map(\.value.deleted), "run \(run)")
+            #expect(feed.retainedCount == latest.count && feed.expiredThrough == expiredThrough, "run \(run)")
+            #expect(
+                feed.entries.count <= retained + retained / 4 + ChangeFeed.compactionSlack + 1,
+                "run \(run): dropped entries are compacted away")
+        }
+    }
+
     @Test("SequenceMap agrees with a Dictionary over random inserts, updates and removals (backward-shift deletion)")
     func sequenceMap() {
         var map = SequenceMap()

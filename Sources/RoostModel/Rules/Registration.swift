@@ -306,24 +306,21 @@ extension DeviceStore {
         with request: RegisterRequest, person: PersonChange, tags: Tags, at now: Timestamp
     ) -> Device {
         let id = DeviceID(appID: appID, mode: mode, platform: request.platform, sequence: nextDeviceSequence)
-        var device = Device(
-            id: id, environment: request.environment ?? .production, token: request.token, createdAt: now)
+        var externalID: ExternalID?
         var personSlot: UInt32?
-        if case .bind(let slot) = person, case .set(let externalID) = request.externalID {
-            device.externalID = externalID
-            device.boundAt = now
+        if case .bind(let slot) = person, case .set(let value) = request.externalID {
+            externalID = value
             personSlot = slot
         }
-        device.installationID = request.installationID
-        device.installationSecretDigest = request.installationSecretDigest
-        device.bundleID = request.bundleID.applied(to: nil)
-        device.appVersion = request.appVersion.applied(to: nil)
-        device.timezone = request.timezone.applied(to: nil)
-        device.locale = request.locale.applied(to: nil)
-        device.pushPermission = request.pushPermission.applied(to: nil)
-        if let optedIn = request.optedIn { device.optedIn = optedIn }
-        device.tags = tags
-        device.clientSequence = request.clientSequence
+        // Built in one initializer: assigning field after field to a fresh device copied it whole.
+        let device = Device(
+            id: id, environment: request.environment ?? .production, token: request.token,
+            bundleID: request.bundleID.applied(to: nil), installationID: request.installationID,
+            installationSecretDigest: request.installationSecretDigest, externalID: externalID, createdAt: now,
+            lastSeenAt: now, boundAt: externalID == nil ? nil : now, appVersion: request.appVersion.applied(to: nil),
+            timezone: request.timezone.applied(to: nil), locale: request.locale.applied(to: nil),
+            pushPermission: request.pushPermission.applied(to: nil), optedIn: request.optedIn ?? true, tags: tags,
+            invalidatedAt: nil, invalidationReason: nil, strikes: 0, version: 1, clientSequence: request.clientSequence)
         storeDevice(device, personSlot: personSlot)
         return device
     }
@@ -390,16 +387,23 @@ extension DeviceStore {
                 changed = true
             }
         }
-        records[index].bundleID = interned(records[index].bundleID, changedBy: request.bundleID.map(\.rawValue))
-        records[index].appVersion = interned(records[index].appVersion, changedBy: request.appVersion)
-        records[index].timezone = interned(records[index].timezone, changedBy: request.timezone)
-        records[index].locale = interned(records[index].locale, changedBy: request.locale)
+        // Each field written only when the request changes it: every write to
+        // a record is a checked access that tests its chunk for uniqueness.
+        let bundleID = request.bundleID.map(\.rawValue)
+        if !bundleID.isKeep { records[index].bundleID = interned(records[index].bundleID, changedBy: bundleID) }
+        let appVersion = request.appVersion
+        if !appVersion.isKeep { records[index].appVersion = interned(records[index].appVersion, changedBy: appVersion) }
+        let timezone = request.timezone
+        if !timezone.isKeep { records[index].timezone = interned(records[index].timezone, changedBy: timezone) }
+        let locale = request.locale
+        if !locale.isKeep { records[index].locale = interned(records[index].locale, changedBy: locale) }
         let record = records[index]
-        records[index].flags =
+        let flags =
             DeviceRecord.flags(
                 platform: record.platform, environment: request.environment ?? record.environment,
                 pushPermission: request.pushPermission.applied(to: record.pushPermission),
                 optedIn: request.optedIn ?? record.optedIn) | (record.flags & DeviceRecord.clientSequenceFlag)
+        if flags != record.flags { records[index].flags = flags }
         if let tags {
             let stored = records[index].tags
             if stored.isNone ? !tags.isEmpty : !blobs.equals(stored, tags.encoded) {

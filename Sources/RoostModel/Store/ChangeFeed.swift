@@ -220,7 +220,8 @@ package struct ChangeFeed: Sendable, Equatable {
         while head < entries.count {
             let entry = entries[head]
             head += 1
-            guard isLive(entry) else {
+            // With nothing superseded, every entry from `head` on is live: no look-up to tell.
+            guard supersededCount == 0 || isLive(entry) else {
                 supersededCount -= 1
                 continue
             }
@@ -232,7 +233,10 @@ package struct ChangeFeed: Sendable, Equatable {
     }
 
     /// Removes dropped and superseded entries once they pass a quarter of the
-    /// live ones (and `compactionSlack`): O(live), amortised over a quarter as
+    /// live ones (and `compactionSlack`): O(live) — one look-up a kept entry
+    /// when some are superseded, a copy when only dropped ones are (a feed at
+    /// its retention whose changes are of devices not held: the steady state
+    /// of many devices each changing now and then), amortised over a quarter as
     /// many changes (a memcpy of ~4 entries a change), and the array, sized
     /// for the live entries and that quarter, never grows by doubling in
     /// between (memory: ≤ 1.25 × live entries + slack).
@@ -241,7 +245,12 @@ package struct ChangeFeed: Sendable, Equatable {
         guard dead > Self.compactionSlack && dead * 4 > latest.count else { return }
         var kept: [Entry] = []
         kept.reserveCapacity(latest.count + latest.count / 4 + Self.compactionSlack + 1)
-        for entry in entries[head...] where isLive(entry) { kept.append(entry) }
+        if supersededCount == 0 {
+            // Only dropped entries to remove: the rest is live, copied without a look-up each.
+            kept.append(contentsOf: entries[head...])
+        } else {
+            for entry in entries[head...] where isLive(entry) { kept.append(entry) }
+        }
         entries = kept
         head = 0
         supersededCount = 0

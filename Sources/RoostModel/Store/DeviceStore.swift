@@ -213,7 +213,7 @@ struct DeviceStore: Sendable {
     func slot(ofToken wanted: UnsafeRawBufferPointer, platform: Platform, hash: UInt32) -> UInt32? {
         tokenSlots.find(hash: hash) { slot in
             let record = records[Int(slot)]
-            return record.platform == platform && withTokenBytes(of: record) { $0.elementsEqual(wanted) }
+            return record.platform == platform && withTokenBytes(of: record) { $0.hasSameBytes(as: wanted) }
         }
     }
 
@@ -303,34 +303,30 @@ struct DeviceStore: Sendable {
         } else {
             token = withTokenBytes(of: record) { PushToken(unchecked: $0, platform: platform) }
         }
-        var device = Device(
+        let bound = record.person != DeviceRecord.noSlot
+        let invalidated = record.isInvalidated
+        // Every field read first, the device built once (see the initializer).
+        return Device(
             id: id, environment: record.environment, token: token,
-            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt))
-        device.lastSeenAt = Timestamp(millisecondsSinceEpoch: record.lastSeenAt)
-        if record.bundleID != 0 { device.bundleID = strings.string(record.bundleID).map(BundleID.init(unchecked:)) }
-        if !record.installation.isNone {
-            device.installationID = InstallationID(unchecked: blobs.string(record.installation))
-        }
-        if record.digest != DeviceRecord.noSlot { device.installationSecretDigest = digests[Int(record.digest)] }
-        if record.person != DeviceRecord.noSlot {
-            device.externalID = knownExternalID ?? ExternalID(unchecked: blobs.string(people[Int(record.person)].name))
-            device.boundAt = Timestamp(millisecondsSinceEpoch: record.boundAt)
-        }
-        if record.appVersion != 0 { device.appVersion = strings.string(record.appVersion) }
-        if record.timezone != 0 { device.timezone = strings.string(record.timezone) }
-        if record.locale != 0 { device.locale = strings.string(record.locale) }
-        device.pushPermission = record.pushPermission
-        device.optedIn = record.optedIn
-        if !record.tags.isNone { device.tags = knownTags ?? storedTags(record.tags) }
-        if record.isInvalidated {
-            device.invalidatedAt = Timestamp(millisecondsSinceEpoch: record.invalidatedAt)
-            device.invalidationReason = strings.string(record.invalidationReason).map(
-                InvalidationReason.init(unchecked:))
-        }
-        device.strikes = record.strikes
-        device.version = record.version
-        if record.hasClientSequence { device.clientSequence = clientSequence(at: slot) }
-        return device
+            bundleID: record.bundleID == 0 ? nil : strings.string(record.bundleID).map(BundleID.init(unchecked:)),
+            installationID: record.installation.isNone
+                ? nil : InstallationID(unchecked: blobs.string(record.installation)),
+            installationSecretDigest: record.digest == DeviceRecord.noSlot ? nil : digests[Int(record.digest)],
+            externalID: bound
+                ? knownExternalID ?? ExternalID(unchecked: blobs.string(people[Int(record.person)].name)) : nil,
+            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
+            lastSeenAt: Timestamp(millisecondsSinceEpoch: record.lastSeenAt),
+            boundAt: bound ? Timestamp(millisecondsSinceEpoch: record.boundAt) : nil,
+            appVersion: record.appVersion == 0 ? nil : strings.string(record.appVersion),
+            timezone: record.timezone == 0 ? nil : strings.string(record.timezone),
+            locale: record.locale == 0 ? nil : strings.string(record.locale),
+            pushPermission: record.pushPermission, optedIn: record.optedIn,
+            tags: record.tags.isNone ? .empty : knownTags ?? storedTags(record.tags),
+            invalidatedAt: invalidated ? Timestamp(millisecondsSinceEpoch: record.invalidatedAt) : nil,
+            invalidationReason: invalidated
+                ? strings.string(record.invalidationReason).map(InvalidationReason.init(unchecked:)) : nil,
+            strikes: record.strikes, version: record.version,
+            clientSequence: record.hasClientSequence ? clientSequence(at: slot) : nil)
     }
 
     /// Returns the client sequence a live slot stores, or nil. O(1) expected.
@@ -548,7 +544,7 @@ struct DeviceStore: Sendable {
             precondition(
                 tokenSlots.find(hash: hash) { candidate in
                     records[Int(candidate)].platform == token.platform
-                        && withTokenBytes(of: records[Int(candidate)]) { $0.elementsEqual(bytes) }
+                        && withTokenBytes(of: records[Int(candidate)]) { $0.hasSameBytes(as: bytes) }
                 } == nil, "token already held by another device")
             setFreeToken(bytes: bytes, at: slot, hash: hash)
         }

@@ -167,13 +167,14 @@ struct DuplicateSlotKey: Error {
 ///
 /// Keys are per table and secret, so a client that chooses tokens or ids cannot
 /// compute colliding ones (HashDoS) any more than with the stdlib's seeded `Hasher`.
-struct SlotHashKeys: Sendable {
+/// The shard's per-token limit keys its table with the 64-bit form (`hash64`).
+package struct SlotHashKeys: Sendable {
     let seed: UInt64
     let key0: UInt64
     let key1: UInt64
 
     /// Fresh keys from the system's random number generator.
-    init() {
+    package init() {
         var random = SystemRandomNumberGenerator()
         // Odd keys: an all-zero key would let a chosen word zero one multiplication.
         seed = random.next()
@@ -186,8 +187,18 @@ struct SlotHashKeys: Sendable {
     /// for a 32-byte token, against `Hasher`'s SipHash setup and finalization.
     @inline(__always)
     func hash(domain: UInt8, bytes: UnsafeRawBufferPointer) -> UInt32 {
+        UInt32(truncatingIfNeeded: hash64(domain: domain, context: 0, bytes: bytes))
+    }
+
+    /// The 64-bit hash `hash(domain:bytes:)` truncates, with a 32-bit
+    /// `context` (an app's number, say) hashed before the bytes: the keys are
+    /// secret, so a client that chooses `bytes` cannot aim two keys at one value.
+    @inline(__always)
+    package func hash64(domain: UInt8, context: UInt32, bytes: UnsafeRawBufferPointer) -> UInt64 {
         let count = bytes.count
-        var state = Self.fold(seed ^ UInt64(truncatingIfNeeded: count) << 8 ^ UInt64(domain), key0)
+        // Bits 0–7 the domain, 8–31 the length (ours are far below 2^24 bytes), 32–63 the context.
+        var state = Self.fold(
+            seed ^ UInt64(context) << 32 ^ UInt64(truncatingIfNeeded: count) << 8 ^ UInt64(domain), key0)
         var offset = 0
         while count - offset > 16 {
             let low = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
@@ -206,7 +217,7 @@ struct SlotHashKeys: Sendable {
             for index in 0..<rest { low |= UInt64(bytes[offset + index]) << UInt64(index * 8) }
         }
         state = Self.fold(low ^ key1, high ^ state)
-        return UInt32(truncatingIfNeeded: Self.fold(state ^ key0, seed ^ UInt64(truncatingIfNeeded: count)))
+        return Self.fold(state ^ key0, seed ^ UInt64(truncatingIfNeeded: count))
     }
 
     /// The 128-bit product of `a` and `b`, its halves xor-ed.
