@@ -39,7 +39,8 @@ enum RegistryBenchmark {
 
     /// The last phase a run measures (`--through`): a profile or an
     /// instruction count of the re-registrations alone is the difference of
-    /// a run through `re-register` and one through `populate`.
+    /// a run through `re-register` and one through `populate`, or the part
+    /// after the populate line of one run (`Benchmarks/spine/shard_instructions.sh`).
     enum LastPhase: String, CaseIterable, Sendable {
         case populate
         case reRegister = "re-register"

@@ -446,9 +446,9 @@ package actor Shard {
     ) {
         let readsWaitFor = appended ?? log.appendedThrough
         outcomes.reserveCapacity(outcomes.count + turn.answers.count + turn.released.count)
-        // Two hashes of the answer's index a command were 2 % of a re-registration's
-        // instructions: the set is asked only when it holds something, and the map
-        // once per run of answers of one index (neither changes here).
+        // The answer's index was hashed twice an answer (SipHash each): the set
+        // is asked only when it holds something, and the map once per run of
+        // answers of one index (neither changes here).
         let anyUnacknowledged = !unacknowledged.isEmpty
         var runKey: IndexKey?
         var runDependsOn = LogSequenceNumber(0)

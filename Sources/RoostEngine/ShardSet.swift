@@ -114,14 +114,10 @@ package final class ShardSet: Sendable {
             let waiter = CallerWaiter(count: batch.count, continuation)
             // Each loop's list sized once (grown by doubling, a 1,024-command
             // batch was copied ten times on its way).
+            var counts = [Int](repeating: 0, count: loops.count)
+            for work in batch { counts[loopNumber(for: work)] += 1 }
             var byLoop = [[ShardCommand]](repeating: [], count: loops.count)
-            if loops.count == 1 {
-                byLoop[0].reserveCapacity(batch.count)
-            } else {
-                var counts = [Int](repeating: 0, count: loops.count)
-                for work in batch { counts[loopNumber(for: work)] += 1 }
-                for loop in byLoop.indices { byLoop[loop].reserveCapacity(counts[loop]) }
-            }
+            for loop in byLoop.indices { byLoop[loop].reserveCapacity(counts[loop]) }
             for (position, work) in batch.enumerated() {
                 byLoop[loopNumber(for: work)].append(ShardCommand(work, origin: .caller(waiter, position: position)))
             }

@@ -65,9 +65,10 @@ package struct Device: Hashable, Sendable {
         self.clientSequence = nil
     }
 
-    /// A device with every field given: the store's reading of a record,
-    /// built in one step (field by field assignments to a fresh device copied
-    /// the whole value twice, each copy retaining every string in it).
+    /// A device with every field given, built in one step: the store's
+    /// reading of a record and a registration's new device (field by field
+    /// assignments to a fresh device copied the whole value twice, each copy
+    /// retaining every string in it).
     init(
         id: DeviceID, environment: APNsEnvironment, token: PushToken?, bundleID: BundleID?,
         installationID: InstallationID?, installationSecretDigest: SecretDigest?, externalID: ExternalID?,
