@@ -220,30 +220,40 @@ package actor Shard {
             // By position, not `for command in commands[…]`: that copied each command
             // (every reference of its request retained, then released).
             for position in start..<end {
-                guard case .index(_, _, let work) = commands[position].work else { continue }
                 let origin = commands[position].origin
-                // One look at the command's case (a multi-payload enum: each look is a runtime call).
-                let traits = Self.traits(of: work)
                 mutations.removeAll(keepingCapacity: true)
                 let outcome: Outcome
-                if let refusal = tokenRefusal(traits.token, on: key, now: &turn.now) {
-                    outcome = .rejected(refusal)
-                } else {
-                    outcome = index.execute(work, appendingMutationsTo: &mutations)
-                }
-                switch traits.feed {
-                case .none: break
-                case .changes(let after, let limit, let wait):
-                    if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
-                        mayHoldChangeWaiter(of: key.app)
-                    {
-                        // Nothing after the cursor yet: held back until a change or its time is up.
-                        hold(ChangeWaiter(origin: origin, after: after, limit: limit, deadline: 0), wait, key)
-                        continue
+                if case .index(_, _, .register(let request, let now)) = commands[position].work {
+                    // A registration, the hot path's write, read straight out of its command:
+                    // a copy of the request alone, no look at its traits (it has no feed work).
+                    if let refusal = tokenRefusal(request.token, on: key, now: &turn.now) {
+                        outcome = .rejected(refusal)
+                    } else {
+                        outcome = index.executeRegistration(request, at: now, appendingMutationsTo: &mutations)
                     }
-                case .export:
-                    turn.exports.append(
-                        ShardTurn.Export(answer: turn.answers.count, key: key, recordsBefore: turn.records.count))
+                } else {
+                    guard case .index(_, _, let work) = commands[position].work else { continue }
+                    // One look at the command's case (a multi-payload enum: each look is a runtime call).
+                    let traits = Self.traits(of: work)
+                    if let refusal = tokenRefusal(traits.token, on: key, now: &turn.now) {
+                        outcome = .rejected(refusal)
+                    } else {
+                        outcome = index.execute(work, appendingMutationsTo: &mutations)
+                    }
+                    switch traits.feed {
+                    case .none: break
+                    case .changes(let after, let limit, let wait):
+                        if case .changes(.success(let page)) = outcome, page.changes.isEmpty,
+                            mayHoldChangeWaiter(of: key.app)
+                        {
+                            // Nothing after the cursor yet: held back until a change or its time is up.
+                            hold(ChangeWaiter(origin: origin, after: after, limit: limit, deadline: 0), wait, key)
+                            continue
+                        }
+                    case .export:
+                        turn.exports.append(
+                            ShardTurn.Export(answer: turn.answers.count, key: key, recordsBefore: turn.records.count))
+                    }
                 }
                 let changed = !mutations.isEmpty
                 record(&mutations, of: key, into: &turn)

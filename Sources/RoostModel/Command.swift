@@ -204,14 +204,23 @@ extension AppIndex {
     /// made. A registration's outcome holds no mutations (the log has them).
     package mutating func execute(_ command: Command, appendingMutationsTo mutations: inout [Mutation]) -> Outcome {
         if case .register(let request, let now) = command {
-            switch register(request, at: now, appendingTo: &mutations) {
-            case .success(let registered): return .registered(registered)
-            case .failure(let rejection): return .rejected(rejection)
-            }
+            return executeRegistration(request, at: now, appendingMutationsTo: &mutations)
         }
         let (outcome, produced) = execute(command)
         mutations.append(contentsOf: produced)
         return outcome
+    }
+
+    /// `Command.register` as `execute(_:appendingMutationsTo:)` runs it, for a
+    /// caller that holds the request itself (the shard reads it straight out
+    /// of its command).
+    package mutating func executeRegistration(
+        _ request: RegisterRequest, at now: Timestamp, appendingMutationsTo mutations: inout [Mutation]
+    ) -> Outcome {
+        switch register(request, at: now, appendingTo: &mutations) {
+        case .success(let registered): .registered(registered)
+        case .failure(let rejection): .rejected(rejection)
+        }
     }
 
     /// Executes `command` on this index and returns its outcome with the
