@@ -85,7 +85,7 @@ package actor Shard {
     static let spareRecordBuffersMax = 4 * ShardLoop.commandsPerTurnMax
     static let recordBufferRetainedBytesMax = 4096
     /// The one array a command's mutations are appended to
-    /// (`AppIndex.execute(_:appendingMutationsTo:)`), emptied before each
+    /// (`AppIndex.executeRegistration` and `execute(_:appendingMutationsTo:)`), emptied before each
     /// command: a registration allocates no list of its mutations (issue 25).
     /// Emptied between runs too, so that it holds no device.
     private var mutationScratch: [Mutation] = []

@@ -200,8 +200,10 @@ extension AppIndex {
     /// `execute(_:)` with the mutations appended to `mutations` (none for a
     /// rejected command or a read): the shard's form, which reuses one array
     /// from command to command. A registration, the one write of the hot
-    /// path, appends its own; another command's list is appended after it is
-    /// made. A registration's outcome holds no mutations (the log has them).
+    /// path, appends its own (`executeRegistration`, which the shard calls
+    /// itself with the request read out of its command); another command's
+    /// list is appended after it is made. A registration's outcome holds no
+    /// mutations (the log has them).
     package mutating func execute(_ command: Command, appendingMutationsTo mutations: inout [Mutation]) -> Outcome {
         if case .register(let request, let now) = command {
             return executeRegistration(request, at: now, appendingMutationsTo: &mutations)
